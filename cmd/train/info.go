@@ -1,0 +1,157 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/voxtrain/voxtrain/nifti"
+)
+
+func newInfoCmd() *cobra.Command {
+	var asJSON bool
+	var maxGzip int64
+	cmd := &cobra.Command{
+		Use:   "info FILE...",
+		Short: "Describe NIfTI files: header, affines, orientation and data statistics",
+		Long: `info prints each file's header the way nibabel's nib-ls and FSL's fslhd do:
+dimensions, voxel sizes and units, datatype, scaling, qform/sform codes and
+matrices, the affine nibabel would use, orientation codes, header extensions
+and min/max/mean of the scaled data.
+
+With --json it prints one JSON object per line and file, with the keys file,
+nifti_version, dim, pixdim, datatype, bitpix, vox_offset, scl_slope,
+scl_inter, qform_code, sform_code, qform, sform, affine, shape, raw_sha256
+and stats {min, max, mean, sum}. Non-finite numbers are null; qform is null
+when the quaternion is invalid; stats is null for complex data.`,
+		Example: `  train info scan.nii.gz
+  train info --json imagesTr/*.nii.gz | jq .shape`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r := nifti.Reader{MaxGzipBytes: maxGzip}
+			out := cmd.OutOrStdout()
+			failed := 0
+			for _, path := range args {
+				info, hdr, err := r.Inspect(path)
+				if err != nil {
+					fmt.Fprintln(cmd.ErrOrStderr(), "train info:", err)
+					failed++
+					continue
+				}
+				if asJSON {
+					b, err := json.Marshal(info)
+					if err != nil {
+						return fmt.Errorf("encode %s: %w", path, err)
+					}
+					fmt.Fprintln(out, string(b))
+					continue
+				}
+				printInfo(out, info, hdr)
+			}
+			if failed > 0 {
+				return fmt.Errorf("%d of %d files could not be read", failed, len(args))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per file")
+	cmd.Flags().Int64Var(&maxGzip, "max-gzip-bytes", nifti.DefaultMaxGzipBytes, "refuse gzipped files whose header describes more decompressed bytes than this")
+	return cmd
+}
+
+var xformNames = map[int32]string{0: "unknown", 1: "scanner", 2: "aligned", 3: "talairach", 4: "mni_152", 5: "template"}
+
+func printInfo(w io.Writer, info *nifti.Info, h *nifti.Header) {
+	order := "little-endian"
+	if h.ByteOrder.String() == "BigEndian" {
+		order = "big-endian"
+	}
+	fmt.Fprintf(w, "%s\n", info.File)
+	row := func(k, format string, a ...any) { fmt.Fprintf(w, "  %-16s"+format+"\n", append([]any{k}, a...)...) }
+	row("nifti_version", "%d (%s)", info.NiftiVersion, order)
+	row("dim", "%v", info.Dim)
+	shape := make([]string, len(info.Shape))
+	for i, s := range info.Shape {
+		shape[i] = fmt.Sprint(s)
+	}
+	row("shape", "%s", strings.Join(shape, " × "))
+	row("pixdim", "%v", fmtFloats(info.Pixdim[:]))
+	row("voxel size", "%.6g × %.6g × %.6g %s (time unit %s)", h.Pixdim[1], h.Pixdim[2], h.Pixdim[3], h.SpaceUnits(), h.TimeUnits())
+	row("datatype", "%v (%d), bitpix %d", h.Datatype, info.Datatype, info.Bitpix)
+	row("vox_offset", "%d", info.VoxOffset)
+	if slope, inter, err := h.Scaling(); err != nil {
+		row("scaling", "invalid: %v", err)
+	} else if slope == 1 && inter == 0 {
+		row("scaling", "none (scl_slope %v, scl_inter %v)", fmtF(info.SclSlope), fmtF(info.SclInter))
+	} else {
+		row("scaling", "value = stored × %g + %g", slope, inter)
+	}
+	if h.Descrip != "" {
+		row("descrip", "%q", h.Descrip)
+	}
+	row("cal_min/max", "%g / %g", h.CalMin, h.CalMax)
+	row("qform_code", "%d (%s)", info.QformCode, xformNames[info.QformCode])
+	if info.Qform != nil {
+		printMatrix(w, "qform", *info.Qform)
+	} else {
+		row("qform", "invalid quaternion")
+	}
+	row("sform_code", "%d (%s)", info.SformCode, xformNames[info.SformCode])
+	printMatrix(w, "sform", info.Sform)
+	src := "pixdim fallback"
+	if info.SformCode > 0 {
+		src = "sform"
+	} else if info.QformCode > 0 {
+		src = "qform"
+	}
+	if info.Affine != nil {
+		printMatrix(w, "affine ("+src+")", *info.Affine)
+		var m nifti.Matrix4
+		for i := range m {
+			for j := range m[i] {
+				m[i][j] = float64(info.Affine[i][j])
+			}
+		}
+		row("orientation", "%s", nifti.Orientation(m))
+	}
+	if len(h.Extensions) > 0 {
+		codes := make([]string, len(h.Extensions))
+		for i, e := range h.Extensions {
+			codes[i] = fmt.Sprintf("%d (%d bytes)", e.Code, len(e.Data)+8)
+		}
+		row("extensions", "%s", strings.Join(codes, ", "))
+	}
+	if info.Stats != nil {
+		row("data", "min %s  max %s  mean %s", fmtF(info.Stats.Min), fmtF(info.Stats.Max), fmtF(info.Stats.Mean))
+	}
+	row("raw_sha256", "%s", info.RawSHA256)
+}
+
+func fmtF(f nifti.Float) string {
+	v := float64(f)
+	if math.IsNaN(v) {
+		return "nan"
+	}
+	return fmt.Sprintf("%.6g", v)
+}
+
+func fmtFloats(fs []nifti.Float) string {
+	s := make([]string, len(fs))
+	for i, f := range fs {
+		s[i] = fmtF(f)
+	}
+	return "[" + strings.Join(s, " ") + "]"
+}
+
+func printMatrix(w io.Writer, name string, m [4][4]nifti.Float) {
+	for i := 0; i < 4; i++ {
+		label := ""
+		if i == 0 {
+			label = name
+		}
+		fmt.Fprintf(w, "  %-16s[% 11.5f % 11.5f % 11.5f % 11.5f]\n", label, float64(m[i][0]), float64(m[i][1]), float64(m[i][2]), float64(m[i][3]))
+	}
+}

@@ -1,0 +1,202 @@
+package nifti
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var allTypes = []Datatype{Uint8, Int8, Int16, Uint16, Int32, Uint32, Int64, Uint64, Float32, Float64, Complex64, Complex128, RGB24, RGBA32}
+
+// randomRaw returns n voxels of random little-endian bytes valid for dt
+// (floats finite, so comparisons are meaningful).
+func randomRaw(rng *rand.Rand, dt Datatype, n int) []byte {
+	b := make([]byte, n*dt.Size())
+	for i := range b {
+		b[i] = byte(rng.UintN(256))
+	}
+	info := dtTable[dt]
+	if dt == Float32 || dt == Complex64 {
+		for i := 0; i < len(b); i += 4 {
+			binary.LittleEndian.PutUint32(b[i:], math.Float32bits(float32(rng.NormFloat64()*1e3)))
+		}
+	}
+	if dt == Float64 || dt == Complex128 {
+		for i := 0; i < len(b); i += 8 {
+			binary.LittleEndian.PutUint64(b[i:], math.Float64bits(rng.NormFloat64()*1e6))
+		}
+	}
+	_ = info
+	return b
+}
+
+// TestRoundTripRaw writes every datatype in both byte orders, both versions
+// and every container, reads it back and requires identical header fields
+// and bit-identical voxels.
+func TestRoundTripRaw(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(1, 2))
+	shape := []int{5, 4, 3, 2}
+	for _, dt := range allTypes {
+		for _, order := range []binary.ByteOrder{binary.LittleEndian, binary.BigEndian} {
+			for _, version := range []int{1, 2} {
+				for _, ext := range []string{".nii", ".nii.gz", ".hdr", ".img.gz"} {
+					h, err := NewHeader(shape, dt)
+					if err != nil {
+						t.Fatal(err)
+					}
+					h.ByteOrder, h.Version = order, version
+					h.Descrip = "round trip"
+					h.Pixdim[1], h.Pixdim[2], h.Pixdim[3], h.Pixdim[4] = 0.75, 1.25, 2.5, 3
+					var m Matrix4 = Matrix4{{0, -0.75, 0, 10}, {1.25, 0, 0, -20}, {0, 0, 2.5, 30.5}, {0, 0, 0, 1}}
+					h.SetAffine(m, 2)
+					h.Extensions = []Extension{{Code: 6, Data: []byte("hello, voxtrain\x00")}}
+					raw := randomRaw(rng, dt, int(h.NumVoxels()))
+					path := filepath.Join(dir, dt.String()+"_"+order.String()+map[int]string{1: "_v1", 2: "_v2"}[version]+ext)
+					if err := WriteRaw(path, h, raw); err != nil {
+						t.Fatalf("%s: %v", path, err)
+					}
+					got, gotRaw, err := ReadRaw(path)
+					if err != nil {
+						t.Fatalf("%s: %v", path, err)
+					}
+					if !bytes.Equal(gotRaw, raw) {
+						t.Fatalf("%s: voxel bytes differ after round trip", path)
+					}
+					if got.Version != version || got.ByteOrder != order || got.Datatype != dt || got.Dim != h.Dim {
+						t.Fatalf("%s: header (v%d %v %v %v), want (v%d %v %v %v)", path, got.Version, got.ByteOrder, got.Datatype, got.Dim, version, order, dt, h.Dim)
+					}
+					if got.Pixdim != h.Pixdim || got.Srow != h.Srow || got.Descrip != h.Descrip || got.QformCode != 2 || got.SformCode != 2 {
+						t.Fatalf("%s: geometry fields differ: %+v", path, got)
+					}
+					if len(got.Extensions) != 1 || got.Extensions[0].Code != 6 || !bytes.HasPrefix(got.Extensions[0].Data, []byte("hello, voxtrain")) {
+						t.Fatalf("%s: extensions = %+v", path, got.Extensions)
+					}
+					a, err := got.Affine()
+					if err != nil {
+						t.Fatal(err)
+					}
+					q, err := got.QformAffine()
+					if err != nil {
+						t.Fatal(err)
+					}
+					for i := 0; i < 4; i++ {
+						for j := 0; j < 4; j++ {
+							if math.Abs(a[i][j]-m[i][j]) > 1e-6 || math.Abs(q[i][j]-m[i][j]) > 1e-6 {
+								t.Fatalf("%s: affine %v / qform %v, want %v", path, a, q, m)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestRoundTripFloat32 writes float32 values as each scalar type (with and
+// without scaling) and reads them back through the float32 path.
+func TestRoundTripFloat32(t *testing.T) {
+	dir := t.TempDir()
+	shape := []int{7, 3, 2}
+	n := 7 * 3 * 2
+	for _, dt := range []Datatype{Uint8, Int8, Int16, Uint16, Int32, Uint32, Int64, Uint64, Float32, Float64, RGB24} {
+		for _, order := range []binary.ByteOrder{binary.LittleEndian, binary.BigEndian} {
+			for _, scaled := range []bool{false, true} {
+				h, _ := NewHeader(shape, dt)
+				h.ByteOrder = order
+				vals := make([]float32, n*dt.Components())
+				for i := range vals {
+					vals[i] = float32(i % 100) // exactly representable in every type
+				}
+				if scaled {
+					h.SclSlope, h.SclInter = 0.5, -3
+					for i := range vals {
+						vals[i] = float32(float64(i%100)*0.5 - 3)
+					}
+				}
+				path := filepath.Join(dir, "f32_"+dt.String()+"_"+order.String()+".nii.gz")
+				if err := WriteFloat32(path, h, vals); err != nil {
+					t.Fatal(err)
+				}
+				_, got, err := ReadFloat32(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(got) != len(vals) {
+					t.Fatalf("%s: %d values, want %d", path, len(got), len(vals))
+				}
+				for i := range got {
+					if got[i] != vals[i] {
+						t.Fatalf("%s: value %d = %v, want %v", path, i, got[i], vals[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestWriteSaturatesAndRounds pins down the float → integer conversion.
+func TestWriteSaturatesAndRounds(t *testing.T) {
+	h, _ := NewHeader([]int{6}, Uint8)
+	path := filepath.Join(t.TempDir(), "sat.nii")
+	in := []float32{-5, 0.5, 1.5, 254.6, 1000, float32(math.NaN())}
+	if err := WriteFloat32(path, h, in); err != nil {
+		t.Fatal(err)
+	}
+	_, got, err := ReadFloat32(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float32{0, 0, 2, 255, 255, 0}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	}
+}
+
+// TestComplexToFloat32IsAnError checks the documented refusal.
+func TestComplexToFloat32IsAnError(t *testing.T) {
+	_, _, err := ReadFloat32("testdata/synth/dt_complex64_le.nii")
+	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("dt_complex64_le.nii")) {
+		t.Fatalf("err = %v, want an error naming the file", err)
+	}
+}
+
+// TestReadFloat32IntoReusesBuffer checks the caller-buffer variant.
+func TestReadFloat32IntoReusesBuffer(t *testing.T) {
+	var r Reader
+	h, want, err := r.ReadFloat32("testdata/real/msd_hippocampus_003.nii.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]float32, h.NumVoxels())
+	if _, err := r.ReadFloat32Into("testdata/real/msd_hippocampus_003.nii.gz", buf); err != nil {
+		t.Fatal(err)
+	}
+	for i := range buf {
+		if buf[i] != want[i] {
+			t.Fatalf("voxel %d differs", i)
+		}
+	}
+	if _, err := r.ReadFloat32Into("testdata/real/msd_hippocampus_003.nii.gz", buf[:10]); err == nil {
+		t.Fatal("short buffer accepted")
+	}
+}
+
+func TestPairFindsGzipPartner(t *testing.T) {
+	h, err := ReadHeader("testdata/synth/pair_gz.hdr.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("testdata/synth/pair_gz.img.gz"); err != nil {
+		t.Fatal(err)
+	}
+	if h.Datatype != Float32 {
+		t.Fatalf("datatype %v", h.Datatype)
+	}
+}
