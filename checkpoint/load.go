@@ -1,0 +1,268 @@
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/voxtrain/voxtrain/checkpoint/safetensors"
+)
+
+// damagedError marks a checkpoint whose files are missing, truncated or
+// corrupt, as opposed to one that is intact but does not fit the model;
+// LoadLatest falls back past the former only.
+type damagedError struct{ err error }
+
+func (e *damagedError) Error() string { return e.err.Error() }
+func (e *damagedError) Unwrap() error { return e.err }
+
+func damaged(err error) error { return &damagedError{err} }
+
+// Load loads the checkpoint at path into model and optimizer. path may be a
+// checkpoint directory, a last/best pointer, the model.safetensors inside a
+// checkpoint directory, or a bare .safetensors weights file (then only
+// model is loaded and optimizer must be nil).
+//
+// model and optimizer give the expected names and shapes; each tensor's
+// Data is filled in place (allocated when nil). Their names and shapes must
+// match the files exactly, otherwise a *MismatchError lists every
+// difference and nothing is filled. A nil optimizer skips the optimiser
+// state (e.g. to evaluate or fine-tune from a checkpoint); a non-nil one,
+// even empty, must match. Nothing is filled unless everything checks out.
+func Load(path string, model, optimizer []Tensor) (*Loaded, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint: %w", err)
+	}
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real // report the checkpoint's own name, not "last"
+	}
+	if fi.IsDir() {
+		if _, err := os.Stat(filepath.Join(path, manifestFile)); errors.Is(err, os.ErrNotExist) {
+			if es, _ := scan(path); len(es) > 0 {
+				return nil, fmt.Errorf("load checkpoint: %s is a directory of checkpoints, not one checkpoint: give one of its ckpt-* directories, its last or best pointer, or load the latest (auto)", path)
+			}
+		}
+		return loadDir(path, model, optimizer)
+	}
+	dir := filepath.Dir(path)
+	if strings.HasSuffix(path, ".safetensors") {
+		if filepath.Base(path) == modelFile {
+			if _, err := os.Stat(filepath.Join(dir, manifestFile)); err == nil {
+				return loadDir(dir, model, optimizer)
+			}
+		}
+		return loadWeights(path, model, optimizer)
+	}
+	// A pointer file (on filesystems without symbolic links).
+	target := readPointer(dir, filepath.Base(path))
+	if target == "" || target == "." {
+		return nil, fmt.Errorf("load checkpoint: %s is neither a checkpoint directory, a pointer to one, nor a .safetensors file", path)
+	}
+	return loadDir(filepath.Join(dir, target), model, optimizer)
+}
+
+// LoadLatest loads the newest complete checkpoint in dir (a run's
+// checkpoints directory) into model and optimizer, as Load does. A newer
+// checkpoint that is damaged (missing or truncated files, CRC mismatch,
+// unparsable) is skipped with its reason in Loaded.Skipped; one that is
+// intact but does not match the expected tensors is an error. When dir
+// holds no checkpoint the error wraps ErrNoCheckpoint.
+func LoadLatest(dir string, model, optimizer []Tensor) (*Loaded, error) {
+	es, err := scan(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list checkpoints: %w", err)
+	}
+	if len(es) == 0 {
+		return nil, fmt.Errorf("%w in %s", ErrNoCheckpoint, dir)
+	}
+	var skipped []string
+	for _, e := range es {
+		path := filepath.Join(dir, e.name)
+		if e.err != nil {
+			skipped = append(skipped, fmt.Sprintf("%s: damaged: %v", path, e.err))
+			continue
+		}
+		l, err := loadDir(path, model, optimizer)
+		var d *damagedError
+		if errors.As(err, &d) {
+			skipped = append(skipped, fmt.Sprintf("%s: damaged: %v", path, err))
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		l.Skipped = skipped
+		return l, nil
+	}
+	return nil, fmt.Errorf("no usable checkpoint in %s: %s", dir, strings.Join(skipped, "; "))
+}
+
+// readVerified reads a file of a checkpoint and checks it against the
+// manifest's size and CRC-32C.
+func readVerified(dir, name string, m *manifest) ([]byte, error) {
+	path := filepath.Join(dir, name)
+	want, ok := m.Files[name]
+	if !ok {
+		return nil, damaged(fmt.Errorf("%s: not listed in %s", path, manifestFile))
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, damaged(err)
+	}
+	if int64(len(b)) != want.Size {
+		return nil, damaged(fmt.Errorf("%s: %d bytes, the manifest says %d (truncated?)", path, len(b), want.Size))
+	}
+	if got := crcHex(crc32.Checksum(b, castagnoli)); got != want.CRC32C {
+		return nil, damaged(fmt.Errorf("%s: CRC-32C %s does not match the manifest's %s (corrupt)", path, got, want.CRC32C))
+	}
+	return b, nil
+}
+
+// plan is a checked, not yet applied, load of one safetensors file.
+type plan struct {
+	r    *safetensors.Reader
+	want []Tensor
+}
+
+// check parses a safetensors file held in b and matches it against want.
+func check(path string, b []byte, want []Tensor) (plan, error) {
+	r, err := safetensors.Parse(bytes.NewReader(b), int64(len(b)), path)
+	if err != nil {
+		return plan{}, damaged(err)
+	}
+	return plan{r, want}, match(r, path, want)
+}
+
+// match compares the file's tensors with the expected ones.
+func match(r *safetensors.Reader, path string, want []Tensor) error {
+	e := &MismatchError{File: path}
+	seen := make(map[string]bool, len(want))
+	for _, t := range want {
+		if seen[t.Name] {
+			return fmt.Errorf("load %s: tensor %q expected twice", path, t.Name)
+		}
+		seen[t.Name] = true
+		if n := safetensors.NumElements(t.Shape); t.Data != nil && len(t.Data) != n {
+			return fmt.Errorf("load %s: tensor %q: shape %v needs %d elements, its Data has %d", path, t.Name, t.Shape, n, len(t.Data))
+		}
+		info, ok := r.Lookup(t.Name)
+		switch {
+		case !ok:
+			e.Missing = append(e.Missing, t.Name)
+		case !slices.Equal(info.Shape, t.Shape):
+			e.Mismatched = append(e.Mismatched, fmt.Sprintf("%s: shape %v in the file, %v expected", t.Name, info.Shape, t.Shape))
+		case info.DType != safetensors.F32 && info.DType != safetensors.F16 && info.DType != safetensors.BF16 && info.DType != safetensors.F64:
+			e.Mismatched = append(e.Mismatched, fmt.Sprintf("%s: dtype %s in the file, a float type expected", t.Name, info.DType))
+		}
+	}
+	for _, info := range r.Tensors() {
+		if !seen[info.Name] {
+			e.Unexpected = append(e.Unexpected, info.Name)
+		}
+	}
+	if len(e.Missing)+len(e.Unexpected)+len(e.Mismatched) > 0 {
+		return e
+	}
+	return nil
+}
+
+// apply fills the expected tensors from a checked file.
+func (p plan) apply() error {
+	for i := range p.want {
+		t := &p.want[i]
+		if t.Data == nil {
+			t.Data = make([]float32, safetensors.NumElements(t.Shape))
+		}
+		if err := p.r.ReadFloat32(t.Name, t.Data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func loadDir(dir string, model, optimizer []Tensor) (*Loaded, error) {
+	m, err := readManifest(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, damaged(fmt.Errorf("%s is not a complete checkpoint (no %s)", dir, manifestFile))
+		}
+		return nil, damaged(err)
+	}
+	// Verify and check everything before filling anything, so that a
+	// failed load (and LoadLatest's fallback) never leaves the model half
+	// overwritten.
+	var plans []plan
+	for _, part := range []struct {
+		name string
+		want []Tensor
+	}{{modelFile, model}, {optimizerFile, optimizer}} {
+		if part.want == nil && part.name == optimizerFile {
+			continue
+		}
+		b, err := readVerified(dir, part.name, m)
+		if err != nil {
+			return nil, err
+		}
+		p, err := check(filepath.Join(dir, part.name), b, part.want)
+		if err != nil {
+			return nil, err
+		}
+		plans = append(plans, p)
+	}
+	state, err := readVerified(dir, stateFile, m)
+	if err != nil {
+		return nil, err
+	}
+	if !json.Valid(state) {
+		return nil, damaged(fmt.Errorf("%s: not valid JSON", filepath.Join(dir, stateFile)))
+	}
+	var config []byte
+	if _, ok := m.Files[configFile]; ok {
+		if config, err = readVerified(dir, configFile, m); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range plans {
+		if err := p.apply(); err != nil {
+			return nil, err
+		}
+	}
+	return &Loaded{
+		Dir:      dir,
+		Epoch:    m.Epoch,
+		Step:     m.Step,
+		MidEpoch: m.MidEpoch,
+		Metric:   m.Metric,
+		Version:  m.Version,
+		SavedAt:  m.SavedAt,
+		State:    json.RawMessage(state),
+		Config:   string(config),
+	}, nil
+}
+
+// loadWeights loads a bare safetensors weights file (no manifest: e.g. one
+// exported from PyTorch).
+func loadWeights(path string, model, optimizer []Tensor) (*Loaded, error) {
+	if optimizer != nil {
+		return nil, fmt.Errorf("load %s: a bare weights file holds no optimiser state (pass a nil optimizer, or a checkpoint directory)", path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint: %w", err)
+	}
+	p, err := check(path, b, model)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.apply(); err != nil {
+		return nil, err
+	}
+	return &Loaded{Dir: path}, nil
+}

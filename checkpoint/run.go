@@ -1,0 +1,66 @@
+package checkpoint
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Run is the directory of one training run and the paths in it; see the
+// package doc for the layout.
+type Run struct {
+	Dir         string // <output>/<experiment>/fold_<k>/run_<r>
+	Checkpoints string // Dir/checkpoints: give it to Saver.Dir
+	Logs        string // Dir/logs
+	Plots       string // Dir/plots
+	Config      string // Dir/config.yaml, the resolved config
+	TrainLog    string // Dir/train.log
+	Metrics     string // Dir/metrics.jsonl
+}
+
+// RunPaths returns the paths of the run <output>/<experiment>/fold_<fold>/run_<run>
+// without touching the disk. experiment must be a single path element.
+func RunPaths(output, experiment string, fold, run int) (Run, error) {
+	switch {
+	case output == "":
+		return Run{}, fmt.Errorf("run directory: empty output directory")
+	case experiment == "" || experiment == "." || experiment == ".." || strings.ContainsAny(experiment, `/\`+"\x00"):
+		return Run{}, fmt.Errorf("run directory: experiment name %q must be a single, non-empty path element", experiment)
+	case fold < 0:
+		return Run{}, fmt.Errorf("run directory: fold %d is negative", fold)
+	case run < 0:
+		return Run{}, fmt.Errorf("run directory: run id %d is negative", run)
+	}
+	dir := filepath.Join(output, experiment, fmt.Sprintf("fold_%d", fold), fmt.Sprintf("run_%d", run))
+	return Run{
+		Dir:         dir,
+		Checkpoints: filepath.Join(dir, "checkpoints"),
+		Logs:        filepath.Join(dir, "logs"),
+		Plots:       filepath.Join(dir, "plots"),
+		Config:      filepath.Join(dir, "config.yaml"),
+		TrainLog:    filepath.Join(dir, "train.log"),
+		Metrics:     filepath.Join(dir, "metrics.jsonl"),
+	}, nil
+}
+
+// NewRun returns the run's paths (see RunPaths) and creates its
+// directories, parents included; existing ones are kept as they are.
+func NewRun(output, experiment string, fold, run int) (Run, error) {
+	r, err := RunPaths(output, experiment, fold, run)
+	if err != nil {
+		return Run{}, err
+	}
+	return r, r.MkdirAll()
+}
+
+// MkdirAll creates the run's directories that do not exist (again); cheap
+// when they all do.
+func (r Run) MkdirAll() error {
+	for _, d := range []string{r.Checkpoints, r.Logs, r.Plots} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("create run directory: %w", err)
+		}
+	}
+	return nil
+}
