@@ -1,0 +1,170 @@
+package augment
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// smoothVolume is a smooth test image: a few low-frequency waves.
+func smoothVolume(shape [3]int, seed uint64) []float32 {
+	r := rand.New(rand.NewPCG(seed, 7))
+	type wave struct {
+		k       [3]float64
+		ph, amp float64
+	}
+	ws := make([]wave, 4)
+	for i := range ws {
+		for a := range 3 {
+			ws[i].k[a] = (r.Float64() - 0.5) * 0.5
+		}
+		ws[i].ph = r.Float64() * 6
+		ws[i].amp = 0.5 + r.Float64()
+	}
+	v := make([]float32, shape[0]*shape[1]*shape[2])
+	for z := 0; z < shape[0]; z++ {
+		for y := 0; y < shape[1]; y++ {
+			for x := 0; x < shape[2]; x++ {
+				s := 0.0
+				for _, w := range ws {
+					s += w.amp * math.Sin(w.k[0]*float64(z)+w.k[1]*float64(y)+w.k[2]*float64(x)+w.ph)
+				}
+				v[(z*shape[1]+y)*shape[2]+x] = float32(s)
+			}
+		}
+	}
+	return v
+}
+
+// noiseVolume is a rough image (every voxel independent), so any
+// interpolation shows.
+func noiseVolume(shape [3]int, seed uint64) []float32 {
+	r := rand.New(rand.NewPCG(seed, 9))
+	v := make([]float32, shape[0]*shape[1]*shape[2])
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	return v
+}
+
+// labelOf thresholds an image into classes 0..3.
+func labelOf(img []float32) []uint8 {
+	l := make([]uint8, len(img))
+	for i, v := range img {
+		switch {
+		case v > 1.5:
+			l[i] = 3
+		case v > 0.8:
+			l[i] = 2
+		case v > 0.2:
+			l[i] = 1
+		}
+	}
+	return l
+}
+
+func newDest(a *Augmenter, withLabel bool) Dest {
+	p := a.Patch()
+	n := p[0] * p[1] * p[2]
+	d := Dest{Image: make([][]float32, a.Channels())}
+	for c := range d.Image {
+		d.Image[c] = make([]float32, n)
+		for i := range d.Image[c] {
+			d.Image[c][i] = float32(math.NaN())
+		}
+	}
+	if withLabel {
+		d.Label = make([]float32, n)
+		for i := range d.Label {
+			d.Label[i] = -1
+		}
+	}
+	return d
+}
+
+func mustNew(t testing.TB, cfg Config, patch [3]int, ch int) *Augmenter {
+	t.Helper()
+	a, err := New(cfg, patch, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func mustPreset(t testing.TB, name string) Config {
+	t.Helper()
+	c, err := Preset(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// crop extracts patch p at corner c from vol (shape s), border value outside.
+func crop(vol []float32, s, c, p [3]int, border float32) []float32 {
+	out := make([]float32, p[0]*p[1]*p[2])
+	for z := 0; z < p[0]; z++ {
+		for y := 0; y < p[1]; y++ {
+			for x := 0; x < p[2]; x++ {
+				sz, sy, sx := z+c[0], y+c[1], x+c[2]
+				v := border
+				if sz >= 0 && sz < s[0] && sy >= 0 && sy < s[1] && sx >= 0 && sx < s[2] {
+					v = vol[(sz*s[1]+sy)*s[2]+sx]
+				}
+				out[(z*p[1]+y)*p[2]+x] = v
+			}
+		}
+	}
+	return out
+}
+
+func cropLabel(lab []uint8, s, c, p [3]int) []float32 {
+	f := make([]float32, len(lab))
+	for i, v := range lab {
+		f[i] = float32(v)
+	}
+	return crop(f, s, c, p, 0)
+}
+
+func equalBits(a, b []float32) (int, bool) {
+	if len(a) != len(b) {
+		return -1, false
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return i, false
+		}
+	}
+	return 0, true
+}
+
+func hashDest(d Dest) [32]byte {
+	h := sha256.New()
+	var b [4]byte
+	for _, ch := range d.Image {
+		for _, v := range ch {
+			binary.LittleEndian.PutUint32(b[:], math.Float32bits(v))
+			h.Write(b[:])
+		}
+	}
+	for _, v := range d.Label {
+		binary.LittleEndian.PutUint32(b[:], math.Float32bits(v))
+		h.Write(b[:])
+	}
+	var out [32]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+// allOn is the nnU-Net preset with every transform (and elastic, rot90)
+// applied to every sample and channel.
+func allOn(t testing.TB) Config {
+	c := mustPreset(t, PresetNNUNet)
+	c.Rotation.P, c.Scaling.P, c.Elastic.P, c.Rot90.P = 1, 1, 1, 1
+	c.Noise.P, c.Blur.P, c.Blur.PPerChannel = 1, 1, 1
+	c.Brightness.P, c.Contrast.P, c.LowRes.P, c.LowRes.PPerChannel = 1, 1, 1, 1
+	c.GammaInverted.P, c.Gamma.P = 1, 1
+	return c
+}

@@ -1,0 +1,608 @@
+package augment
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+)
+
+// Box is a half-open box of voxels [Lo, Hi) in (D, H, W) order.
+type Box struct {
+	Lo, Hi [3]int
+}
+
+// Size returns the box's extent per axis (0 for an empty axis).
+func (b Box) Size() [3]int {
+	var s [3]int
+	for i := range s {
+		s[i] = max(0, b.Hi[i]-b.Lo[i])
+	}
+	return s
+}
+
+// Empty reports whether the box holds no voxel.
+func (b Box) Empty() bool {
+	return b.Hi[0] <= b.Lo[0] || b.Hi[1] <= b.Lo[1] || b.Hi[2] <= b.Lo[2]
+}
+
+// Contains reports whether o lies inside b (an empty o always does).
+func (b Box) Contains(o Box) bool {
+	if o.Empty() {
+		return true
+	}
+	for i := range 3 {
+		if o.Lo[i] < b.Lo[i] || o.Hi[i] > b.Hi[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Augmenter applies one validated Config to patches of one size and channel
+// count. It holds no mutable state: one Augmenter serves every worker
+// goroutine; per-goroutine state lives in a Sample and a Workspace.
+type Augmenter struct {
+	cfg      Config
+	patch    [3]int
+	channels int
+	cubic    bool
+	rotAxes  []int
+	mirAxes  []int
+	r90Axes  []int
+	lrAxes   [3]bool
+}
+
+// New checks cfg and returns an Augmenter for patches of the given (D, H, W)
+// size with the given number of image channels.
+func New(cfg Config, patch [3]int, channels int) (*Augmenter, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	for i, p := range patch {
+		if p <= 0 {
+			return nil, fmt.Errorf("augment: patch size %v: axis %d is %d, want > 0", patch, i, p)
+		}
+	}
+	if int64(patch[0])*int64(patch[1])*int64(patch[2]) > math.MaxInt32 {
+		return nil, fmt.Errorf("augment: patch size %v has more than 2^31-1 voxels", patch)
+	}
+	if channels <= 0 {
+		return nil, fmt.Errorf("augment: %d image channels, want > 0", channels)
+	}
+	a := &Augmenter{
+		cfg:      cfg,
+		patch:    patch,
+		channels: channels,
+		cubic:    cfg.Interpolation == "cubic",
+		rotAxes:  append([]int(nil), cfg.Rotation.Axes...),
+		mirAxes:  append([]int(nil), cfg.Mirror.Axes...),
+		r90Axes:  append([]int(nil), cfg.Rot90.Axes...),
+	}
+	for _, ax := range cfg.LowRes.Axes {
+		a.lrAxes[ax] = true
+	}
+	return a, nil
+}
+
+// Patch returns the output patch size (D, H, W).
+func (a *Augmenter) Patch() [3]int { return a.patch }
+
+// Channels returns the number of image channels.
+func (a *Augmenter) Channels() int { return a.channels }
+
+// Config returns the Augmenter's configuration.
+func (a *Augmenter) Config() Config { return a.cfg }
+
+// SpatialParams are the drawn parameters of the spatial transform. The
+// output voxel o (D, H, W indices) is read from the source at
+//
+//	C + R·S·M·Q·(o − h + e(o))
+//
+// where h = (patch−1)/2, C is the crop centre, R the rotations (about D,
+// then H, then W), S the scaling, M the mirroring, Q the quarter turns and
+// e the elastic field.
+type SpatialParams struct {
+	// Angles are the rotations about the D, H and W axes, in radians.
+	Angles [3]float64
+	// Scale is the per-axis scale factor; 0 means 1.
+	Scale [3]float64
+	// Mirror flips the output along each axis.
+	Mirror [3]bool
+	// Rot90K quarter turns (0..3) in the plane of Rot90Axes.
+	Rot90K    int
+	Rot90Axes [2]int
+	// ElasticMagnitude is the largest displacement (output voxels); 0 = no field.
+	ElasticMagnitude float64
+	// ElasticScale is the control-point spacing (output voxels).
+	ElasticScale float64
+	// Elastic reports whether an elastic field was drawn (it may have
+	// magnitude 0).
+	Elastic bool
+}
+
+// channelParams holds the intensity parameters drawn for one channel; a
+// zero value field means "not applied".
+type channelParams struct {
+	noise      float32    // noise standard deviation
+	blur       [3]float32 // sigma per axis
+	brightness float32    // multiplier
+	contrast   float32    // factor
+	lowRes     float32    // scale
+	gammaInv   float32    // gamma on the inverted image
+	gamma      float32
+}
+
+// Sample is the plan for one augmented sample: everything drawn from the
+// rng, and where in the source it will read. Plan fills it; Apply executes
+// it. Reuse one per worker goroutine: planning into a used Sample
+// allocates nothing once its buffers have grown.
+type Sample struct {
+	// Shape is the full volume's shape (D, H, W) the plan is for.
+	Shape [3]int
+	// Patch is the output patch size.
+	Patch [3]int
+	// Corner is the source voxel that output voxel (0, 0, 0) shows when no
+	// spatial transform is drawn: the crop's lower corner, which may lie
+	// outside the volume when the volume is smaller than the patch.
+	Corner [3]int
+	// Box holds every source voxel the sample can read, clipped to the
+	// volume. A caller that reads from a store may load only this region.
+	Box Box
+	// Spatial are the drawn spatial parameters.
+	Spatial SpatialParams
+
+	lin    [3][3]float64 // R·S·M·Q
+	center [3]float64    // C
+	// exact: lin is a signed permutation and there is no field, so every
+	// output voxel reads one source voxel exactly (crop, flips, rot90).
+	exact bool
+	grid  elasticGrid
+	ch    []channelParams
+	// noiseSeed seeds the per-plane noise streams.
+	noiseSeed [2]uint64
+}
+
+// Plan draws every random parameter of one sample from rng: the crop, the
+// spatial transform, the elastic field and the intensity transforms. shape
+// is the full volume's (D, H, W). After Plan, s.Box says which source
+// voxels Apply will read.
+//
+// The crop is uniform over the positions that keep the (untransformed)
+// patch inside the volume, and centred when the volume is smaller than the
+// patch. With forceFG and a foreground index (fg may be nil), a random
+// voxel of a random present class becomes the patch centre, moved only as
+// far as needed to keep the patch inside the volume (nnU-Net clamps the low
+// side only and pads on the high side); without foreground it falls back to
+// a uniform crop, as nnU-Net does.
+func (a *Augmenter) Plan(s *Sample, rng *rand.Rand, shape [3]int, fg *ForegroundIndex, forceFG bool) error {
+	if rng == nil {
+		return errors.New("augment: Plan: nil rng")
+	}
+	if err := checkShape(shape); err != nil {
+		return err
+	}
+	if fg != nil && fg.Shape != shape {
+		return fmt.Errorf("augment: Plan: foreground index is for shape %v, volume is %v", fg.Shape, shape)
+	}
+	c := &a.cfg
+	s.reset(a, shape)
+	s.Corner = a.drawCorner(rng, shape, fg, forceFG)
+
+	sp := &s.Spatial
+	if c.Rotation.P > 0 && rng.Float64() < c.Rotation.P {
+		for _, ax := range a.rotAxes {
+			sp.Angles[ax] = uniform(rng, c.Rotation.Degrees[0], c.Rotation.Degrees[1]) * (math.Pi / 180)
+		}
+	}
+	if c.Scaling.P > 0 && rng.Float64() < c.Scaling.P {
+		if c.Scaling.PerAxis {
+			for i := range sp.Scale {
+				sp.Scale[i] = uniform(rng, c.Scaling.Range[0], c.Scaling.Range[1])
+			}
+		} else {
+			f := uniform(rng, c.Scaling.Range[0], c.Scaling.Range[1])
+			sp.Scale = [3]float64{f, f, f}
+		}
+	}
+	if c.Elastic.P > 0 && rng.Float64() < c.Elastic.P {
+		sp.Elastic = true
+		sp.ElasticMagnitude = uniform(rng, c.Elastic.Magnitude[0], c.Elastic.Magnitude[1])
+		sp.ElasticScale = uniform(rng, c.Elastic.Scale[0], c.Elastic.Scale[1])
+		s.grid.draw(rng, s.Patch, sp.ElasticMagnitude, sp.ElasticScale)
+	}
+	if c.Rot90.P > 0 && rng.Float64() < c.Rot90.P {
+		sp.Rot90K = 1 + rng.IntN(3)
+		n := len(a.r90Axes)
+		i := rng.IntN(n)
+		j := rng.IntN(n - 1)
+		if j >= i {
+			j++
+		}
+		sp.Rot90Axes = [2]int{a.r90Axes[min(i, j)], a.r90Axes[max(i, j)]}
+	}
+	if c.Mirror.P > 0 {
+		for _, ax := range a.mirAxes {
+			sp.Mirror[ax] = rng.Float64() < c.Mirror.P
+		}
+	}
+	a.drawIntensity(s, rng)
+	s.compose(a.cubic)
+	return nil
+}
+
+// PlanWith plans a sample with explicit spatial parameters and no intensity
+// transform, for test-time augmentation (flips) and tests. corner is the
+// crop's lower corner (see Sample.Corner). An elastic field needs
+// randomness: sp.Elastic must be false.
+func (a *Augmenter) PlanWith(s *Sample, shape, corner [3]int, sp SpatialParams) error {
+	if err := checkShape(shape); err != nil {
+		return err
+	}
+	if sp.Elastic || sp.ElasticMagnitude != 0 {
+		return errors.New("augment: PlanWith: an elastic field needs an rng; use Plan")
+	}
+	if sp.Rot90K != 0 && (sp.Rot90Axes[0] == sp.Rot90Axes[1] || !validAxis(sp.Rot90Axes[0]) || !validAxis(sp.Rot90Axes[1])) {
+		return fmt.Errorf("augment: PlanWith: rot90 plane %v is not two distinct axes", sp.Rot90Axes)
+	}
+	for i, f := range sp.Scale {
+		if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("augment: PlanWith: scale %v on axis %d", f, i)
+		}
+	}
+	s.reset(a, shape)
+	s.Corner = corner
+	s.Spatial = sp
+	for i := range s.ch {
+		s.ch[i] = channelParams{}
+	}
+	s.compose(a.cubic)
+	return nil
+}
+
+func validAxis(a int) bool { return a >= 0 && a < 3 }
+
+func checkShape(shape [3]int) error {
+	for i, n := range shape {
+		if n <= 0 {
+			return fmt.Errorf("augment: volume shape %v: axis %d is %d, want > 0", shape, i, n)
+		}
+	}
+	if int64(shape[0])*int64(shape[1])*int64(shape[2]) > math.MaxInt32 {
+		return fmt.Errorf("augment: volume shape %v has more than 2^31-1 voxels", shape)
+	}
+	return nil
+}
+
+func (s *Sample) reset(a *Augmenter, shape [3]int) {
+	s.Shape = shape
+	s.Patch = a.patch
+	s.Spatial = SpatialParams{}
+	s.grid.active = false
+	s.grid.maxAbs = [3]float32{}
+	if cap(s.ch) < a.channels {
+		s.ch = make([]channelParams, a.channels)
+	}
+	s.ch = s.ch[:a.channels]
+	for i := range s.ch {
+		s.ch[i] = channelParams{}
+	}
+	s.noiseSeed = [2]uint64{}
+}
+
+// cropRange returns the range of the crop's lower corner on one axis, as
+// nnU-Net's data loader computes it (get_bbox with the final patch inside
+// the larger initial one): the patch stays inside the volume, and a volume
+// smaller than the patch is centred in it (padded on both sides).
+func cropRange(n, p int) (lo, hi int) {
+	if n >= p {
+		return 0, n - p
+	}
+	lo = -((p - n) / 2)
+	return lo, lo
+}
+
+// drawCorner picks the crop: with forceFG and foreground present, a random
+// voxel of a random present class becomes the patch centre (clamped so the
+// patch stays within the crop range); otherwise a uniform random corner.
+func (a *Augmenter) drawCorner(rng *rand.Rand, shape [3]int, fg *ForegroundIndex, forceFG bool) [3]int {
+	var corner [3]int
+	if forceFG && fg != nil && len(fg.Classes) > 0 {
+		k := rng.IntN(len(fg.Classes))
+		locs := fg.Locations[k]
+		v := fg.Voxel(int(locs[rng.IntN(len(locs))]))
+		for i := range corner {
+			lo, hi := cropRange(shape[i], a.patch[i])
+			corner[i] = min(max(v[i]-a.patch[i]/2, lo), hi)
+		}
+		return corner
+	}
+	for i := range corner {
+		lo, hi := cropRange(shape[i], a.patch[i])
+		corner[i] = lo + rng.IntN(hi-lo+1)
+	}
+	return corner
+}
+
+// bgContrast draws a factor as batchgeneratorsv2's BGContrast: with
+// probability 1/2 from [lo, 1), otherwise from [max(lo, 1), hi]; ranges
+// entirely on one side of 1 are drawn uniformly.
+func bgContrast(rng *rand.Rand, r [2]float64) float64 {
+	if r[1] <= 1 || r[0] >= 1 {
+		return uniform(rng, r[0], r[1])
+	}
+	if rng.Float64() < 0.5 {
+		return uniform(rng, r[0], 1)
+	}
+	return uniform(rng, 1, r[1])
+}
+
+func (a *Augmenter) drawIntensity(s *Sample, rng *rand.Rand) {
+	c := &a.cfg
+	if c.Noise.P > 0 && rng.Float64() < c.Noise.P {
+		std := float32(uniform(rng, c.Noise.Std[0], c.Noise.Std[1]))
+		for i := range s.ch {
+			s.ch[i].noise = std
+		}
+		s.noiseSeed = [2]uint64{rng.Uint64(), rng.Uint64()}
+	}
+	if c.Blur.P > 0 && rng.Float64() < c.Blur.P {
+		for i := range s.ch {
+			if rng.Float64() < c.Blur.PPerChannel {
+				for ax := range 3 {
+					s.ch[i].blur[ax] = float32(uniform(rng, c.Blur.Sigma[0], c.Blur.Sigma[1]))
+				}
+			}
+		}
+	}
+	if c.Brightness.P > 0 && rng.Float64() < c.Brightness.P {
+		for i := range s.ch {
+			s.ch[i].brightness = float32(bgContrast(rng, c.Brightness.Range))
+		}
+	}
+	if c.Contrast.P > 0 && rng.Float64() < c.Contrast.P {
+		for i := range s.ch {
+			s.ch[i].contrast = float32(bgContrast(rng, c.Contrast.Range))
+		}
+	}
+	if c.LowRes.P > 0 && rng.Float64() < c.LowRes.P {
+		for i := range s.ch {
+			if rng.Float64() < c.LowRes.PPerChannel {
+				s.ch[i].lowRes = float32(uniform(rng, c.LowRes.Scale[0], c.LowRes.Scale[1]))
+			}
+		}
+	}
+	if c.GammaInverted.P > 0 && rng.Float64() < c.GammaInverted.P {
+		for i := range s.ch {
+			s.ch[i].gammaInv = float32(bgContrast(rng, c.GammaInverted.Range))
+		}
+	}
+	if c.Gamma.P > 0 && rng.Float64() < c.Gamma.P {
+		for i := range s.ch {
+			s.ch[i].gamma = float32(bgContrast(rng, c.Gamma.Range))
+		}
+	}
+}
+
+// mat3 multiplies 3×3 matrices. The products are small sums of products of
+// cosines; explicit conversions keep them unfused (see detmath.go).
+func mat3(a, b [3][3]float64) [3][3]float64 {
+	var m [3][3]float64
+	for i := range 3 {
+		for j := range 3 {
+			m[i][j] = float64(a[i][0]*b[0][j]) + float64(a[i][1]*b[1][j]) + float64(a[i][2]*b[2][j])
+		}
+	}
+	return m
+}
+
+func identity3() [3][3]float64 {
+	return [3][3]float64{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}}
+}
+
+// rotation returns the rotation by theta about axis ax: in the plane of
+// the two other axes (i < j), (i, j) -> (c i - s j, s i + c j).
+func rotation(ax int, theta float64) [3][3]float64 {
+	m := identity3()
+	if theta == 0 {
+		return m
+	}
+	i, j := (ax+1)%3, (ax+2)%3
+	if i > j {
+		i, j = j, i
+	}
+	sn, cs := dsincos(theta)
+	m[i][i], m[i][j], m[j][i], m[j][j] = cs, -sn, sn, cs
+	return m
+}
+
+// quarter returns k quarter turns in the plane (i, j).
+func quarter(k int, i, j int) [3][3]float64 {
+	m := identity3()
+	var c, s float64
+	switch k & 3 {
+	case 0:
+		return m
+	case 1:
+		c, s = 0, 1
+	case 2:
+		c, s = -1, 0
+	case 3:
+		c, s = 0, -1
+	}
+	m[i][i], m[i][j], m[j][i], m[j][j] = c, -s, s, c
+	return m
+}
+
+// compose builds the coordinate map from the drawn parameters and the box
+// of source voxels it reads.
+func (s *Sample) compose(cubic bool) {
+	sp := &s.Spatial
+	l := identity3()
+	for ax := range 3 {
+		l = mat3(l, rotation(ax, sp.Angles[ax]))
+	}
+	var sc [3][3]float64
+	for i := range 3 {
+		f := sp.Scale[i]
+		if f == 0 {
+			f = 1
+		}
+		sc[i][i] = f
+	}
+	l = mat3(l, sc)
+	var mir [3][3]float64
+	for i := range 3 {
+		mir[i][i] = 1
+		if sp.Mirror[i] {
+			mir[i][i] = -1
+		}
+	}
+	l = mat3(l, mir)
+	if sp.Rot90K != 0 {
+		l = mat3(l, quarter(sp.Rot90K, sp.Rot90Axes[0], sp.Rot90Axes[1]))
+	}
+	s.lin = l
+
+	var half [3]float64
+	for i := range 3 {
+		half[i] = float64(s.Patch[i]-1) / 2
+	}
+	s.exact = !s.grid.active && signedPermutation(l)
+	for i := range 3 {
+		s.center[i] = float64(s.Corner[i]) + half[i]
+	}
+	if s.exact {
+		// A quarter turn between axes of odd and even length would land
+		// every voxel half-way between source voxels: shift the centre by
+		// half a voxel so the crop stays exact.
+		for i := range 3 {
+			for j := range 3 {
+				if l[i][j] != 0 {
+					s.center[i] += frac(half[j]) - frac(half[i])
+				}
+			}
+		}
+	}
+	s.Box = s.bounds(half, cubic)
+}
+
+func frac(x float64) float64 { return x - math.Floor(x) }
+
+func signedPermutation(l [3][3]float64) bool {
+	for i := range 3 {
+		n := 0
+		for j := range 3 {
+			switch l[i][j] {
+			case 0:
+			case 1, -1:
+				n++
+			default:
+				return false
+			}
+		}
+		if n != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// bounds returns the source voxels the sample reads, clipped to the volume.
+func (s *Sample) bounds(half [3]float64, cubic bool) Box {
+	var b Box
+	for i := range 3 {
+		ext := 0.0
+		for j := range 3 {
+			ext += float64(math.Abs(s.lin[i][j]) * (half[j] + float64(s.grid.maxAbs[j])))
+		}
+		lo, hi := s.center[i]-ext, s.center[i]+ext
+		var l, h int
+		if s.exact {
+			l, h = int(math.Round(lo)), int(math.Round(hi))+1
+		} else {
+			// Trilinear reads floor(x) and floor(x)+1; one more voxel on
+			// each side covers float32 rounding of the coordinates, one
+			// more the cubic kernel's support.
+			l, h = int(math.Floor(lo))-1, int(math.Floor(hi))+3
+			if cubic {
+				l, h = l-1, h+1
+			}
+		}
+		b.Lo[i] = max(l, 0)
+		b.Hi[i] = min(h, s.Shape[i])
+		if b.Hi[i] < b.Lo[i] {
+			b.Hi[i] = b.Lo[i]
+		}
+	}
+	if b.Empty() {
+		return Box{}
+	}
+	return b
+}
+
+// InitialPatchSize is nnU-Net's get_patch_size
+// (nnunetv2/training/data_augmentation/compute_initial_patch_size.py): the
+// size of the larger region nnU-Net crops before its spatial transform, so
+// that rotating by up to maxDegrees about each axis and scaling down to
+// minScale does not pull in empty borders. This package samples the output
+// patch straight from the volume, so it does not need that region; Plan
+// reports the exact region each sample reads in Sample.Box. It is here for
+// callers that size buffers the way nnU-Net does. (nnU-Net v2 calls it with
+// its rotation and a scale range of (0.85, 1.25), not its training scale
+// range, and rotates by +angle only; this takes both signs, which matters
+// for non-cubic patches.)
+func InitialPatchSize(patch [3]int, maxDegrees [3]float64, minScale float64) [3]int {
+	size := [3]float64{float64(patch[0]), float64(patch[1]), float64(patch[2])}
+	out := size
+	for ax := range 3 {
+		theta := math.Min(math.Abs(maxDegrees[ax]), 90) * math.Pi / 180
+		for _, t := range [2]float64{theta, -theta} {
+			r := rotation(ax, t)
+			for i := range 3 {
+				v := float64(r[i][0]*size[0]) + float64(r[i][1]*size[1]) + float64(r[i][2]*size[2])
+				out[i] = math.Max(out[i], math.Abs(v))
+			}
+		}
+	}
+	var res [3]int
+	for i := range 3 {
+		res[i] = int(out[i] / minScale)
+	}
+	return res
+}
+
+// MaxBoxSize bounds Sample.Box's size for any sample this Augmenter can
+// plan on a volume of the given shape, for sizing a region buffer once.
+func (a *Augmenter) MaxBoxSize(shape [3]int) [3]int {
+	c := &a.cfg
+	maxScale := 1.0
+	if c.Scaling.P > 0 {
+		maxScale = math.Max(1, c.Scaling.Range[1])
+	}
+	mag := 0.0
+	if c.Elastic.P > 0 {
+		mag = c.Elastic.Magnitude[1]
+	}
+	var half [3]float64
+	norm := 0.0
+	for i := range 3 {
+		half[i] = float64(float64(a.patch[i]-1)/2) + mag
+		norm += float64(half[i] * half[i])
+	}
+	norm = math.Sqrt(norm)
+	rotates := c.Rotation.P > 0 && len(a.rotAxes) > 0 && (c.Rotation.Degrees[0] != 0 || c.Rotation.Degrees[1] != 0)
+	quarterTurns := c.Rot90.P > 0
+	var out [3]int
+	for i := range 3 {
+		ext := half[i]
+		if rotates {
+			ext = norm // each row of a rotation is a unit vector
+		} else if quarterTurns {
+			ext = math.Max(half[0], math.Max(half[1], half[2]))
+		}
+		n := int(math.Floor(2*maxScale*ext)) + 6
+		out[i] = min(n, shape[i])
+	}
+	return out
+}
