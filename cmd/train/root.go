@@ -61,6 +61,6 @@ and trains 3D U-Nets on the CPU or on CUDA GPUs.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newInfoCmd())
+	root.AddCommand(newInfoCmd(), newPrepareCmd(), newBenchDataCmd())
 	return root
 }

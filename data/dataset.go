@@ -1,0 +1,343 @@
+package data
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Case is one training case: image channels and a label map.
+type Case struct {
+	// ID names the case (file name without extension and channel suffix).
+	ID string
+	// Images holds one file per channel, or one 4D file whose 4th axis is
+	// the channel.
+	Images []string
+	// Label is the label map, "" when the case has none.
+	Label string
+	// Weight is the sampling weight (1 unless configured).
+	Weight float64
+}
+
+// Files returns the case's files, images first.
+func (c Case) Files() []string {
+	f := append([]string(nil), c.Images...)
+	if c.Label != "" {
+		f = append(f, c.Label)
+	}
+	return f
+}
+
+// Dataset is an ordered list of cases. Case order is the order of the
+// dataset description (MSD training list, sorted nnU-Net file names, or
+// the explicit list); sample jobs refer to cases by index in it.
+type Dataset struct {
+	// Root is the dataset folder ("" for an explicit list without one).
+	Root string
+	// Format is "msd", "nnunet" or "list".
+	Format string
+	// Channels is the number of image channels the description declares
+	// (0 when it does not; the reader then takes what the files hold).
+	Channels int
+	// LabelNames maps class index to name where the description has them.
+	LabelNames map[int]string
+	// Cases are the training cases.
+	Cases []Case
+}
+
+// Index returns the position of the case with this ID, or -1.
+func (d *Dataset) Index(id string) int {
+	for i, c := range d.Cases {
+		if c.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// OpenDataset finds the cases a config describes: its explicit case list,
+// else the MSD or nnU-Net layout under cfg.Dataset. Every listed file must
+// exist. Case weights from cfg.CaseWeights are applied.
+func OpenDataset(cfg Config) (*Dataset, error) {
+	cfg = cfg.Defaults()
+	var (
+		ds  *Dataset
+		err error
+	)
+	switch {
+	case len(cfg.Cases) > 0:
+		ds, err = FromList(cfg.Dataset, cfg.Cases)
+	case cfg.Format == "msd":
+		ds, err = LoadMSD(cfg.Dataset)
+	case cfg.Format == "nnunet":
+		ds, err = LoadNNUNet(cfg.Dataset)
+	default:
+		ds, err = detect(cfg.Dataset)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for id, w := range cfg.CaseWeights {
+		i := ds.Index(id)
+		if i < 0 {
+			return nil, fmt.Errorf("data.case_weights: no case %q in the dataset", id)
+		}
+		ds.Cases[i].Weight = w
+	}
+	return ds, nil
+}
+
+func detect(dir string) (*Dataset, error) {
+	if dir == "" {
+		return nil, errors.New("data.dataset: not set")
+	}
+	meta, err := readMeta(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if meta != nil && meta.Training != nil {
+		return LoadMSD(dir)
+	}
+	return LoadNNUNet(dir)
+}
+
+// datasetJSON is the part of an MSD / nnU-Net dataset.json we read.
+type datasetJSON struct {
+	Training     []msdEntry                 `json:"training"`
+	Modality     map[string]string          `json:"modality"`      // MSD, nnU-Net v1
+	ChannelNames map[string]string          `json:"channel_names"` // nnU-Net v2
+	Labels       map[string]json.RawMessage `json:"labels"`
+	FileEnding   string                     `json:"file_ending"`
+}
+
+type msdEntry struct {
+	Image json.RawMessage `json:"image"`
+	Label string          `json:"label"`
+}
+
+func readMeta(dir string) (*datasetJSON, error) {
+	path := filepath.Join(dir, "dataset.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	var m datasetJSON
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", path, err)
+	}
+	return &m, nil
+}
+
+// labelNames reads MSD {"0": "background"} and nnU-Net v2
+// {"background": 0} label maps (region lists are skipped).
+func (m *datasetJSON) labelNames() map[int]string {
+	if len(m.Labels) == 0 {
+		return nil
+	}
+	out := map[int]string{}
+	for k, raw := range m.Labels {
+		var name string
+		if i, err := strconv.Atoi(k); err == nil && json.Unmarshal(raw, &name) == nil {
+			out[i] = name
+			continue
+		}
+		var i int
+		if json.Unmarshal(raw, &i) == nil {
+			out[i] = k
+		}
+	}
+	return out
+}
+
+func (m *datasetJSON) channels() int {
+	if len(m.ChannelNames) > 0 {
+		return len(m.ChannelNames)
+	}
+	return len(m.Modality)
+}
+
+// LoadMSD reads a Medical Segmentation Decathlon dataset.json: its
+// "training" list of {image, label}, where image is one file (3D, or 4D
+// with the channels on the 4th axis) or a list of files, one per channel.
+func LoadMSD(dir string) (*Dataset, error) {
+	meta, err := readMeta(dir)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "dataset.json")
+	if len(meta.Training) == 0 {
+		return nil, fmt.Errorf("%s: no \"training\" cases", path)
+	}
+	ds := &Dataset{Root: dir, Format: "msd", Channels: meta.channels(), LabelNames: meta.labelNames()}
+	for i, e := range meta.Training {
+		var imgs []string
+		var one string
+		if err := json.Unmarshal(e.Image, &one); err == nil {
+			imgs = []string{one}
+		} else if err := json.Unmarshal(e.Image, &imgs); err != nil || len(imgs) == 0 {
+			return nil, fmt.Errorf("%s: training[%d].image is neither a path nor a list of paths", path, i)
+		}
+		c := Case{Weight: 1, Label: e.Label}
+		for _, im := range imgs {
+			c.Images = append(c.Images, resolve(dir, im))
+		}
+		if c.Label != "" {
+			c.Label = resolve(dir, c.Label)
+			c.ID = stripNifti(filepath.Base(c.Label))
+		} else {
+			c.ID = stripNifti(filepath.Base(c.Images[0]))
+		}
+		ds.Cases = append(ds.Cases, c)
+	}
+	if len(ds.Cases) > 0 && len(ds.Cases[0].Images) > 1 && ds.Channels == 0 {
+		ds.Channels = len(ds.Cases[0].Images)
+	}
+	return ds, ds.check(path)
+}
+
+var channelFile = regexp.MustCompile(`^(.+)_(\d{4})(\.nii\.gz|\.nii)$`)
+
+// LoadNNUNet reads the nnU-Net raw layout: imagesTr/CASE_XXXX.nii(.gz)
+// (XXXX the channel, from 0000) and labelsTr/CASE.nii(.gz). Cases are
+// sorted by ID.
+func LoadNNUNet(dir string) (*Dataset, error) {
+	ds := &Dataset{Root: dir, Format: "nnunet"}
+	if meta, err := readMeta(dir); err == nil {
+		ds.Channels, ds.LabelNames = meta.channels(), meta.labelNames()
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	imgDir := filepath.Join(dir, "imagesTr")
+	ents, err := os.ReadDir(imgDir)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w (not an MSD dataset.json with a training list either)", imgDir, err)
+	}
+	type chans struct {
+		files map[int]string
+		ext   string
+	}
+	byCase := map[string]*chans{}
+	for _, e := range ents {
+		m := channelFile.FindStringSubmatch(e.Name())
+		if m == nil || e.IsDir() {
+			continue
+		}
+		ch, _ := strconv.Atoi(m[2])
+		c := byCase[m[1]]
+		if c == nil {
+			c = &chans{files: map[int]string{}, ext: m[3]}
+			byCase[m[1]] = c
+		}
+		c.files[ch] = filepath.Join(imgDir, e.Name())
+	}
+	if len(byCase) == 0 {
+		return nil, fmt.Errorf("%s: no CASE_0000.nii(.gz) files", imgDir)
+	}
+	ids := make([]string, 0, len(byCase))
+	for id := range byCase {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		c := byCase[id]
+		n := len(c.files)
+		if ds.Channels == 0 {
+			ds.Channels = n
+		}
+		if n != ds.Channels {
+			return nil, fmt.Errorf("%s: case %s has %d channel files, want %d", imgDir, id, n, ds.Channels)
+		}
+		cs := Case{ID: id, Weight: 1}
+		for ch := 0; ch < n; ch++ {
+			f, ok := c.files[ch]
+			if !ok {
+				return nil, fmt.Errorf("%s: case %s lacks channel %04d", imgDir, id, ch)
+			}
+			cs.Images = append(cs.Images, f)
+		}
+		cs.Label = filepath.Join(dir, "labelsTr", id+c.ext)
+		ds.Cases = append(ds.Cases, cs)
+	}
+	return ds, ds.check(imgDir)
+}
+
+// FromList builds a dataset from explicit case specs; relative paths are
+// taken relative to root.
+func FromList(root string, specs []CaseSpec) (*Dataset, error) {
+	ds := &Dataset{Root: root, Format: "list"}
+	for i, s := range specs {
+		if len(s.Image) == 0 {
+			return nil, fmt.Errorf("data.cases[%d].image: missing", i)
+		}
+		c := Case{ID: s.ID, Weight: 1}
+		if s.Weight != 0 {
+			c.Weight = s.Weight
+		}
+		for _, im := range s.Image {
+			c.Images = append(c.Images, resolve(root, im))
+		}
+		if s.Label != "" {
+			c.Label = resolve(root, s.Label)
+		}
+		if c.ID == "" {
+			if c.Label != "" {
+				c.ID = stripNifti(filepath.Base(c.Label))
+			} else {
+				c.ID = stripNifti(filepath.Base(c.Images[0]))
+			}
+		}
+		ds.Cases = append(ds.Cases, c)
+	}
+	if len(ds.Cases) > 0 && len(ds.Cases[0].Images) > 1 {
+		ds.Channels = len(ds.Cases[0].Images)
+	}
+	return ds, ds.check("data.cases")
+}
+
+// check verifies IDs are unique, channel file counts agree and every file
+// exists; where names the description in errors.
+func (d *Dataset) check(where string) error {
+	seen := make(map[string]bool, len(d.Cases))
+	for _, c := range d.Cases {
+		if seen[c.ID] {
+			return fmt.Errorf("%s: case ID %q appears twice", where, c.ID)
+		}
+		seen[c.ID] = true
+		if len(c.Images) > 1 && d.Channels != 0 && len(c.Images) != d.Channels {
+			return fmt.Errorf("%s: case %s has %d image files, want %d channels", where, c.ID, len(c.Images), d.Channels)
+		}
+		for _, f := range c.Files() {
+			st, err := os.Stat(f)
+			if err != nil {
+				return fmt.Errorf("%s: case %s: %w", where, c.ID, err)
+			}
+			if st.IsDir() {
+				return fmt.Errorf("%s: case %s: %s is a folder", where, c.ID, f)
+			}
+		}
+	}
+	return nil
+}
+
+func resolve(root, p string) string {
+	if filepath.IsAbs(p) || root == "" {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(root, p)
+}
+
+// stripNifti drops .nii.gz / .nii / .hdr / .img (and .gz) extensions.
+func stripNifti(name string) string {
+	for _, ext := range []string{".nii.gz", ".nii", ".hdr.gz", ".img.gz", ".hdr", ".img"} {
+		if strings.HasSuffix(name, ext) {
+			return strings.TrimSuffix(name, ext)
+		}
+	}
+	return name
+}

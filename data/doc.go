@@ -1,0 +1,63 @@
+// Package data turns a NIfTI dataset into a stream of training batches:
+// cases and folds, sampling, a persistent worker pool, an in-place batch
+// ring, and decode-once caches.
+//
+// # Use
+//
+//	l, err := data.Open(cfg, data.Options{Patch: [3]int{128, 128, 128}, Batch: 2,
+//		Augment: augCfg, Alloc: device.HostAllocator()})
+//	defer l.Close()
+//	train, err := l.Train(data.StreamOptions{StartEpoch: e, StartStep: s})
+//	for {
+//		b, err := train.Next(ctx) // b.Image NCDHW, b.Label NDHW, b.Epoch, b.Step
+//		...                       // upload; when the copy has completed:
+//		b.Release()
+//	}
+//	val, err := l.Validation(data.StreamOptions{Epochs: 1}) // plain patches, same pool
+//	vol, err := l.LoadCase(ctx, c)                          // whole case, for sliding windows
+//
+// # Dataset and folds
+//
+// A dataset is an MSD dataset.json (a training list; multi-channel cases as
+// a list of files or one 4D file), the nnU-Net layout (imagesTr/CASE_XXXX,
+// labelsTr/CASE) or an explicit case list. Folds come from a splits file
+// (nnU-Net's splits_final.json format) written on first use and reused, so a
+// fold is the same cases on every machine and every run.
+//
+// # Determinism
+//
+// A sample's randomness is a PCG generator seeded from hash(seed, epoch,
+// sample index) — never from the worker that makes it — and samples are
+// written in place into their batch slot and delivered in sequence order.
+// The bytes of every batch are therefore the same for any worker count
+// (0 included: samples made inside Next) and for every voxel source: gz,
+// cache and store preprocess identically (the gz source even normalises
+// only the region a sample reads, with the case's whole-volume statistics).
+//
+// # Workers and memory
+//
+// One Pool of goroutines lives for the whole run and serves every stream
+// (training, validation) and whole-case reads. Each stream dispatches
+// sample jobs for at most workers × prefetch_factor batches ahead of the
+// consumer, across epoch boundaries, into buffers of a ring that an
+// Allocator supplies (aligned Go memory on the CPU, page-locked memory from
+// the CUDA device); a buffer returns to the ring only on Release. Once
+// warm, delivering a batch allocates nothing.
+//
+// # Sources
+//
+// "cache" decodes each case once and keeps it in memory within a byte
+// budget (LRU); "gz" decodes the files for every sample, inflating only up
+// to the last plane the sample reads; "store" reads the prepared store of
+// package data/store (see Prepare), decompressing only the chunks a sample
+// overlaps. "auto" uses the store when one exists, after rebuilding the
+// cases whose files or preprocessing changed.
+//
+// # Faults
+//
+// on_error: fail stops the stream with an error naming the file; skip
+// quarantines the case (logged once) and replaces its samples with
+// deterministic draws. A watchdog logs samples that run longer than
+// watchdog_timeout with the worker, the case's files and the elapsed time;
+// hard_timeout makes Next fail instead.
+package data

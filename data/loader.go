@@ -1,0 +1,316 @@
+package data
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+
+	"github.com/voxtrain/voxtrain/augment"
+	"github.com/voxtrain/voxtrain/data/store"
+	"github.com/voxtrain/voxtrain/nifti"
+)
+
+// Options are what the data section does not hold: the trainer's patch
+// and batch size, the augmentation, and where batch memory comes from.
+type Options struct {
+	// Patch is the patch size (D, H, W); Batch the batch size.
+	Patch [3]int
+	Batch int
+	// Augment configures training augmentation (validation patches are
+	// plain crops).
+	Augment augment.Config
+	// Alloc supplies batch buffers (default AlignedAllocator).
+	Alloc Allocator
+	// Held is how many batches the consumer may hold unreleased at once
+	// per stream (default 2).
+	Held int
+	// Logger receives the pipeline's reports (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Loader is a dataset opened for training: its folds, a persistent worker
+// pool, a voxel source (NIfTI files, the memory cache or the prepared
+// store) and the streams made from them.
+type Loader struct {
+	cfg      Config
+	opt      Options
+	ds       *Dataset
+	train    []int
+	val      []int
+	channels int
+	prep     prep
+	pool     *Pool
+	quar     *quarantine
+	src      source
+	cache    *volumeCache
+	st       *store.Store
+	aug      *augment.Augmenter
+	valAug   *augment.Augmenter
+	log      *slog.Logger
+	// Source is the voxel source in use: "gz", "cache" or "store".
+	Source string
+}
+
+// Open opens the dataset of cfg, loads or creates its splits, picks the
+// voxel source and starts the worker pool.
+func Open(cfg Config, opt Options) (*Loader, error) {
+	cfg = cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opt.Batch < 1 {
+		return nil, fmt.Errorf("data: batch size %d, want ≥ 1", opt.Batch)
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	if opt.Alloc == nil {
+		opt.Alloc = AlignedAllocator{}
+	}
+	ds, err := OpenDataset(cfg)
+	if err != nil {
+		return nil, err
+	}
+	train, val, err := FoldCases(ds, cfg)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := channelCount(ds)
+	if err != nil {
+		return nil, err
+	}
+	l := &Loader{cfg: cfg, opt: opt, ds: ds, train: train, val: val, channels: ch,
+		prep: prepFrom(cfg), log: opt.Logger}
+	l.aug, err = augment.New(opt.Augment, opt.Patch, ch)
+	if err != nil {
+		return nil, err
+	}
+	l.valAug, err = augment.New(augment.Config{}, opt.Patch, ch)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.pickSource(); err != nil {
+		return nil, err
+	}
+	l.pool = NewPool(cfg.WorkerCount(), PoolOptions{Logger: opt.Logger, Watchdog: cfg.WatchdogTimeout, HardTimeout: cfg.HardTimeout})
+	l.quar = newQuarantine(opt.Logger)
+	return l, nil
+}
+
+// channelCount is the dataset's declared channel count, else what the
+// first case's files hold.
+func channelCount(ds *Dataset) (int, error) {
+	if ds.Channels > 0 {
+		return ds.Channels, nil
+	}
+	if len(ds.Cases) == 0 {
+		return 0, errors.New("data: the dataset has no cases")
+	}
+	c := ds.Cases[0]
+	if len(c.Images) > 1 {
+		return len(c.Images), nil
+	}
+	h, err := nifti.ReadHeader(c.Images[0])
+	if err != nil {
+		return 0, err
+	}
+	_, n4, err := spatialShape(h.Shape())
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", c.Images[0], err)
+	}
+	return n4, nil
+}
+
+// StoreDir is the prepared store's folder for cfg.
+func StoreDir(cfg Config) string {
+	if cfg.Store != "" {
+		return cfg.Store
+	}
+	return filepath.Join(cfg.Dataset, ".voxtrain-store")
+}
+
+func (l *Loader) pickSource() error {
+	src := l.cfg.Source
+	if src == "auto" {
+		src = "cache"
+		if _, err := os.Stat(filepath.Join(StoreDir(l.cfg), "index.json")); err == nil {
+			src = "store"
+		}
+	}
+	switch src {
+	case "gz":
+		l.src = &gzSource{l: l, meta: make([]atomic.Pointer[caseMeta], len(l.ds.Cases))}
+	case "cache":
+		l.cache = newVolumeCache(l.cfg.CacheBytes.N, func(c int) (*Volume, error) { return l.read(c) })
+		l.src = &cacheSource{l: l, cache: l.cache}
+	case "store":
+		s, err := l.openStore()
+		if err != nil {
+			return err
+		}
+		l.src = s
+	}
+	l.Source = src
+	return nil
+}
+
+// openStore brings the store up to date (rebuilding the cases whose
+// source files or preprocessing changed) and opens every case in it.
+func (l *Loader) openStore() (*storeSource, error) {
+	rep, err := Prepare(context.Background(), l.cfg, PrepareOptions{Logger: l.log, Quiet: true})
+	if err != nil {
+		return nil, err
+	}
+	if rep.Written > 0 {
+		l.log.Info("data: prepared store refreshed", "store", StoreDir(l.cfg), "rebuilt", rep.Written, "current", rep.Current)
+	}
+	st, err := store.Open(StoreDir(l.cfg))
+	if err != nil {
+		return nil, err
+	}
+	s := &storeSource{l: l, cases: make([]*store.Case, len(l.ds.Cases)), meta: make([]caseMeta, len(l.ds.Cases))}
+	for i, c := range l.ds.Cases {
+		sc, err := st.Case(c.ID)
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		if sc.Channels != l.channels {
+			st.Close()
+			return nil, fmt.Errorf("store %s: case %s has %d channels, the dataset %d", StoreDir(l.cfg), c.ID, sc.Channels, l.channels)
+		}
+		m, err := decodeMeta(sc.Extra, sc.Shape)
+		if err != nil {
+			st.Close()
+			return nil, fmt.Errorf("store %s: case %s: %w", StoreDir(l.cfg), c.ID, err)
+		}
+		s.cases[i], s.meta[i] = sc, m
+	}
+	l.st = st
+	return s, nil
+}
+
+// read decodes and preprocesses case c (see readCase).
+func (l *Loader) read(c int) (*Volume, error) {
+	v, _, err := readCase(l.ds.Cases[c], l.channels, &l.prep, nil, nil)
+	return v, err
+}
+
+// Dataset returns the dataset.
+func (l *Loader) Dataset() *Dataset { return l.ds }
+
+// TrainCases and ValCases return the fold's case indices.
+func (l *Loader) TrainCases() []int { return l.train }
+
+// ValCases returns the validation case indices of the fold.
+func (l *Loader) ValCases() []int { return l.val }
+
+// Channels returns the number of image channels.
+func (l *Loader) Channels() int { return l.channels }
+
+// Pool returns the worker pool (for its stage timings and worker count).
+func (l *Loader) Pool() *Pool { return l.pool }
+
+// CacheStats returns the memory cache's counters (zero without one).
+func (l *Loader) CacheStats() CacheStats {
+	if l.cache == nil {
+		return CacheStats{}
+	}
+	return l.cache.stats()
+}
+
+// Quarantined returns the cases skipped after failures (on_error: skip),
+// by ID, with their errors.
+func (l *Loader) Quarantined() map[string]error {
+	out := map[string]error{}
+	for c, err := range l.quar.list() {
+		out[l.ds.Cases[c].ID] = err
+	}
+	return out
+}
+
+// StreamOptions positions a stream in the run.
+type StreamOptions struct {
+	// StartEpoch and StartStep are where the first batch is (resume from
+	// a checkpoint's data cursor).
+	StartEpoch, StartStep int
+	// Epochs is how many epochs the stream delivers before io.EOF (0: no
+	// end).
+	Epochs int
+	// Iterations overrides the batches per epoch (validation: 0 = one
+	// pass over the validation cases).
+	Iterations int
+}
+
+// Train returns the training stream: cases of the fold's training split,
+// shuffled per epoch from (seed, epoch), augmented, with the last
+// round(batch × oversample_foreground) slots of each batch centred on
+// foreground.
+func (l *Loader) Train(o StreamOptions) (*Stream, error) {
+	smp := &Sampler{Cases: l.train, Seed: l.cfg.Seed, Batch: l.opt.Batch, Iterations: l.cfg.IterationsPerEpoch,
+		Oversample: *l.cfg.OversampleForeground}
+	if o.Iterations > 0 {
+		smp.Iterations = o.Iterations
+	}
+	for _, c := range l.train {
+		if l.ds.Cases[c].Weight != 1 {
+			smp.Weights = make([]float64, len(l.train))
+			for i, c := range l.train {
+				smp.Weights[i] = l.ds.Cases[c].Weight
+			}
+			break
+		}
+	}
+	return l.stream("train", smp, &patchTask{l: l, aug: l.aug, src: l.src}, 0, o, l.cfg.Workers.Auto)
+}
+
+// Validation returns a stream of plain (unaugmented) patches from the
+// validation cases, in a fixed order, with the same foreground
+// oversampling; each epoch draws the same patches. It shares the pool
+// (and the cache) with training.
+func (l *Loader) Validation(o StreamOptions) (*Stream, error) {
+	if len(l.val) == 0 {
+		return nil, errors.New("data: no validation cases (fold -1 trains on all)")
+	}
+	smp := &Sampler{Cases: l.val, Seed: l.cfg.Seed, Batch: l.opt.Batch, Iterations: o.Iterations,
+		Oversample: *l.cfg.OversampleForeground, Sequential: true, Salt: 1}
+	return l.stream("val", smp, &patchTask{l: l, aug: l.valAug, src: l.src}, 1, o, false)
+}
+
+func (l *Loader) stream(name string, smp *Sampler, t task, salt uint64, o StreamOptions, auto bool) (*Stream, error) {
+	return newStream(l.pool, streamOptions{name: name, sampler: smp, task: t, salt: salt,
+		startEpoch: o.StartEpoch, startStep: o.StartStep, epochs: o.Epochs,
+		depth: max(1, l.pool.Workers()) * l.cfg.PrefetchFactor, held: l.opt.Held,
+		channels: l.channels, patch: l.opt.Patch, alloc: l.opt.Alloc,
+		skip: l.cfg.OnError == "skip", quar: l.quar, auto: auto, sameEveryEpoch: name == "val"})
+}
+
+// LoadCase returns case c whole, decoded and preprocessed, read on a pool
+// worker through the same source (and cache) as training, for
+// sliding-window validation. A volume from the cache is shared: do not
+// modify it.
+func (l *Loader) LoadCase(ctx context.Context, c int) (*Volume, error) {
+	if c < 0 || c >= len(l.ds.Cases) {
+		return nil, fmt.Errorf("data: case %d out of range (%d cases)", c, len(l.ds.Cases))
+	}
+	var v *Volume
+	err := l.pool.do(ctx, func(w *worker) error {
+		var err error
+		v, err = l.src.volume(w, c)
+		return err
+	})
+	return v, err
+}
+
+// Close closes every stream, stops the workers and closes the store.
+func (l *Loader) Close() error {
+	err := l.pool.Close()
+	if l.st != nil {
+		err = errors.Join(err, l.st.Close())
+	}
+	return err
+}

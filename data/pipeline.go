@@ -1,0 +1,230 @@
+package data
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/voxtrain/voxtrain/augment"
+	"github.com/voxtrain/voxtrain/data/store"
+	"github.com/voxtrain/voxtrain/nifti"
+)
+
+// pipeScratch is one worker's reusable memory for the patch pipeline.
+type pipeScratch struct {
+	ws     augment.Workspace
+	sample augment.Sample
+	plan   planner
+	dst    [][]float32 // slot views, one per channel
+	// gz source: the case decoded into reused buffers.
+	vol    Volume
+	bufs   readBufs
+	srcImg [][]float32 // gz source: the planes a sample reads
+	// store source: the sample's region.
+	regImg [][]float32
+	regLbl []uint8
+	sc     store.Scratch
+}
+
+func (w *worker) scratch() *pipeScratch {
+	if w.pipe == nil {
+		w.pipe = &pipeScratch{}
+	}
+	return w.pipe
+}
+
+// caseMeta is what planning a sample needs: known once a case was read.
+type caseMeta struct {
+	shape   [3]int
+	fg      *augment.ForegroundIndex
+	spacing [3]float64
+	affine  nifti.Matrix4
+	// stats are the per-channel normalisation parameters (gz source).
+	stats []chanStats
+}
+
+// planner draws one sample's plan once the source knows the case's shape
+// and foreground index. It lives in the worker's scratch (a closure would
+// allocate per sample).
+type planner struct {
+	aug     *augment.Augmenter
+	s       *augment.Sample
+	r       *rand.Rand
+	forceFG bool
+	dur     time.Duration
+}
+
+// plan returns the region of the volume the sample reads.
+func (p *planner) plan(shape [3]int, fg *augment.ForegroundIndex) (augment.Box, error) {
+	t0 := time.Now()
+	err := p.aug.Plan(p.s, p.r, shape, fg, p.forceFG)
+	p.dur = time.Since(t0)
+	return p.s.Box, err
+}
+
+// source hands a worker the voxels of one sample. It calls p.plan once it
+// knows the case's shape and foreground index.
+type source interface {
+	voxels(w *worker, c int, p *planner) (augment.Source, error)
+	// volume returns case c whole (validation); the caller must not keep
+	// worker scratch, so sources copy where they would share it.
+	volume(w *worker, c int) (*Volume, error)
+}
+
+// patchTask makes augmented (or, for validation, plain) patches.
+type patchTask struct {
+	l   *Loader
+	aug *augment.Augmenter
+	src source
+}
+
+func (t *patchTask) describe(c int) string {
+	cs := t.l.ds.Cases[c]
+	return fmt.Sprintf("%s (%s)", cs.ID, strings.Join(cs.Files(), ", "))
+}
+
+func (t *patchTask) run(w *worker, r *rand.Rand, smp Sample, img, lbl []float32) error {
+	ps := w.scratch()
+	vox := len(lbl)
+	ps.dst = ps.dst[:0]
+	for ch := 0; ch*vox < len(img); ch++ {
+		ps.dst = append(ps.dst, img[ch*vox:(ch+1)*vox])
+	}
+	ps.plan = planner{aug: t.aug, s: &ps.sample, r: r, forceFG: smp.ForceFG}
+	t0 := time.Now()
+	src, err := t.src.voxels(w, smp.Case, &ps.plan)
+	t1 := time.Now()
+	w.addStage(StageRead, t1.Sub(t0)-ps.plan.dur)
+	w.addStage(StagePlan, ps.plan.dur)
+	if err != nil {
+		return err
+	}
+	if err := t.aug.Apply(&ps.sample, src, augment.Dest{Image: ps.dst, Label: lbl}, &ps.ws); err != nil {
+		return fmt.Errorf("%s: %w", t.describe(smp.Case), err)
+	}
+	w.addStage(StageAugment, time.Since(t1))
+	return nil
+}
+
+// cacheSource decodes each case once and keeps it in the memory cache.
+type cacheSource struct {
+	l     *Loader
+	cache *volumeCache
+}
+
+func (s *cacheSource) voxels(w *worker, c int, p *planner) (augment.Source, error) {
+	v, err := s.cache.get(c)
+	if err != nil {
+		return augment.Source{}, err
+	}
+	if _, err := p.plan(v.Shape, v.FG); err != nil {
+		return augment.Source{}, err
+	}
+	return augment.Source{Image: v.Image, Label: v.Label, Shape: v.Shape}, nil
+}
+
+func (s *cacheSource) volume(w *worker, c int) (*Volume, error) { return s.cache.get(c) }
+
+// gzSource decodes the case's files for every sample, into the worker's
+// reused buffers. After a case's first read it keeps what is a pure
+// function of the case — its shape, foreground index and normalisation
+// statistics — so later reads plan first and normalise only the region
+// the sample reads.
+type gzSource struct {
+	l    *Loader
+	meta []atomic.Pointer[caseMeta]
+}
+
+func (s *gzSource) voxels(w *worker, c int, p *planner) (augment.Source, error) {
+	ps := w.scratch()
+	m := s.meta[c].Load()
+	if m == nil {
+		v, st, err := readCase(s.l.ds.Cases[c], s.l.channels, &s.l.prep, &ps.vol, &ps.bufs)
+		if err != nil {
+			return augment.Source{}, err
+		}
+		s.meta[c].Store(&caseMeta{shape: v.Shape, fg: v.FG, stats: st})
+		if _, err := p.plan(v.Shape, v.FG); err != nil {
+			return augment.Source{}, err
+		}
+		return augment.Source{Image: v.Image, Label: v.Label, Shape: v.Shape}, nil
+	}
+	box, err := p.plan(m.shape, m.fg)
+	if err != nil {
+		return augment.Source{}, err
+	}
+	// Inflate only up to the last plane the sample reads.
+	planes := max(box.Hi[0], 1)
+	v := &ps.vol
+	if err := decodeCase(s.l.ds.Cases[c], s.l.channels, v, &ps.bufs, planes); err != nil {
+		return augment.Source{}, err
+	}
+	if v.Shape != m.shape {
+		return augment.Source{}, fmt.Errorf("case %s changed shape while training (%v, was %v)", s.l.ds.Cases[c].ID, v.Shape, m.shape)
+	}
+	for ch := range v.Image {
+		s.l.prep.applyBox(ch, v.Image[ch], v.Shape, box, m.stats[ch])
+	}
+	n := planes * v.Shape[1] * v.Shape[2]
+	ps.srcImg = ps.srcImg[:0]
+	for _, im := range v.Image {
+		ps.srcImg = append(ps.srcImg, im[:n])
+	}
+	var lbl []uint8
+	if v.Label != nil {
+		lbl = v.Label[:n]
+	}
+	return augment.Source{Image: ps.srcImg, Label: lbl, Shape: [3]int{planes, v.Shape[1], v.Shape[2]}}, nil
+}
+
+func (s *gzSource) volume(w *worker, c int) (*Volume, error) {
+	v, _, err := readCase(s.l.ds.Cases[c], s.l.channels, &s.l.prep, nil, nil)
+	return v, err
+}
+
+// storeSource reads only the chunks of the prepared store that a sample's
+// region overlaps.
+type storeSource struct {
+	l     *Loader
+	cases []*store.Case
+	meta  []caseMeta
+}
+
+func (s *storeSource) voxels(w *worker, c int, p *planner) (augment.Source, error) {
+	ps := w.scratch()
+	m := &s.meta[c]
+	box, err := p.plan(m.shape, m.fg)
+	if err != nil {
+		return augment.Source{}, err
+	}
+	if box.Empty() {
+		// The patch lies wholly outside the volume (only border values):
+		// any voxel will do as the source.
+		box = augment.Box{Hi: [3]int{1, 1, 1}}
+	}
+	sz := box.Size()
+	n := sz[0] * sz[1] * sz[2]
+	sc := s.cases[c]
+	ps.regImg = resizeChannels(ps.regImg, sc.Channels, n)
+	var lbl []uint8
+	if sc.HasLabel {
+		ps.regLbl = grow(ps.regLbl, n)
+		lbl = ps.regLbl
+	}
+	if err := sc.ReadRegion(box.Lo, box.Hi, ps.regImg, lbl, &ps.sc); err != nil {
+		return augment.Source{}, err
+	}
+	return augment.Source{Image: ps.regImg, Label: lbl, Shape: sz, Origin: box.Lo}, nil
+}
+
+func (s *storeSource) volume(w *worker, c int) (*Volume, error) {
+	sc := s.cases[c]
+	img, lbl, err := sc.DecodeAll(&w.scratch().sc)
+	if err != nil {
+		return nil, err
+	}
+	m := &s.meta[c]
+	return &Volume{Shape: sc.Shape, Image: img, Label: lbl, FG: m.fg, Spacing: m.spacing, Affine: m.affine}, nil
+}

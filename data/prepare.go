@@ -1,0 +1,257 @@
+package data
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/voxtrain/voxtrain/augment"
+	"github.com/voxtrain/voxtrain/data/store"
+)
+
+// prepVersion changes whenever the preprocessing code changes what it
+// produces, so stores made by older code are rebuilt.
+const prepVersion = 2
+
+// PrepareOptions configures Prepare.
+type PrepareOptions struct {
+	// Workers decode cases in parallel (default: the config's worker
+	// count, at least 1).
+	Workers int
+	// Logger receives progress (default slog.Default()).
+	Logger *slog.Logger
+	// Quiet logs only rebuilt cases, not every current one.
+	Quiet bool
+}
+
+// PrepareReport summarises a Prepare run.
+type PrepareReport struct {
+	Dir string
+	// Cases in the dataset; Written were (re)built; Current were kept.
+	Cases, Written, Current int
+	// RawBytes and StoredBytes total the store's voxel bytes before and
+	// after compression.
+	RawBytes, StoredBytes int64
+	Elapsed               time.Duration
+	Codec                 string
+	Chunk                 int
+}
+
+// fingerprint is everything that decides a prepared case's bytes besides
+// its source files.
+func fingerprint(p prep, channels int) []byte {
+	b, _ := json.Marshal(struct {
+		Version  int  `json:"version"`
+		Channels int  `json:"channels"`
+		Prep     prep `json:"prep"`
+	}{prepVersion, channels, p})
+	return b
+}
+
+// Prepare writes (or brings up to date) the prepared store of cfg: every
+// case of the dataset decoded once, preprocessed (channel stacking,
+// normalisation), cut into chunks and compressed. A case is rebuilt when
+// one of its files changed (size and mtime, confirmed by content hash) or
+// the preprocessing changed; the rest are kept.
+func Prepare(ctx context.Context, cfg Config, opt PrepareOptions) (*PrepareReport, error) {
+	t0 := time.Now()
+	cfg = cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	if opt.Workers <= 0 {
+		opt.Workers = max(1, cfg.WorkerCount())
+	}
+	ds, err := OpenDataset(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := channelCount(ds)
+	if err != nil {
+		return nil, err
+	}
+	p := prepFrom(cfg)
+	dir := StoreDir(cfg)
+	w, err := store.NewWriter(dir, fingerprint(p, ch), cfg.StoreChunk, cfg.StoreCodec)
+	if err != nil {
+		return nil, err
+	}
+	rep := &PrepareReport{Dir: dir, Cases: len(ds.Cases), Codec: cfg.StoreCodec, Chunk: cfg.StoreChunk}
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	jobs := make(chan int)
+	for i := 0; i < opt.Workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var bufs readBufs
+			for c := range jobs {
+				written, err := prepareCase(w, ds.Cases[c], ch, &p, &bufs, opt)
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				} else if written {
+					rep.Written++
+				} else {
+					rep.Current++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for c := range ds.Cases {
+		if ctx.Err() != nil {
+			break
+		}
+		jobs <- c
+	}
+	close(jobs)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	keep := map[string]bool{}
+	for _, c := range ds.Cases {
+		keep[c.ID] = true
+	}
+	if len(errs) == 0 {
+		w.Remove(keep) // cases no longer in the dataset
+	}
+	if err := w.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("prepare %s: %w", dir, errors.Join(errs...))
+	}
+	for _, c := range ds.Cases {
+		if e := w.Entry(c.ID); e != nil {
+			rep.RawBytes += e.RawBytes
+			rep.StoredBytes += e.StoredBytes
+		}
+	}
+	rep.Elapsed = time.Since(t0)
+	return rep, nil
+}
+
+// prepareCase rebuilds one case unless it is current.
+func prepareCase(w *store.Writer, c Case, channels int, p *prep, bufs *readBufs, opt PrepareOptions) (bool, error) {
+	files := c.Files()
+	ok, now, why, err := store.Current(w.Entry(c.ID), files)
+	if err != nil {
+		return false, fmt.Errorf("case %s: %w", c.ID, err)
+	}
+	if ok {
+		w.Touch(c.ID, now)
+		if !opt.Quiet {
+			opt.Logger.Debug("data: store case current", "case", c.ID)
+		}
+		return false, nil
+	}
+	srcs := make([]store.Source, len(files))
+	for i, f := range files {
+		if srcs[i], err = store.Stat(f, nil); err != nil {
+			return false, fmt.Errorf("case %s: %w", c.ID, err)
+		}
+	}
+	v, _, err := readCase(c, channels, p, nil, bufs)
+	if err != nil {
+		return false, err
+	}
+	if err := w.Put(c.ID, srcs, v.Shape, v.Image, v.Label, encodeMeta(v)); err != nil {
+		return false, err
+	}
+	opt.Logger.Info("data: store case written", "case", c.ID, "reason", why)
+	return true, nil
+}
+
+// encodeMeta serialises what planning needs besides voxels: spacing,
+// affine and the foreground index (little-endian).
+func encodeMeta(v *Volume) []byte {
+	var b []byte
+	for _, s := range v.Spacing {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(s))
+	}
+	for _, row := range v.Affine {
+		for _, x := range row {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+		}
+	}
+	if v.FG == nil {
+		return binary.LittleEndian.AppendUint32(b, math.MaxUint32)
+	}
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(v.FG.Classes)))
+	for k, cl := range v.FG.Classes {
+		b = append(b, cl)
+		b = binary.LittleEndian.AppendUint32(b, uint32(v.FG.Counts[k]))
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(v.FG.Locations[k])))
+		for _, l := range v.FG.Locations[k] {
+			b = binary.LittleEndian.AppendUint32(b, uint32(l))
+		}
+	}
+	return b
+}
+
+func decodeMeta(b []byte, shape [3]int) (caseMeta, error) {
+	m := caseMeta{shape: shape}
+	bad := errors.New("corrupt case metadata (run train prepare again)")
+	if len(b) < 8*19+4 {
+		return m, bad
+	}
+	for i := range m.spacing {
+		m.spacing[i] = math.Float64frombits(binary.LittleEndian.Uint64(b))
+		b = b[8:]
+	}
+	for i := range m.affine {
+		for j := range m.affine[i] {
+			m.affine[i][j] = math.Float64frombits(binary.LittleEndian.Uint64(b))
+			b = b[8:]
+		}
+	}
+	n := binary.LittleEndian.Uint32(b)
+	b = b[4:]
+	if n == math.MaxUint32 {
+		return m, nil
+	}
+	if n > 255 {
+		return m, bad
+	}
+	fg := &augment.ForegroundIndex{Shape: shape}
+	vox := shape[0] * shape[1] * shape[2]
+	for k := 0; k < int(n); k++ {
+		if len(b) < 9 {
+			return m, bad
+		}
+		cl := b[0]
+		cnt := int(binary.LittleEndian.Uint32(b[1:]))
+		nl := int(binary.LittleEndian.Uint32(b[5:]))
+		b = b[9:]
+		if nl == 0 || len(b) < 4*nl {
+			return m, bad
+		}
+		locs := make([]int32, nl)
+		for i := range locs {
+			locs[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
+			if locs[i] < 0 || int(locs[i]) >= vox {
+				return m, bad
+			}
+		}
+		b = b[4*nl:]
+		fg.Classes = append(fg.Classes, cl)
+		fg.Counts = append(fg.Counts, cnt)
+		fg.Locations = append(fg.Locations, locs)
+	}
+	m.fg = fg
+	return m, nil
+}

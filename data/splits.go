@@ -1,0 +1,174 @@
+package data
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// Fold is one cross-validation fold: case IDs to train on and to validate
+// on. The JSON form is nnU-Net's splits_final.json entry.
+type Fold struct {
+	Train []string `json:"train"`
+	Val   []string `json:"val"`
+}
+
+// splitSeed fixes the fold assignment: it must never depend on the
+// training seed, or changing the seed would move cases between folds.
+const splitSeed = 12345
+
+// MakeFolds splits the IDs into k folds deterministically: the IDs are
+// sorted, shuffled with a fixed-seed PCG, and cut into k contiguous parts
+// (the first n mod k one case larger, as scikit-learn's KFold). Each fold's
+// lists are sorted.
+func MakeFolds(ids []string, k int) ([]Fold, error) {
+	if k < 2 {
+		return nil, fmt.Errorf("make folds: %d folds, want ≥ 2", k)
+	}
+	if len(ids) < k {
+		return nil, fmt.Errorf("make folds: %d cases cannot fill %d folds", len(ids), k)
+	}
+	s := append([]string(nil), ids...)
+	sort.Strings(s)
+	r := rand.New(rand.NewPCG(splitSeed, 0x9e3779b97f4a7c15))
+	r.Shuffle(len(s), func(i, j int) { s[i], s[j] = s[j], s[i] })
+	folds := make([]Fold, k)
+	start := 0
+	for f := range folds {
+		n := len(s) / k
+		if f < len(s)%k {
+			n++
+		}
+		val := append([]string(nil), s[start:start+n]...)
+		train := append(append([]string(nil), s[:start]...), s[start+n:]...)
+		sort.Strings(val)
+		sort.Strings(train)
+		folds[f] = Fold{Train: train, Val: val}
+		start += n
+	}
+	return folds, nil
+}
+
+// LoadOrCreateSplits returns the folds in path, creating the file from
+// MakeFolds on first use. An existing file must have k folds and name only
+// cases of the dataset, and every case must appear in it: a dataset that
+// changed under a splits file is an error rather than silently new folds.
+func LoadOrCreateSplits(ds *Dataset, k int, path string) ([]Fold, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		ids := make([]string, len(ds.Cases))
+		for i, c := range ds.Cases {
+			ids[i] = c.ID
+		}
+		folds, err := MakeFolds(ids, k)
+		if err != nil {
+			return nil, fmt.Errorf("splits %s: %w", path, err)
+		}
+		out, _ := json.MarshalIndent(folds, "", "  ")
+		if err := writeFileAtomic(path, append(out, '\n')); err != nil {
+			return nil, fmt.Errorf("write splits: %w", err)
+		}
+		return folds, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read splits: %w", err)
+	}
+	var folds []Fold
+	if err := json.Unmarshal(b, &folds); err != nil {
+		return nil, fmt.Errorf("parse splits %s: %w", path, err)
+	}
+	if len(folds) != k {
+		return nil, fmt.Errorf("splits %s has %d folds but num_folds is %d (delete the file to regenerate it)", path, len(folds), k)
+	}
+	inVal := map[string]int{}
+	for f, fold := range folds {
+		for _, id := range append(append([]string(nil), fold.Train...), fold.Val...) {
+			if ds.Index(id) < 0 {
+				return nil, fmt.Errorf("splits %s: fold %d names case %q, which is not in the dataset", path, f, id)
+			}
+		}
+		for _, id := range fold.Val {
+			inVal[id]++
+		}
+	}
+	for _, c := range ds.Cases {
+		if inVal[c.ID] == 0 {
+			return nil, fmt.Errorf("splits %s: case %q of the dataset is in no fold's val list (dataset changed? delete the file to regenerate it)", path, c.ID)
+		}
+	}
+	return folds, nil
+}
+
+// SplitsPath is where the splits file lives for a config: splits_file, else
+// the store folder when set, else the dataset folder.
+func SplitsPath(cfg Config) string {
+	switch {
+	case cfg.SplitsFile != "":
+		return cfg.SplitsFile
+	case cfg.Store != "":
+		return filepath.Join(cfg.Store, "splits_final.json")
+	case cfg.Dataset != "":
+		return filepath.Join(cfg.Dataset, "splits_final.json")
+	}
+	return "splits_final.json"
+}
+
+// FoldCases returns the indices of the training and validation cases of
+// cfg.Fold (fold -1: every case trains, none validates).
+func FoldCases(ds *Dataset, cfg Config) (train, val []int, err error) {
+	cfg = cfg.Defaults()
+	if cfg.Fold == -1 {
+		train = make([]int, len(ds.Cases))
+		for i := range train {
+			train[i] = i
+		}
+		return train, nil, nil
+	}
+	folds, err := LoadOrCreateSplits(ds, cfg.NumFolds, SplitsPath(cfg))
+	if err != nil {
+		return nil, nil, err
+	}
+	f := folds[cfg.Fold]
+	for _, id := range f.Train {
+		train = append(train, ds.Index(id))
+	}
+	for _, id := range f.Val {
+		val = append(val, ds.Index(id))
+	}
+	sort.Ints(train)
+	sort.Ints(val)
+	return train, val, nil
+}
+
+// writeFileAtomic writes to a temporary file in the same folder, syncs it
+// and renames it over path, creating the folder first.
+func writeFileAtomic(path string, b []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,289 @@
+package data
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/voxtrain/voxtrain/augment"
+	"github.com/voxtrain/voxtrain/nifti"
+)
+
+// Volume is one case decoded and preprocessed: image channels normalised
+// as configured, the label as class indices, and the case's foreground
+// index. Arrays are D×H×W (W = NIfTI x fastest).
+type Volume struct {
+	// Shape is (D, H, W) = NIfTI (z, y, x).
+	Shape [3]int
+	// Image holds one slice per channel.
+	Image [][]float32
+	// Label holds class indices (nil when the case has none).
+	Label []uint8
+	// FG indexes foreground voxels per class (nil without a label).
+	FG *augment.ForegroundIndex
+	// Spacing is the voxel size along (D, H, W) in the file's units.
+	Spacing [3]float64
+	// Affine is the first image file's voxel-to-world matrix.
+	Affine nifti.Matrix4
+}
+
+// Bytes returns the memory the volume's voxels and index hold.
+func (v *Volume) Bytes() int64 {
+	n := int64(len(v.Label))
+	for _, c := range v.Image {
+		n += 4 * int64(len(c))
+	}
+	if v.FG != nil {
+		for _, l := range v.FG.Locations {
+			n += 4 * int64(len(l))
+		}
+	}
+	return n
+}
+
+// prep is the deterministic preprocessing applied to every case: the part
+// of the pipeline that does not depend on randomness, so it can be done
+// once (the prepared store) or on every read with the same result.
+type prep struct {
+	Norm     []string  `json:"normalization"` // per channel (one value: all)
+	CTWindow []float64 `json:"ct_window,omitempty"`
+	CTMean   float64   `json:"ct_mean,omitempty"`
+	CTStd    float64   `json:"ct_std,omitempty"`
+	// FGSamples is the foreground index's per-class cap.
+	FGSamples int `json:"fg_samples"`
+}
+
+func prepFrom(cfg Config) prep {
+	return prep{Norm: cfg.Normalization, CTWindow: cfg.CTWindow, CTMean: cfg.CTMean, CTStd: cfg.CTStd,
+		FGSamples: augment.DefaultForegroundSamples}
+}
+
+func (p *prep) scheme(ch int) string {
+	if len(p.Norm) == 0 {
+		return "zscore"
+	}
+	if ch < len(p.Norm) {
+		return p.Norm[ch]
+	}
+	return p.Norm[len(p.Norm)-1]
+}
+
+// chanStats are one channel's normalisation parameters, in the form
+// augment.CTNormalize takes: a z-score is CTNormalize with an unbounded
+// window and the volume's mean and std.
+type chanStats = augment.CTStats
+
+// normalize normalises channel ch of a whole volume in place with
+// augment's nnU-Net schemes and returns the parameters it used.
+func (p *prep) normalize(ch int, x []float32) (chanStats, error) {
+	switch p.scheme(ch) {
+	case "zscore":
+		m, sd, err := augment.ZScore(x, nil)
+		return chanStats{Mean: m, Std: sd, Lower: math.Inf(-1), Upper: math.Inf(1)}, err
+	case "ct":
+		st := chanStats{Mean: p.CTMean, Std: p.CTStd, Lower: p.CTWindow[0], Upper: p.CTWindow[1]}
+		return st, augment.CTNormalize(x, st)
+	}
+	return chanStats{}, nil
+}
+
+// applyBox normalises only the voxels of box (a volume of shape) in x,
+// with the parameters normalize returned for the whole volume: the same
+// arithmetic per voxel, so the bytes inside the box are those of a whole
+// normalisation.
+func (p *prep) applyBox(ch int, x []float32, shape [3]int, box augment.Box, st chanStats) {
+	if p.scheme(ch) == "none" || box.Empty() {
+		return
+	}
+	full := box.Lo[1] == 0 && box.Hi[1] == shape[1] && box.Lo[2] == 0 && box.Hi[2] == shape[2]
+	plane := shape[1] * shape[2]
+	if full { // whole planes: one contiguous run
+		augment.CTNormalize(x[box.Lo[0]*plane:box.Hi[0]*plane], st)
+		return
+	}
+	for z := box.Lo[0]; z < box.Hi[0]; z++ {
+		for y := box.Lo[1]; y < box.Hi[1]; y++ {
+			o := (z*shape[1] + y) * shape[2]
+			augment.CTNormalize(x[o+box.Lo[2]:o+box.Hi[2]], st)
+		}
+	}
+}
+
+// readBufs lets a worker decode cases without allocating per sample.
+type readBufs struct {
+	raw []float32 // a 4D file's voxels
+	lbl []float32 // a non-uint8 label as float32 before conversion
+	pre prefixReader
+}
+
+// decodeCase reads case c's files into v, reusing v's buffers: image
+// channels as stored (scaled, not normalised), the label as class indices.
+// planes > 0 asks only for the first planes (D) of each 3D image file;
+// other voxels of v.Image are then left as they were.
+func decodeCase(c Case, channels int, v *Volume, bufs *readBufs, planes int) error {
+	var rd nifti.Reader
+	var shape3 [3]int
+	ch := 0
+	for fi, path := range c.Images {
+		h, err := rd.ReadHeader(path)
+		if err != nil {
+			return err
+		}
+		sh := h.Shape()
+		s3, n4, err := spatialShape(sh)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if fi == 0 {
+			shape3 = s3
+			v.Shape = s3
+			v.Spacing = [3]float64{h.Pixdim[3], h.Pixdim[2], h.Pixdim[1]}
+			if a, err := h.Affine(); err == nil {
+				v.Affine = a
+			}
+			nch := channels
+			if nch == 0 {
+				nch = n4 * len(c.Images)
+			}
+			if len(c.Images) > 1 && n4 != 1 {
+				return fmt.Errorf("%s: a 4D image (%d volumes) in a case listed as one file per channel", path, n4)
+			}
+			if nch != n4*len(c.Images) {
+				return fmt.Errorf("case %s: the files hold %d channels, the dataset declares %d", c.ID, n4*len(c.Images), nch)
+			}
+			v.Image = resizeChannels(v.Image, nch, s3[0]*s3[1]*s3[2])
+		} else if s3 != shape3 || n4 != 1 {
+			return fmt.Errorf("%s: shape %v differs from the first channel's (%d, %d, %d)", path, sh, shape3[2], shape3[1], shape3[0])
+		}
+		vox := s3[0] * s3[1] * s3[2]
+		if n4 == 1 && planes > 0 && planes < s3[0] && prefixOK(h) {
+			if err := bufs.pre.read(path, h, v.Image[ch][:planes*s3[1]*s3[2]]); err != nil {
+				return err
+			}
+			ch++
+			continue
+		}
+		if n4 == 1 {
+			if _, err := rd.ReadFloat32Into(path, v.Image[ch]); err != nil {
+				return err
+			}
+			ch++
+			continue
+		}
+		bufs.raw = grow(bufs.raw, vox*n4)
+		if _, err := rd.ReadFloat32Into(path, bufs.raw); err != nil {
+			return err
+		}
+		for t := 0; t < n4; t++ {
+			copy(v.Image[ch], bufs.raw[t*vox:(t+1)*vox])
+			ch++
+		}
+	}
+	v.FG = nil
+	if c.Label == "" {
+		v.Label = nil
+		return nil
+	}
+	h, err := rd.ReadHeader(c.Label)
+	if err != nil {
+		return err
+	}
+	s3, n4, err := spatialShape(h.Shape())
+	if err != nil || n4 != 1 || s3 != shape3 {
+		return fmt.Errorf("%s: label shape %v does not match the image's (%d, %d, %d)", c.Label, h.Shape(), shape3[2], shape3[1], shape3[0])
+	}
+	vox := s3[0] * s3[1] * s3[2]
+	if slope, inter, err := h.Scaling(); err == nil && h.Datatype == nifti.Uint8 && slope == 1 && inter == 0 {
+		// The common case: uint8 voxels are class indices already.
+		_, raw, err := rd.ReadRaw(c.Label)
+		if err != nil {
+			return err
+		}
+		v.Label = raw
+		return nil
+	}
+	bufs.lbl = grow(bufs.lbl, vox)
+	if _, err := rd.ReadFloat32Into(c.Label, bufs.lbl); err != nil {
+		return err
+	}
+	v.Label = grow(v.Label, vox)
+	for i, x := range bufs.lbl {
+		u := int32(x)
+		if float32(u) != x || uint32(u) > 255 {
+			return fmt.Errorf("%s: voxel %d has value %g, not a class index 0..255", c.Label, i, x)
+		}
+		v.Label[i] = uint8(u)
+	}
+	return nil
+}
+
+// readCase decodes and preprocesses case c: normalised image channels,
+// the label and its foreground index. When into is not nil its buffers are
+// reused (and the result is into). It returns the normalisation statistics
+// used, per channel.
+func readCase(c Case, channels int, p *prep, into *Volume, bufs *readBufs) (*Volume, []chanStats, error) {
+	v := into
+	if v == nil {
+		v = &Volume{}
+	}
+	if bufs == nil {
+		bufs = &readBufs{}
+	}
+	if err := decodeCase(c, channels, v, bufs, 0); err != nil {
+		return nil, nil, err
+	}
+	st := make([]chanStats, len(v.Image))
+	for i := range v.Image {
+		var err error
+		if st[i], err = p.normalize(i, v.Image[i]); err != nil {
+			return nil, nil, fmt.Errorf("case %s channel %d: %w", c.ID, i, err)
+		}
+	}
+	if v.Label != nil {
+		fg, err := augment.BuildForegroundIndex(v.Label, v.Shape, p.FGSamples)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", c.Label, err)
+		}
+		v.FG = fg
+	}
+	return v, st, nil
+}
+
+// spatialShape turns a nibabel shape (x, y, z[, t]) into (D, H, W) and the
+// number of volumes along t.
+func spatialShape(sh []int) ([3]int, int, error) {
+	switch {
+	case len(sh) == 3:
+		return [3]int{sh[2], sh[1], sh[0]}, 1, nil
+	case len(sh) == 4:
+		return [3]int{sh[2], sh[1], sh[0]}, sh[3], nil
+	case len(sh) == 2:
+		return [3]int{1, sh[1], sh[0]}, 1, nil
+	case len(sh) > 4:
+		for _, n := range sh[4:] {
+			if n != 1 {
+				return [3]int{}, 0, fmt.Errorf("shape %v: more than 4 dimensions", sh)
+			}
+		}
+		return [3]int{sh[2], sh[1], sh[0]}, sh[3], nil
+	}
+	return [3]int{}, 0, fmt.Errorf("shape %v is not a 3D or 4D volume", sh)
+}
+
+func resizeChannels(img [][]float32, n, vox int) [][]float32 {
+	if cap(img) < n {
+		img = make([][]float32, n)
+	}
+	img = img[:n]
+	for i := range img {
+		img[i] = grow(img[i], vox)
+	}
+	return img
+}
+
+// grow returns b with length n, reusing its memory when large enough.
+func grow[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, n)
+	}
+	return b[:n]
+}
