@@ -112,7 +112,6 @@ func (p *prep) applyBox(ch int, x []float32, shape [3]int, box augment.Box, st c
 type readBufs struct {
 	raw []float32 // a 4D file's voxels
 	lbl []float32 // a non-uint8 label as float32 before conversion
-	pre prefixReader
 }
 
 // decodeCase reads case c's files into v, reusing v's buffers: image
@@ -155,8 +154,9 @@ func decodeCase(c Case, channels int, v *Volume, bufs *readBufs, planes int) err
 			return fmt.Errorf("%s: shape %v differs from the first channel's (%d, %d, %d)", path, sh, shape3[2], shape3[1], shape3[0])
 		}
 		vox := s3[0] * s3[1] * s3[2]
-		if n4 == 1 && planes > 0 && planes < s3[0] && prefixOK(h) {
-			if err := bufs.pre.read(path, h, v.Image[ch][:planes*s3[1]*s3[2]]); err != nil {
+		if n4 == 1 && planes > 0 && planes < s3[0] && h.Datatype.Scalar() {
+			// Only the first planes are needed: stop inflating after them.
+			if _, err := rd.ReadFloat32Prefix(path, v.Image[ch][:planes*s3[1]*s3[2]]); err != nil {
 				return err
 			}
 			ch++

@@ -95,6 +95,32 @@ func (r *Reader) ReadFloat32Into(path string, dst []float32) (*Header, error) {
 	return src.hdr, nil
 }
 
+// ReadFloat32Prefix decodes only the first len(dst) values of a scalar
+// image (file order, scaled as ReadFloat32 scales them) and stops reading:
+// a crop that ends at plane z of a .nii.gz needs nothing after it, and a
+// gzip stream can only be read from its start, so stopping early is the
+// saving. The gzip checksum at the end of the stream is not verified. RGB and
+// complex images are an error.
+func (r *Reader) ReadFloat32Prefix(path string, dst []float32) (*Header, error) {
+	src, err := r.open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer src.close()
+	h := src.hdr
+	if !h.Datatype.Scalar() {
+		return nil, &FormatError{File: src.name, Field: "datatype", Offset: fDatatype.at(h.Version),
+			Msg: fmt.Sprintf("a prefix of %v voxels cannot be read as float32", h.Datatype)}
+	}
+	if int64(len(dst)) > h.NumVoxels() {
+		return nil, fmt.Errorf("nifti: %s: prefix of %d values asked, the image has %d", src.name, len(dst), h.NumVoxels())
+	}
+	if _, err := src.decode(dst, int64(len(dst))); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
 // ReadRaw is the package-level ReadRaw with this Reader's limits.
 func (r *Reader) ReadRaw(path string) (*Header, []byte, error) {
 	src, err := r.open(path)
@@ -464,8 +490,15 @@ func (s *source) raw() ([]byte, error) {
 // through a small bounce buffer: the (decompressed) stream is read in chunks
 // and each chunk converted into its place in dst.
 func (s *source) float32s(dst []float32) ([]float32, error) {
+	return s.decode(dst, s.hdr.NumVoxels())
+}
+
+// decode converts the first nvox voxels; when that is the whole image it
+// also verifies the gzip trailer.
+func (s *source) decode(dst []float32, nvox int64) ([]float32, error) {
 	h := s.hdr
 	info := dtTable[h.Datatype]
+	whole := nvox == h.NumVoxels()
 	if h.Datatype == Complex64 || h.Datatype == Complex128 {
 		return nil, &FormatError{File: s.name, Field: "datatype", Offset: fDatatype.at(h.Version),
 			Msg: fmt.Sprintf("%v voxels cannot be converted to float32; read them raw", h.Datatype)}
@@ -474,7 +507,6 @@ func (s *source) float32s(dst []float32) ([]float32, error) {
 	if err != nil {
 		return nil, &FormatError{File: s.name, Field: "scl_slope", Offset: map[int]int64{1: 112, 2: 176}[h.Version], Msg: err.Error()}
 	}
-	nvox := h.NumVoxels()
 	nout := nvox * int64(info.ncomp)
 	if dst == nil {
 		dst = make([]float32, nout)
@@ -495,6 +527,9 @@ func (s *source) float32s(dst []float32) ([]float32, error) {
 			for i, v := range dst {
 				dst[i] = float32(float64(v)*slope + inter)
 			}
+		}
+		if !whole {
+			return dst, nil
 		}
 		return dst, s.finish()
 	}
@@ -522,6 +557,9 @@ func (s *source) float32s(dst []float32) ([]float32, error) {
 			}
 		}
 		done += k
+	}
+	if !whole {
+		return dst, nil
 	}
 	return dst, s.finish()
 }

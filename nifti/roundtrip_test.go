@@ -200,3 +200,48 @@ func TestPairFindsGzipPartner(t *testing.T) {
 		t.Fatalf("datatype %v", h.Datatype)
 	}
 }
+
+// TestReadFloat32PrefixMatchesWholeRead holds the prefix read to the whole
+// read for every scalar type, both byte orders, scaled or not, plain or gzip.
+func TestReadFloat32PrefixMatchesWholeRead(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(5, 6))
+	var r Reader
+	for _, dt := range []Datatype{Uint8, Int8, Int16, Uint16, Int32, Uint32, Int64, Uint64, Float32, Float64} {
+		for _, order := range []binary.ByteOrder{binary.LittleEndian, binary.BigEndian} {
+			for _, ext := range []string{".nii", ".nii.gz", ".img.gz"} {
+				h, _ := NewHeader([]int{7, 5, 6}, dt)
+				h.ByteOrder = order
+				if rng.IntN(2) == 0 {
+					h.SclSlope, h.SclInter = 0.5, -3
+				}
+				raw := randomRaw(rng, dt, int(h.NumVoxels()))
+				p := filepath.Join(dir, dt.String()+order.String()+ext)
+				if err := WriteRaw(p, h, raw); err != nil {
+					t.Fatal(err)
+				}
+				_, whole, err := ReadFloat32(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, n := range []int{0, 1, 35, 36, 100, 210} {
+					dst := make([]float32, n)
+					if _, err := r.ReadFloat32Prefix(p, dst); err != nil {
+						t.Fatalf("%s prefix %d: %v", p, n, err)
+					}
+					for i := range dst {
+						if math.Float32bits(dst[i]) != math.Float32bits(whole[i]) {
+							t.Fatalf("%s prefix %d: value %d = %v, whole read %v", p, n, i, dst[i], whole[i])
+						}
+					}
+				}
+				if _, err := r.ReadFloat32Prefix(p, make([]float32, 211)); err == nil {
+					t.Fatalf("%s: prefix longer than the image accepted", p)
+				}
+			}
+		}
+	}
+	if _, err := r.ReadFloat32Prefix("testdata/synth/dt_RGB24_le.nii", make([]float32, 3)); err == nil {
+		t.Fatal("RGB prefix accepted")
+	}
+}
