@@ -533,3 +533,38 @@ func TestInitialPatchSizeMatchesNNUNet(t *testing.T) {
 		t.Fatalf("no rotation: got %v", got)
 	}
 }
+
+// TestExactPathAtVolumeBorders puts plain and mirrored patches across every
+// border (rows partly outside the volume) and holds them to the reference.
+func TestExactPathAtVolumeBorders(t *testing.T) {
+	shape := [3]int{17, 20, 23}
+	img := noiseVolume(shape, 13)
+	lab := labelOf(img)
+	patch := [3]int{9, 12, 7}
+	a := mustNew(t, mustPreset(t, PresetNone), patch, 1)
+	n := patch[0] * patch[1] * patch[2]
+	for _, c := range [][3]int{{0, 0, 0}, {16, 19, 22}, {8, 10, 1}, {8, 10, 21}, {2, 18, 3}, {8, 10, -5}, {8, 10, 30}} {
+		for m := 0; m < 8; m++ {
+			sp := SpatialParams{Mirror: [3]bool{m&1 != 0, m&2 != 0, m&4 != 0}}
+			var s Sample
+			if err := a.PlanWith(&s, shape, c, sp); err != nil {
+				t.Fatal(err)
+			}
+			if !s.exact {
+				t.Fatalf("%+v: not on the exact path", sp)
+			}
+			d := newDest(a, true)
+			if err := a.Apply(&s, Source{Image: [][]float32{img}, Label: lab, Shape: shape}, d, &Workspace{}); err != nil {
+				t.Fatal(err)
+			}
+			ref, refLab := [][]float32{make([]float32, n)}, make([]float32, n)
+			spatialReference(&s, &region{img: [][]float32{img}, lab: lab, d: shape[0], h: shape[1], w: shape[2]}, ref, refLab, 0, 0)
+			if i, ok := equalBits(d.Image[0], ref[0]); !ok {
+				t.Fatalf("centre %v %+v: voxel %d %v, reference %v", c, sp, i, d.Image[0][i], ref[0][i])
+			}
+			if i, ok := equalBits(d.Label, refLab); !ok {
+				t.Fatalf("centre %v %+v: label voxel %d", c, sp, i)
+			}
+		}
+	}
+}
