@@ -1,0 +1,340 @@
+// Package nn builds voxtrain's 3D U-Net, its losses, optimisers and learning
+// rate schedules on top of an abstract compute Device.
+//
+// The model is written once against the Device interface, so the same U-Net
+// runs on the CPU (package cpu, the numerical reference) and on CUDA (package
+// gpu). In the style of karpathy/llm.c there is no autograd graph: every
+// layer's forward and backward pass is written out by hand, and every Device
+// op has a plain reference on the CPU that the fast versions are tested
+// against.
+//
+// # Layouts
+//
+// nn fixes the memory layout of every tensor it hands to a Device, so that
+// all devices agree and parameters can be converted to PyTorch on the host:
+//
+//   - activations, logits, probabilities: channels-last (N, D, H, W, C);
+//   - labels: (N, D, H, W), class indices stored as float32;
+//   - Conv3d weights: (O, kD, kH, kW, I) — PyTorch's (O, I, kD, kH, kW) with
+//     the input channels moved last so the convolution's reduction axis is
+//     contiguous;
+//   - ConvTranspose3d weights: (I, kD, kH, kW, O) — PyTorch's
+//     (I, O, kD, kH, kW), same permutation;
+//   - vectors (biases, norm affine parameters): (C).
+//
+// The conversion to and from PyTorch's layout happens only at the boundary
+// (ExportParams / ImportParams), see params.go.
+//
+// # Streams
+//
+// Ops are enqueued on the device's compute stream (Device.ComputeStream).
+// Uploads and downloads take an explicit stream so that the trainer can copy
+// the next batch on a second stream while the compute stream runs the
+// current step:
+//
+//	copyS := dev.NewStream()
+//	dev.Upload(copyS, xNext, hostBatch)  // async on copyS
+//	ev := copyS.Record()                 // completes once the upload has
+//	...                                  // compute on the current batch
+//	dev.ComputeStream().Wait(ev)         // later compute sees xNext filled
+//	ev.Synchronize()                     // host: hostBatch may be reused now
+//
+// The contract every Device honours: work enqueued on one stream runs in
+// the order it was enqueued; an Event recorded on a stream completes when all
+// work enqueued on that stream before the Record has completed; after
+// s.Wait(e), work enqueued on s afterwards does not start before e has
+// completed. Nothing is promised about the relative order of work on two
+// streams without an event between them, so a tensor (or host buffer) in
+// use by one stream must not be touched by another until an event says so.
+package nn
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Shape is a tensor's dimensions, outermost first.
+type Shape []int
+
+// Len returns the number of elements of a tensor of this shape.
+func (s Shape) Len() int {
+	n := 1
+	for _, d := range s {
+		n *= d
+	}
+	return n
+}
+
+// Equal reports whether s and o have the same dimensions.
+func (s Shape) Equal(o Shape) bool {
+	if len(s) != len(o) {
+		return false
+	}
+	for i := range s {
+		if s[i] != o[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Clone returns a copy of s that does not share its backing array.
+func (s Shape) Clone() Shape { return append(Shape(nil), s...) }
+
+// String formats s as (a, b, c).
+func (s Shape) String() string {
+	parts := make([]string, len(s))
+	for i, d := range s {
+		parts[i] = fmt.Sprint(d)
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+// Tensor is an opaque float32 tensor owned by a Device. Its contents are
+// reached only through the Device's ops, Upload and Download.
+type Tensor interface {
+	// Shape returns the tensor's dimensions. The caller must not modify it.
+	Shape() Shape
+}
+
+// Event marks a point in a stream's work.
+type Event interface {
+	// Synchronize blocks the calling goroutine until the event has completed.
+	Synchronize()
+	// Done reports, without blocking, whether the event has completed.
+	Done() bool
+}
+
+// Stream is an ordered queue of device work (see the package doc for the
+// ordering contract).
+type Stream interface {
+	// Record returns an event that completes when all work enqueued on the
+	// stream before this call has completed.
+	Record() Event
+	// Wait makes work enqueued on the stream after this call wait for e.
+	// It does not block the caller on devices with asynchronous streams.
+	Wait(e Event)
+	// Synchronize blocks the caller until all work enqueued so far has completed.
+	Synchronize()
+}
+
+// ConvGeom describes one 3D convolution over a batch of channels-last
+// activations: input (N, InD, InH, InW, InC), weight (OutC, KD, KH, KW, InC),
+// output (N, OutD(), OutH(), OutW(), OutC). Padding is zero padding applied
+// on both sides of an axis.
+type ConvGeom struct {
+	N                  int // batch size
+	InD, InH, InW, InC int // input spatial size and channels
+	OutC               int // output channels
+	KD, KH, KW         int // kernel size
+	SD, SH, SW         int // stride
+	PD, PH, PW         int // padding
+}
+
+// OutD returns the output depth.
+func (g ConvGeom) OutD() int { return (g.InD+2*g.PD-g.KD)/g.SD + 1 }
+
+// OutH returns the output height.
+func (g ConvGeom) OutH() int { return (g.InH+2*g.PH-g.KH)/g.SH + 1 }
+
+// OutW returns the output width.
+func (g ConvGeom) OutW() int { return (g.InW+2*g.PW-g.KW)/g.SW + 1 }
+
+// InShape returns the input activation shape.
+func (g ConvGeom) InShape() Shape { return Shape{g.N, g.InD, g.InH, g.InW, g.InC} }
+
+// OutShape returns the output activation shape.
+func (g ConvGeom) OutShape() Shape { return Shape{g.N, g.OutD(), g.OutH(), g.OutW(), g.OutC} }
+
+// WeightShape returns the weight shape in device layout.
+func (g ConvGeom) WeightShape() Shape { return Shape{g.OutC, g.KD, g.KH, g.KW, g.InC} }
+
+// MACs returns the multiply-accumulates of the forward convolution.
+func (g ConvGeom) MACs() int64 {
+	return int64(g.N) * int64(g.OutD()*g.OutH()*g.OutW()) * int64(g.OutC) * int64(g.KD*g.KH*g.KW*g.InC)
+}
+
+// Validate reports whether the geometry is usable.
+func (g ConvGeom) Validate() error {
+	if g.N <= 0 || g.InD <= 0 || g.InH <= 0 || g.InW <= 0 || g.InC <= 0 || g.OutC <= 0 {
+		return fmt.Errorf("conv geometry %+v: sizes must be positive", g)
+	}
+	if g.KD <= 0 || g.KH <= 0 || g.KW <= 0 || g.SD <= 0 || g.SH <= 0 || g.SW <= 0 {
+		return fmt.Errorf("conv geometry %+v: kernel and stride must be positive", g)
+	}
+	if g.PD < 0 || g.PH < 0 || g.PW < 0 {
+		return fmt.Errorf("conv geometry %+v: padding must be non-negative", g)
+	}
+	if g.OutD() <= 0 || g.OutH() <= 0 || g.OutW() <= 0 {
+		return fmt.Errorf("conv geometry %+v: kernel larger than padded input", g)
+	}
+	return nil
+}
+
+// SegStats are the per-sample and per-class sums from which the
+// softmax-based segmentation losses (cross-entropy, soft Dice) and their
+// gradients are computed on the host. Indexing: [n] or [n*C+c].
+type SegStats struct {
+	N, C      int
+	CE        []float64 // Σ over voxels of −log softmax(logits)[label], per sample
+	Intersect []float64 // Σ p_c·[label = c]
+	PredSum   []float64 // Σ p_c
+	TargetSum []float64 // Σ [label = c]
+	Voxels    int       // voxels per sample (D·H·W)
+}
+
+// SGDArgs parameterise one SGD update, with PyTorch's semantics
+// (dampening 0):
+//
+//	g   = gradScale·grad + weightDecay·w
+//	buf = momentum·buf + g
+//	g   = g + momentum·buf   (Nesterov)  or  g = buf
+//	w  -= lr·g
+type SGDArgs struct {
+	LR, Momentum, WeightDecay float32
+	Nesterov                  bool
+	GradScale                 float32 // multiplies the gradient first (gradient clipping); 1 = none
+}
+
+// AdamWArgs parameterise one AdamW update with PyTorch's semantics: Step is
+// the 1-based step count used in the bias corrections.
+type AdamWArgs struct {
+	LR, Beta1, Beta2, Eps, WeightDecay float32
+	Step                               int
+	GradScale                          float32 // multiplies the gradient first; 1 = none
+}
+
+// Device is a compute device: float32 tensors, streams and events, and the
+// coarse ops the U-Net, its losses and optimisers are built from.
+//
+// Ops run on the compute stream. Shape mismatches are programming errors
+// and panic; an op's output tensors must not alias its inputs unless the op
+// says so. Ops that return host values (SoftmaxLoss, SigmoidBCE, ChannelDot,
+// SumSquares, SegCounts) synchronise the compute stream first. Asynchronous
+// failures (a device fault on CUDA) are sticky and reported by Err.
+type Device interface {
+	// Name describes the device, e.g. "cpu (2 threads)".
+	Name() string
+	// Err returns the first asynchronous error the device met, if any.
+	Err() error
+
+	// Alloc returns a zero-filled tensor of the given shape.
+	Alloc(shape Shape) Tensor
+	// Free releases a tensor's memory; the tensor must not be used again.
+	// Views share the memory of their parent and are not freed.
+	Free(t Tensor)
+	// View returns a tensor with a different shape of the same length
+	// sharing t's memory.
+	View(t Tensor, shape Shape) Tensor
+	// MemoryInUse returns the bytes of tensor memory allocated now and the
+	// peak since the device was created.
+	MemoryInUse() (cur, peak int64)
+
+	// ComputeStream returns the stream every op runs on.
+	ComputeStream() Stream
+	// NewStream returns a new stream (for copies overlapping compute).
+	NewStream() Stream
+	// Upload copies src into dst on stream s. src must stay untouched
+	// until an event recorded on s after the Upload has completed.
+	Upload(s Stream, dst Tensor, src []float32) error
+	// Download copies src into dst on stream s; dst is valid once an event
+	// recorded on s after the Download has completed.
+	Download(s Stream, dst []float32, src Tensor) error
+
+	// Fill sets every element of t to v.
+	Fill(t Tensor, v float32)
+	// Copy copies src into dst (same length).
+	Copy(dst, src Tensor)
+	// Add computes dst += src (same length).
+	Add(dst, src Tensor)
+	// Scale computes t *= alpha.
+	Scale(t Tensor, alpha float32)
+	// NCDHWToNDHWC converts a channels-first tensor to channels-last.
+	NCDHWToNDHWC(src, dst Tensor)
+	// NDHWCToNCDHW converts a channels-last tensor to channels-first.
+	NDHWCToNCDHW(src, dst Tensor)
+	// ConcatChannels writes dst = concat(a, b) along the last (channel) axis.
+	ConcatChannels(a, b, dst Tensor)
+	// SplitChannels is ConcatChannels' adjoint: a and b receive the first
+	// and last channels of src.
+	SplitChannels(src, a, b Tensor)
+	// AddChannelBias adds bias[c] to every element of channel c of t.
+	AddChannelBias(t, bias Tensor)
+	// ChannelSum writes dst[c] = Σ over all other axes of t[..., c].
+	ChannelSum(t, dst Tensor)
+	// DownsampleLabels resamples a label map (N, D, H, W) to dst's smaller
+	// size by PyTorch's "nearest-exact" rule: src index ⌊(o + ½)·in/out⌋.
+	DownsampleLabels(src, dst Tensor)
+
+	// Conv3DForward computes y = conv(x, w) + b; b may be nil.
+	Conv3DForward(g ConvGeom, x, w, b, y Tensor)
+	// Conv3DBackwardData computes dx = ∂L/∂x from dy (overwrites dx).
+	Conv3DBackwardData(g ConvGeom, dy, w, dx Tensor)
+	// Conv3DBackwardWeight computes dw and, when db is not nil, db
+	// (both overwritten).
+	Conv3DBackwardWeight(g ConvGeom, x, dy, dw, db Tensor)
+
+	// InstanceNormActForward normalises x (N, D, H, W, C) per sample and
+	// channel, applies the affine gamma, beta (C) and then the activation
+	// max(z, slope·z) (slope 1: none, 0: ReLU), writing y. stats (N, C, 2)
+	// receives the mean and 1/sqrt(var + eps) (biased variance).
+	InstanceNormActForward(x, gamma, beta, y, stats Tensor, eps, slope float32)
+	// InstanceNormActBackward computes dx, dgamma and dbeta (overwritten)
+	// from dy, given the forward's input x, parameters and stats (the
+	// activation's derivative is taken from the sign of the recomputed
+	// pre-activation, so the forward's output is not needed). dx may alias dy.
+	InstanceNormActBackward(x, gamma, beta, stats, dy, dx, dgamma, dbeta Tensor, slope float32)
+	// ActForward computes y = max(x, slope·x) elementwise (y may alias x).
+	ActForward(x, y Tensor, slope float32)
+	// ActBackward computes dx = dy where y > 0 and slope·dy where y < 0,
+	// from the forward's output y (dx may alias dy). At exactly y = 0 either
+	// value may be used (the CPU device takes the sign bit, so −0 gives
+	// slope·dy and +0 gives dy).
+	ActBackward(y, dy, dx Tensor, slope float32)
+
+	// Softmax writes probs = softmax(logits) over the channel (last) axis.
+	Softmax(logits, probs Tensor)
+	// SoftmaxLoss computes probs = softmax(logits) over the channel axis and
+	// the sums of SegStats against labels (N, D, H, W). A label outside
+	// [0, C) is an error naming it.
+	SoftmaxLoss(logits, labels, probs Tensor) (SegStats, error)
+	// SoftmaxLossBackward writes dlogits for a loss whose gradient with
+	// respect to the probabilities is
+	//
+	//	∂L/∂p[n,v,c] = alpha[n·C+c]·[label = c] + beta[n·C+c] + extra[n,v,c]
+	//
+	// plus ceScale[n] times the gradient of the summed cross-entropy of
+	// sample n (which is p − onehot(label) in the logits). extra may be nil.
+	SoftmaxLossBackward(probs, labels Tensor, ceScale, alpha, beta []float32, extra, dlogits Tensor)
+	// SigmoidBCE computes, for one-channel logits and binary labels, the
+	// per-sample sums of PyTorch's BCEWithLogits(pos_weight) and writes
+	// dlogits = gradScale·∂(sum)/∂logits. Labels other than 0 and 1 are an
+	// error.
+	SigmoidBCE(logits, labels Tensor, posWeight, gradScale float32, dlogits Tensor) ([]float64, error)
+	// OneHot writes dst (N, D, H, W, C) = [labels = c].
+	OneHot(labels, dst Tensor) error
+	// SoftSkeleton computes clDice's soft skeleton (iterated min/max-pool
+	// erosion and opening, Shit et al. 2021) of every channel c ≥ fromC of x
+	// into skel; channels below fromC are set to zero.
+	SoftSkeleton(x, skel Tensor, iters, fromC int)
+	// SoftSkeletonBackward adds to dx the gradient of Σ dskel·SoftSkeleton(x)
+	// with respect to x (channels ≥ fromC).
+	SoftSkeletonBackward(x, dskel, dx Tensor, iters, fromC int)
+	// ChannelDot returns Σ over voxels of a·b per sample and channel
+	// ([n·C+c]); b may be nil for plain sums.
+	ChannelDot(a, b Tensor) []float64
+	// ChannelAffineAdd computes dst[n,v,c] += alpha[n·C+c]·a[n,v,c] + beta[n·C+c];
+	// a may be nil (then only beta is added); beta may be nil.
+	ChannelAffineAdd(dst, a Tensor, alpha, beta []float32)
+	// SegCounts returns per-class true positive, false positive and false
+	// negative voxel counts of argmax(logits) against labels (a one-channel
+	// logit map is thresholded at 0 as classes {0, 1}).
+	SegCounts(logits, labels Tensor) (tp, fp, fn []int64, err error)
+
+	// SumSquares returns Σ t² for each tensor.
+	SumSquares(ts []Tensor) []float64
+	// SGDUpdate applies one SGD step to w with gradient g and momentum buffer buf.
+	SGDUpdate(w, g, buf Tensor, a SGDArgs)
+	// AdamWUpdate applies one AdamW step to w with gradient g and moments m, v.
+	AdamWUpdate(w, g, m, v Tensor, a AdamWArgs)
+}

@@ -1,0 +1,220 @@
+package nn_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/voxtrain/voxtrain/cpu"
+	"github.com/voxtrain/voxtrain/nn"
+)
+
+func data(t nn.Tensor) []float32 { return t.(*cpu.Tensor).Data() }
+
+func dot64(a, b []float32) float64 {
+	var s float64
+	for i := range a {
+		s += float64(a[i]) * float64(b[i])
+	}
+	return s
+}
+
+func randn(rng *rand.Rand, n int, scale float64) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64() * scale)
+	}
+	return x
+}
+
+// checkGrad compares analytic against central differences of loss at up to
+// samples coordinates of x (perturbed in place); errors are relative to
+// max|analytic| + |analytic_i|.
+func checkGrad(t *testing.T, name string, x, analytic []float32, loss func() float64, eps float32, tol float64, samples int, rng *rand.Rand) {
+	t.Helper()
+	var scale float64
+	for _, g := range analytic {
+		scale = max(scale, math.Abs(float64(g)))
+	}
+	if scale == 0 {
+		scale = 1e-12
+	}
+	idx := rng.Perm(len(x))
+	if len(idx) > samples {
+		idx = idx[:samples]
+	}
+	var worst float64
+	for _, i := range idx {
+		orig := x[i]
+		x[i] = orig + eps
+		hi := x[i]
+		lp := loss()
+		x[i] = orig - eps
+		lo := x[i]
+		lm := loss()
+		x[i] = orig
+		num := (lp - lm) / float64(hi-lo)
+		err := math.Abs(num-float64(analytic[i])) / (scale + math.Abs(float64(analytic[i])))
+		worst = max(worst, err)
+		if err > tol {
+			t.Errorf("%s: d/dx[%d] analytic %.6g, numeric %.6g (rel. error %.2e > %.0e)", name, i, analytic[i], num, err, tol)
+			return
+		}
+	}
+	t.Logf("%s: worst relative error %.2e over %d coordinates", name, worst, len(idx))
+}
+
+// randomLabels returns labels (N, D, H, W) with a box of every class, so
+// that every class is present (Dice is smooth there).
+func randomLabels(rng *rand.Rand, n, d, h, w, classes int) []float32 {
+	l := make([]float32, n*d*h*w)
+	for i := range l {
+		l[i] = float32(rng.IntN(classes))
+	}
+	return l
+}
+
+// TestLossGradients checks every loss's logit gradient by finite differences.
+func TestLossGradients(t *testing.T) {
+	cases := []struct {
+		name    string
+		cfg     nn.LossConfig
+		classes int
+		ds      bool
+	}{
+		{"ce", nn.LossConfig{Name: "ce"}, 3, false},
+		{"dice per sample", nn.LossConfig{Name: "dice"}, 3, false},
+		{"dice batch with bg", nn.LossConfig{Name: "dice", BatchDice: true, DoBackground: true}, 3, false},
+		{"dice_ce", nn.LossConfig{Name: "dice_ce"}, 2, false},
+		{"dice_ce deep supervision", nn.LossConfig{Name: "dice_ce"}, 3, true},
+		{"cldice", nn.LossConfig{Name: "cldice", CEWeight: ptr(0.3)}, 2, false},
+		{"cldice 3 classes", nn.LossConfig{Name: "cldice", SkeletonIters: 2}, 3, false},
+		{"bce", nn.LossConfig{Name: "bce", PosWeight: ptr(2.0)}, 1, false},
+		{"bce deep supervision", nn.LossConfig{Name: "bce"}, 1, true},
+	}
+	for ci, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dev := cpu.New(cpu.Options{Threads: 2})
+			rng := rand.New(rand.NewPCG(uint64(ci), 3))
+			n, size := 2, [3]int{4, 6, 8}
+			shapes := []nn.Shape{{n, size[0], size[1], size[2], c.classes}}
+			if c.ds {
+				shapes = append(shapes, nn.Shape{n, 2, 3, 4, c.classes}, nn.Shape{n, 1, 2, 2, c.classes})
+			}
+			crit, err := nn.NewCriterion(dev, c.cfg, shapes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logits []nn.Tensor
+			for _, s := range shapes {
+				logits = append(logits, upload(t, dev, s, randn(rng, s.Len(), 1.5)))
+			}
+			lc := max(c.classes, 2)
+			labels := upload(t, dev, nn.Shape{n, size[0], size[1], size[2]}, randomLabels(rng, n, size[0], size[1], size[2], lc))
+			loss := func() float64 {
+				v, err := crit.Compute(logits, labels)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v.Total
+			}
+			loss()
+			for i, g := range crit.Grads() {
+				ana := append([]float32(nil), data(g)...)
+				if c.ds && i == len(shapes)-1 {
+					for _, v := range ana {
+						if v != 0 {
+							t.Fatal("the lowest deep-supervision output has weight 0 but a gradient")
+						}
+					}
+					continue
+				}
+				checkGrad(t, c.name, data(logits[i]), ana, loss, 1e-3, 1e-2, 60, rng)
+			}
+		})
+	}
+}
+
+// TestUNetGradients checks every parameter's gradient of Σ r·outputs for
+// small networks of several configurations.
+func TestUNetGradients(t *testing.T) {
+	f := false
+	cases := []struct {
+		name string
+		cfg  nn.UNetConfig
+		n    int
+		size [3]int
+	}{
+		{"instance norm, leaky relu, deep supervision", nn.UNetConfig{InChannels: 1, NumClasses: 2, Features: []int{2, 3, 4}, DeepSupervision: true}, 2, [3]int{8, 8, 8}},
+		{"no norm, relu, 2 inputs, anisotropic", nn.UNetConfig{InChannels: 2, NumClasses: 3, Features: []int{3, 4},
+			KernelSizes: [][3]int{{1, 3, 3}, {3, 3, 3}}, Strides: [][3]int{{1, 1, 1}, {1, 2, 2}}, Norm: "none", Nonlinearity: "relu"}, 1, [3]int{3, 6, 4}},
+		{"3 convs per level, no bias, linear", nn.UNetConfig{Features: []int{2, 2}, ConvsPerLevel: 3, ConvBias: &f, Nonlinearity: "none"}, 1, [3]int{4, 4, 4}},
+	}
+	for ci, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// Reference convolutions (float64 accumulation) keep rounding
+			// noise out of the finite differences.
+			dev := cpu.New(cpu.Options{Threads: 2, ReferenceConv: true})
+			rng := rand.New(rand.NewPCG(uint64(ci), 5))
+			m, err := nn.NewUNet(dev, c.cfg, uint64(ci))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Perturb the norms' affine parameters and biases away from
+			// their initial 1/0 so that every path is exercised.
+			for _, p := range m.Params() {
+				if p.Kind == nn.Vector {
+					for i, v := range randn(rng, p.TorchShape.Len(), 0.2) {
+						data(p.W)[i] += v
+					}
+				}
+			}
+			ws, err := m.NewWorkspace(c.n, c.size, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := upload(t, dev, ws.InputShape(), randn(rng, ws.InputShape().Len(), 1))
+			var rs []nn.Tensor
+			for _, s := range ws.OutputShapes() {
+				rs = append(rs, upload(t, dev, s, randn(rng, s.Len(), 1)))
+			}
+			loss := func() float64 {
+				var l float64
+				for i, o := range m.Forward(ws, x) {
+					l += dot64(data(o), data(rs[i]))
+				}
+				return l
+			}
+			loss()
+			m.Backward(ws, rs)
+			norm := m.Config().Norm == "instance"
+			var prev []float32
+			for _, p := range m.Params() {
+				ana := append([]float32(nil), data(p.G)...)
+				if norm && (strings.HasPrefix(p.Name, "enc.") || strings.HasPrefix(p.Name, "dec.")) && strings.HasSuffix(p.Name, ".0.bias") {
+					// A conv bias followed by instance norm cannot change
+					// the output: its gradient is 0 up to rounding (and a
+					// finite difference measures only rounding noise).
+					var g, w float64
+					for _, v := range ana {
+						g = max(g, math.Abs(float64(v)))
+					}
+					for _, v := range prev {
+						w = max(w, math.Abs(float64(v)))
+					}
+					if g > 1e-4*w {
+						t.Errorf("%s: gradient %.3g, want ~0 (weight gradients up to %.3g)", p.Name, g, w)
+					}
+					continue
+				}
+				prev = ana
+				// Small steps: with many LeakyReLU units a larger step
+				// crosses kinks; float32 rounding bounds it from below.
+				checkGrad(t, p.Name, data(p.W), ana, loss, 1e-4, 2e-2, 12, rng)
+			}
+		})
+	}
+}
+
+func newDev() nn.Device { return cpu.New(cpu.Options{}) }

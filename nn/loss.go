@@ -1,0 +1,448 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+)
+
+// LossConfig describes the training loss (the `loss:` section of a run's
+// YAML). The loss is a weighted sum of terms computed on every network
+// output (with deep supervision, each output against labels downsampled by
+// nearest-exact and weighted 1, ½, ¼, …, lowest 0, renormalised):
+//
+//	ce      cross-entropy of softmax(logits), mean over voxels and samples
+//	dice    1 − mean soft Dice over classes (and samples unless batch_dice),
+//	        dc = (2·Σp·g + smooth) / max(Σp + Σg + smooth, 1e-8)  (nnU-Net's
+//	        MemoryEfficientSoftDiceLoss, shifted by 1 to be non-negative)
+//	cldice  1 − 2·Tprec·Tsens/(Tprec + Tsens) on soft skeletons of the
+//	        foreground channels (Shit et al. 2021, reference PyTorch code)
+//	bce     BCEWithLogits(pos_weight) for a one-channel (sigmoid) output
+type LossConfig struct {
+	// Name picks the default weights: dice_ce (ce 1, dice 1; nnU-Net's
+	// default and the default here), ce, dice, cldice (dice 0.5,
+	// cldice 0.5, as soft_dice_cldice with alpha 0.5) or bce.
+	Name         string   `yaml:"name"`
+	CEWeight     *float64 `yaml:"ce_weight"`
+	DiceWeight   *float64 `yaml:"dice_weight"`
+	ClDiceWeight *float64 `yaml:"cldice_weight"`
+	// BatchDice sums the Dice statistics over the batch before the ratio.
+	BatchDice bool `yaml:"batch_dice"`
+	// DoBackground includes class 0 in the Dice mean (nnU-Net: false).
+	DoBackground bool `yaml:"do_bg"`
+	// Smooth is the Dice smoothing term (default 1e-5).
+	Smooth *float64 `yaml:"smooth"`
+	// SkeletonIters is the soft skeleton's iterations (default 3) and
+	// ClDiceSmooth clDice's smoothing (default 1, as the reference code).
+	SkeletonIters int      `yaml:"skeleton_iters"`
+	ClDiceSmooth  *float64 `yaml:"cldice_smooth"`
+	// PosWeight weighs the positive class of bce (default 1).
+	PosWeight *float64 `yaml:"pos_weight"`
+	// DeepSupervisionWeights overrides nnU-Net's output weights (one per
+	// output, highest resolution first; renormalised to sum 1).
+	DeepSupervisionWeights []float64 `yaml:"deep_supervision_weights"`
+}
+
+func f64(v float64) *float64 { return &v }
+
+// WithDefaults returns c with unset fields given their defaults.
+func (c LossConfig) WithDefaults() LossConfig {
+	if c.Name == "" {
+		c.Name = "dice_ce"
+	}
+	var ce, dice, cl float64
+	switch c.Name {
+	case "dice_ce":
+		ce, dice = 1, 1
+	case "ce":
+		ce = 1
+	case "dice":
+		dice = 1
+	case "cldice":
+		dice, cl = 0.5, 0.5
+	}
+	if c.CEWeight == nil {
+		c.CEWeight = f64(ce)
+	}
+	if c.DiceWeight == nil {
+		c.DiceWeight = f64(dice)
+	}
+	if c.ClDiceWeight == nil {
+		c.ClDiceWeight = f64(cl)
+	}
+	if c.Smooth == nil {
+		c.Smooth = f64(1e-5)
+	}
+	if c.SkeletonIters == 0 {
+		c.SkeletonIters = 3
+	}
+	if c.ClDiceSmooth == nil {
+		c.ClDiceSmooth = f64(1)
+	}
+	if c.PosWeight == nil {
+		c.PosWeight = f64(1)
+	}
+	return c
+}
+
+// Validate checks a configuration with defaults applied.
+func (c LossConfig) Validate() error {
+	switch c.Name {
+	case "dice_ce", "ce", "dice", "cldice", "bce":
+	default:
+		return fmt.Errorf("loss.name: %q, want dice_ce, ce, dice, cldice or bce", c.Name)
+	}
+	for _, w := range []struct {
+		name string
+		v    float64
+	}{{"ce_weight", *c.CEWeight}, {"dice_weight", *c.DiceWeight}, {"cldice_weight", *c.ClDiceWeight}, {"smooth", *c.Smooth}, {"cldice_smooth", *c.ClDiceSmooth}, {"pos_weight", *c.PosWeight}} {
+		if w.v < 0 || math.IsNaN(w.v) || math.IsInf(w.v, 0) {
+			return fmt.Errorf("loss.%s: %v, want a finite value >= 0", w.name, w.v)
+		}
+	}
+	if c.Name != "bce" && *c.CEWeight+*c.DiceWeight+*c.ClDiceWeight == 0 {
+		return fmt.Errorf("loss: all term weights are 0")
+	}
+	if c.SkeletonIters < 0 {
+		return fmt.Errorf("loss.skeleton_iters: %d, want >= 0", c.SkeletonIters)
+	}
+	for i, w := range c.DeepSupervisionWeights {
+		if w < 0 || math.IsNaN(w) || math.IsInf(w, 0) {
+			return fmt.Errorf("loss.deep_supervision_weights[%d]: %v, want a finite value >= 0", i, w)
+		}
+	}
+	return nil
+}
+
+// DeepSupervisionWeights returns nnU-Net's weights for n outputs: 1, ½, ¼,
+// …, the last set to 0, normalised to sum 1 (a single output gets 1).
+func DeepSupervisionWeights(n int) []float64 {
+	w := make([]float64, n)
+	var sum float64
+	for i := range w {
+		w[i] = 1 / math.Pow(2, float64(i))
+		if i == n-1 && n > 1 {
+			w[i] = 0
+		}
+		sum += w[i]
+	}
+	for i := range w {
+		w[i] /= sum
+	}
+	return w
+}
+
+// LossValue is the value of a loss evaluation. Total is what is minimised;
+// the terms are the unweighted values at full resolution, for logging
+// (zero for terms the loss does not use).
+type LossValue struct {
+	Total                 float64
+	CE, Dice, ClDice, BCE float64
+}
+
+// lossOut holds the per-output buffers of a Criterion.
+type lossOut struct {
+	weight  float64
+	labels  Tensor // downsampled labels (nil for output 0: the input labels)
+	probs   Tensor
+	dlogits Tensor
+	// clDice only
+	onehot, skelP, skelT, extra, dskel Tensor
+}
+
+// Criterion computes a loss and its gradient with respect to a U-Net's
+// outputs, with buffers allocated once for one workspace shape.
+type Criterion struct {
+	cfg  LossConfig
+	dev  Device
+	outs []lossOut
+	k    int // classes (channels)
+}
+
+// NewCriterion allocates a criterion for network outputs (logits) of the
+// given channels-last shapes (N, D, H, W, classes), highest resolution
+// first, as Workspace.OutputShapes returns them.
+func NewCriterion(dev Device, cfg LossConfig, outputs []Shape) (*Criterion, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if len(outputs) == 0 {
+		return nil, fmt.Errorf("loss: no outputs")
+	}
+	for i, s := range outputs {
+		if len(s) != 5 || s[4] != outputs[0][4] || s[0] != outputs[0][0] {
+			return nil, fmt.Errorf("loss: output %d has shape %v, want (N, D, H, W, classes) like output 0 %v", i, s, outputs[0])
+		}
+	}
+	k := outputs[0][4]
+	if cfg.Name == "bce" && k != 1 {
+		return nil, fmt.Errorf("loss.name: bce needs model.num_classes 1 (a sigmoid output), have %d", k)
+	}
+	if cfg.Name != "bce" && k < 2 {
+		return nil, fmt.Errorf("loss.name: %s needs model.num_classes >= 2 (softmax over classes), have %d; use bce for one output channel", cfg.Name, k)
+	}
+	n := len(outputs)
+	weights := DeepSupervisionWeights(n)
+	if cfg.DeepSupervisionWeights != nil {
+		if len(cfg.DeepSupervisionWeights) != n {
+			return nil, fmt.Errorf("loss.deep_supervision_weights: %d weights for %d outputs", len(cfg.DeepSupervisionWeights), n)
+		}
+		var sum float64
+		for _, w := range cfg.DeepSupervisionWeights {
+			sum += w
+		}
+		if sum == 0 {
+			return nil, fmt.Errorf("loss.deep_supervision_weights: all zero")
+		}
+		weights = make([]float64, n)
+		for i, w := range cfg.DeepSupervisionWeights {
+			weights[i] = w / sum
+		}
+	}
+	c := &Criterion{cfg: cfg, dev: dev, k: k}
+	for i, s := range outputs {
+		o := lossOut{weight: weights[i], dlogits: dev.Alloc(s)}
+		if i > 0 {
+			o.labels = dev.Alloc(Shape{s[0], s[1], s[2], s[3]})
+		}
+		if cfg.Name != "bce" {
+			o.probs = dev.Alloc(s)
+		}
+		if *cfg.ClDiceWeight > 0 && cfg.Name != "bce" {
+			o.onehot, o.skelP, o.skelT = dev.Alloc(s), dev.Alloc(s), dev.Alloc(s)
+			o.extra, o.dskel = dev.Alloc(s), dev.Alloc(s)
+		}
+		c.outs = append(c.outs, o)
+	}
+	return c, nil
+}
+
+// Free releases the criterion's buffers.
+func (c *Criterion) Free() {
+	for _, o := range c.outs {
+		for _, t := range []Tensor{o.labels, o.probs, o.dlogits, o.onehot, o.skelP, o.skelT, o.extra, o.dskel} {
+			if t != nil {
+				c.dev.Free(t)
+			}
+		}
+	}
+}
+
+// Weights returns the weight of each output in the total loss.
+func (c *Criterion) Weights() []float64 {
+	w := make([]float64, len(c.outs))
+	for i, o := range c.outs {
+		w[i] = o.weight
+	}
+	return w
+}
+
+// Grads returns the gradients of the last Compute with respect to each
+// output (pass them to UNet.Backward).
+func (c *Criterion) Grads() []Tensor {
+	g := make([]Tensor, len(c.outs))
+	for i, o := range c.outs {
+		g[i] = o.dlogits
+	}
+	return g
+}
+
+// Probs returns the softmax probabilities of output i computed by the last
+// Compute (nil for bce).
+func (c *Criterion) Probs(i int) Tensor { return c.outs[i].probs }
+
+// Compute evaluates the loss of outputs (as returned by UNet.Forward)
+// against labels (N, D, H, W) and writes its gradients (see Grads).
+func (c *Criterion) Compute(outputs []Tensor, labels Tensor) (LossValue, error) {
+	if len(outputs) != len(c.outs) {
+		return LossValue{}, fmt.Errorf("loss: %d outputs, criterion built for %d", len(outputs), len(c.outs))
+	}
+	var total LossValue
+	for i := range c.outs {
+		o := &c.outs[i]
+		lab := labels
+		if i > 0 {
+			c.dev.DownsampleLabels(labels, o.labels)
+			lab = o.labels
+		}
+		if o.weight == 0 {
+			c.dev.Fill(o.dlogits, 0)
+			continue
+		}
+		var v LossValue
+		var err error
+		if c.cfg.Name == "bce" {
+			v, err = c.bce(outputs[i], lab, o)
+		} else {
+			v, err = c.softmax(outputs[i], lab, o)
+		}
+		if err != nil {
+			return LossValue{}, fmt.Errorf("loss (output %d): %w", i, err)
+		}
+		total.Total += o.weight * v.Total
+		if i == 0 {
+			v.Total = 0
+			total.CE, total.Dice, total.ClDice, total.BCE = v.CE, v.Dice, v.ClDice, v.BCE
+		}
+	}
+	return total, nil
+}
+
+// bce computes the weighted BCE of one output with its gradient, scaled by
+// the output's weight.
+func (c *Criterion) bce(logits, labels Tensor, o *lossOut) (LossValue, error) {
+	s := logits.Shape()
+	count := float64(s.Len())
+	sums, err := c.dev.SigmoidBCE(logits, labels, float32(*c.cfg.PosWeight), float32(o.weight/count), o.dlogits)
+	if err != nil {
+		return LossValue{}, err
+	}
+	var t float64
+	for _, v := range sums {
+		t += v
+	}
+	t /= count
+	return LossValue{Total: t, BCE: t}, nil
+}
+
+// softmax computes the softmax-based terms (CE, Dice, clDice) of one output
+// and writes their gradient, scaled by the output's weight.
+func (c *Criterion) softmax(logits, labels Tensor, o *lossOut) (LossValue, error) {
+	st, err := c.dev.SoftmaxLoss(logits, labels, o.probs)
+	if err != nil {
+		return LossValue{}, err
+	}
+	n, k := st.N, st.C
+	wCE, wDice, wCl := *c.cfg.CEWeight, *c.cfg.DiceWeight, *c.cfg.ClDiceWeight
+	var v LossValue
+
+	// Cross-entropy: mean over N·V voxels.
+	count := float64(n * st.Voxels)
+	ceScale := make([]float32, n)
+	for b := 0; b < n; b++ {
+		v.CE += st.CE[b] / count
+		ceScale[b] = float32(o.weight * wCE / count)
+	}
+	v.Total += wCE * v.CE
+
+	// Soft Dice: dL/dp = alpha·g + beta per (n, c).
+	alpha := make([]float32, n*k)
+	beta := make([]float32, n*k)
+	if wDice > 0 {
+		d, a, b := softDice(st, c.cfg.BatchDice, c.cfg.DoBackground, *c.cfg.Smooth)
+		v.Dice = d
+		v.Total += wDice * d
+		for i := range alpha {
+			alpha[i] = float32(o.weight * wDice * a[i])
+			beta[i] = float32(o.weight * wDice * b[i])
+		}
+	}
+
+	var extra Tensor
+	if wCl > 0 {
+		cl, err := c.clDice(labels, o, o.weight*wCl)
+		if err != nil {
+			return LossValue{}, err
+		}
+		v.ClDice = cl
+		v.Total += wCl * cl
+		extra = o.extra
+	}
+	c.dev.SoftmaxLossBackward(o.probs, labels, ceScale, alpha, beta, extra, o.dlogits)
+	return v, nil
+}
+
+// softDice returns the Dice loss 1 − mean(dc) and its gradient
+// coefficients: ∂loss/∂p[n,v,c] = a[n·C+c]·[label = c] + b[n·C+c].
+func softDice(st SegStats, batch, doBG bool, smooth float64) (loss float64, a, b []float64) {
+	n, k := st.N, st.C
+	a, b = make([]float64, n*k), make([]float64, n*k)
+	c0 := 1
+	if doBG {
+		c0 = 0
+	}
+	type term struct{ num, den float64 }
+	dc := func(inter, psum, tsum float64) term {
+		return term{2*inter + smooth, max(psum+tsum+smooth, 1e-8)}
+	}
+	if batch {
+		m := float64(k - c0)
+		for c := c0; c < k; c++ {
+			var in, ps, ts float64
+			for s := 0; s < n; s++ {
+				in += st.Intersect[s*k+c]
+				ps += st.PredSum[s*k+c]
+				ts += st.TargetSum[s*k+c]
+			}
+			t := dc(in, ps, ts)
+			loss += t.num / t.den / m
+			for s := 0; s < n; s++ {
+				a[s*k+c] = -2 / (t.den * m)
+				b[s*k+c] = t.num / (t.den * t.den * m)
+			}
+		}
+		return 1 - loss, a, b
+	}
+	m := float64(n * (k - c0))
+	for s := 0; s < n; s++ {
+		for c := c0; c < k; c++ {
+			i := s*k + c
+			t := dc(st.Intersect[i], st.PredSum[i], st.TargetSum[i])
+			loss += t.num / t.den / m
+			a[i] = -2 / (t.den * m)
+			b[i] = t.num / (t.den * t.den * m)
+		}
+	}
+	return 1 - loss, a, b
+}
+
+// clDice computes the clDice loss of the probabilities in o.probs and
+// leaves w times its gradient with respect to the probabilities in o.extra.
+func (c *Criterion) clDice(labels Tensor, o *lossOut, w float64) (float64, error) {
+	dev := c.dev
+	iters := c.cfg.SkeletonIters
+	if err := dev.OneHot(labels, o.onehot); err != nil {
+		return 0, err
+	}
+	dev.SoftSkeleton(o.probs, o.skelP, iters, 1)
+	dev.SoftSkeleton(o.onehot, o.skelT, iters, 1)
+	sumFg := func(v []float64) float64 {
+		var s float64
+		for i, x := range v {
+			if i%c.k != 0 {
+				s += x
+			}
+		}
+		return s
+	}
+	sm := *c.cfg.ClDiceSmooth
+	A := sumFg(dev.ChannelDot(o.skelP, o.onehot))
+	B := sumFg(dev.ChannelDot(o.skelP, nil))
+	C := sumFg(dev.ChannelDot(o.skelT, o.probs))
+	D := sumFg(dev.ChannelDot(o.skelT, nil))
+	tprec := (A + sm) / (B + sm)
+	tsens := (C + sm) / (D + sm)
+	loss := 1 - 2*tprec*tsens/(tprec+tsens)
+	dPrec := -2 * tsens * tsens / ((tprec + tsens) * (tprec + tsens))
+	dSens := -2 * tprec * tprec / ((tprec + tsens) * (tprec + tsens))
+	n := labels.Shape()[0]
+	// ∂tprec/∂skelP = (onehot − tprec)/(B + s), ∂tsens/∂p = skelT/(D + s),
+	// foreground channels only.
+	k1 := make([]float32, n*c.k)
+	b1 := make([]float32, n*c.k)
+	k2 := make([]float32, n*c.k)
+	for i := range k1 {
+		if i%c.k == 0 {
+			continue
+		}
+		k1[i] = float32(w * dPrec / (B + sm))
+		b1[i] = float32(-w * dPrec * tprec / (B + sm))
+		k2[i] = float32(w * dSens / (D + sm))
+	}
+	dev.Fill(o.dskel, 0)
+	dev.ChannelAffineAdd(o.dskel, o.onehot, k1, b1)
+	dev.Fill(o.extra, 0)
+	dev.ChannelAffineAdd(o.extra, o.skelT, k2, nil)
+	dev.SoftSkeletonBackward(o.probs, o.dskel, o.extra, iters, 1)
+	return loss, nil
+}

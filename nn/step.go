@@ -1,0 +1,64 @@
+package nn
+
+import "fmt"
+
+// Learner bundles what one training step needs: a model with its
+// workspace, the criterion and the optimiser, all sized for one batch shape.
+type Learner struct {
+	Model *UNet
+	WS    *Workspace
+	Loss  *Criterion
+	Opt   Optimizer
+}
+
+// NewLearner allocates a training workspace for batches of n samples of
+// spatial size size, a criterion and an optimiser for m.
+func NewLearner(m *UNet, n int, size [3]int, loss LossConfig, optim OptimConfig) (*Learner, error) {
+	ws, err := m.NewWorkspace(n, size, true)
+	if err != nil {
+		return nil, err
+	}
+	crit, err := NewCriterion(m.dev, loss, ws.OutputShapes())
+	if err != nil {
+		ws.Free()
+		return nil, err
+	}
+	opt, err := NewOptimizer(m.dev, optim, m.Params())
+	if err != nil {
+		crit.Free()
+		ws.Free()
+		return nil, err
+	}
+	return &Learner{Model: m, WS: ws, Loss: crit, Opt: opt}, nil
+}
+
+// StepResult reports one training step.
+type StepResult struct {
+	Loss     LossValue
+	GradNorm float64 // global gradient norm before clipping
+}
+
+// Step runs forward, loss, backward and one optimiser update with learning
+// rate lr on the batch x (N, C, D, H, W) with labels (N, D, H, W), both
+// device tensors. On a loss error (bad labels) the weights are unchanged.
+func (l *Learner) Step(x, labels Tensor, lr float64) (StepResult, error) {
+	out := l.Model.Forward(l.WS, x)
+	v, err := l.Loss.Compute(out, labels)
+	if err != nil {
+		return StepResult{}, err
+	}
+	l.Model.Backward(l.WS, l.Loss.Grads())
+	norm := l.Opt.Step(lr)
+	if err := l.Model.dev.Err(); err != nil {
+		return StepResult{}, fmt.Errorf("train step: %w", err)
+	}
+	return StepResult{Loss: v, GradNorm: norm}, nil
+}
+
+// Free releases the learner's workspace, criterion and optimiser state
+// (not the model).
+func (l *Learner) Free() {
+	l.Opt.Free()
+	l.Loss.Free()
+	l.WS.Free()
+}
