@@ -1,0 +1,172 @@
+// common.cuh — definitions shared by voxtrain's CUDA kernels.
+//
+// Every .cu file in kernels/ is compiled twice:
+//   * by nvcc (kernels/gen_ptx.sh) into PTX for compute_80, embedded in the
+//     Go binary and loaded by package gpu;
+//   * by g++ (package kernels/emu) after emu/cuda_emu.h, which maps CUDA's
+//     built-ins onto C++20 threads so CI checks every kernel against the CPU
+//     device without a GPU.
+// So the sources use only what both understand: no warp shuffles, no
+// dynamic shared memory, no cuda_*.h headers, no library calls beyond the
+// math functions cuda_emu.h provides.
+//
+// Determinism: no kernel sums floats with atomics. Reductions run over fixed
+// chunks in a fixed tree order (one block per chunk, then a second kernel
+// that adds the chunk partials in chunk order), so results never depend on
+// scheduling. Integer counters (SegCounts) and the "first bad label" minimum
+// use atomics: integer addition and min are order-independent.
+//
+// Sizes are int, and kernels.Ops checks that every element count (and so
+// every flat index) of a launch fits in int: kernels may divide in 32 bits
+// (several times cheaper than 64-bit division on GPUs). Grid-stride loop
+// counters are long long so that i + stride cannot overflow.
+#ifndef VOXTRAIN_KERNELS_COMMON_CUH
+#define VOXTRAIN_KERNELS_COMMON_CUH
+
+// VT_KERNEL declares a kernel entry point. Under nvcc it has C linkage so
+// the PTX entry is named exactly as the function (package gpu looks it up by
+// name); in the emulation each .cu file is included inside its own C++
+// namespace, so entries keep C++ linkage and cannot collide with anything
+// else linked into a Go test binary.
+#if defined(__CUDACC__)
+#define VT_KERNEL extern "C" __global__ void
+#else
+#define VT_KERNEL __global__ void
+#endif
+
+// VT_BLOCK is the number of threads per block every voxtrain kernel is
+// launched with (1-D blocks). Kernels with shared-memory reductions size
+// their shared arrays with it and are only correct for this block size.
+#define VT_BLOCK 256
+
+// VT_NO_BAD_LABEL is the initial value of a "first bad label" cell: the
+// kernels that check labels lower it with atomicMin to the smallest flat
+// voxel index whose label is not a class index.
+#define VT_NO_BAD_LABEL 0x7fffffff
+
+// vt_class returns the class index of label value l, or -1 when l is not an
+// integer in [0, c) (NaN included). Matches cpu.classOf.
+__device__ __forceinline__ int vt_class(float l, int c)
+{
+    if (!(l >= 0.0f && l < (float)c)) {
+        return -1;
+    }
+    int k = (int)l;
+    if ((float)k != l) {
+        return -1;
+    }
+    return k;
+}
+
+// vt_act applies the activation max(z, slope·z) (0 <= slope <= 1) as
+// package cpu does: z times 1 or slope, chosen by z's sign bit (so -0 and
+// negative NaNs take the slope).
+__device__ __forceinline__ float vt_act(float z, float slope)
+{
+    return z * ((__float_as_uint(z) >> 31) != 0u ? slope : 1.0f);
+}
+
+// vt_act_grad returns dy times the activation's derivative at a point whose
+// sign bit is that of s (the pre-activation, or the output, which has the
+// same sign).
+__device__ __forceinline__ float vt_act_grad(float dy, float s, float slope)
+{
+    return dy * ((__float_as_uint(s) >> 31) != 0u ? slope : 1.0f);
+}
+
+// vt_pow2ceil returns the smallest power of two >= x (x >= 1).
+__device__ __forceinline__ int vt_pow2ceil(int x)
+{
+    int p = 1;
+    while (p < x) {
+        p <<= 1;
+    }
+    return p;
+}
+
+// vt_gid and vt_gstride give a 1-D grid-stride loop over long long indices:
+// for (long long i = vt_gid(); i < n; i += vt_gstride()).
+__device__ __forceinline__ long long vt_gid()
+{
+    return (long long)blockIdx.x * blockDim.x + threadIdx.x;
+}
+
+__device__ __forceinline__ long long vt_gstride()
+{
+    return (long long)blockDim.x * gridDim.x;
+}
+
+// vt_block_sum returns, in every thread, the sum of x over the block, added
+// in a fixed binary-tree order. All threads of the block must call it.
+__device__ inline double vt_block_sum(double x)
+{
+    __shared__ double red[VT_BLOCK];
+    const int t = threadIdx.x;
+    red[t] = x;
+    __syncthreads();
+    for (int s = VT_BLOCK / 2; s > 0; s >>= 1) {
+        if (t < s) {
+            red[t] += red[t + s];
+        }
+        __syncthreads();
+    }
+    double r = red[0];
+    __syncthreads(); // red is reused by the next call
+    return r;
+}
+
+// vt_chunk_channel_sums computes, for one block, NV sums per channel over
+// the voxels [lo, hi) of a channels-last tensor with C channels:
+//
+//   out[q*C + c] = Σ_{v in [lo,hi)} f_q(v, c)     (q < NV, c < C)
+//
+// f(v, c, acc) adds f_q(v, c) to acc[q] for q < NV. Channels are processed
+// in groups of cp = min(C, VT_BLOCK): thread t handles channel c0 + t%cp of
+// voxel rows t/cp, t/cp + rows, ... (rows = VT_BLOCK/cp), so neighbouring
+// threads read neighbouring channels of one voxel (coalesced). The rows'
+// double sums are then folded in a fixed tree. All threads of the block
+// must call it; thread r = 0 of each channel writes out.
+template <int NV, typename F>
+__device__ void vt_chunk_channel_sums(long long lo, long long hi, int C, F f, double* out)
+{
+    __shared__ double red[NV][VT_BLOCK];
+    const int t = threadIdx.x;
+    const int cp = C < VT_BLOCK ? C : VT_BLOCK;
+    const int rows = VT_BLOCK / cp;
+    const int r = t / cp;
+    const int cl = t % cp;
+    const int top = vt_pow2ceil(rows);
+    for (int c0 = 0; c0 < C; c0 += cp) {
+        const int c = c0 + cl;
+        const bool mine = r < rows && c < C;
+        double acc[NV];
+        for (int q = 0; q < NV; q++) {
+            acc[q] = 0.0;
+        }
+        if (mine) {
+            for (long long v = lo + r; v < hi; v += rows) {
+                f(v, c, acc);
+            }
+        }
+        for (int q = 0; q < NV; q++) {
+            red[q][t] = acc[q];
+        }
+        __syncthreads();
+        for (int s = top >> 1; s > 0; s >>= 1) {
+            if (mine && r < s && r + s < rows) {
+                for (int q = 0; q < NV; q++) {
+                    red[q][t] += red[q][t + s * cp];
+                }
+            }
+            __syncthreads();
+        }
+        if (mine && r == 0) {
+            for (int q = 0; q < NV; q++) {
+                out[q * C + c] = red[q][t];
+            }
+        }
+        __syncthreads(); // red is reused by the next channel group
+    }
+}
+
+#endif // VOXTRAIN_KERNELS_COMMON_CUH

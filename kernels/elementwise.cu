@@ -1,0 +1,208 @@
+// elementwise.cu — elementwise and data-movement kernels: fills, copy, scale, add,
+// LeakyReLU/ReLU, channel bias, channel concat/split for skip connections,
+// NCDHW <-> NDHWC, per-(sample, channel) affine add, label downsampling and
+// one-hot encoding.
+//
+// Launch (all kernels here): 1-D blocks of VT_BLOCK threads, a 1-D grid of
+// any size >= 1 (grid-stride loops; package kernels uses
+// min(ceil(work/VT_BLOCK), 8192) blocks where work is the element count
+// named per kernel), no dynamic shared memory.
+//
+// The arithmetic is written as package cpu writes it (same float32
+// operations in the same order), so with PTX built with -fmad=false the
+// results are bit-identical to the CPU device.
+#include "common.cuh"
+
+// fill_f32: x[i] = v for i < n. Work: n.
+VT_KERNEL fill_f32(float* x, int n, float v)
+{
+    for (long long i = vt_gid(); i < n; i += vt_gstride()) {
+        x[i] = v;
+    }
+}
+
+// fill_i32: x[i] = v for i < n (counters, the bad-label cell). Work: n.
+VT_KERNEL fill_i32(int* x, int n, int v)
+{
+    for (long long i = vt_gid(); i < n; i += vt_gstride()) {
+        x[i] = v;
+    }
+}
+
+// scale_f32: x[i] *= alpha. Work: n.
+VT_KERNEL scale_f32(float* x, int n, float alpha)
+{
+    for (long long i = vt_gid(); i < n; i += vt_gstride()) {
+        x[i] *= alpha;
+    }
+}
+
+// copy_f32: dst[i] = src[i] (nn.Device.Copy may equally use
+// cuMemcpyDtoDAsync; the recipes use this kernel so they need only launches).
+// Work: n.
+VT_KERNEL copy_f32(float* dst, const float* src, int n)
+{
+    for (long long i = vt_gid(); i < n; i += vt_gstride()) {
+        dst[i] = src[i];
+    }
+}
+
+// add_f32: dst[i] += src[i]. Work: n.
+VT_KERNEL add_f32(float* dst, const float* src, int n)
+{
+    for (long long i = vt_gid(); i < n; i += vt_gstride()) {
+        dst[i] += src[i];
+    }
+}
+
+// act_forward: y = max(x, slope·x) (LeakyReLU; slope 0 is ReLU), see
+// vt_act. y may alias x. Work: n.
+VT_KERNEL act_forward(const float* x, float* y, int n, float slope)
+{
+    for (long long i = vt_gid(); i < n; i += vt_gstride()) {
+        y[i] = vt_act(x[i], slope);
+    }
+}
+
+// act_backward: dx = dy·(1 or slope by the sign bit of the forward's output
+// y, which is the input's for 0 <= slope <= 1). dx may alias dy. Work: n.
+VT_KERNEL act_backward(const float* y, const float* dy, float* dx, int n, float slope)
+{
+    for (long long i = vt_gid(); i < n; i += vt_gstride()) {
+        dx[i] = vt_act_grad(dy[i], y[i], slope);
+    }
+}
+
+// add_channel_bias: t[r][c] += bias[c] for a channels-last tensor of rows
+// voxels (all samples) and c channels. Work: rows*c.
+VT_KERNEL add_channel_bias(float* t, const float* bias, int rows, int c)
+{
+    const long long n = (long long)rows * c;
+    for (long long i = vt_gid(); i < n; i += vt_gstride()) {
+        t[i] += bias[(int)i % c];
+    }
+}
+
+// concat_channels: dst[v] = (a[v][0..ca), b[v][0..cb)) for each of voxels
+// voxels. Work: voxels*(ca+cb).
+VT_KERNEL concat_channels(const float* a, const float* b, float* dst, int voxels, int ca, int cb)
+{
+    const int c = ca + cb;
+    const long long n = (long long)voxels * c;
+    for (long long i = vt_gid(); i < n; i += vt_gstride()) {
+        const int v = (int)i / c;
+        const int j = (int)i % c;
+        dst[i] = j < ca ? a[v * ca + j] : b[v * cb + (j - ca)];
+    }
+}
+
+// split_channels: the adjoint of concat_channels; a receives the first ca
+// channels of src, b the last cb. Work: voxels*(ca+cb).
+VT_KERNEL split_channels(const float* src, float* a, float* b, int voxels, int ca, int cb)
+{
+    const int c = ca + cb;
+    const long long n = (long long)voxels * c;
+    for (long long i = vt_gid(); i < n; i += vt_gstride()) {
+        const int v = (int)i / c;
+        const int j = (int)i % c;
+        if (j < ca) {
+            a[v * ca + j] = src[i];
+        } else {
+            b[v * cb + (j - ca)] = src[i];
+        }
+    }
+}
+
+// ncdhw_to_ndhwc: dst[n][v][c] = src[n][c][v] for nb samples of c channels
+// and v voxels. One thread per destination element (writes coalesced).
+// Work: nb*c*v.
+VT_KERNEL ncdhw_to_ndhwc(const float* src, float* dst, int nb, int c, int v)
+{
+    const long long total = (long long)nb * c * v;
+    for (long long i = vt_gid(); i < total; i += vt_gstride()) {
+        const int ch = (int)i % c;
+        const int vox = (int)i / c;
+        const int b = vox / v;
+        const int p = vox % v;
+        dst[i] = src[(b * c + ch) * v + p];
+    }
+}
+
+// ndhwc_to_ncdhw: dst[n][c][v] = src[n][v][c]. Work: nb*c*v.
+VT_KERNEL ndhwc_to_ncdhw(const float* src, float* dst, int nb, int c, int v)
+{
+    const long long total = (long long)nb * c * v;
+    for (long long i = vt_gid(); i < total; i += vt_gstride()) {
+        const int p = (int)i % v;
+        const int bc = (int)i / v;
+        const int b = bc / c;
+        const int ch = bc % c;
+        dst[i] = src[(b * v + p) * c + ch];
+    }
+}
+
+// channel_affine_add: dst[n][v][c] += alpha[n*c+c']*a[n][v][c] + beta[n*c+c']
+// (added in that order, as two float adds). a (with alpha) and beta may each
+// be null. Work: nb*v*c.
+VT_KERNEL channel_affine_add(float* dst, const float* a, const float* alpha, const float* beta, int nb, int v, int c)
+{
+    const long long total = (long long)nb * v * c;
+    const int per = v * c;
+    for (long long i = vt_gid(); i < total; i += vt_gstride()) {
+        const int k = ((int)i / per) * c + (int)i % c;
+        float d = dst[i];
+        if (a != nullptr) {
+            d += alpha[k] * a[i];
+        }
+        if (beta != nullptr) {
+            d += beta[k];
+        }
+        dst[i] = d;
+    }
+}
+
+// vt_nearest_exact is PyTorch's "nearest-exact" source index of output
+// index o when resizing in -> out (as cpu.nearestExact, in double).
+__device__ __forceinline__ int vt_nearest_exact(int o, int in, int out)
+{
+    int i = (int)(((double)o + 0.5) * (double)in / (double)out);
+    return i < in - 1 ? i : in - 1;
+}
+
+// downsample_labels: dst (nb, od, oh, ow) takes src (nb, d, h, w) at the
+// nearest-exact source voxel. Work: nb*od*oh*ow.
+VT_KERNEL downsample_labels(const float* src, float* dst, int nb, int d, int h, int w, int od, int oh, int ow)
+{
+    const long long total = (long long)nb * od * oh * ow;
+    for (long long i = vt_gid(); i < total; i += vt_gstride()) {
+        int t = (int)i;
+        const int x = t % ow;
+        t /= ow;
+        const int y = t % oh;
+        t /= oh;
+        const int z = t % od;
+        const int b = t / od;
+        const int iz = vt_nearest_exact(z, d, od);
+        const int iy = vt_nearest_exact(y, h, oh);
+        const int ix = vt_nearest_exact(x, w, ow);
+        dst[i] = src[((b * d + iz) * h + iy) * w + ix];
+    }
+}
+
+// one_hot: dst[v][c] = (labels[v] == c) for nvox voxels (all samples). A
+// label that is not a class index in [0, c) leaves a zero row and lowers
+// *bad (initialised to VT_NO_BAD_LABEL) to its flat voxel index.
+// Work: nvox.
+VT_KERNEL one_hot(const float* labels, float* dst, int* bad, int nvox, int c)
+{
+    for (long long v = vt_gid(); v < nvox; v += vt_gstride()) {
+        const int l = vt_class(labels[v], c);
+        float* row = dst + v * c;
+        for (int j = 0; j < c; j++) {
+            row[j] = j == l ? 1.0f : 0.0f;
+        }
+        if (l < 0) {
+            atomicMin(bad, (int)v);
+        }
+    }
+}

@@ -1,0 +1,13 @@
+// Code for package emu: the kernels of ../conv.cu, compiled for the host.
+// Kept by hand: when a kernel is added to ../conv.cu, register it here
+// (TestRegistryMatchesTable fails until it is).
+#include "cuda_emu.h"
+
+namespace vt_conv {
+#include "../conv.cu"
+} // namespace vt_conv
+
+static const bool registered_conv = (
+    cuda_emu::add("vol2col", &vt_conv::vol2col),
+    cuda_emu::add("col2vol", &vt_conv::col2vol),
+    true);

@@ -1,0 +1,166 @@
+//go:build cgo
+
+package emu
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/voxtrain/voxtrain/cpu/kern"
+	"github.com/voxtrain/voxtrain/nn"
+)
+
+func toKern(g nn.ConvGeom) kern.ConvGeom {
+	return kern.ConvGeom{N: g.N, InD: g.InD, InH: g.InH, InW: g.InW, InC: g.InC, OutC: g.OutC,
+		KD: g.KD, KH: g.KH, KW: g.KW, SD: g.SD, SH: g.SH, SW: g.SW, PD: g.PD, PH: g.PH, PW: g.PW}
+}
+
+// vol2colRef is the plain vol2col: rows [m0, m0+rows) of the matrix.
+func vol2colRef(g nn.ConvGeom, x []float32, m0, rows int) []float32 {
+	oD, oH, oW := g.OutD(), g.OutH(), g.OutW()
+	k := g.KD * g.KH * g.KW * g.InC
+	col := make([]float32, rows*k)
+	for r := 0; r < rows; r++ {
+		m := m0 + r
+		n, od, oh, ow := m/(oD*oH*oW), m/(oH*oW)%oD, m/oW%oH, m%oW
+		for kd := 0; kd < g.KD; kd++ {
+			for kh := 0; kh < g.KH; kh++ {
+				for kw := 0; kw < g.KW; kw++ {
+					id, ih, iw := od*g.SD-g.PD+kd, oh*g.SH-g.PH+kh, ow*g.SW-g.PW+kw
+					if id < 0 || id >= g.InD || ih < 0 || ih >= g.InH || iw < 0 || iw >= g.InW {
+						continue
+					}
+					src := (((n*g.InD+id)*g.InH+ih)*g.InW + iw) * g.InC
+					dst := r*k + ((kd*g.KH+kh)*g.KW+kw)*g.InC
+					copy(col[dst:dst+g.InC], x[src:src+g.InC])
+				}
+			}
+		}
+	}
+	return col
+}
+
+// TestConvVol2ColCol2Vol runs the three convolution passes the way package
+// gpu will — vol2col / col2vol tiles around a GEMM, here done in Go in
+// float64 — and compares them with package kern's reference convolutions.
+//
+// Tolerances: vol2col is a copy (bit-exact). Forward and backward-weight
+// GEMMs run in float64 in the reference's k order on exact vol2col data,
+// so they agree with the float64 references to float32 rounding (1e-6
+// relative). Backward-data rounds each dcol entry to float32 (as cuBLAS's
+// output would be) and col2vol adds up to KD·KH·KW of them in float32:
+// |error| <= 27 terms · 2⁻²⁴ · Σ|terms| ~ 1e-5 for these magnitudes, so
+// 2e-5 + 1e-5·|ref|.
+func TestConvVol2ColCol2Vol(t *testing.T) {
+	geoms := []struct {
+		name string
+		g    nn.ConvGeom
+	}{
+		{"3x3x3 stride 1 pad 1", nn.ConvGeom{N: 2, InD: 4, InH: 5, InW: 3, InC: 3, OutC: 4, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}},
+		{"3x3x3 stride 2 pad 1 (downsampling)", nn.ConvGeom{N: 2, InD: 5, InH: 6, InW: 7, InC: 2, OutC: 3, KD: 3, KH: 3, KW: 3, SD: 2, SH: 2, SW: 2, PD: 1, PH: 1, PW: 1}},
+		{"anisotropic 1x3x3 stride (1,2,2)", nn.ConvGeom{N: 1, InD: 3, InH: 7, InW: 6, InC: 2, OutC: 2, KD: 1, KH: 3, KW: 3, SD: 1, SH: 2, SW: 2, PD: 0, PH: 1, PW: 1}},
+		{"2x2x2 stride 2 (ConvTranspose3d's adjoint), odd input", nn.ConvGeom{N: 2, InD: 5, InH: 4, InW: 6, InC: 3, OutC: 2, KD: 2, KH: 2, KW: 2, SD: 2, SH: 2, SW: 2}},
+		{"1x1x1 head", nn.ConvGeom{N: 2, InD: 3, InH: 4, InW: 5, InC: 4, OutC: 3, KD: 1, KH: 1, KW: 1, SD: 1, SH: 1, SW: 1}},
+	}
+	r := rng(20)
+	for gi, tc := range geoms {
+		g := tc.g
+		if err := g.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		k := g.KD * g.KH * g.KW * g.InC
+		oD, oH, oW := g.OutD(), g.OutH(), g.OutW()
+		rowsTotal := g.N * oD * oH * oW
+		inLen := g.N * g.InD * g.InH * g.InW * g.InC
+		x := uniform(r, inLen, -1, 1)
+		w := uniform(r, g.OutC*k, -1, 1)
+		dy := uniform(r, rowsTotal*g.OutC, -1, 1)
+		for _, tile := range []int{rowsTotal, 37, 1 + gi} {
+			label := fmt.Sprintf("%s, %d-row tiles", tc.name, tile)
+			xb := buf(t, x)
+			colb := scratch(t, 4*tile*k)
+			dcolb := scratch(t, 4*tile*k)
+			dxb := scratch(t, 4*inLen)
+			must(t, ops.Fill(dxb, inLen, 0))
+			y := make([]float32, rowsTotal*g.OutC)
+			dw := make([]float64, g.OutC*k)
+			colMax := 0.0
+			for m0 := 0; m0 < rowsTotal; m0 += tile {
+				rows := min(tile, rowsTotal-m0)
+				must(t, ops.Vol2Col(g, xb, colb, m0, rows))
+				col := colb.F32()[:rows*k]
+				want := vol2colRef(g, x, m0, rows)
+				for i := range col {
+					if col[i] != want[i] {
+						t.Fatalf("%s: vol2col rows [%d,%d) element %d = %v, want %v", label, m0, m0+rows, i, col[i], want[i])
+					}
+					colMax = max(colMax, float64(abs32(col[i])))
+				}
+				// y = col · wᵀ and dw += dyᵀ · col (cuBLAS's part).
+				for rr := 0; rr < rows; rr++ {
+					for co := 0; co < g.OutC; co++ {
+						var s float64
+						for kk := 0; kk < k; kk++ {
+							s += float64(col[rr*k+kk]) * float64(w[co*k+kk])
+						}
+						y[(m0+rr)*g.OutC+co] = float32(s)
+						gy := float64(dy[(m0+rr)*g.OutC+co])
+						for kk := 0; kk < k; kk++ {
+							dw[co*k+kk] += gy * float64(col[rr*k+kk])
+						}
+					}
+				}
+				// dcol = dy · w, then col2vol.
+				dcol := make([]float32, rows*k)
+				for rr := 0; rr < rows; rr++ {
+					for kk := 0; kk < k; kk++ {
+						var s float64
+						for co := 0; co < g.OutC; co++ {
+							s += float64(dy[(m0+rr)*g.OutC+co]) * float64(w[co*k+kk])
+						}
+						dcol[rr*k+kk] = float32(s)
+					}
+				}
+				dcolb.SetF32(dcol)
+				must(t, ops.Col2Vol(g, dcolb, dxb, m0, rows))
+			}
+			t.Logf("kernel vol2col vs plain Go vol2col (%s): bit-exact over %d rows × %d columns (max |x| %.2f)", label, rowsTotal, k, colMax)
+
+			yRef := make([]float32, len(y))
+			kern.Conv3DForwardRef(toKern(g), x, w, nil, yRef)
+			compare(t, "vol2col (+GEMM)", "kern.Conv3DForwardRef ("+label+")", y, yRef, 1e-6, 1e-6)
+
+			dwRef := make([]float32, len(dw))
+			kern.Conv3DBackwardWeightRef(toKern(g), x, dy, dwRef, nil)
+			dw32 := make([]float32, len(dw))
+			for i, v := range dw {
+				dw32[i] = float32(v)
+			}
+			compare(t, "vol2col (+GEMM, weight gradient)", "kern.Conv3DBackwardWeightRef ("+label+")", dw32, dwRef, 1e-6, 1e-6)
+
+			dxRef := make([]float32, inLen)
+			kern.Conv3DBackwardDataRef(toKern(g), dy, w, dxRef)
+			compare(t, "col2vol (GEMM+)", "kern.Conv3DBackwardDataRef ("+label+")", dxb.F32(), dxRef, 2e-5, 1e-5)
+		}
+	}
+}
+
+func abs32(x float32) float32 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func TestConvArgumentErrors(t *testing.T) {
+	g := nn.ConvGeom{N: 1, InD: 3, InH: 3, InW: 3, InC: 1, OutC: 1, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}
+	b := scratch(t, 4*27*27)
+	if err := ops.Vol2Col(g, b, b, 20, 10); err == nil {
+		t.Error("rows past the output accepted")
+	}
+	bad := g
+	bad.KD = 0
+	if err := ops.Col2Vol(bad, b, b, 0, 1); err == nil {
+		t.Error("invalid geometry accepted")
+	}
+}

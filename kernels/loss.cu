@@ -1,0 +1,259 @@
+// loss.cu — softmax over channels, the sums behind cross-entropy and soft
+// Dice (nn.SegStats), their backward, sigmoid BCE, and the TP/FP/FN counts
+// of validation. Logits and probabilities are channels-last (N, V, C);
+// labels are (N, V) float class indices.
+//
+// nn.Device.SoftmaxLoss is four launches:
+//   softmax_fwd          probs, and per (sample, chunk) the summed CE
+//   seg_stats_partial    per (sample, chunk, class) Σp·[l=c], Σp, Σ[l=c]
+//   reduce_chunks_f64 ×2 (reduce.cu) CE[n] (w = 1) and the class sums
+//                        (w = 3C: intersect, pred sum, target sum)
+// Labels that are not a class index lower a "first bad voxel" cell with
+// atomicMin (order-independent), which the host turns into the error.
+//
+// The exponentials and logarithms are evaluated in double, as package cpu
+// does, so probabilities agree with the CPU device to the last float bit
+// except where the two libms round a double differently.
+#include "common.cuh"
+
+// vt_softmax_row writes p = softmax(z) over c channels as cpu.softmaxRow
+// does (max, then exponentials and their sum in double, p rounded to float)
+// and returns the max in *m and the sum in *s. p may alias z.
+__device__ inline void vt_softmax_row(const float* z, float* p, int c, float* m_out, double* s_out)
+{
+    float m = z[0];
+    for (int j = 1; j < c; j++) {
+        m = z[j] > m ? z[j] : m;
+    }
+    double s = 0.0;
+    for (int j = 0; j < c; j++) {
+        s += exp((double)(z[j] - m));
+    }
+    for (int j = 0; j < c; j++) {
+        p[j] = (float)(exp((double)(z[j] - m)) / s);
+    }
+    *m_out = m;
+    *s_out = s;
+}
+
+// softmax: probs[v][·] = softmax(logits[v][·]) over c channels for nvox
+// voxels (nn.Device.Softmax). probs may alias logits. Launch: 1-D,
+// grid-stride, work nvox.
+VT_KERNEL softmax(const float* logits, float* probs, int nvox, int c)
+{
+    for (long long vox = vt_gid(); vox < nvox; vox += vt_gstride()) {
+        float m;
+        double s;
+        vt_softmax_row(logits + vox * c, probs + vox * c, c, &m, &s);
+    }
+}
+
+// softmax_fwd: probs[n][v][·] = softmax(logits[n][v][·]) and
+// cepart[n*gridDim.x + k] = Σ_v (max + log Σexp - logit[label]) over the
+// voxels of chunk k of sample n that have a valid label; an invalid label
+// lowers *bad to its flat voxel index n*v + vox. probs may alias logits.
+// Launch: grid (ceil(v/chunk), nb), block VT_BLOCK, static shared 2 KiB.
+VT_KERNEL softmax_fwd(const float* logits, const float* labels, float* probs, double* cepart, int* bad,
+                      int v, int c, int chunk)
+{
+    const long long n = blockIdx.y;
+    const long long lo = (long long)blockIdx.x * chunk;
+    const long long hi = lo + chunk < v ? lo + chunk : v;
+    double ce = 0.0;
+    for (long long vox = lo + threadIdx.x; vox < hi; vox += VT_BLOCK) {
+        const long long flat = n * v + vox;
+        const float* z = logits + flat * c;
+        const int l = vt_class(labels[flat], c);
+        const float zl = l >= 0 ? z[l] : 0.0f; // read before probs overwrites z when aliased
+        float m;
+        double s;
+        vt_softmax_row(z, probs + flat * c, c, &m, &s);
+        if (l < 0) {
+            atomicMin(bad, (int)flat);
+        } else {
+            ce += (double)m + log(s) - (double)zl;
+        }
+    }
+    ce = vt_block_sum(ce);
+    if (threadIdx.x == 0) {
+        cepart[n * gridDim.x + blockIdx.x] = ce;
+    }
+}
+
+// seg_stats_partial: over the voxels of chunk k of sample n,
+//   part[(n*gridDim.x + k)*3c + j]        = Σ p_j·[label = j]
+//   part[(n*gridDim.x + k)*3c + c + j]    = Σ p_j
+//   part[(n*gridDim.x + k)*3c + 2c + j]   = Σ [label = j]
+// Launch: grid (ceil(v/chunk), nb), block VT_BLOCK, static shared 6 KiB.
+VT_KERNEL seg_stats_partial(const float* probs, const float* labels, double* part, int v, int c, int chunk)
+{
+    const long long n = blockIdx.y;
+    const long long lo = (long long)blockIdx.x * chunk;
+    const long long hi = lo + chunk < v ? lo + chunk : v;
+    const float* pn = probs + n * v * c;
+    const float* ln = labels + n * v;
+    vt_chunk_channel_sums<3>(lo, hi, c, [=](long long vox, int j, double* acc) {
+        const double p = (double)pn[vox * c + j];
+        const bool hit = vt_class(ln[vox], c) == j;
+        if (hit) {
+            acc[0] += p;
+            acc[2] += 1.0;
+        }
+        acc[1] += p;
+    }, part + (n * gridDim.x + blockIdx.x) * 3 * c);
+}
+
+// softmax_loss_bwd: for each voxel, with q_j = beta[n,j] + alpha[n,j]·[l=j]
+// + extra[v,j] (extra may be null) and dot = Σ_j p_j·q_j,
+//   dlogits_j = p_j·(q_j - dot) + ce_scale[n]·p_j - ce_scale[n]·[l=j],
+// the gradient through the softmax of ∂L/∂p = q plus ce_scale times the
+// summed cross-entropy (nn.Device.SoftmaxLossBackward; soft Dice's backward
+// is alpha/beta computed on the host from SegStats). ce_scale (nb), alpha,
+// beta (nb*c) are device arrays. dlogits may alias probs. Launch: 1-D,
+// grid-stride, work nb*v (one thread per voxel).
+VT_KERNEL softmax_loss_bwd(const float* probs, const float* labels, const float* ce_scale, const float* alpha,
+                           const float* beta, const float* extra, float* dlogits, int nb, int v, int c)
+{
+    const long long total = (long long)nb * v;
+    for (long long vox = vt_gid(); vox < total; vox += vt_gstride()) {
+        const int n = (int)vox / v;
+        const int l = vt_class(labels[vox], c);
+        const float* al = alpha + n * c;
+        const float* be = beta + n * c;
+        const float cs = ce_scale[n];
+        const float* p = probs + vox * c;
+        const float* ex = extra != nullptr ? extra + vox * c : nullptr;
+        float* dz = dlogits + vox * c;
+        float dot = 0.0f;
+        for (int j = 0; j < c; j++) {
+            float q = be[j];
+            if (j == l) {
+                q += al[j];
+            }
+            if (ex != nullptr) {
+                q += ex[j];
+            }
+            dot += p[j] * q;
+        }
+        for (int j = 0; j < c; j++) {
+            float q = be[j];
+            if (j == l) {
+                q += al[j];
+            }
+            if (ex != nullptr) {
+                q += ex[j];
+            }
+            const float pj = p[j];
+            float d = pj * (q - dot) + cs * pj;
+            if (j == l) {
+                d -= cs;
+            }
+            dz[j] = d;
+        }
+    }
+}
+
+// vt_softplus is log(1 + exp(x)) without overflow.
+__device__ __forceinline__ double vt_softplus(double x)
+{
+    return (x > 0.0 ? x : 0.0) + log1p(exp(-fabs(x)));
+}
+
+// sigmoid_bce: one-channel logits z and binary labels y: over the voxels of
+// chunk k of sample n, part[n*gridDim.x + k] = Σ pw·y·softplus(-z) +
+// (1-y)·softplus(z) (PyTorch's BCEWithLogits with pos_weight pw, summed),
+// and dlogits = grad_scale·(σ(z)·(pw·y + 1 - y) - pw·y). A label other than
+// 0 or 1 gets dlogits 0 and lowers *bad. Launch: grid (ceil(v/chunk), nb),
+// block VT_BLOCK, static shared 2 KiB.
+VT_KERNEL sigmoid_bce(const float* logits, const float* labels, float* dlogits, double* part, int* bad,
+                      int v, int chunk, float pos_weight, float grad_scale)
+{
+    const long long n = blockIdx.y;
+    const long long lo = (long long)blockIdx.x * chunk;
+    const long long hi = lo + chunk < v ? lo + chunk : v;
+    const double pw = (double)pos_weight;
+    double sum = 0.0;
+    for (long long vox = lo + threadIdx.x; vox < hi; vox += VT_BLOCK) {
+        const long long flat = n * v + vox;
+        const int y = vt_class(labels[flat], 2);
+        if (y < 0) {
+            atomicMin(bad, (int)flat);
+            dlogits[flat] = 0.0f;
+            continue;
+        }
+        const double z = (double)logits[flat];
+        const double yf = (double)y;
+        sum += pw * yf * vt_softplus(-z) + (1.0 - yf) * vt_softplus(z);
+        const double sig = 1.0 / (1.0 + exp(-z));
+        dlogits[flat] = grad_scale * (float)(sig * (pw * yf + 1.0 - yf) - pw * yf);
+    }
+    sum = vt_block_sum(sum);
+    if (threadIdx.x == 0) {
+        part[n * gridDim.x + blockIdx.x] = sum;
+    }
+}
+
+// VT_MAX_COUNT_CLASSES bounds the classes seg_counts counts in shared memory;
+// beyond it the kernel adds straight to global memory (same result).
+#define VT_MAX_COUNT_CLASSES 256
+
+// seg_counts: per-class true positives, false positives and false
+// negatives of argmax(logits) (a one-channel map thresholded at 0 as
+// classes {0, 1}) against the labels, over nvox voxels (all samples):
+// counts[j] += TP_j, counts[k + j] += FP_j, counts[2k + j] += FN_j with
+// k = max(c, 2); counts (3k) must be zeroed first. Ties of the argmax go to
+// the lower class. Invalid labels lower *bad. Launch: 1-D, grid-stride,
+// work nvox, static shared 3 KiB.
+VT_KERNEL seg_counts(const float* logits, const float* labels, unsigned long long* counts, int* bad,
+                     int nvox, int c, int k)
+{
+    __shared__ unsigned int cnt[3 * VT_MAX_COUNT_CLASSES];
+    const bool local = k <= VT_MAX_COUNT_CLASSES;
+    if (local) {
+        for (int i = threadIdx.x; i < 3 * k; i += VT_BLOCK) {
+            cnt[i] = 0;
+        }
+    }
+    __syncthreads();
+    for (long long vox = vt_gid(); vox < nvox; vox += vt_gstride()) {
+        const int l = vt_class(labels[vox], k);
+        if (l < 0) {
+            atomicMin(bad, (int)vox);
+            continue;
+        }
+        const float* z = logits + vox * c;
+        int pred = 0;
+        if (c == 1) {
+            pred = z[0] > 0.0f ? 1 : 0;
+        } else {
+            for (int j = 1; j < c; j++) {
+                if (z[j] > z[pred]) {
+                    pred = j;
+                }
+            }
+        }
+        if (local) {
+            if (pred == l) {
+                atomicAdd(&cnt[l], 1u);
+            } else {
+                atomicAdd(&cnt[k + pred], 1u);
+                atomicAdd(&cnt[2 * k + l], 1u);
+            }
+        } else {
+            if (pred == l) {
+                atomicAdd(&counts[l], 1ull);
+            } else {
+                atomicAdd(&counts[k + pred], 1ull);
+                atomicAdd(&counts[2 * k + l], 1ull);
+            }
+        }
+    }
+    __syncthreads();
+    if (local) {
+        for (int i = threadIdx.x; i < 3 * k; i += VT_BLOCK) {
+            if (cnt[i] != 0) {
+                atomicAdd(&counts[i], (unsigned long long)cnt[i]);
+            }
+        }
+    }
+}

@@ -1,0 +1,169 @@
+// norm.cu — instance normalisation fused with the LeakyReLU that follows it
+// (nn.Device.InstanceNormActForward / InstanceNormActBackward), for
+// channels-last x (N, V voxels, C), affine gamma/beta (C), and stats
+// (N, C, 2) = (mean, 1/sqrt(var + eps)) with the biased variance.
+//
+// Forward, three launches:
+//   instnorm_fwd_partial   per (sample, chunk): Σx, Σx² per channel (double)
+//   instnorm_fwd_stats     per (sample, channel): add the chunks in order,
+//                          mean and rstd as package cpu computes them
+//   instnorm_fwd_apply     y = act((x - mean)·(rstd·gamma) + beta)
+// Backward, with z recomputed from x (the forward's output is not needed),
+// g = dy·act'(z) and x̂ = (x - mean)·rstd, four launches:
+//   instnorm_bwd_partial   per (sample, chunk): Σg, Σg·x per channel
+//   instnorm_bwd_finish    per (sample, channel): add the chunks in order,
+//                          Σg·x̂ = rstd·(Σg·x - mean·Σg), dx's coefficients
+//   instnorm_bwd_affine    dbeta = Σ_n Σg, dgamma = Σ_n Σg·x̂ (samples in order)
+//   instnorm_bwd_apply     dx = gamma·rstd·(g - mean(g) - x̂·mean(g·x̂))
+//
+// Sums are double, added in a fixed order (see common.cuh), so the
+// statistics match the CPU device's to double rounding and the elementwise
+// passes repeat its float32 arithmetic exactly.
+#include "common.cuh"
+
+// instnorm_fwd_partial: part[(n*gridDim.x + k)*2c + j] = Σx and
+// part[... + c + j] = Σx² over the voxels of chunk k of sample n. Launch:
+// grid (ceil(v/chunk), nb), block VT_BLOCK, static shared memory 4 KiB.
+VT_KERNEL instnorm_fwd_partial(const float* x, double* part, int v, int c, int chunk)
+{
+    const long long n = blockIdx.y;
+    const long long lo = (long long)blockIdx.x * chunk;
+    const long long hi = lo + chunk < v ? lo + chunk : v;
+    const float* xn = x + n * v * c;
+    vt_chunk_channel_sums<2>(lo, hi, c, [=](long long vox, int j, double* acc) {
+        const double f = (double)xn[vox * c + j];
+        acc[0] += f;
+        acc[1] += f * f;
+    }, part + (n * gridDim.x + blockIdx.x) * 2 * c);
+}
+
+// instnorm_fwd_stats: for each (n, j), adds the nchunks partials in order
+// and writes stats[(n*c + j)*2] = mean, [.. + 1] = 1/sqrt(max(E[x²] - mean², 0) + eps).
+// Launch: 1-D, grid-stride, work nb*c.
+VT_KERNEL instnorm_fwd_stats(const double* part, float* stats, int nb, int v, int c, int nchunks, float eps)
+{
+    const long long total = (long long)nb * c;
+    for (long long i = vt_gid(); i < total; i += vt_gstride()) {
+        const long long n = i / c;
+        const long long j = i % c;
+        double s = 0.0, q = 0.0;
+        for (int k = 0; k < nchunks; k++) {
+            const double* p = part + (n * nchunks + k) * 2 * c;
+            s += p[j];
+            q += p[c + j];
+        }
+        const double mean = s / (double)v;
+        double var = q / (double)v - mean * mean;
+        if (var < 0.0) {
+            var = 0.0;
+        }
+        stats[i * 2] = (float)mean;
+        stats[i * 2 + 1] = (float)(1.0 / sqrt(var + (double)eps));
+    }
+}
+
+// instnorm_fwd_apply: y = act(z) (vt_act) with
+// z = (x - mean)·(rstd·gamma) + beta. y may alias x. Launch: 1-D,
+// grid-stride, work nb*v*c.
+VT_KERNEL instnorm_fwd_apply(const float* x, const float* gamma, const float* beta, const float* stats, float* y,
+                             int nb, int v, int c, float slope)
+{
+    const long long total = (long long)nb * v * c;
+    const int per = v * c;
+    for (long long i = vt_gid(); i < total; i += vt_gstride()) {
+        const int j = (int)i % c;
+        const int s = (((int)i / per) * c + j) * 2;
+        const float mean = stats[s];
+        const float scale = stats[s + 1] * gamma[j];
+        y[i] = vt_act((x[i] - mean) * scale + beta[j], slope);
+    }
+}
+
+// instnorm_bwd_partial: part[(n*gridDim.x + k)*2c + j] = Σg and
+// part[... + c + j] = Σg·x over the voxels of chunk k of sample n, with
+// g = dy·act'(z) and z = (x - mean)·(rstd·gamma) + beta recomputed as the
+// forward computed it. Launch: grid (ceil(v/chunk), nb), block VT_BLOCK,
+// static shared memory 4 KiB.
+VT_KERNEL instnorm_bwd_partial(const float* x, const float* gamma, const float* beta, const float* dy,
+                               const float* stats, double* part, int v, int c, int chunk, float slope)
+{
+    const long long n = blockIdx.y;
+    const long long lo = (long long)blockIdx.x * chunk;
+    const long long hi = lo + chunk < v ? lo + chunk : v;
+    const long long off = n * v * c;
+    const float* st = stats + n * c * 2;
+    vt_chunk_channel_sums<2>(lo, hi, c, [=](long long vox, int j, double* acc) {
+        const long long i = off + vox * c + j;
+        const float xi = x[i];
+        const float z = (xi - st[2 * j]) * (st[2 * j + 1] * gamma[j]) + beta[j];
+        const double g = (double)vt_act_grad(dy[i], z, slope);
+        acc[0] += g;
+        acc[1] += g * (double)xi;
+    }, part + (n * gridDim.x + blockIdx.x) * 2 * c);
+}
+
+// instnorm_bwd_finish: for each (n, j), adds the nchunks partials in order
+// and writes
+//   tot[n*2c + j]      = Σg
+//   tot[n*2c + c + j]  = Σg·x̂ = rstd·(Σg·x - mean·Σg)
+//   coef[(n*c + j)*3]  = A = gamma·rstd, B = -A·rstd·Σg·x̂/v, C = -A·Σg/v
+// (float), so that dx = A·g + B·(x - mean) + C. Launch: 1-D, grid-stride,
+// work nb*c.
+VT_KERNEL instnorm_bwd_finish(const double* part, const float* stats, const float* gamma, double* tot, float* coef,
+                              int nb, int v, int c, int nchunks)
+{
+    const long long total = (long long)nb * c;
+    for (long long i = vt_gid(); i < total; i += vt_gstride()) {
+        const long long n = i / c;
+        const long long j = i % c;
+        double sg = 0.0, sgx = 0.0;
+        for (int k = 0; k < nchunks; k++) {
+            const double* p = part + (n * nchunks + k) * 2 * c;
+            sg += p[j];
+            sgx += p[c + j];
+        }
+        const double mean = (double)stats[i * 2];
+        const double rstd = (double)stats[i * 2 + 1];
+        const double gxh = rstd * (sgx - mean * sg);
+        tot[n * 2 * c + j] = sg;
+        tot[n * 2 * c + c + j] = gxh;
+        const double a = (double)gamma[j] * rstd;
+        coef[i * 3] = (float)a;
+        coef[i * 3 + 1] = (float)(-a * rstd * gxh / (double)v);
+        coef[i * 3 + 2] = (float)(-a * sg / (double)v);
+    }
+}
+
+// instnorm_bwd_affine: dbeta[j] = Σ_n tot[n*2c + j], dgamma[j] =
+// Σ_n tot[n*2c + c + j], samples added in order. Launch: 1-D, grid-stride,
+// work c.
+VT_KERNEL instnorm_bwd_affine(const double* tot, float* dgamma, float* dbeta, int nb, int c)
+{
+    for (long long j = vt_gid(); j < c; j += vt_gstride()) {
+        double g = 0.0, gx = 0.0;
+        for (long long n = 0; n < nb; n++) {
+            g += tot[n * 2 * c + j];
+            gx += tot[n * 2 * c + c + j];
+        }
+        dbeta[j] = (float)g;
+        dgamma[j] = (float)gx;
+    }
+}
+
+// instnorm_bwd_apply: dx = (A·g + B·(x - mean)) + C with instnorm_bwd_finish's
+// coefficients and g = dy·act'(z), z recomputed as in instnorm_bwd_partial.
+// dx may alias dy. Launch: 1-D, grid-stride, work nb*v*c.
+VT_KERNEL instnorm_bwd_apply(const float* x, const float* gamma, const float* beta, const float* dy,
+                             const float* stats, const float* coef, float* dx, int nb, int v, int c, float slope)
+{
+    const long long total = (long long)nb * v * c;
+    const int per = v * c;
+    for (long long i = vt_gid(); i < total; i += vt_gstride()) {
+        const int j = (int)i % c;
+        const int s = ((int)i / per) * c + j;
+        const float xc = x[i] - stats[s * 2];
+        const float scale = stats[s * 2 + 1] * gamma[j];
+        const float g = vt_act_grad(dy[i], xc * scale + beta[j], slope);
+        dx[i] = coef[s * 3] * g + coef[s * 3 + 1] * xc + coef[s * 3 + 2];
+    }
+}

@@ -1,0 +1,89 @@
+// reduce.cu — deterministic reductions: per-(sample, channel) sums over the
+// voxels of a channels-last tensor (bias gradient = ChannelSum, ChannelDot
+// for the losses), the sum of squares for gradient-norm clipping, and the
+// second pass that adds chunk partials in chunk order.
+//
+// A reduction is two launches. Pass 1 gives each block a fixed chunk of
+// voxels (or elements) and writes one double partial per chunk and output;
+// pass 2 (reduce_chunks_*) has one thread per output add its chunk partials
+// in chunk order. Chunk sizes are chosen by package kernels from the
+// geometry only, so the result is the same on every run and GPU.
+#include "common.cuh"
+
+// channel_sum_partial: for sample n = blockIdx.y and chunk k = blockIdx.x
+// (voxels [k*chunk, min(v, (k+1)*chunk)) of that sample),
+//
+//   part[(n*gridDim.x + k)*c + j] = Σ_v a[n][v][j]·b[n][v][j]   (double)
+//
+// with b == null meaning plain sums. Launch: grid (ceil(v/chunk), nb),
+// block VT_BLOCK, static shared memory 2 KiB.
+VT_KERNEL channel_sum_partial(const float* a, const float* b, double* part, int v, int c, int chunk)
+{
+    const long long n = blockIdx.y;
+    const long long lo = (long long)blockIdx.x * chunk;
+    const long long hi = lo + chunk < v ? lo + chunk : v;
+    const float* an = a + n * v * c;
+    const float* bn = b != nullptr ? b + n * v * c : nullptr;
+    double* out = part + (n * gridDim.x + blockIdx.x) * c;
+    if (bn == nullptr) {
+        vt_chunk_channel_sums<1>(lo, hi, c, [=](long long vox, int j, double* acc) {
+            acc[0] += (double)an[vox * c + j];
+        }, out);
+    } else {
+        vt_chunk_channel_sums<1>(lo, hi, c, [=](long long vox, int j, double* acc) {
+            acc[0] += (double)an[vox * c + j] * (double)bn[vox * c + j];
+        }, out);
+    }
+}
+
+// sumsq_partial: part[k] = Σ x[i]² (double) over the elements
+// [k*chunk, min(n, (k+1)*chunk)), k = blockIdx.x. Launch: grid
+// ceil(n/chunk), block VT_BLOCK, static shared memory 2 KiB.
+VT_KERNEL sumsq_partial(const float* x, double* part, int n, int chunk)
+{
+    const long long lo = (long long)blockIdx.x * chunk;
+    const long long hi = lo + chunk < n ? lo + chunk : n;
+    double s = 0.0;
+    for (long long i = lo + threadIdx.x; i < hi; i += VT_BLOCK) {
+        const double f = (double)x[i];
+        s += f * f;
+    }
+    s = vt_block_sum(s);
+    if (threadIdx.x == 0) {
+        part[blockIdx.x] = s;
+    }
+}
+
+// reduce_chunks_f64: out[r*w + j] = Σ_{k < nchunks} part[(r*nchunks + k)*w + j],
+// added in chunk order, for r < rows, j < w. Launch: 1-D, grid-stride,
+// work rows*w.
+VT_KERNEL reduce_chunks_f64(const double* part, double* out, int rows, int nchunks, int w)
+{
+    const long long total = (long long)rows * w;
+    for (long long i = vt_gid(); i < total; i += vt_gstride()) {
+        const long long r = i / w;
+        const long long j = i % w;
+        const double* p = part + r * nchunks * w + j;
+        double s = 0.0;
+        for (int k = 0; k < nchunks; k++) {
+            s += p[(long long)k * w];
+        }
+        out[i] = s;
+    }
+}
+
+// reduce_chunks_f32: as reduce_chunks_f64, rounding the sums to float.
+VT_KERNEL reduce_chunks_f32(const double* part, float* out, int rows, int nchunks, int w)
+{
+    const long long total = (long long)rows * w;
+    for (long long i = vt_gid(); i < total; i += vt_gstride()) {
+        const long long r = i / w;
+        const long long j = i % w;
+        const double* p = part + r * nchunks * w + j;
+        double s = 0.0;
+        for (int k = 0; k < nchunks; k++) {
+            s += p[(long long)k * w];
+        }
+        out[i] = (float)s;
+    }
+}
