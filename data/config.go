@@ -132,11 +132,26 @@ func (w *Workers) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// ParseWorkers parses "auto" or a non-negative integer.
+// MarshalYAML writes "auto", the count, or "default" when unset, so a
+// resolved config reads back as it was.
+func (w Workers) MarshalYAML() (any, error) {
+	switch {
+	case w.Auto:
+		return "auto", nil
+	case !w.Set:
+		return "default", nil
+	}
+	return w.N, nil
+}
+
+// ParseWorkers parses "auto", "default" (unset) or a non-negative integer.
 func ParseWorkers(s string) (Workers, error) {
 	s = strings.TrimSpace(s)
-	if s == "auto" {
+	switch s {
+	case "auto":
 		return Workers{Auto: true, Set: true}, nil
+	case "default":
+		return Workers{}, nil
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 0 {
@@ -171,12 +186,24 @@ type ByteSize struct {
 
 // UnmarshalYAML parses an integer or a size with a unit.
 func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
+	if n.Value == "default" {
+		*b = ByteSize{}
+		return nil
+	}
 	v, err := ParseByteSize(n.Value)
 	if err != nil {
 		return fmt.Errorf("line %d: %w", n.Line, err)
 	}
 	*b = ByteSize{N: v, Set: true}
 	return nil
+}
+
+// MarshalYAML writes the size in bytes, or "default" when unset.
+func (b ByteSize) MarshalYAML() (any, error) {
+	if !b.Set {
+		return "default", nil
+	}
+	return b.N, nil
 }
 
 // ParseByteSize parses "123", "64KiB", "512MiB", "4GiB", "1TiB" or the

@@ -815,3 +815,34 @@ func TestCTNormalisationSameOnEverySource(t *testing.T) {
 		}
 	}
 }
+
+// TestReadCaseMatchesLoader: the loader-free read used by predict gives the
+// same preprocessed voxels as the loader's LoadCase.
+func TestReadCaseMatchesLoader(t *testing.T) {
+	dir := demoDataset(t, 2)
+	cfg := Config{Dataset: dir, Fold: -1, Seed: 1, IterationsPerEpoch: 1, Workers: workers(1), Source: "gz"}
+	l := openLoader(t, cfg, Options{Patch: [3]int{16, 16, 16}, Batch: 1, Augment: nnunetAug(t)})
+	want, err := l.LoadCase(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadCase(cfg, l.Dataset().Cases[1], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Shape != want.Shape || len(got.Image) != len(want.Image) || len(got.Label) != len(want.Label) {
+		t.Fatalf("shape %v/%v", got.Shape, want.Shape)
+	}
+	for c := range got.Image {
+		for i := range got.Image[c] {
+			if got.Image[c][i] != want.Image[c][i] {
+				t.Fatalf("channel %d voxel %d: %v vs %v", c, i, got.Image[c][i], want.Image[c][i])
+			}
+		}
+	}
+	for i := range got.Label {
+		if got.Label[i] != want.Label[i] {
+			t.Fatalf("label voxel %d", i)
+		}
+	}
+}

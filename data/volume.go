@@ -216,6 +216,17 @@ func decodeCase(c Case, channels int, v *Volume, bufs *readBufs, planes int) err
 	return nil
 }
 
+// ReadCase decodes case c's files and applies the same deterministic
+// preprocessing (normalisation, foreground index) as training with data
+// section cfg, without a loader: for prediction on files outside a dataset
+// and for evaluation. channels is the expected channel count (0: whatever
+// the files hold).
+func ReadCase(cfg Config, c Case, channels int) (*Volume, error) {
+	p := prepFrom(cfg.Defaults())
+	v, _, err := readCase(c, channels, &p, nil, nil)
+	return v, err
+}
+
 // readCase decodes and preprocesses case c: normalised image channels,
 // the label and its foreground index. When into is not nil its buffers are
 // reused (and the result is into). It returns the normalisation statistics

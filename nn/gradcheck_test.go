@@ -92,6 +92,8 @@ func TestLossGradients(t *testing.T) {
 		{"cldice 3 classes", nn.LossConfig{Name: "cldice", SkeletonIters: 2}, 3, false},
 		{"bce", nn.LossConfig{Name: "bce", PosWeight: ptr(2.0)}, 1, false},
 		{"bce deep supervision", nn.LossConfig{Name: "bce"}, 1, true},
+		{"bce + cldice", nn.LossConfig{Name: "bce", PosWeight: ptr(3.0), ClDiceWeight: ptr(0.5), SkeletonIters: 2}, 1, false},
+		{"bce + cldice deep supervision", nn.LossConfig{Name: "bce", ClDiceWeight: ptr(1.0)}, 1, true},
 	}
 	for ci, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -16,7 +16,8 @@ import (
 //	        MemoryEfficientSoftDiceLoss, shifted by 1 to be non-negative)
 //	cldice  1 − 2·Tprec·Tsens/(Tprec + Tsens) on soft skeletons of the
 //	        foreground channels (Shit et al. 2021, reference PyTorch code)
-//	bce     BCEWithLogits(pos_weight) for a one-channel (sigmoid) output
+//	bce     BCEWithLogits(pos_weight) for a one-channel (sigmoid) output;
+//	        with cldice_weight > 0 also clDice on σ(logits) (thin structures)
 type LossConfig struct {
 	// Name picks the default weights: dice_ce (ce 1, dice 1; nnU-Net's
 	// default and the default here), ce, dice, cldice (dice 0.5,
@@ -147,6 +148,10 @@ type lossOut struct {
 	dlogits Tensor
 	// clDice only
 	onehot, skelP, skelT, extra, dskel Tensor
+	// bce + clDice only: the one-channel logits z as two-class logits
+	// [0, z] (whose softmax is [1−σ(z), σ(z)]), their gradient, and
+	// one-channel scratch for the split.
+	zero, logits2, dlogits2, dz, dzero Tensor
 }
 
 // Criterion computes a loss and its gradient with respect to a U-Net's
@@ -208,9 +213,16 @@ func NewCriterion(dev Device, cfg LossConfig, outputs []Shape) (*Criterion, erro
 		if cfg.Name != "bce" {
 			o.probs = dev.Alloc(s)
 		}
-		if *cfg.ClDiceWeight > 0 && cfg.Name != "bce" {
-			o.onehot, o.skelP, o.skelT = dev.Alloc(s), dev.Alloc(s), dev.Alloc(s)
-			o.extra, o.dskel = dev.Alloc(s), dev.Alloc(s)
+		if *cfg.ClDiceWeight > 0 {
+			ps := s // the probabilities clDice works on
+			if cfg.Name == "bce" {
+				ps = Shape{s[0], s[1], s[2], s[3], 2}
+				o.probs = dev.Alloc(ps)
+				o.zero, o.dz, o.dzero = dev.Alloc(s), dev.Alloc(s), dev.Alloc(s)
+				o.logits2, o.dlogits2 = dev.Alloc(ps), dev.Alloc(ps)
+			}
+			o.onehot, o.skelP, o.skelT = dev.Alloc(ps), dev.Alloc(ps), dev.Alloc(ps)
+			o.extra, o.dskel = dev.Alloc(ps), dev.Alloc(ps)
 		}
 		c.outs = append(c.outs, o)
 	}
@@ -220,7 +232,8 @@ func NewCriterion(dev Device, cfg LossConfig, outputs []Shape) (*Criterion, erro
 // Free releases the criterion's buffers.
 func (c *Criterion) Free() {
 	for _, o := range c.outs {
-		for _, t := range []Tensor{o.labels, o.probs, o.dlogits, o.onehot, o.skelP, o.skelT, o.extra, o.dskel} {
+		for _, t := range []Tensor{o.labels, o.probs, o.dlogits, o.onehot, o.skelP, o.skelT, o.extra, o.dskel,
+			o.zero, o.logits2, o.dlogits2, o.dz, o.dzero} {
 			if t != nil {
 				c.dev.Free(t)
 			}
@@ -289,7 +302,8 @@ func (c *Criterion) Compute(outputs []Tensor, labels Tensor) (LossValue, error) 
 }
 
 // bce computes the weighted BCE of one output with its gradient, scaled by
-// the output's weight.
+// the output's weight, plus clDice on σ(logits) when its weight is set
+// (thin structures: vessels, membranes, neurites).
 func (c *Criterion) bce(logits, labels Tensor, o *lossOut) (LossValue, error) {
 	s := logits.Shape()
 	count := float64(s.Len())
@@ -302,7 +316,30 @@ func (c *Criterion) bce(logits, labels Tensor, o *lossOut) (LossValue, error) {
 		t += v
 	}
 	t /= count
-	return LossValue{Total: t, BCE: t}, nil
+	v := LossValue{Total: t, BCE: t}
+	if wCl := *c.cfg.ClDiceWeight; wCl > 0 {
+		// softmax([0, z]) = [1−σ(z), σ(z)]: clDice on the two-class form
+		// reuses the softmax clDice exactly, and ∂/∂z is the gradient with
+		// respect to the second logit.
+		dev := c.dev
+		dev.ConcatChannels(o.zero, logits, o.logits2)
+		if _, err := dev.SoftmaxLoss(o.logits2, labels, o.probs); err != nil {
+			return LossValue{}, err
+		}
+		cl, err := c.clDiceK(labels, o, o.weight*wCl, 2)
+		if err != nil {
+			return LossValue{}, err
+		}
+		n := s[0]
+		zeroN := make([]float32, n)
+		zeroNK := make([]float32, 2*n)
+		dev.SoftmaxLossBackward(o.probs, labels, zeroN, zeroNK, zeroNK, o.extra, o.dlogits2)
+		dev.SplitChannels(o.dlogits2, o.dzero, o.dz)
+		dev.Add(o.dlogits, o.dz)
+		v.ClDice = cl
+		v.Total = t + wCl*cl
+	}
+	return v, nil
 }
 
 // softmax computes the softmax-based terms (CE, Dice, clDice) of one output
@@ -399,6 +436,11 @@ func softDice(st SegStats, batch, doBG bool, smooth float64) (loss float64, a, b
 // clDice computes the clDice loss of the probabilities in o.probs and
 // leaves w times its gradient with respect to the probabilities in o.extra.
 func (c *Criterion) clDice(labels Tensor, o *lossOut, w float64) (float64, error) {
+	return c.clDiceK(labels, o, w, c.k)
+}
+
+// clDiceK is clDice over k classes (channel 0 background).
+func (c *Criterion) clDiceK(labels Tensor, o *lossOut, w float64, k int) (float64, error) {
 	dev := c.dev
 	iters := c.cfg.SkeletonIters
 	if err := dev.OneHot(labels, o.onehot); err != nil {
@@ -409,7 +451,7 @@ func (c *Criterion) clDice(labels Tensor, o *lossOut, w float64) (float64, error
 	sumFg := func(v []float64) float64 {
 		var s float64
 		for i, x := range v {
-			if i%c.k != 0 {
+			if i%k != 0 {
 				s += x
 			}
 		}
@@ -428,11 +470,11 @@ func (c *Criterion) clDice(labels Tensor, o *lossOut, w float64) (float64, error
 	n := labels.Shape()[0]
 	// ∂tprec/∂skelP = (onehot − tprec)/(B + s), ∂tsens/∂p = skelT/(D + s),
 	// foreground channels only.
-	k1 := make([]float32, n*c.k)
-	b1 := make([]float32, n*c.k)
-	k2 := make([]float32, n*c.k)
+	k1 := make([]float32, n*k)
+	b1 := make([]float32, n*k)
+	k2 := make([]float32, n*k)
 	for i := range k1 {
-		if i%c.k == 0 {
+		if i%k == 0 {
 			continue
 		}
 		k1[i] = float32(w * dPrec / (B + sm))

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseDeviceSpec(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want deviceSpec
+	}{
+		{"cpu", deviceSpec{kind: "cpu"}},
+		{" CPU ", deviceSpec{kind: "cpu"}},
+		{"cuda", deviceSpec{kind: "cuda", math: "fp32"}},
+		{"gpu", deviceSpec{kind: "cuda", math: "fp32"}},
+		{"cuda:1", deviceSpec{kind: "cuda", ordinal: 1, math: "fp32"}},
+		{"cuda:0,tf32", deviceSpec{kind: "cuda", math: "tf32"}},
+		{"cuda,fp32", deviceSpec{kind: "cuda", math: "fp32"}},
+	} {
+		got, err := parseDeviceSpec(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("parseDeviceSpec(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"tpu", "cuda:-1", "cuda:x", "cuda,bf16", ""} {
+		if _, err := parseDeviceSpec(bad); err == nil {
+			t.Errorf("parseDeviceSpec(%q) accepted", bad)
+		}
+	}
+}
+
+func TestOpenComputeDevice(t *testing.T) {
+	dev, closeDev, err := openComputeDevice("cpu", 1)
+	if err != nil || dev == nil {
+		t.Fatalf("cpu: %v", err)
+	}
+	if err := closeDev(); err != nil {
+		t.Fatal(err)
+	}
+	if cudaBuilt {
+		t.Skip("CUDA build: opening a GPU is the GPU suite's job")
+	}
+	_, _, err = openComputeDevice("cuda", 0)
+	if err == nil || !strings.Contains(err.Error(), "built without CUDA support; build with -tags cuda (see docs/GPU.md)") {
+		t.Errorf("cuda in the default build: %v", err)
+	}
+}

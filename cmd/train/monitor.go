@@ -1,0 +1,18 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/voxtrain/voxtrain/gpumon"
+)
+
+// startMonitor samples the GPU for the progress display and metrics when
+// the run is on CUDA; nil otherwise.
+func startMonitor(device string, errw io.Writer) *gpumon.Monitor {
+	if device != "cuda" {
+		return nil
+	}
+	return gpumon.Start(0, time.Second, func(format string, a ...any) { fmt.Fprintf(errw, format+"\n", a...) })
+}

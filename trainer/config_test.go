@@ -1,0 +1,100 @@
+package trainer
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestConfigsResolveAndRoundTrip loads every bundled config, resolves it,
+// and checks the resolved YAML (written into run directories and
+// checkpoints) reads back to the same config.
+func TestConfigsResolveAndRoundTrip(t *testing.T) {
+	files, _ := filepath.Glob("../configs/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no configs")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			c, err := LoadConfig(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Resolve(); err != nil {
+				t.Fatal(err)
+			}
+			text, err := c.YAML()
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := ParseConfig([]byte(text), "resolved")
+			if err != nil {
+				t.Fatalf("%v\n%s", err, text)
+			}
+			if err := back.Resolve(); err != nil {
+				t.Fatal(err)
+			}
+			again, err := back.YAML()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again != text {
+				t.Fatalf("resolved config does not round-trip:\n%s\n---\n%s", text, again)
+			}
+			if back.Data.Workers != c.Data.Workers || back.Data.CacheBytes != c.Data.CacheBytes || back.Train.PatchSize != c.Train.PatchSize {
+				t.Fatalf("fields differ after the round trip")
+			}
+		})
+	}
+}
+
+func TestConfigUnknownKeyNamesLine(t *testing.T) {
+	doc := "experiment: x\ntrain:\n  epochs: 2\n  epoch_count: 3\n"
+	_, err := ParseConfig([]byte(doc), "bad.yaml")
+	if err == nil || !strings.Contains(err.Error(), "line 4") || !strings.Contains(err.Error(), "epoch_count") {
+		t.Fatalf("err = %v", err)
+	}
+	doc = "model:\n  in_channels: 1\n  featurez: [1]\n"
+	if _, err := ParseConfig([]byte(doc), "bad.yaml"); err == nil || !strings.Contains(err.Error(), "line 3") {
+		t.Fatalf("err = %v", err)
+	}
+	doc = "augment:\n  preset: light\n  mirrror: {}\n"
+	if _, err := ParseConfig([]byte(doc), "bad.yaml"); err == nil || !strings.Contains(err.Error(), "line 3") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestConfigRelativePathsFollowTheFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "sub", "run.yaml")
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	os.WriteFile(p, []byte("data:\n  dataset: ../data\ntrain:\n  patch_size: [8, 8, 8]\n"), 0o644)
+	c, err := LoadConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Data.Dataset != filepath.Join(dir, "data") {
+		t.Fatalf("dataset %q", c.Data.Dataset)
+	}
+}
+
+func TestResolveRejectsBadValues(t *testing.T) {
+	c, _ := ParseConfig([]byte("device: tpu\ntrain:\n  patch_size: [8, 0, 8]\nvalidation:\n  mode: full\n"), "x")
+	err := c.Resolve()
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{"device", "patch_size", "validation.mode"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %s", err, want)
+		}
+	}
+}
+
+func TestResolveChecksPatchAgainstStrides(t *testing.T) {
+	c, _ := ParseConfig([]byte("data:\n  dataset: d\nmodel:\n  features: [4, 8, 16]\ntrain:\n  patch_size: [10, 16, 16]\n"), "x")
+	if err := c.Resolve(); err == nil || !strings.Contains(err.Error(), "divisible by 4") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,201 @@
+package trainer
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/voxtrain/voxtrain/checkpoint"
+	"github.com/voxtrain/voxtrain/cpu"
+	"github.com/voxtrain/voxtrain/nn"
+)
+
+// tinyConfig is a small, fast run on the bundled demo data.
+func tinyConfig(t *testing.T, out string) *Config {
+	t.Helper()
+	doc := `
+experiment: tiny
+seed: 3
+data:
+  dataset: ../testdata/demo
+  fold: 0
+  num_folds: 5
+  workers: 2
+  normalization: zscore
+augment:
+  preset: light
+model:
+  in_channels: 1
+  num_classes: 3
+  features: [4, 8]
+train:
+  epochs: 2
+  iterations_per_epoch: 3
+  batch_size: 2
+  patch_size: [16, 16, 16]
+validation:
+  every: 1
+  mode: both
+  iterations: 2
+  max_cases: 2
+`
+	p := filepath.Join(t.TempDir(), "tiny.yaml")
+	if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The dataset path is relative to the test's working directory.
+	abs, _ := filepath.Abs("../testdata/demo")
+	c.Data.Dataset = abs
+	c.Data.SplitsFile = filepath.Join(t.TempDir(), "splits.json")
+	c.OutputDir = out
+	if err := c.Resolve(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func runTiny(t *testing.T, c *Config, o Options) *Result {
+	t.Helper()
+	if o.Device == nil {
+		o.Device = cpu.New(cpu.Options{Threads: 2})
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	res, err := Run(context.Background(), c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// loadFinal reads the weights and optimiser state of a run's last
+// checkpoint.
+func loadFinal(t *testing.T, c *Config, runDir string) (model, opt []checkpoint.Tensor) {
+	t.Helper()
+	dev := cpu.New(cpu.Options{Threads: 1})
+	net, err := nn.NewUNet(dev, c.Model, c.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := nn.NewLearner(net, c.Train.BatchSize, c.Train.PatchSize, c.Loss, c.Optim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := nn.ExportParams(dev, net.Params())
+	s, _ := l.Opt.State()
+	model, opt = toCheckpoint(p), toCheckpoint(s)
+	if _, err := checkpoint.Load(filepath.Join(runDir, "checkpoints", "last"), model, opt); err != nil {
+		t.Fatal(err)
+	}
+	return model, opt
+}
+
+func sameTensors(t *testing.T, what string, a, b []checkpoint.Tensor) {
+	t.Helper()
+	if len(a) != len(b) {
+		t.Fatalf("%s: %d vs %d tensors", what, len(a), len(b))
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || len(a[i].Data) != len(b[i].Data) {
+			t.Fatalf("%s: tensor %d is %s vs %s", what, i, a[i].Name, b[i].Name)
+		}
+		for j := range a[i].Data {
+			if math.Float32bits(a[i].Data[j]) != math.Float32bits(b[i].Data[j]) {
+				t.Fatalf("%s: %s[%d] = %v vs %v", what, a[i].Name, j, a[i].Data[j], b[i].Data[j])
+			}
+		}
+	}
+}
+
+// TestResumeIsExact: 6 steps straight, against 4 steps (stopped mid-epoch
+// as on SIGTERM, saving last), then a resumed run for the remaining 2,
+// give bit-identical weights and optimiser state.
+func TestResumeIsExact(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains twice")
+	}
+	for _, opt := range []string{"sgd", "adamw"} {
+		t.Run(opt, func(t *testing.T) { testResumeIsExact(t, opt) })
+	}
+}
+
+func testResumeIsExact(t *testing.T, optimizer string) {
+	withOpt := func(c *Config) *Config {
+		c.Optim = nn.OptimConfig{Name: optimizer}.WithDefaults()
+		return c
+	}
+	straight := withOpt(tinyConfig(t, t.TempDir()))
+	a := runTiny(t, straight, Options{})
+	if a.Interrupted || a.Steps != 6 || a.Epochs != 2 {
+		t.Fatalf("straight run: %+v", a)
+	}
+	split := withOpt(tinyConfig(t, t.TempDir()))
+	b := runTiny(t, split, Options{StopAfterSteps: 4, ResumeCommand: "train --resume auto"})
+	if !b.Interrupted || b.Steps != 4 {
+		t.Fatalf("first half: %+v", b)
+	}
+	// A different worker count and thread count must not matter.
+	split.Data.Workers.N = 1
+	c := runTiny(t, split, Options{Resume: "auto", Device: cpu.New(cpu.Options{Threads: 1})})
+	if c.Interrupted || c.Steps != 6 || c.Epochs != 2 {
+		t.Fatalf("resumed run: %+v", c)
+	}
+	ma, oa := loadFinal(t, straight, a.RunDir)
+	mc, oc := loadFinal(t, split, c.RunDir)
+	sameTensors(t, "weights", ma, mc)
+	sameTensors(t, "optimiser state", oa, oc)
+}
+
+// TestCheckpointDirectoryRemovedMidRun: the output directory does not
+// exist at start, and the checkpoint directory is deleted after the first
+// epoch; the second epoch still saves.
+func TestCheckpointDirectoryRemovedMidRun(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "does", "not", "exist", "yet")
+	c := tinyConfig(t, out)
+	var ckdir string
+	res := runTiny(t, c, Options{OnEpochEnd: func(e int) {
+		if e == 1 {
+			ckdir = filepath.Join(out, "tiny", "fold_0", "run_0", "checkpoints")
+			if err := os.RemoveAll(ckdir); err != nil {
+				t.Error(err)
+			}
+		}
+	}})
+	if res.Epochs != 2 {
+		t.Fatalf("%+v", res)
+	}
+	ents, err := os.ReadDir(ckdir)
+	if err != nil || len(ents) == 0 {
+		t.Fatalf("no checkpoint after the directory was removed: %v %v", ents, err)
+	}
+	if _, err := os.Stat(filepath.Join(res.RunDir, "checkpoints", "last", "model.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"config.yaml", "train.log", "metrics.jsonl", "plots/loss.png", "plots/dice.png", "plots/timing.png"} {
+		if _, err := os.Stat(filepath.Join(res.RunDir, f)); err != nil {
+			t.Errorf("run directory lacks %s: %v", f, err)
+		}
+	}
+}
+
+// TestFreshRunRefusesExistingCheckpoints: starting a run over an existing
+// one without --resume must not silently overwrite it.
+func TestFreshRunRefusesExistingCheckpoints(t *testing.T) {
+	c := tinyConfig(t, t.TempDir())
+	c.Train.Epochs = 1
+	runTiny(t, c, Options{})
+	var buf bytes.Buffer
+	_, err := Run(context.Background(), c, Options{Device: cpu.New(cpu.Options{}), Out: &buf})
+	if err == nil {
+		t.Fatal("second fresh run over existing checkpoints succeeded")
+	}
+}

@@ -1,0 +1,59 @@
+package trainer
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+
+	"github.com/voxtrain/voxtrain/checkpoint"
+	"github.com/voxtrain/voxtrain/nn"
+)
+
+// State is the training state saved beside the weights (state.json): all a
+// resumed run needs to continue the exact sequence. Sampling and
+// augmentation randomness is a pure function of (seed, epoch, sample
+// index), so the data cursor (Epoch, StepInEpoch) is the whole of the data
+// pipeline's state; the optimiser's moments travel in optimizer.safetensors.
+type State struct {
+	// Epoch is the number of completed epochs; StepInEpoch the batches of
+	// the next epoch already trained (non-zero only in a mid-epoch save).
+	Epoch       int `json:"epoch"`
+	StepInEpoch int `json:"step_in_epoch"`
+	// Step is the number of optimiser steps taken.
+	Step int64 `json:"step"`
+	// TotalSteps is the schedule's length (epochs × iterations) when the
+	// state was saved; the learning rate is a function of Step and it.
+	TotalSteps int `json:"total_steps"`
+	// Seed and DataSeed are the run's seeds.
+	Seed     uint64 `json:"seed"`
+	DataSeed uint64 `json:"data_seed"`
+	// BestMetric is the best validation mean Dice so far.
+	BestMetric *float64 `json:"best_metric,omitempty"`
+	// ConfigSHA256 fingerprints the resolved config the state belongs to.
+	ConfigSHA256 string `json:"config_sha256"`
+	// Version is the voxtrain version that saved it.
+	Version string `json:"version"`
+}
+
+func sha256Hex(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// toCheckpoint converts host tensors (PyTorch layout) for the checkpoint
+// package.
+func toCheckpoint(ts []nn.HostTensor) []checkpoint.Tensor {
+	out := make([]checkpoint.Tensor, len(ts))
+	for i, t := range ts {
+		out[i] = checkpoint.Tensor{Name: t.Name, Shape: []int(t.Shape), Data: t.Data}
+	}
+	return out
+}
+
+// fromCheckpoint is toCheckpoint's inverse (sharing the data).
+func fromCheckpoint(ts []checkpoint.Tensor) []nn.HostTensor {
+	out := make([]nn.HostTensor, len(ts))
+	for i, t := range ts {
+		out[i] = nn.HostTensor{Name: t.Name, Shape: nn.Shape(t.Shape), Data: t.Data}
+	}
+	return out
+}
