@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/voxtrain/voxtrain/augment"
 	"github.com/voxtrain/voxtrain/checkpoint"
@@ -23,7 +24,7 @@ type Config struct {
 	// Seed drives weight initialisation and (copied into data.seed when
 	// that is unset) sampling and augmentation.
 	Seed uint64 `yaml:"seed"`
-	// Device is "cpu" or "cuda"; Threads caps the CPU device's goroutines
+	// Device is "cpu" or "cuda" (also "cuda:N", "cuda:N,tf32"); Threads caps the CPU device's goroutines
 	// (0: all cores).
 	Device  string `yaml:"device"`
 	Threads int    `yaml:"threads"`
@@ -180,8 +181,8 @@ func (c *Config) Resolve() error {
 	c.Data = c.Data.Defaults()
 
 	var errs []error
-	if c.Device != "cpu" && c.Device != "cuda" {
-		errs = append(errs, fmt.Errorf("device: %q, want cpu or cuda", c.Device))
+	if !strings.HasPrefix(c.Device, "cpu") && !strings.HasPrefix(c.Device, "cuda") && !strings.HasPrefix(c.Device, "gpu") {
+		errs = append(errs, fmt.Errorf("device: %q, want cpu, cuda, cuda:N or cuda:N,tf32", c.Device))
 	}
 	if c.Threads < 0 {
 		errs = append(errs, fmt.Errorf("threads: %d, want ≥ 0", c.Threads))

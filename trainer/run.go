@@ -20,6 +20,7 @@ import (
 
 	"github.com/voxtrain/voxtrain/checkpoint"
 	"github.com/voxtrain/voxtrain/data"
+	"github.com/voxtrain/voxtrain/feed"
 	"github.com/voxtrain/voxtrain/gpumon"
 	"github.com/voxtrain/voxtrain/nn"
 	"github.com/voxtrain/voxtrain/runlog"
@@ -259,18 +260,40 @@ func (r *runner) train(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	defer stream.Close()
-	ws := r.learner.WS
-	f := newFeed(r.dev, stream, ws.InputShape(), ws.LabelShape())
-	defer f.free()
+	f := feed.New(r.dev, feed.Options{})
+	defer f.Close()
 
 	iters := cfg.Train.IterationsPerEpoch
 	total := int64(r.st.TotalSteps)
 	startStep := r.st.Step
 	runStart := time.Now()
 	var stepEMA float64 // seconds per step, smoothed
-	slot := 0
-	f.start(ctx, slot)
 	interrupted := false
+
+	// fetch takes the next batch from the data stream (the wait is the
+	// GPU starving) and hands it to the feeder, whose copy of batch i+1
+	// runs on the copy stream while step i computes.
+	type fetched struct {
+		b           *feed.Batch
+		epoch, step int
+		wait        time.Duration
+		err         error
+	}
+	fetch := func() fetched {
+		t0 := time.Now()
+		hb, err := stream.Next(ctx)
+		w := time.Since(t0)
+		if err != nil {
+			return fetched{wait: w, err: err}
+		}
+		fb, err := f.Upload(feed.Host{Image: hb.Image, Label: hb.Label, N: hb.N, C: hb.C, Patch: hb.Patch, Release: hb.Release})
+		if err != nil {
+			hb.Release()
+			return fetched{wait: w, err: err}
+		}
+		return fetched{b: fb, epoch: hb.Epoch, step: hb.Step, wait: w}
+	}
+	next := fetch()
 
 	for epoch := r.st.Epoch; epoch < cfg.Train.Epochs && !interrupted; epoch++ {
 		eStart := time.Now()
@@ -282,34 +305,37 @@ func (r *runner) train(ctx context.Context) (*Result, error) {
 			r.o.Monitor.TakeMean() // start the epoch's averaging period
 		}
 		for s := firstStep; s < iters; s++ {
-			got, dw, cw := f.wait()
-			tm.DataWaitS += dw.Seconds()
-			tm.CopyS += cw.Seconds()
-			if got.err != nil {
+			cur := next
+			tm.DataWaitS += cur.wait.Seconds()
+			if cur.err != nil {
 				if ctx.Err() != nil {
 					interrupted = true
 					break
 				}
-				return nil, fmt.Errorf("data: %w", got.err)
+				return nil, fmt.Errorf("data: %w", cur.err)
 			}
-			if got.epoch != epoch || got.step != s {
-				return nil, fmt.Errorf("trainer: data stream delivered epoch %d step %d, expected epoch %d step %d", got.epoch, got.step, epoch, s)
-			}
-			cur := got.slot
-			lastOfRun := epoch == cfg.Train.Epochs-1 && s == iters-1
-			stopNow := r.o.StopAfterSteps > 0 && r.st.Step+1-startStep >= int64(r.o.StopAfterSteps)
-			if !lastOfRun && !stopNow && ctx.Err() == nil {
-				slot = 1 - cur
-				f.start(ctx, slot) // batch s+1's copy overlaps step s
+			if cur.epoch != epoch || cur.step != s {
+				return nil, fmt.Errorf("trainer: data stream delivered epoch %d step %d, expected epoch %d step %d", cur.epoch, cur.step, epoch, s)
 			}
 			t0 := time.Now()
+			x, y := f.Acquire(cur.b)
+			cw := time.Since(t0)
+			tm.CopyS += cw.Seconds()
+			lastOfRun := epoch == cfg.Train.Epochs-1 && s == iters-1
+			stopNow := r.o.StopAfterSteps > 0 && r.st.Step+1-startStep >= int64(r.o.StopAfterSteps)
+			next = fetched{}
+			if !lastOfRun && !stopNow && ctx.Err() == nil {
+				next = fetch()
+			}
+			t1 := time.Now()
 			lr := cfg.Optim.Schedule.LR(cfg.Optim.LR, int(r.st.Step), int(total))
-			sr, err := r.learner.Step(f.x[cur], f.y[cur], lr)
-			f.stepDone(cur)
+			sr, err := r.learner.Step(x, y, lr)
+			f.Done(cur.b)
+			f.Reap()
 			if err != nil {
 				return nil, fmt.Errorf("epoch %d step %d: %w", epoch+1, s+1, err)
 			}
-			dt := time.Since(t0)
+			dt := time.Since(t1)
 			tm.ComputeS += dt.Seconds()
 			r.st.Step++
 			r.st.StepInEpoch = s + 1
@@ -318,7 +344,7 @@ func (r *runner) train(ctx context.Context) (*Result, error) {
 			}
 			lossSum += sr.Loss.Total
 			nLoss++
-			stepWall := dt.Seconds() + dw.Seconds() + cw.Seconds()
+			stepWall := time.Since(t0).Seconds() + cur.wait.Seconds()
 			if stepEMA == 0 {
 				stepEMA = stepWall
 			} else {

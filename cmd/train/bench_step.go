@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/voxtrain/voxtrain/cpu"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
@@ -65,10 +64,11 @@ and the process's peak resident set.`,
 				// Like torch.set_num_threads: the whole process uses this many cores.
 				runtime.GOMAXPROCS(threads)
 			}
-			dev, err := openDevice(device, threads)
+			dev, closeDev, err := openComputeDevice(device, threads)
 			if err != nil {
 				return err
 			}
+			defer closeDev()
 			o := nn.BenchOptions{Batch: batch, Patch: p, Steps: steps, Warmup: warmup, Seed: seed}
 			errw := cmd.ErrOrStderr()
 			if verbose {
@@ -119,18 +119,6 @@ func parseBenchPatch(s string) ([3]int, error) {
 		p[i] = n
 	}
 	return p, nil
-}
-
-// openDevice returns the compute device named by --device.
-func openDevice(name string, threads int) (nn.Device, error) {
-	switch name {
-	case "cpu":
-		return cpu.New(cpu.Options{Threads: threads}), nil
-	case "cuda", "gpu":
-		return nil, fmt.Errorf("--device %s: this binary has no CUDA device (build with -tags cuda)", name)
-	default:
-		return nil, fmt.Errorf("--device: %q, want cpu", name)
-	}
 }
 
 func benchMs(d time.Duration) float64 { return float64(d) / 1e6 }

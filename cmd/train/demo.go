@@ -48,10 +48,11 @@ repository root. Running it again resumes (or just re-validates) the same run.`,
 			if _, err := os.Stat(ckpt); err != nil {
 				ckpt = filepath.Join(res.RunDir, "checkpoints", "last")
 			}
-			dev, err := openDevice(cfg.Device, cfg.Threads)
+			dev, closeDev, err := openComputeDevice(cfg.Device, cfg.Threads)
 			if err != nil {
 				return err
 			}
+			defer closeDev()
 			m, err := trainer.LoadModel(ckpt, dev, 0)
 			if err != nil {
 				return err

@@ -26,7 +26,7 @@ type evalFlags struct {
 func addEvalFlags(cmd *cobra.Command, f *evalFlags) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.checkpoint, "checkpoint", "", "checkpoint directory, or a run's checkpoints/best or checkpoints/last")
-	fl.StringVar(&f.device, "device", "cpu", "cpu or cuda")
+	fl.StringVar(&f.device, "device", "cpu", "cpu, cuda, cuda:N or cuda:N,tf32")
 	fl.IntVar(&f.threads, "threads", 0, "CPU threads (0: all cores)")
 	fl.IntVar(&f.batch, "batch", 0, "patches per forward pass (0: the training batch size)")
 	fl.Float64Var(&f.overlap, "overlap", 0.5, "overlap of neighbouring sliding windows")
@@ -34,12 +34,18 @@ func addEvalFlags(cmd *cobra.Command, f *evalFlags) {
 	cmd.MarkFlagRequired("checkpoint")
 }
 
-func (f *evalFlags) load() (*trainer.Model, error) {
-	dev, err := openDevice(f.device, f.threads)
+// load opens the device and the checkpoint's model; done releases both.
+func (f *evalFlags) load() (m *trainer.Model, done func(), err error) {
+	dev, closeDev, err := openComputeDevice(f.device, f.threads)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return trainer.LoadModel(f.checkpoint, dev, f.batch)
+	m, err = trainer.LoadModel(f.checkpoint, dev, f.batch)
+	if err != nil {
+		closeDev()
+		return nil, nil, err
+	}
+	return m, func() { m.Close(); closeDev() }, nil
 }
 
 func newValidateCmd() *cobra.Command {
@@ -60,11 +66,11 @@ affine) and summary.json.`,
   train validate --checkpoint runs/demo/fold_0/run_0/checkpoints/best --data /data/Task04_Hippocampus --output preds/ --hd95`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := f.load()
+			m, done, err := f.load()
 			if err != nil {
 				return err
 			}
-			defer m.Close()
+			defer done()
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "checkpoint %s\n", m.Dir)
 			res, err := m.Evaluate(context.Background(), trainer.EvalOptions{Fold: fold, Dataset: dataset, OutputDir: outDir,
@@ -117,11 +123,11 @@ qform and sform, so ITK-SNAP, 3D Slicer and FSLeyes overlay it on the input.`,
 			if len(inputs) == 0 || output == "" {
 				return fmt.Errorf("--input and --output are required")
 			}
-			m, err := f.load()
+			m, done, err := f.load()
 			if err != nil {
 				return err
 			}
-			defer m.Close()
+			defer done()
 			if err := m.PredictFile(inputs, output, trainer.ValidationConfig{Overlap: f.overlap, Mirror: f.mirror}); err != nil {
 				return err
 			}

@@ -11,8 +11,9 @@ import (
 // startMonitor samples the GPU for the progress display and metrics when
 // the run is on CUDA; nil otherwise.
 func startMonitor(device string, errw io.Writer) *gpumon.Monitor {
-	if device != "cuda" {
+	spec, err := parseDeviceSpec(device)
+	if err != nil || spec.kind != "cuda" {
 		return nil
 	}
-	return gpumon.Start(0, time.Second, func(format string, a ...any) { fmt.Fprintf(errw, format+"\n", a...) })
+	return gpumon.Start(spec.ordinal, time.Second, func(format string, a ...any) { fmt.Fprintf(errw, format+"\n", a...) })
 }

@@ -42,7 +42,7 @@ func addTrainFlags(cmd *cobra.Command, f *trainFlags) {
 	fl.IntVar(&f.epochs, "epochs", 0, "number of epochs")
 	fl.IntVar(&f.batchSize, "batch-size", 0, "batch size")
 	fl.StringVar(&f.workers, "workers", "", "data worker goroutines, or auto")
-	fl.StringVar(&f.device, "device", "", "cpu or cuda")
+	fl.StringVar(&f.device, "device", "", "cpu, cuda, cuda:N or cuda:N,tf32")
 	fl.Uint64Var(&f.seed, "seed", 0, "random seed")
 	fl.StringVar(&f.resume, "resume", "", "resume from a checkpoint path, or auto (the run's latest)")
 	fl.IntVar(&f.threads, "threads", 0, "CPU threads (0: all cores)")
@@ -160,15 +160,18 @@ func runTraining(cmd *cobra.Command, f *trainFlags) (*trainer.Result, *trainer.C
 	if cfg.Threads > 0 {
 		runtime.GOMAXPROCS(cfg.Threads)
 	}
-	dev, err := openDevice(cfg.Device, cfg.Threads)
+	dev, closeDev, err := openComputeDevice(cfg.Device, cfg.Threads)
 	if err != nil {
 		return nil, nil, err
 	}
+	defer closeDev()
+	mon := startMonitor(cfg.Device, os.Stderr)
+	defer mon.Close()
 	ctx, stop := signalContext(os.Stderr)
 	defer stop()
-	res, err := trainer.Run(ctx, cfg, trainer.Options{Device: dev, Resume: f.resume, Out: cmd.OutOrStdout(),
-		Version: buildVersion(), ResumeCommand: resumeCommand(), StopAfterSteps: f.stopAfter,
-		Monitor: startMonitor(cfg.Device, os.Stderr)})
+	res, err := trainer.Run(ctx, cfg, trainer.Options{Device: dev, Alloc: hostAllocator(dev), Resume: f.resume,
+		Out: cmd.OutOrStdout(), Version: buildVersion(), ResumeCommand: resumeCommand(), StopAfterSteps: f.stopAfter,
+		Monitor: mon})
 	if err != nil {
 		return nil, cfg, err
 	}

@@ -1,0 +1,195 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/voxtrain/voxtrain/kernels"
+	"github.com/voxtrain/voxtrain/nn"
+)
+
+// The convolutions are GEMMs over the vol2col matrix of the input: row m
+// is output voxel m (flat n, od, oh, ow), column kk = (kd, kh, kw, ci), so
+// with K = KD·KH·KW·InC and the weight W (OutC × K, row-major — nn's
+// (O, kD, kH, kW, I) layout):
+//
+//	forward          Y (M × OutC)  = col · Wᵀ
+//	backward-weight  dW (OutC × K) = Σ over tiles dYᵀ · col
+//	backward-data    dcol          = dY · W, then col2vol adds it into dx
+//
+// The matrix is never built whole (for 128³ voxels and K = 32·27 it would
+// be 7 GB): it is built a tile of rows at a time into a workspace of
+// Options.ConvWorkspace bytes, and each tile feeds one GEMM. A transposed
+// convolution (nn.ConvTransposeForward) is Conv3DBackwardData of its
+// adjoint geometry and goes through the same code.
+//
+// cuBLAS is column-major: a row-major r×c matrix is its c×r transpose. So
+// each product above is issued transposed — C_cm = op(A)·op(B) with the
+// operands' roles swapped — see gemmYT, gemmDW and gemmDcol.
+
+// pointwise reports whether g is a 1×1×1 convolution with stride 1 and no
+// padding, whose vol2col matrix is the input itself.
+func pointwise(g nn.ConvGeom) bool {
+	return g.KD == 1 && g.KH == 1 && g.KW == 1 && g.SD == 1 && g.SH == 1 && g.SW == 1 &&
+		g.PD == 0 && g.PH == 0 && g.PW == 0
+}
+
+// convDims returns K and the number of output voxels M.
+func convDims(g nn.ConvGeom) (k, m int) {
+	return g.KD * g.KH * g.KW * g.InC, g.N * g.OutD() * g.OutH() * g.OutW()
+}
+
+func (d *Device[B]) checkGeom(op string, g nn.ConvGeom) {
+	if err := g.Validate(); err != nil {
+		panic(fmt.Sprintf("%s.%s: %v", d.prefix, op, err))
+	}
+	k, m := convDims(g)
+	const lim = 1<<31 - 1
+	if int64(k)*int64(g.OutC) > lim || int64(m)*int64(max(g.OutC, g.InC)) > lim ||
+		int64(g.N)*int64(g.InD*g.InH*g.InW)*int64(g.InC) > lim {
+		panic(fmt.Sprintf("%s.%s: geometry %+v exceeds the kernels' and cuBLAS's int32 indexing", d.prefix, op, g))
+	}
+}
+
+// gemm issues one GEMM, recording a backend failure.
+func (d *Device[B]) gemm(op string, ta, tb bool, m, n, k int, alpha float32, a B, lda int, b B, ldb int, beta float32, c B, ldc int) {
+	if err := d.be.Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); err != nil {
+		d.fail(op, fmt.Errorf("GEMM %s%s m=%d n=%d k=%d: %w", tr(ta), tr(tb), m, n, k, err))
+	}
+}
+
+func tr(t bool) string {
+	if t {
+		return "T"
+	}
+	return "N"
+}
+
+// gemmYT computes a tile of Y (rows × OutC, row-major at y) from its
+// vol2col rows (rows × K at col): Yᵀ(OutC × rows) = W(OutC × K)·colᵀ,
+// where W's row-major memory is the column-major K × OutC matrix Wᵀ.
+func (d *Device[B]) gemmYT(op string, g nn.ConvGeom, k, rows int, w, col, y B) {
+	d.gemm(op, true, false, g.OutC, rows, k, 1, w, k, col, k, 0, y, g.OutC)
+}
+
+// gemmDW accumulates dW (OutC × K, row-major) += dY_tileᵀ·col_tile:
+// dWᵀ(K × OutC) = colᵀ(K × rows)·dY_tile(rows × OutC), the last being the
+// transpose of dY's column-major OutC × rows view.
+func (d *Device[B]) gemmDW(op string, g nn.ConvGeom, k, rows int, col, dy, dw B, beta float32) {
+	d.gemm(op, false, true, k, g.OutC, rows, 1, col, k, dy, g.OutC, beta, dw, k)
+}
+
+// gemmDcol computes dcol (rows × K, row-major) = dY_tile·W:
+// dcolᵀ(K × rows) = Wᵀ(K × OutC)·dY_tileᵀ(OutC × rows).
+func (d *Device[B]) gemmDcol(op string, g nn.ConvGeom, k, rows int, w, dy, dcol B) {
+	d.gemm(op, false, false, k, rows, g.OutC, 1, w, k, dy, g.OutC, 0, dcol, k)
+}
+
+// tileRows returns the rows per vol2col tile and a workspace for them.
+func (d *Device[B]) tileRows(op string, g nn.ConvGeom) (rows int, ws B, ok bool) {
+	k, m := convDims(g)
+	rows = kernels.Vol2ColTileRows(g, d.opt.ConvWorkspace)
+	if rows < m && rows > 32 {
+		// Whole multiples of 32 rows keep every tile's GEMM operands
+		// 128-byte aligned, which cuBLAS's tensor-core kernels prefer.
+		rows -= rows % 32
+	}
+	ws, ok = d.need(op, &d.ws, 4*rows*k)
+	return rows, ws, ok
+}
+
+// Conv3DForward computes y = conv(x, w) + b (b may be nil).
+func (d *Device[B]) Conv3DForward(g nn.ConvGeom, x, w, b, y nn.Tensor) {
+	const op = "Conv3DForward"
+	d.begin(op)
+	d.checkGeom(op, g)
+	xp := d.mustShape(op, x, g.InShape())
+	wp := d.mustShape(op, w, g.WeightShape())
+	yp := d.mustShape(op, y, g.OutShape())
+	var bp B
+	if b != nil {
+		bp = d.mustLen(op, b, g.OutC)
+	}
+	k, m := convDims(g)
+	if pointwise(g) {
+		d.gemmYT(op, g, k, m, wp, xp, yp)
+	} else {
+		rows, ws, ok := d.tileRows(op, g)
+		if !ok {
+			return
+		}
+		for m0 := 0; m0 < m; m0 += rows {
+			r := min(rows, m-m0)
+			d.check(op, d.ops.Vol2Col(g, xp, ws, m0, r))
+			d.gemmYT(op, g, k, r, wp, ws, d.be.Offset(yp, 4*m0*g.OutC))
+		}
+	}
+	if b != nil {
+		d.check(op, d.ops.AddChannelBias(yp, bp, m, g.OutC))
+	}
+}
+
+// Conv3DBackwardData computes dx from dy (overwriting dx).
+func (d *Device[B]) Conv3DBackwardData(g nn.ConvGeom, dy, w, dx nn.Tensor) {
+	const op = "Conv3DBackwardData"
+	d.begin(op)
+	d.checkGeom(op, g)
+	dyp := d.mustShape(op, dy, g.OutShape())
+	wp := d.mustShape(op, w, g.WeightShape())
+	dxp := d.mustShape(op, dx, g.InShape())
+	k, m := convDims(g)
+	if pointwise(g) {
+		d.gemmDcol(op, g, k, m, wp, dyp, dxp)
+		return
+	}
+	rows, ws, ok := d.tileRows(op, g)
+	if !ok {
+		return
+	}
+	d.check(op, d.ops.Fill(dxp, g.N*g.InD*g.InH*g.InW*g.InC, 0))
+	for m0 := 0; m0 < m; m0 += rows {
+		r := min(rows, m-m0)
+		d.gemmDcol(op, g, k, r, wp, d.be.Offset(dyp, 4*m0*g.OutC), ws)
+		d.check(op, d.ops.Col2Vol(g, ws, dxp, m0, r))
+	}
+}
+
+// Conv3DBackwardWeight computes dw and, when db is not nil, db
+// (overwriting both). Tiles accumulate into dw in a fixed order, so the
+// result is the same from run to run.
+func (d *Device[B]) Conv3DBackwardWeight(g nn.ConvGeom, x, dy, dw, db nn.Tensor) {
+	const op = "Conv3DBackwardWeight"
+	d.begin(op)
+	d.checkGeom(op, g)
+	xp := d.mustShape(op, x, g.InShape())
+	dyp := d.mustShape(op, dy, g.OutShape())
+	dwp := d.mustShape(op, dw, g.WeightShape())
+	var dbp B
+	if db != nil {
+		dbp = d.mustLen(op, db, g.OutC)
+	}
+	k, m := convDims(g)
+	if pointwise(g) {
+		d.gemmDW(op, g, k, m, xp, dyp, dwp, 0)
+	} else {
+		rows, ws, ok := d.tileRows(op, g)
+		if !ok {
+			return
+		}
+		for m0 := 0; m0 < m; m0 += rows {
+			r := min(rows, m-m0)
+			d.check(op, d.ops.Vol2Col(g, xp, ws, m0, r))
+			beta := float32(1)
+			if m0 == 0 {
+				beta = 0
+			}
+			d.gemmDW(op, g, k, r, ws, d.be.Offset(dyp, 4*m0*g.OutC), dwp, beta)
+		}
+	}
+	if db != nil {
+		sc, ok := d.need(op, &d.scratch, d.ops.ScratchBytes(1, m, g.OutC))
+		if !ok {
+			return
+		}
+		d.check(op, d.ops.ChannelSum(dyp, dbp, sc, m, g.OutC))
+	}
+}

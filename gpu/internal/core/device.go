@@ -1,0 +1,334 @@
+// Package core is the device-independent half of voxtrain's CUDA device:
+// tensors, a caching allocator, and every nn.Device operation expressed as
+// kernel launches (through kernels.Ops) and column-major SGEMMs, over a
+// small Backend interface.
+//
+// Package gpu supplies the CUDA Backend (cuLaunchKernel, cuBLAS, cuMemAlloc,
+// all on the compute stream) and adds what is stream-specific: streams,
+// events, Upload and Download. The tests of this package supply a Backend
+// that runs the very same kernels under kernels/emu's host emulation and a
+// Go SGEMM, so all of the device's logic — argument plumbing, scratch
+// sizing, the vol2col/GEMM/col2vol tiling of the convolutions, downloads and
+// error reporting — is checked against package cpu on a machine without a
+// GPU, even though package gpu itself can only be built there.
+//
+// Errors: shape mismatches and arguments kernels.Ops rejects are
+// programming errors and panic, as on the CPU device; failures of the
+// backend (a launch, a GEMM, an allocation, a copy) are recorded as the
+// device's sticky error (Err) and the operation carries on as a no-op
+// as far as possible — the caller checks Err once per step.
+package core
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/voxtrain/voxtrain/kernels"
+	"github.com/voxtrain/voxtrain/nn"
+)
+
+// Backend is the machine below a Device. All work runs in the order it is
+// issued, on one stream (the compute stream). B is the device pointer type;
+// its zero value is the null pointer.
+type Backend[B comparable] interface {
+	// Launcher launches kernels on the compute stream.
+	kernels.Launcher[B]
+	// Gemm computes C = alpha·op(A)·op(B) + beta·C on column-major
+	// matrices, as cublasSgemm: op(A) is m×k, op(B) k×n, C m×n.
+	Gemm(transA, transB bool, m, n, k int, alpha float32, a B, lda int, b B, ldb int, beta float32, c B, ldc int) error
+	// Malloc returns bytes of device memory with undefined contents.
+	Malloc(bytes int) (B, error)
+	// MemFree releases memory from Malloc once no issued work uses it.
+	MemFree(p B) error
+	// Write copies src into device memory at dst, ordered after the work
+	// issued before it; src may be reused as soon as Write returns.
+	Write(dst B, src []byte) error
+	// Read copies device memory at src into dst once all work issued
+	// before it has completed.
+	Read(dst []byte, src B) error
+	// Op names the nn.Device operation whose work follows, for error
+	// messages of work that fails later (asynchronously).
+	Op(name string)
+}
+
+// Options configure a Device.
+type Options struct {
+	// Name is what Device.Name returns (the GPU's name, say).
+	Name string
+	// Prefix starts every panic and error message ("gpu").
+	Prefix string
+	// ConvWorkspace bounds the bytes of one vol2col tile (the column
+	// matrix of a slab of output voxels fed to one GEMM). 0 means 256 MiB.
+	ConvWorkspace int
+	// Chunk and FlatChunk are kernels.Ops' reduction chunk sizes (0: the
+	// defaults). Results depend on them, so keep them fixed.
+	Chunk, FlatChunk int
+}
+
+// DefaultConvWorkspace is the vol2col tile budget when Options leave it 0.
+const DefaultConvWorkspace = 256 << 20
+
+// Device implements the operations of nn.Device over a Backend (all of
+// them but Name, Err, the streams, Upload and Download, which depend on
+// the machine's streams and live in the package that wraps Device).
+// Alloc, Free, View, MemoryInUse and Err are safe for concurrent use; the
+// ops share scratch buffers and must be issued by one goroutine at a time
+// (as nn issues them: from the training loop).
+type Device[B comparable] struct {
+	be     Backend[B]
+	ops    kernels.Ops[B]
+	opt    Options
+	prefix string
+
+	mu    sync.Mutex
+	err   error
+	cache cache[B]
+
+	// Reused device buffers, grown on demand; only compute-stream work uses
+	// them, so a later op may reuse one as soon as an earlier op issued
+	// its last use.
+	scratch, ws, small buffer[B]
+}
+
+// Tensor is a Device's tensor: a shape and a device pointer.
+type Tensor[B comparable] struct {
+	shape nn.Shape
+	ptr   B
+	n     int        // elements
+	root  *Tensor[B] // the allocation (itself unless a view)
+	freed bool       // root only
+	// Fence is for the wrapping package: package gpu keeps here the event
+	// after which the tensor's zero fill is complete, for copies on other
+	// streams.
+	Fence nn.Event
+}
+
+// Shape returns the tensor's dimensions.
+func (t *Tensor[B]) Shape() nn.Shape { return t.shape }
+
+// Ptr returns the tensor's device pointer.
+func (t *Tensor[B]) Ptr() B { return t.ptr }
+
+// Len returns the number of float32 elements.
+func (t *Tensor[B]) Len() int { return t.n }
+
+// Root returns the allocation a view belongs to (t itself otherwise).
+func (t *Tensor[B]) Root() *Tensor[B] { return t.root }
+
+// New returns a Device over be.
+func New[B comparable](be Backend[B], o Options) *Device[B] {
+	if o.ConvWorkspace <= 0 {
+		o.ConvWorkspace = DefaultConvWorkspace
+	}
+	// Tiles hold at most 2³¹−1 bytes' worth of floats per GEMM operand.
+	o.ConvWorkspace = min(o.ConvWorkspace, 1<<30)
+	if o.Prefix == "" {
+		o.Prefix = "gpu"
+	}
+	d := &Device[B]{be: be, opt: o, prefix: o.Prefix}
+	d.ops = kernels.Ops[B]{L: launcher[B]{d}, Chunk: o.Chunk, FlatChunk: o.FlatChunk}
+	d.cache.be = be
+	return d
+}
+
+// Backend returns the device's backend.
+func (d *Device[B]) Backend() Backend[B] { return d.be }
+
+// Name returns Options.Name.
+func (d *Device[B]) Name() string { return d.opt.Name }
+
+// Err returns the first backend error met, if any.
+func (d *Device[B]) Err() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.err
+}
+
+// SetErr records err as the device's sticky error unless one is recorded.
+func (d *Device[B]) SetErr(err error) {
+	if err == nil {
+		return
+	}
+	d.mu.Lock()
+	if d.err == nil {
+		d.err = err
+	}
+	d.mu.Unlock()
+}
+
+// fail records a backend error of operation op.
+func (d *Device[B]) fail(op string, err error) {
+	if err != nil {
+		d.SetErr(fmt.Errorf("%s.%s: %w", d.prefix, op, err))
+	}
+}
+
+// launcher passes launches to the backend and turns its failures into the
+// sticky error, so that an error kernels.Ops returns is always one of its
+// own argument checks.
+type launcher[B comparable] struct{ d *Device[B] }
+
+func (l launcher[B]) Launch(k kernels.Kernel, grid kernels.Dim3, args ...any) error {
+	if err := l.d.be.Launch(k, grid, args...); err != nil {
+		l.d.SetErr(fmt.Errorf("%s: launch %s: %w", l.d.prefix, k.Name, err))
+	}
+	return nil
+}
+
+func (l launcher[B]) Offset(b B, bytes int) B { return l.d.be.Offset(b, bytes) }
+
+// check panics on an argument error of kernels.Ops (a programming error
+// or a tensor beyond the kernels' int32 indexing).
+func (d *Device[B]) check(op string, err error) {
+	if err != nil {
+		panic(fmt.Sprintf("%s.%s: %v", d.prefix, op, err))
+	}
+}
+
+// begin names op for the backend's asynchronous error messages.
+func (d *Device[B]) begin(op string) { d.be.Op(op) }
+
+// OutOfMemoryError is the panic value of Alloc when the device has no
+// memory left for a tensor, even after releasing its cached blocks.
+type OutOfMemoryError struct {
+	Shape         nn.Shape
+	Bytes         int64 // requested
+	InUse, Cached int64 // tensor bytes in use, and held in the cache
+	Err           error // the backend's error
+}
+
+func (e *OutOfMemoryError) Error() string {
+	return fmt.Sprintf("out of device memory allocating %v (%.1f MiB) with %.1f MiB in tensors and %.1f MiB cached: %v",
+		e.Shape, mib(e.Bytes), mib(e.InUse), mib(e.Cached), e.Err)
+}
+
+func (e *OutOfMemoryError) Unwrap() error { return e.Err }
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// Alloc returns a zero-filled tensor. It panics with an *OutOfMemoryError
+// when the backend has no memory for it.
+func (d *Device[B]) Alloc(shape nn.Shape) nn.Tensor { return d.AllocTensor(shape) }
+
+// AllocTensor is Alloc returning the concrete type.
+func (d *Device[B]) AllocTensor(shape nn.Shape) *Tensor[B] {
+	for _, s := range shape {
+		if s < 0 {
+			panic(fmt.Sprintf("%s.Alloc: negative dimension in %v", d.prefix, shape))
+		}
+	}
+	n := shape.Len()
+	p, err := d.cache.get(4*n, true)
+	if err != nil {
+		inUse, _, cached := d.cache.stats()
+		panic(&OutOfMemoryError{Shape: shape.Clone(), Bytes: 4 * int64(n), InUse: inUse, Cached: cached, Err: err})
+	}
+	t := &Tensor[B]{shape: shape.Clone(), ptr: p, n: n}
+	t.root = t
+	d.begin("Alloc")
+	d.check("Alloc", d.ops.Fill(p, n, 0))
+	return t
+}
+
+// Free returns a tensor's memory to the cache; views are not freed.
+func (d *Device[B]) Free(t nn.Tensor) {
+	ct := d.T(t)
+	if ct.root != ct {
+		return
+	}
+	ct.freed = true
+	d.cache.put(ct.ptr, 4*ct.n, true)
+}
+
+// View returns a tensor of another shape sharing t's memory.
+func (d *Device[B]) View(t nn.Tensor, shape nn.Shape) nn.Tensor {
+	ct := d.T(t)
+	if shape.Len() != ct.n {
+		panic(fmt.Sprintf("%s.View: cannot view %v as %v", d.prefix, ct.shape, shape))
+	}
+	return &Tensor[B]{shape: shape.Clone(), ptr: ct.ptr, n: ct.n, root: ct.root}
+}
+
+// MemoryInUse returns the bytes of live tensors and their peak.
+func (d *Device[B]) MemoryInUse() (cur, peak int64) {
+	cur, peak, _ = d.cache.stats()
+	return cur, peak
+}
+
+// Reserved returns the bytes the device holds from the backend: live
+// tensors and buffers rounded up to their blocks, plus cached blocks.
+func (d *Device[B]) Reserved() int64 { return d.cache.reservedBytes() }
+
+// ReleaseCached frees every cached block back to the backend.
+func (d *Device[B]) ReleaseCached() error { return d.cache.release() }
+
+// Close frees the device's own buffers and every cached block. Tensors
+// still allocated stay allocated (the backend's context owns them).
+func (d *Device[B]) Close() error {
+	var errs []error
+	for _, b := range []*buffer[B]{&d.scratch, &d.ws, &d.small} {
+		b.drop(&d.cache)
+	}
+	errs = append(errs, d.cache.release())
+	return errors.Join(errs...)
+}
+
+// T returns the device tensor behind t, panicking on a foreign or freed
+// tensor.
+func (d *Device[B]) T(t nn.Tensor) *Tensor[B] {
+	ct, ok := t.(*Tensor[B])
+	if !ok || ct == nil {
+		panic(fmt.Sprintf("%s: tensor of type %T does not belong to this device", d.prefix, t))
+	}
+	if ct.root.freed {
+		panic(fmt.Sprintf("%s: use of a freed tensor %v", d.prefix, ct.shape))
+	}
+	return ct
+}
+
+// p returns t's pointer, or the null pointer for a nil tensor.
+func (d *Device[B]) p(t nn.Tensor) B {
+	if t == nil {
+		var null B
+		return null
+	}
+	return d.T(t).ptr
+}
+
+// mustLen returns t's pointer, panicking unless t has n elements.
+func (d *Device[B]) mustLen(op string, t nn.Tensor, n int) B {
+	ct := d.T(t)
+	if ct.n != n {
+		panic(fmt.Sprintf("%s.%s: tensor %v has %d elements, want %d", d.prefix, op, ct.shape, ct.n, n))
+	}
+	return ct.ptr
+}
+
+// mustShape returns t's pointer, panicking unless t has shape s.
+func (d *Device[B]) mustShape(op string, t nn.Tensor, s nn.Shape) B {
+	ct := d.T(t)
+	if !ct.shape.Equal(s) {
+		panic(fmt.Sprintf("%s.%s: tensor shape %v, want %v", d.prefix, op, ct.shape, s))
+	}
+	return ct.ptr
+}
+
+// dims5 returns the dimensions of a 5-D tensor, panicking otherwise.
+func (d *Device[B]) dims5(op string, t nn.Tensor) (n, a, b, c, e int) {
+	s := d.T(t).shape
+	if len(s) != 5 {
+		panic(fmt.Sprintf("%s.%s: want a 5-D tensor, have shape %v", d.prefix, op, s))
+	}
+	return s[0], s[1], s[2], s[3], s[4]
+}
+
+// lastDim returns t's last dimension (its channels), panicking for a
+// scalar shape.
+func (d *Device[B]) lastDim(op string, t nn.Tensor) int {
+	s := d.T(t).shape
+	if len(s) == 0 || s[len(s)-1] <= 0 {
+		panic(fmt.Sprintf("%s.%s: tensor shape %v has no channel axis", d.prefix, op, s))
+	}
+	return s[len(s)-1]
+}

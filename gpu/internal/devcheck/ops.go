@@ -1,0 +1,444 @@
+package devcheck
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/voxtrain/voxtrain/nn"
+)
+
+type opTest struct {
+	name string
+	run  func(k *checker, s [4]int)
+}
+
+// act returns the activation shape (N, D, H, W, c).
+func act(s [4]int, c int) nn.Shape { return nn.Shape{s[0], s[1], s[2], s[3], c} }
+
+// lab returns the label shape (N, D, H, W).
+func lab(s [4]int) nn.Shape { return nn.Shape{s[0], s[1], s[2], s[3]} }
+
+// geoms are the convolutions of a U-Net (and some that are not), on the
+// activation size s.
+func geoms(s [4]int) []struct {
+	name string
+	g    nn.ConvGeom
+} {
+	n, d, h, w := s[0], s[1], s[2], s[3]
+	return []struct {
+		name string
+		g    nn.ConvGeom
+	}{
+		{"3x3x3 pad 1", nn.ConvGeom{N: n, InD: d, InH: h, InW: w, InC: 3, OutC: 5, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}},
+		{"3x3x3 stride 2 pad 1", nn.ConvGeom{N: n, InD: d, InH: h, InW: w, InC: 4, OutC: 6, KD: 3, KH: 3, KW: 3, SD: 2, SH: 2, SW: 2, PD: 1, PH: 1, PW: 1}},
+		{"1x3x3 stride (1,2,2)", nn.ConvGeom{N: n, InD: d, InH: h, InW: w, InC: 2, OutC: 3, KD: 1, KH: 3, KW: 3, SD: 1, SH: 2, SW: 2, PD: 0, PH: 1, PW: 1}},
+		{"2x2x2 stride 2 (transposed conv's adjoint)", nn.ConvGeom{N: n, InD: d, InH: h, InW: w, InC: 3, OutC: 4, KD: 2, KH: 2, KW: 2, SD: 2, SH: 2, SW: 2}},
+		{"1x1x1 head", nn.ConvGeom{N: n, InD: d, InH: h, InW: w, InC: 6, OutC: 3, KD: 1, KH: 1, KW: 1, SD: 1, SH: 1, SW: 1}},
+	}
+}
+
+var opTests = []opTest{
+	{"AllocUploadDownload", func(k *checker, s [4]int) {
+		shape := act(s, 3)
+		z := k.dev.Alloc(shape)
+		defer k.dev.Free(z)
+		compare(k.t, k.name, "Alloc (zero-filled)", download(k.t, k.dev, z), make([]float32, shape.Len()), Exact)
+		x := k.uniform(shape.Len(), -3, 3)
+		p := k.both(shape, x)
+		k.same("Upload then Download", p, Exact)
+		v := k.dev.View(p.d, nn.Shape{shape.Len()})
+		compare(k.t, k.name, "View", download(k.t, k.dev, v), x, Exact)
+		cur, peak := k.dev.MemoryInUse()
+		if cur < 4*int64(shape.Len()) || peak < cur {
+			k.t.Errorf("MemoryInUse = %d, %d with a %d-byte tensor live", cur, peak, 4*shape.Len())
+		}
+		// Download on another stream, ordered after the compute stream by an event.
+		cs := k.dev.NewStream()
+		k.dev.Fill(p.d, 2)
+		cs.Wait(k.dev.ComputeStream().Record())
+		got := make([]float32, shape.Len())
+		if err := k.dev.Download(cs, got, p.d); err != nil {
+			k.t.Fatal(err)
+		}
+		cs.Record().Synchronize()
+		want := make([]float32, len(got))
+		for i := range want {
+			want[i] = 2
+		}
+		compare(k.t, k.name, "Download on a second stream after an event", got, want, Exact)
+		if err := k.dev.Upload(k.dev.ComputeStream(), p.d, make([]float32, 3)); err == nil {
+			k.t.Errorf("Upload of 3 floats into %v accepted", shape)
+		}
+	}},
+	{"Fill", func(k *checker, s [4]int) {
+		p := k.zeros(act(s, 3))
+		k.dev.Fill(p.d, -1.5)
+		k.ref.Fill(p.c, -1.5)
+		k.same("Fill", p, Exact)
+	}},
+	{"CopyAddScale", func(k *checker, s [4]int) {
+		shape := act(s, 5)
+		a := k.both(shape, k.uniform(shape.Len(), -2, 2))
+		b := k.both(shape, k.uniform(shape.Len(), -2, 2))
+		c := k.zeros(shape)
+		k.dev.Copy(c.d, a.d)
+		k.ref.Copy(c.c, a.c)
+		k.same("Copy", c, Exact)
+		k.dev.Add(c.d, b.d)
+		k.ref.Add(c.c, b.c)
+		k.same("Add", c, k.tol.Elementwise)
+		k.dev.Scale(c.d, -0.37)
+		k.ref.Scale(c.c, -0.37)
+		k.same("Scale", c, k.tol.Elementwise)
+	}},
+	{"Layout", func(k *checker, s [4]int) {
+		n, c := s[0], 3
+		first := nn.Shape{n, c, s[1], s[2], s[3]}
+		a := k.both(first, k.uniform(first.Len(), -1, 1))
+		last := k.zeros(act(s, c))
+		k.dev.NCDHWToNDHWC(a.d, last.d)
+		k.ref.NCDHWToNDHWC(a.c, last.c)
+		k.same("NCDHWToNDHWC", last, Exact)
+		back := k.zeros(first)
+		k.dev.NDHWCToNCDHW(last.d, back.d)
+		k.ref.NDHWCToNCDHW(last.c, back.c)
+		k.same("NDHWCToNCDHW", back, Exact)
+	}},
+	{"ConcatSplit", func(k *checker, s [4]int) {
+		a := k.both(act(s, 3), k.uniform(act(s, 3).Len(), -1, 1))
+		b := k.both(act(s, 5), k.uniform(act(s, 5).Len(), -1, 1))
+		cat := k.zeros(act(s, 8))
+		k.dev.ConcatChannels(a.d, b.d, cat.d)
+		k.ref.ConcatChannels(a.c, b.c, cat.c)
+		k.same("ConcatChannels", cat, Exact)
+		a2, b2 := k.zeros(act(s, 3)), k.zeros(act(s, 5))
+		k.dev.SplitChannels(cat.d, a2.d, b2.d)
+		k.ref.SplitChannels(cat.c, a2.c, b2.c)
+		k.same("SplitChannels (first)", a2, Exact)
+		k.same("SplitChannels (rest)", b2, Exact)
+	}},
+	{"ChannelBiasSum", func(k *checker, s [4]int) {
+		for _, c := range []int{1, 7, 40} {
+			x := k.both(act(s, c), k.uniform(act(s, c).Len(), -1, 1))
+			bias := k.both(nn.Shape{c}, k.uniform(c, -1, 1))
+			k.dev.AddChannelBias(x.d, bias.d)
+			k.ref.AddChannelBias(x.c, bias.c)
+			k.same(fmt.Sprintf("AddChannelBias (%d channels)", c), x, k.tol.Elementwise)
+			sum := k.zeros(nn.Shape{c})
+			k.dev.ChannelSum(x.d, sum.d)
+			k.ref.ChannelSum(x.c, sum.c)
+			k.same(fmt.Sprintf("ChannelSum (%d channels)", c), sum, k.tol.Reduce)
+		}
+	}},
+	{"DownsampleLabels", func(k *checker, s [4]int) {
+		src := k.both(lab(s), k.labels(lab(s).Len(), 4))
+		for _, o := range [][3]int{{(s[1] + 1) / 2, (s[2] + 1) / 2, (s[3] + 1) / 2}, {s[1], (s[2] + 3) / 4, 1}} {
+			dst := k.zeros(nn.Shape{s[0], o[0], o[1], o[2]})
+			k.dev.DownsampleLabels(src.d, dst.d)
+			k.ref.DownsampleLabels(src.c, dst.c)
+			k.same(fmt.Sprintf("DownsampleLabels to %v", o), dst, Exact)
+		}
+	}},
+	{"Conv3D", func(k *checker, s [4]int) {
+		for _, gc := range geoms(s) {
+			g := gc.g
+			x := k.both(g.InShape(), k.uniform(g.InShape().Len(), -1, 1))
+			w := k.both(g.WeightShape(), k.uniform(g.WeightShape().Len(), -1, 1))
+			b := k.both(nn.Shape{g.OutC}, k.uniform(g.OutC, -1, 1))
+			dy := k.both(g.OutShape(), k.uniform(g.OutShape().Len(), -1, 1))
+			y := k.zeros(g.OutShape())
+			k.dev.Conv3DForward(g, x.d, w.d, b.d, y.d)
+			k.ref.Conv3DForward(g, x.c, w.c, b.c, y.c)
+			k.same("Conv3DForward "+gc.name, y, k.tol.Conv)
+			k.dev.Conv3DForward(g, x.d, w.d, nil, y.d)
+			k.ref.Conv3DForward(g, x.c, w.c, nil, y.c)
+			k.same("Conv3DForward without bias "+gc.name, y, k.tol.Conv)
+			// Garbage in dx and dw first: both are overwritten.
+			dx := k.both(g.InShape(), k.uniform(g.InShape().Len(), 5, 6))
+			k.dev.Conv3DBackwardData(g, dy.d, w.d, dx.d)
+			k.ref.Conv3DBackwardData(g, dy.c, w.c, dx.c)
+			k.same("Conv3DBackwardData "+gc.name, dx, k.tol.Conv)
+			dw := k.both(g.WeightShape(), k.uniform(g.WeightShape().Len(), 5, 6))
+			db := k.both(nn.Shape{g.OutC}, k.uniform(g.OutC, 5, 6))
+			k.dev.Conv3DBackwardWeight(g, x.d, dy.d, dw.d, db.d)
+			k.ref.Conv3DBackwardWeight(g, x.c, dy.c, dw.c, db.c)
+			k.same("Conv3DBackwardWeight (dw) "+gc.name, dw, k.tol.Conv)
+			k.same("Conv3DBackwardWeight (db) "+gc.name, db, k.tol.Reduce)
+			k.dev.Conv3DBackwardWeight(g, x.d, dy.d, dw.d, nil)
+			k.ref.Conv3DBackwardWeight(g, x.c, dy.c, dw.c, nil)
+			k.same("Conv3DBackwardWeight without db "+gc.name, dw, k.tol.Conv)
+		}
+	}},
+	{"InstanceNormAct", func(k *checker, s [4]int) {
+		for _, c := range []int{1, 6, 33} {
+			shape := act(s, c)
+			xs := k.uniform(shape.Len(), -2, 3)
+			for i := range xs[:c] {
+				xs[i] += 5 // an outlier voxel per channel
+			}
+			x := k.both(shape, xs)
+			gamma := k.both(nn.Shape{c}, k.uniform(c, 0.5, 1.5))
+			beta := k.both(nn.Shape{c}, k.uniform(c, -0.5, 0.5))
+			dyv := k.uniform(shape.Len(), -1, 1)
+			for _, slope := range []float32{0.01, 0, 1} {
+				tag := fmt.Sprintf("(%d channels, slope %g)", c, slope)
+				y, stats := k.zeros(shape), k.zeros(nn.Shape{s[0], c, 2})
+				k.dev.InstanceNormActForward(x.d, gamma.d, beta.d, y.d, stats.d, 1e-5, slope)
+				k.ref.InstanceNormActForward(x.c, gamma.c, beta.c, y.c, stats.c, 1e-5, slope)
+				k.same("InstanceNormActForward stats "+tag, stats, k.tol.Reduce)
+				k.same("InstanceNormActForward y "+tag, y, k.tol.Norm)
+				// dx aliases dy, as in nn.
+				dy := k.both(shape, dyv)
+				dg, dbt := k.zeros(nn.Shape{c}), k.zeros(nn.Shape{c})
+				k.dev.InstanceNormActBackward(x.d, gamma.d, beta.d, stats.d, dy.d, dy.d, dg.d, dbt.d, slope)
+				k.ref.InstanceNormActBackward(x.c, gamma.c, beta.c, stats.c, dy.c, dy.c, dg.c, dbt.c, slope)
+				k.same("InstanceNormActBackward dx "+tag, dy, k.tol.Norm)
+				k.same("InstanceNormActBackward dgamma "+tag, dg, k.tol.Norm)
+				k.same("InstanceNormActBackward dbeta "+tag, dbt, k.tol.Norm)
+			}
+		}
+	}},
+	{"Activation", func(k *checker, s [4]int) {
+		shape := act(s, 4)
+		xv := k.uniform(shape.Len(), -1, 1)
+		for _, slope := range []float32{0.01, 0, 1} {
+			x := k.both(shape, xv)
+			y := k.zeros(shape)
+			k.dev.ActForward(x.d, y.d, slope)
+			k.ref.ActForward(x.c, y.c, slope)
+			k.same(fmt.Sprintf("ActForward slope %g", slope), y, k.tol.Elementwise)
+			k.dev.ActForward(x.d, x.d, slope) // in place
+			k.ref.ActForward(x.c, x.c, slope)
+			k.same(fmt.Sprintf("ActForward in place slope %g", slope), x, k.tol.Elementwise)
+			dy := k.both(shape, k.uniform(shape.Len(), -1, 1))
+			dx := k.zeros(shape)
+			k.dev.ActBackward(y.d, dy.d, dx.d, slope)
+			k.ref.ActBackward(y.c, dy.c, dx.c, slope)
+			k.same(fmt.Sprintf("ActBackward slope %g", slope), dx, k.tol.Elementwise)
+		}
+	}},
+	{"SoftmaxLoss", func(k *checker, s [4]int) {
+		for _, c := range []int{2, 3, 7} {
+			shape := act(s, c)
+			logits := k.both(shape, k.uniform(shape.Len(), -4, 4))
+			labels := k.both(lab(s), k.labels(lab(s).Len(), c))
+			probs := k.zeros(shape)
+			k.dev.Softmax(logits.d, probs.d)
+			k.ref.Softmax(logits.c, probs.c)
+			k.same(fmt.Sprintf("Softmax (%d classes)", c), probs, k.tol.Softmax)
+			probs = k.zeros(shape)
+			got, err := k.dev.SoftmaxLoss(logits.d, labels.d, probs.d)
+			if err != nil {
+				k.t.Fatal(err)
+			}
+			want, err := k.ref.SoftmaxLoss(logits.c, labels.c, probs.c)
+			if err != nil {
+				k.t.Fatal(err)
+			}
+			k.same(fmt.Sprintf("SoftmaxLoss probs (%d classes)", c), probs, k.tol.Softmax)
+			compare(k.t, k.name, "SoftmaxLoss CE", got.CE, want.CE, k.tol.Sum64)
+			compare(k.t, k.name, "SoftmaxLoss Intersect", got.Intersect, want.Intersect, k.tol.Sum64)
+			compare(k.t, k.name, "SoftmaxLoss PredSum", got.PredSum, want.PredSum, k.tol.Sum64)
+			compare(k.t, k.name, "SoftmaxLoss TargetSum", got.TargetSum, want.TargetSum, Exact)
+			if got.N != want.N || got.C != want.C || got.Voxels != want.Voxels {
+				k.t.Errorf("SegStats header (%d, %d, %d), cpu (%d, %d, %d)", got.N, got.C, got.Voxels, want.N, want.C, want.Voxels)
+			}
+			for _, withExtra := range []bool{false, true} {
+				var ed, ec nn.Tensor
+				if withExtra {
+					e := k.both(shape, k.uniform(shape.Len(), -0.5, 0.5))
+					ed, ec = e.d, e.c
+				}
+				ce := k.uniform(s[0], 0.1, 1)
+				al, be := k.uniform(s[0]*c, -1, 1), k.uniform(s[0]*c, -1, 1)
+				dl := k.zeros(shape)
+				k.dev.SoftmaxLossBackward(probs.d, labels.d, ce, al, be, ed, dl.d)
+				k.ref.SoftmaxLossBackward(probs.c, labels.c, ce, al, be, ec, dl.c)
+				k.same(fmt.Sprintf("SoftmaxLossBackward (%d classes, extra %v)", c, withExtra), dl, k.tol.Softmax)
+			}
+		}
+		// A bad label is an error naming the first bad voxel on both devices.
+		c := 3
+		shape := act(s, c)
+		lv := k.labels(lab(s).Len(), c)
+		lv[len(lv)-2], lv[len(lv)/2] = 3, 0.5
+		logits := k.both(shape, k.uniform(shape.Len(), -4, 4))
+		labels := k.both(lab(s), lv)
+		_, gerr := k.dev.SoftmaxLoss(logits.d, labels.d, k.zeros(shape).d)
+		_, werr := k.ref.SoftmaxLoss(logits.c, labels.c, k.zeros(shape).c)
+		sameError(k, "SoftmaxLoss", gerr, werr)
+	}},
+	{"SigmoidBCE", func(k *checker, s [4]int) {
+		shape := act(s, 1)
+		logits := k.both(shape, k.uniform(shape.Len(), -6, 6))
+		labels := k.both(lab(s), k.labels(lab(s).Len(), 2))
+		dl := k.zeros(shape)
+		got, err := k.dev.SigmoidBCE(logits.d, labels.d, 2.5, 0.3, dl.d)
+		if err != nil {
+			k.t.Fatal(err)
+		}
+		want, err := k.ref.SigmoidBCE(logits.c, labels.c, 2.5, 0.3, dl.c)
+		if err != nil {
+			k.t.Fatal(err)
+		}
+		compare(k.t, k.name, "SigmoidBCE sums", got, want, k.tol.Sum64)
+		k.same("SigmoidBCE dlogits", dl, k.tol.Softmax)
+		lv := k.labels(lab(s).Len(), 2)
+		lv[7] = 2
+		bad := k.both(lab(s), lv)
+		_, gerr := k.dev.SigmoidBCE(logits.d, bad.d, 1, 1, k.zeros(shape).d)
+		_, werr := k.ref.SigmoidBCE(logits.c, bad.c, 1, 1, k.zeros(shape).c)
+		sameError(k, "SigmoidBCE", gerr, werr)
+	}},
+	{"OneHot", func(k *checker, s [4]int) {
+		c := 4
+		labels := k.both(lab(s), k.labels(lab(s).Len(), c))
+		dst := k.both(act(s, c), k.uniform(act(s, c).Len(), 3, 4))
+		if err := k.dev.OneHot(labels.d, dst.d); err != nil {
+			k.t.Fatal(err)
+		}
+		if err := k.ref.OneHot(labels.c, dst.c); err != nil {
+			k.t.Fatal(err)
+		}
+		k.same("OneHot", dst, Exact)
+		lv := k.labels(lab(s).Len(), c)
+		lv[3] = -1
+		bad := k.both(lab(s), lv)
+		sameError(k, "OneHot", k.dev.OneHot(bad.d, k.zeros(act(s, c)).d), k.ref.OneHot(bad.c, k.zeros(act(s, c)).c))
+	}},
+	{"SoftSkeleton", func(k *checker, s [4]int) {
+		c := 2
+		shape := act(s, c)
+		xv := make([]float32, shape.Len())
+		for i := range xv {
+			xv[i] = float32(k.r.IntN(5)) / 4 // ties, as in probability maps
+		}
+		x := k.both(shape, xv)
+		for _, it := range []struct{ iters, fromC int }{{3, 1}, {0, 0}} {
+			tag := fmt.Sprintf("(%d iterations, from channel %d)", it.iters, it.fromC)
+			sk := k.zeros(shape)
+			k.dev.SoftSkeleton(x.d, sk.d, it.iters, it.fromC)
+			k.ref.SoftSkeleton(x.c, sk.c, it.iters, it.fromC)
+			k.same("SoftSkeleton "+tag, sk, k.tol.Elementwise)
+			ds := k.both(shape, k.uniform(shape.Len(), -1, 1))
+			dx := k.both(shape, k.uniform(shape.Len(), -1, 1))
+			k.dev.SoftSkeletonBackward(x.d, ds.d, dx.d, it.iters, it.fromC)
+			k.ref.SoftSkeletonBackward(x.c, ds.c, dx.c, it.iters, it.fromC)
+			k.same("SoftSkeletonBackward "+tag, dx, k.tol.Elementwise)
+		}
+	}},
+	{"ChannelDotAffine", func(k *checker, s [4]int) {
+		for _, c := range []int{1, 4} {
+			shape := act(s, c)
+			a := k.both(shape, k.uniform(shape.Len(), -1, 1))
+			b := k.both(shape, k.uniform(shape.Len(), -1, 1))
+			compare(k.t, k.name, fmt.Sprintf("ChannelDot a·b (%d channels)", c), k.dev.ChannelDot(a.d, b.d), k.ref.ChannelDot(a.c, b.c), k.tol.Sum64)
+			compare(k.t, k.name, fmt.Sprintf("ChannelDot sums (%d channels)", c), k.dev.ChannelDot(a.d, nil), k.ref.ChannelDot(a.c, nil), k.tol.Sum64)
+			al, be := k.uniform(s[0]*c, -1, 1), k.uniform(s[0]*c, -1, 1)
+			dst := k.both(shape, k.uniform(shape.Len(), -1, 1))
+			k.dev.ChannelAffineAdd(dst.d, a.d, al, be)
+			k.ref.ChannelAffineAdd(dst.c, a.c, al, be)
+			k.same(fmt.Sprintf("ChannelAffineAdd alpha·a + beta (%d channels)", c), dst, k.tol.Elementwise)
+			k.dev.ChannelAffineAdd(dst.d, nil, nil, be)
+			k.ref.ChannelAffineAdd(dst.c, nil, nil, be)
+			k.same(fmt.Sprintf("ChannelAffineAdd beta only (%d channels)", c), dst, k.tol.Elementwise)
+			k.dev.ChannelAffineAdd(dst.d, a.d, al, nil)
+			k.ref.ChannelAffineAdd(dst.c, a.c, al, nil)
+			k.same(fmt.Sprintf("ChannelAffineAdd alpha·a only (%d channels)", c), dst, k.tol.Elementwise)
+		}
+	}},
+	{"SegCounts", func(k *checker, s [4]int) {
+		for _, c := range []int{1, 3} {
+			kc := max(c, 2)
+			lv := k.uniform(act(s, c).Len(), -1, 1)
+			for i := 0; i+1 < len(lv) && c > 1; i += 17 {
+				lv[i+1] = lv[i] // ties go to the lower class on both devices
+			}
+			logits := k.both(act(s, c), lv)
+			labels := k.both(lab(s), k.labels(lab(s).Len(), kc))
+			tp, fp, fn, err := k.dev.SegCounts(logits.d, labels.d)
+			if err != nil {
+				k.t.Fatal(err)
+			}
+			wtp, wfp, wfn, err := k.ref.SegCounts(logits.c, labels.c)
+			if err != nil {
+				k.t.Fatal(err)
+			}
+			compare(k.t, k.name, fmt.Sprintf("SegCounts TP (%d channels)", c), f64(tp), f64(wtp), Exact)
+			compare(k.t, k.name, fmt.Sprintf("SegCounts FP (%d channels)", c), f64(fp), f64(wfp), Exact)
+			compare(k.t, k.name, fmt.Sprintf("SegCounts FN (%d channels)", c), f64(fn), f64(wfn), Exact)
+		}
+		lv := k.labels(lab(s).Len(), 3)
+		lv[11] = 3
+		bad := k.both(lab(s), lv)
+		logits := k.both(act(s, 3), k.uniform(act(s, 3).Len(), -1, 1))
+		_, _, _, gerr := k.dev.SegCounts(logits.d, bad.d)
+		_, _, _, werr := k.ref.SegCounts(logits.c, bad.c)
+		sameError(k, "SegCounts", gerr, werr)
+	}},
+	{"Optimisers", func(k *checker, s [4]int) {
+		n := s[0]*s[1]*s[2]*s[3]*3 + 1
+		shape := nn.Shape{n}
+		var ds, cs []nn.Tensor
+		for i := 0; i < 3; i++ {
+			p := k.both(nn.Shape{n - i}, k.uniform(n-i, -2, 2))
+			ds, cs = append(ds, p.d), append(cs, p.c)
+		}
+		compare(k.t, k.name, "SumSquares of 3 tensors", k.dev.SumSquares(ds), k.ref.SumSquares(cs), k.tol.Sum64)
+		w := k.both(shape, k.uniform(n, -1, 1))
+		g := k.both(shape, k.uniform(n, -1, 1))
+		buf := k.zeros(shape)
+		for _, a := range []nn.SGDArgs{
+			{LR: 0.01, Momentum: 0.99, WeightDecay: 3e-5, Nesterov: true, GradScale: 1},
+			{LR: 0.02, Momentum: 0.9, GradScale: 0.5},
+			{LR: 0.05, GradScale: 1, WeightDecay: 1e-4},
+		} {
+			k.dev.SGDUpdate(w.d, g.d, buf.d, a)
+			k.ref.SGDUpdate(w.c, g.c, buf.c, a)
+			k.same(fmt.Sprintf("SGDUpdate w (%+v)", a), w, k.tol.Elementwise)
+			k.same(fmt.Sprintf("SGDUpdate momentum buffer (%+v)", a), buf, k.tol.Elementwise)
+		}
+		m, v := k.zeros(shape), k.zeros(shape)
+		for step := 1; step <= 3; step++ {
+			a := nn.AdamWArgs{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: step, GradScale: 0.8}
+			k.dev.AdamWUpdate(w.d, g.d, m.d, v.d, a)
+			k.ref.AdamWUpdate(w.c, g.c, m.c, v.c, a)
+			k.same(fmt.Sprintf("AdamWUpdate w (step %d)", step), w, k.tol.Elementwise)
+			k.same(fmt.Sprintf("AdamWUpdate m (step %d)", step), m, k.tol.Elementwise)
+			k.same(fmt.Sprintf("AdamWUpdate v (step %d)", step), v, k.tol.Elementwise)
+		}
+	}},
+}
+
+// sameError checks that both devices reject an input, with errors naming
+// the same label and voxel.
+func sameError(k *checker, op string, got, want error) {
+	k.t.Helper()
+	if want == nil {
+		k.t.Fatalf("%s: the CPU device accepted the bad labels", op)
+	}
+	if got == nil {
+		k.t.Errorf("%s on %s accepted bad labels; the CPU says %v", op, k.name, want)
+		return
+	}
+	// Messages name the op first; compare from the label on.
+	g, w := got.Error(), want.Error()
+	if i := strings.Index(g, "label"); i >= 0 {
+		g = g[i:]
+	}
+	if i := strings.Index(w, "label"); i >= 0 {
+		w = w[i:]
+	}
+	if g != w {
+		k.t.Errorf("%s: error %q, the CPU says %q", op, got, want)
+	}
+	k.t.Logf("%s vs cpu: %s rejects bad labels as the CPU does: %v", k.name, op, got)
+}
+
+func f64[T int64 | float32](x []T) []float64 {
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = float64(v)
+	}
+	return out
+}
