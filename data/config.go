@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -250,6 +251,29 @@ func (l *StringList) UnmarshalYAML(n *yaml.Node) error {
 		return nil
 	}
 	return fmt.Errorf("line %d: want a string or a list of strings", n.Line)
+}
+
+// ResolvePaths makes the section's relative paths (dataset, store,
+// splits_file, and the case files of an explicit list without a dataset
+// folder) relative to base, the folder of the config file they were
+// written in, so a config works from any working directory.
+func (c *Config) ResolvePaths(base string) {
+	rel := func(p *string) {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(base, *p)
+		}
+	}
+	rel(&c.Dataset)
+	rel(&c.Store)
+	rel(&c.SplitsFile)
+	if c.Dataset == "" {
+		for i := range c.Cases {
+			for j := range c.Cases[i].Image {
+				rel(&c.Cases[i].Image[j])
+			}
+			rel(&c.Cases[i].Label)
+		}
+	}
 }
 
 // ParseConfig decodes a `data:` section (the mapping itself). Unknown keys

@@ -98,7 +98,7 @@ func LoadConfig(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
-	c.resolvePaths(base)
+	c.Data.ResolvePaths(base)
 	return c, nil
 }
 
@@ -116,23 +116,6 @@ func ParseConfig(b []byte, name string) (*Config, error) {
 		c.Augment, _ = augment.Preset(augment.PresetNone)
 	}
 	return &c, nil
-}
-
-func (c *Config) resolvePaths(base string) {
-	rel := func(p *string) {
-		if *p != "" && !filepath.IsAbs(*p) {
-			*p = filepath.Join(base, *p)
-		}
-	}
-	rel(&c.Data.Dataset)
-	rel(&c.Data.Store)
-	rel(&c.Data.SplitsFile)
-	for i := range c.Data.Cases {
-		for j := range c.Data.Cases[i].Image {
-			rel(&c.Data.Cases[i].Image[j])
-		}
-		rel(&c.Data.Cases[i].Label)
-	}
 }
 
 // Resolve applies defaults and validates the config, after command-line

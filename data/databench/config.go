@@ -50,23 +50,7 @@ func LoadFile(path string) (*File, error) {
 	if f.Augment.Preset == "" {
 		f.Augment, _ = augment.Preset(augment.PresetNone)
 	}
-	base := filepath.Dir(path)
-	rel := func(p *string) {
-		if *p != "" && !filepath.IsAbs(*p) {
-			*p = filepath.Join(base, *p)
-		}
-	}
-	rel(&f.Data.Dataset)
-	rel(&f.Data.Store)
-	rel(&f.Data.SplitsFile)
-	if f.Data.Dataset == "" {
-		for i := range f.Data.Cases {
-			for j := range f.Data.Cases[i].Image {
-				rel(&f.Data.Cases[i].Image[j])
-			}
-			rel(&f.Data.Cases[i].Label)
-		}
-	}
+	f.Data.ResolvePaths(filepath.Dir(path))
 	return &f, nil
 }
 
