@@ -255,7 +255,8 @@ func (r *runner) train(ctx context.Context) (*Result, error) {
 		res.Plots = r.plot()
 		return res, nil
 	}
-	stream, err := r.loader.Train(data.StreamOptions{StartEpoch: r.st.Epoch, StartStep: r.st.StepInEpoch})
+	stream, err := r.loader.Train(data.StreamOptions{StartEpoch: r.st.Epoch, StartStep: r.st.StepInEpoch,
+		Iterations: cfg.Train.IterationsPerEpoch})
 	if err != nil {
 		return nil, err
 	}

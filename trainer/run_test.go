@@ -81,6 +81,17 @@ func runTiny(t *testing.T, c *Config, o Options) *Result {
 // checkpoint.
 func loadFinal(t *testing.T, c *Config, runDir string) (model, opt []checkpoint.Tensor) {
 	t.Helper()
+	model, opt = expectedTensors(t, c)
+	if _, err := checkpoint.Load(filepath.Join(runDir, "checkpoints", "last"), model, opt); err != nil {
+		t.Fatal(err)
+	}
+	return model, opt
+}
+
+// expectedTensors returns the names and shapes (with buffers) of the
+// weights and optimiser state of c's model.
+func expectedTensors(t *testing.T, c *Config) (model, opt []checkpoint.Tensor) {
+	t.Helper()
 	dev := cpu.New(cpu.Options{Threads: 1})
 	net, err := nn.NewUNet(dev, c.Model, c.Seed)
 	if err != nil {
@@ -92,11 +103,7 @@ func loadFinal(t *testing.T, c *Config, runDir string) (model, opt []checkpoint.
 	}
 	p, _ := nn.ExportParams(dev, net.Params())
 	s, _ := l.Opt.State()
-	model, opt = toCheckpoint(p), toCheckpoint(s)
-	if _, err := checkpoint.Load(filepath.Join(runDir, "checkpoints", "last"), model, opt); err != nil {
-		t.Fatal(err)
-	}
-	return model, opt
+	return toCheckpoint(p), toCheckpoint(s)
 }
 
 func sameTensors(t *testing.T, what string, a, b []checkpoint.Tensor) {

@@ -21,7 +21,7 @@ const demoDiceThreshold = 0.70
 // Dice it prints. `make test` runs it without the race detector.
 func TestDemo(t *testing.T) {
 	if testing.Short() || raceEnabled {
-		t.Skip("trains the full demo: minutes (make demo-test runs it)")
+		t.Skip("trains the full demo: minutes (make slow runs it)")
 	}
 	t.Chdir("../..")
 	var out bytes.Buffer
