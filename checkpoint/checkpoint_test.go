@@ -547,10 +547,13 @@ func TestRunPaths(t *testing.T) {
 	for _, c := range []struct {
 		out, exp  string
 		fold, run int
-	}{{"", "e", 0, 0}, {"o", "", 0, 0}, {"o", "..", 0, 0}, {"o", "a/b", 0, 0}, {"o", "e", -1, 0}, {"o", "e", 0, -1}} {
+	}{{"", "e", 0, 0}, {"o", "", 0, 0}, {"o", "..", 0, 0}, {"o", "a/b", 0, 0}, {"o", "e", -2, 0}, {"o", "e", 0, -1}} {
 		if _, err := RunPaths(c.out, c.exp, c.fold, c.run); err == nil {
 			t.Errorf("%+v: no error", c)
 		}
+	}
+	if r, err := RunPaths("o", "e", -1, 0); err != nil || r.Dir != filepath.Join("o", "e", "fold_all", "run_0") {
+		t.Errorf("fold -1 (every case): %+v %v", r, err)
 	}
 	if _, err := os.Stat("out"); !errors.Is(err, os.ErrNotExist) {
 		t.Error("RunPaths touched the disk")

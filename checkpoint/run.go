@@ -20,19 +20,24 @@ type Run struct {
 }
 
 // RunPaths returns the paths of the run <output>/<experiment>/fold_<fold>/run_<run>
-// without touching the disk. experiment must be a single path element.
+// (fold_all for fold -1, a run on every case) without touching the disk.
+// experiment must be a single path element.
 func RunPaths(output, experiment string, fold, run int) (Run, error) {
 	switch {
 	case output == "":
 		return Run{}, fmt.Errorf("run directory: empty output directory")
 	case experiment == "" || experiment == "." || experiment == ".." || strings.ContainsAny(experiment, `/\`+"\x00"):
 		return Run{}, fmt.Errorf("run directory: experiment name %q must be a single, non-empty path element", experiment)
-	case fold < 0:
-		return Run{}, fmt.Errorf("run directory: fold %d is negative", fold)
+	case fold < -1:
+		return Run{}, fmt.Errorf("run directory: fold %d, want ≥ 0 (or -1: every case)", fold)
 	case run < 0:
 		return Run{}, fmt.Errorf("run directory: run id %d is negative", run)
 	}
-	dir := filepath.Join(output, experiment, fmt.Sprintf("fold_%d", fold), fmt.Sprintf("run_%d", run))
+	foldDir := fmt.Sprintf("fold_%d", fold)
+	if fold == -1 {
+		foldDir = "fold_all" // trained on every case, as nnU-Net's fold "all"
+	}
+	dir := filepath.Join(output, experiment, foldDir, fmt.Sprintf("run_%d", run))
 	return Run{
 		Dir:         dir,
 		Checkpoints: filepath.Join(dir, "checkpoints"),

@@ -75,11 +75,7 @@ func Run(ctx context.Context, cfg *Config, o Options) (res *Result, err error) {
 	if o.Out == nil {
 		o.Out = os.Stdout
 	}
-	fold := cfg.Data.Fold
-	if fold < 0 {
-		fold = 0 // "all cases" runs live under fold_0 too, as nnU-Net's fold "all" has its own folder
-	}
-	run, err := checkpoint.NewRun(cfg.OutputDir, cfg.Experiment, fold, cfg.RunID)
+	run, err := checkpoint.NewRun(cfg.OutputDir, cfg.Experiment, cfg.Data.Fold, cfg.RunID)
 	if err != nil {
 		return nil, err
 	}

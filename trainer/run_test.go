@@ -206,3 +206,18 @@ func TestFreshRunRefusesExistingCheckpoints(t *testing.T) {
 		t.Fatal("second fresh run over existing checkpoints succeeded")
 	}
 }
+
+// TestFoldAllHasItsOwnDirectory: a run on every case (fold -1) must not
+// share fold 0's directory, and it has nothing to validate on.
+func TestFoldAllHasItsOwnDirectory(t *testing.T) {
+	c := tinyConfig(t, t.TempDir())
+	c.Data.Fold = -1
+	c.Train.Epochs = 1
+	res := runTiny(t, c, Options{})
+	if filepath.Base(filepath.Dir(res.RunDir)) != "fold_all" || res.Epochs != 1 {
+		t.Fatalf("run %+v", res)
+	}
+	if !math.IsNaN(res.LastDice) {
+		t.Fatalf("validated without validation cases: %v", res.LastDice)
+	}
+}
