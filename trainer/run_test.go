@@ -221,3 +221,33 @@ func TestFoldAllHasItsOwnDirectory(t *testing.T) {
 		t.Fatalf("validated without validation cases: %v", res.LastDice)
 	}
 }
+
+// TestCancelStopsCleanly: cancelling the context (what SIGINT/SIGTERM do)
+// ends the run without an error, marks it interrupted, keeps a loadable
+// last checkpoint and prints the resume command.
+func TestCancelStopsCleanly(t *testing.T) {
+	c := tinyConfig(t, t.TempDir())
+	c.Train.Epochs = 5
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out bytes.Buffer
+	res, err := Run(ctx, c, Options{Device: cpu.New(cpu.Options{Threads: 2}), Out: &out, ResumeCommand: "train --resume auto",
+		OnEpochEnd: func(e int) {
+			if e == 1 {
+				cancel()
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Interrupted || res.Epochs != 1 {
+		t.Fatalf("%+v", res)
+	}
+	if !bytes.Contains(out.Bytes(), []byte("to resume: train --resume auto")) {
+		t.Fatalf("no resume command in the output:\n%s", out.String())
+	}
+	model, opt := expectedTensors(t, c)
+	if _, err := checkpoint.Load(filepath.Join(res.RunDir, "checkpoints", "last"), model, opt); err != nil {
+		t.Fatal(err)
+	}
+}
