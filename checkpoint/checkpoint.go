@@ -86,8 +86,9 @@ func (p Policy) keepRecent() int {
 	return p.KeepRecent
 }
 
-// better reports whether metric a beats b under the policy's mode.
-func (p Policy) better(a, b float64) bool {
+// Better reports whether metric a beats b under the policy's mode ("min":
+// lower is better; otherwise higher).
+func (p Policy) Better(a, b float64) bool {
 	if p.BestMode == "min" {
 		return a < b
 	}

@@ -196,7 +196,7 @@ func (s *Saver) Save(c *Checkpoint) (Saved, error) {
 	}
 	if s.Policy.BestMode != "" && m.Metric != nil {
 		cur := currentBest(s.Dir)
-		if cur == nil || s.Policy.better(*m.Metric, *cur) {
+		if cur == nil || s.Policy.Better(*m.Metric, *cur) {
 			if err := setPointer(s.Dir, "best", name); err != nil {
 				return saved, err
 			}

@@ -202,10 +202,9 @@ func (d *Device) Download(s nn.Stream, dst []float32, src nn.Tensor) error {
 
 // toKern converts a geometry to the kernels' type.
 func toKern(g nn.ConvGeom) kern.ConvGeom {
-	return kern.ConvGeom{
-		N: g.N, InD: g.InD, InH: g.InH, InW: g.InW, InC: g.InC, OutC: g.OutC,
-		KD: g.KD, KH: g.KH, KW: g.KW, SD: g.SD, SH: g.SH, SW: g.SW, PD: g.PD, PH: g.PH, PW: g.PW,
-	}
+	// The two types have the same fields in the same order (a conversion
+	// stops compiling if one of them changes).
+	return kern.ConvGeom(g)
 }
 
 // Conv3DForward computes y = conv(x, w) + b.

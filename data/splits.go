@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/voxtrain/voxtrain/checkpoint"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -69,8 +70,8 @@ func LoadOrCreateSplits(ds *Dataset, k int, path string) ([]Fold, error) {
 			return nil, fmt.Errorf("splits %s: %w", path, err)
 		}
 		out, _ := json.MarshalIndent(folds, "", "  ")
-		if err := writeFileAtomic(path, append(out, '\n')); err != nil {
-			return nil, fmt.Errorf("write splits: %w", err)
+		if err := checkpoint.WriteFileAtomic(path, append(out, '\n'), 0o644); err != nil {
+			return nil, fmt.Errorf("write splits %s: %w", path, err)
 		}
 		return folds, nil
 	}
@@ -142,33 +143,4 @@ func FoldCases(ds *Dataset, cfg Config) (train, val []int, err error) {
 	sort.Ints(train)
 	sort.Ints(val)
 	return train, val, nil
-}
-
-// writeFileAtomic writes to a temporary file in the same folder, syncs it
-// and renames it over path, creating the folder first.
-func writeFileAtomic(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }

@@ -163,8 +163,9 @@ func Predict(m Model, channels [][]float32, shape [3]int, outC int, cfg Config) 
 		}
 	}
 
-	weight := make([]float32, p[0]*p[1]*p[2])
+	var weight []float32
 	if cfg.NoGaussian {
+		weight = make([]float32, p[0]*p[1]*p[2])
 		for i := range weight {
 			weight[i] = 1
 		}

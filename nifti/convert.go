@@ -10,79 +10,12 @@ import (
 // scaled, as nibabel does, so large integers keep their precision until the
 // final rounding to float32.
 func convert(dt Datatype, le bool, src []byte, dst []float32, slope, inter float64, scaled bool) {
-	switch dt {
-	case Uint8:
-		if !scaled {
-			for i := range dst {
-				dst[i] = float32(src[i])
-			}
-			return
-		}
-		conv(dst, scaled, slope, inter, func(i int) float64 { return float64(src[i]) })
-	case Int8:
-		if !scaled {
-			for i := range dst {
-				dst[i] = float32(int8(src[i]))
-			}
-			return
-		}
-		conv(dst, scaled, slope, inter, func(i int) float64 { return float64(int8(src[i])) })
-	case Int16:
-		if !scaled {
-			if le {
-				for i := range dst {
-					dst[i] = float32(int16(binary.LittleEndian.Uint16(src[2*i:])))
-				}
-			} else {
-				for i := range dst {
-					dst[i] = float32(int16(binary.BigEndian.Uint16(src[2*i:])))
-				}
-			}
-			return
-		}
-		conv(dst, scaled, slope, inter, func(i int) float64 { return float64(int16(u16(src[2*i:], le))) })
-	case Uint16:
-		if !scaled {
-			if le {
-				for i := range dst {
-					dst[i] = float32(binary.LittleEndian.Uint16(src[2*i:]))
-				}
-			} else {
-				for i := range dst {
-					dst[i] = float32(binary.BigEndian.Uint16(src[2*i:]))
-				}
-			}
-			return
-		}
-		conv(dst, scaled, slope, inter, func(i int) float64 { return float64(u16(src[2*i:], le)) })
-	case Int32:
-		conv(dst, scaled, slope, inter, func(i int) float64 { return float64(int32(u32(src[4*i:], le))) })
-	case Uint32:
-		conv(dst, scaled, slope, inter, func(i int) float64 { return float64(u32(src[4*i:], le)) })
-	case Int64:
-		conv(dst, scaled, slope, inter, func(i int) float64 { return float64(int64(u64(src[8*i:], le))) })
-	case Uint64:
-		conv(dst, scaled, slope, inter, func(i int) float64 { return float64(u64(src[8*i:], le)) })
-	case Float32:
-		if !scaled {
-			for i := range dst {
-				dst[i] = math.Float32frombits(u32(src[4*i:], le))
-			}
-			return
-		}
-		conv(dst, scaled, slope, inter, func(i int) float64 { return float64(math.Float32frombits(u32(src[4*i:], le))) })
-	case Float64:
-		conv(dst, scaled, slope, inter, func(i int) float64 { return math.Float64frombits(u64(src[8*i:], le)) })
+	if !scaled && convertFast(dt, le, src, dst) {
+		return
 	}
-}
-
-// conv is the general (scaled or wide-type) path; the fast unscaled paths for
-// the common narrow types are written out in convert. Integers wider than 24
-// bits go through float64 so rounding happens once.
-func conv(dst []float32, scaled bool, slope, inter float64, at func(int) float64) {
+	at := scalarAt(dt, le, src)
 	if !scaled {
-		// Callers that have a specialised unscaled loop return before this;
-		// for the others, float64 → float32 is the single rounding.
+		// Wide types: float64 → float32 is the single rounding.
 		for i := range dst {
 			dst[i] = float32(at(i))
 		}
@@ -91,6 +24,72 @@ func conv(dst []float32, scaled bool, slope, inter float64, at func(int) float64
 	for i := range dst {
 		dst[i] = float32(at(i)*slope + inter)
 	}
+}
+
+// convertFast is the unscaled conversion of the common narrow types with
+// the loads written out (no per-voxel call); it reports false for the
+// other types.
+func convertFast(dt Datatype, le bool, src []byte, dst []float32) bool {
+	switch {
+	case dt == Uint8:
+		for i := range dst {
+			dst[i] = float32(src[i])
+		}
+	case dt == Int8:
+		for i := range dst {
+			dst[i] = float32(int8(src[i]))
+		}
+	case dt == Int16 && le:
+		for i := range dst {
+			dst[i] = float32(int16(binary.LittleEndian.Uint16(src[2*i:])))
+		}
+	case dt == Int16:
+		for i := range dst {
+			dst[i] = float32(int16(binary.BigEndian.Uint16(src[2*i:])))
+		}
+	case dt == Uint16 && le:
+		for i := range dst {
+			dst[i] = float32(binary.LittleEndian.Uint16(src[2*i:]))
+		}
+	case dt == Uint16:
+		for i := range dst {
+			dst[i] = float32(binary.BigEndian.Uint16(src[2*i:]))
+		}
+	case dt == Float32:
+		for i := range dst {
+			dst[i] = math.Float32frombits(u32(src[4*i:], le))
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// scalarAt returns a reader of stored value i of b (voxels of type dt in
+// the given byte order; for RGB types, component bytes) as float64: the
+// general path of convert and the statistics of Summarize.
+func scalarAt(dt Datatype, le bool, b []byte) func(i int) float64 {
+	switch dt {
+	case Int8:
+		return func(i int) float64 { return float64(int8(b[i])) }
+	case Int16:
+		return func(i int) float64 { return float64(int16(u16(b[2*i:], le))) }
+	case Uint16:
+		return func(i int) float64 { return float64(u16(b[2*i:], le)) }
+	case Int32:
+		return func(i int) float64 { return float64(int32(u32(b[4*i:], le))) }
+	case Uint32:
+		return func(i int) float64 { return float64(u32(b[4*i:], le)) }
+	case Int64:
+		return func(i int) float64 { return float64(int64(u64(b[8*i:], le))) }
+	case Uint64:
+		return func(i int) float64 { return float64(u64(b[8*i:], le)) }
+	case Float32:
+		return func(i int) float64 { return float64(math.Float32frombits(u32(b[4*i:], le))) }
+	case Float64:
+		return func(i int) float64 { return math.Float64frombits(u64(b[8*i:], le)) }
+	}
+	return func(i int) float64 { return float64(b[i]) } // Uint8, RGB24, RGBA32
 }
 
 func u16(b []byte, le bool) uint16 {

@@ -231,6 +231,17 @@ func fieldErr(file string, version int, f headerField, format string, args ...an
 	return &FormatError{File: file, Field: f.name, Offset: f.at(version), Msg: fmt.Sprintf(format, args...)}
 }
 
+// headerSize returns the header length that the 4-byte sizeof_hdr field b
+// announces in either byte order (348 or 540), or 4 when it is neither.
+func headerSize(b []byte) int {
+	for _, v := range []uint32{binary.LittleEndian.Uint32(b), binary.BigEndian.Uint32(b)} {
+		if v == Nifti1HeaderSize || v == Nifti2HeaderSize {
+			return int(v)
+		}
+	}
+	return 4
+}
+
 // ParseHeader decodes a NIfTI-1 or NIfTI-2 header from the start of b (at
 // least 348 bytes for NIfTI-1, 540 for NIfTI-2) and validates it. file is used
 // only in error messages. Extensions are not parsed here (they live after the

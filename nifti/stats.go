@@ -1,7 +1,6 @@
 package nifti
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 )
@@ -31,30 +30,7 @@ func Summarize(h *Header, raw []byte) (Summary, error) {
 	if n == 0 {
 		return Summary{}, fmt.Errorf("no voxels")
 	}
-	var at func(i int) float64
-	le := binary.LittleEndian
-	switch h.Datatype {
-	case Uint8, RGB24, RGBA32:
-		at = func(i int) float64 { return float64(raw[i]) }
-	case Int8:
-		at = func(i int) float64 { return float64(int8(raw[i])) }
-	case Int16:
-		at = func(i int) float64 { return float64(int16(le.Uint16(raw[2*i:]))) }
-	case Uint16:
-		at = func(i int) float64 { return float64(le.Uint16(raw[2*i:])) }
-	case Int32:
-		at = func(i int) float64 { return float64(int32(le.Uint32(raw[4*i:]))) }
-	case Uint32:
-		at = func(i int) float64 { return float64(le.Uint32(raw[4*i:])) }
-	case Int64:
-		at = func(i int) float64 { return float64(int64(le.Uint64(raw[8*i:]))) }
-	case Uint64:
-		at = func(i int) float64 { return float64(le.Uint64(raw[8*i:])) }
-	case Float32:
-		at = func(i int) float64 { return float64(math.Float32frombits(le.Uint32(raw[4*i:]))) }
-	case Float64:
-		at = func(i int) float64 { return math.Float64frombits(le.Uint64(raw[8*i:])) }
-	}
+	at := scalarAt(h.Datatype, true, raw) // raw is little-endian
 	s := Summary{Min: math.Inf(1), Max: math.Inf(-1)}
 	// Pairwise-style blocked summation keeps the float64 sum close to numpy's.
 	const block = 4096

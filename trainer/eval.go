@@ -14,6 +14,7 @@ import (
 	"github.com/voxtrain/voxtrain/data"
 	"github.com/voxtrain/voxtrain/nifti"
 	"github.com/voxtrain/voxtrain/nn"
+	"github.com/voxtrain/voxtrain/runlog"
 )
 
 // Model is a trained U-Net loaded from a checkpoint, with the resolved
@@ -263,30 +264,33 @@ func fmtFloats(v []float64) string {
 	return "[" + strings.Join(s, " ") + "]"
 }
 
-// jsonScores replaces NaN/Inf (not JSON) with nil for summary.json.
-func jsonScores(s SlidingScores) map[string]any {
-	f := func(v []float64) []any {
-		out := make([]any, len(v))
-		for i, x := range v {
-			if x != x || x > 1e308 || x < -1e308 {
-				out[i] = nil
-			} else {
-				out[i] = x
-			}
-		}
-		return out
+// summaryJSON is summary.json: NaN Dice (a class absent from prediction and
+// reference) and infinite HD95 (absent from one of them) are written as null.
+type summaryJSON struct {
+	Cases              []caseJSON     `json:"cases"`
+	MeanDice           []runlog.Float `json:"mean_dice"`
+	MeanDiceAllClasses runlog.Float   `json:"mean_dice_all_classes"`
+	MeanHD95           []runlog.Float `json:"mean_hd95,omitempty"`
+}
+
+type caseJSON struct {
+	ID   string         `json:"id"`
+	Dice []runlog.Float `json:"dice"`
+	HD95 []runlog.Float `json:"hd95,omitempty"`
+}
+
+func jsonFloats(v []float64) []runlog.Float {
+	out := make([]runlog.Float, len(v))
+	for i, x := range v {
+		out[i] = runlog.Float(x)
 	}
-	var cases []map[string]any
+	return out
+}
+
+func jsonScores(s SlidingScores) summaryJSON {
+	out := summaryJSON{MeanDice: jsonFloats(s.MeanDice), MeanDiceAllClasses: runlog.Float(s.Mean()), MeanHD95: jsonFloats(s.MeanHD95)}
 	for _, c := range s.Cases {
-		m := map[string]any{"id": c.ID, "dice": f(c.Dice)}
-		if len(c.HD95) > 0 {
-			m["hd95"] = f(c.HD95)
-		}
-		cases = append(cases, m)
-	}
-	out := map[string]any{"cases": cases, "mean_dice": f(s.MeanDice), "mean_dice_all_classes": f([]float64{s.Mean()})[0]}
-	if len(s.MeanHD95) > 0 {
-		out["mean_hd95"] = f(s.MeanHD95)
+		out.Cases = append(out.Cases, caseJSON{ID: c.ID, Dice: jsonFloats(c.Dice), HD95: jsonFloats(c.HD95)})
 	}
 	return out
 }

@@ -74,11 +74,12 @@ func validatePatches(ctx context.Context, m *nn.UNet, ws *nn.Workspace, crit *nn
 	return sc, nil
 }
 
-// CaseScores are one case's sliding-window results per foreground class.
+// CaseScores are one case's sliding-window results per foreground class
+// (summary.json writes them through summaryJSON, which turns NaN into null).
 type CaseScores struct {
-	ID   string    `json:"id"`
-	Dice []float64 `json:"dice"`
-	HD95 []float64 `json:"hd95,omitempty"`
+	ID   string
+	Dice []float64
+	HD95 []float64
 }
 
 // predictLabels predicts a whole volume: sliding window with Gaussian weighting
@@ -136,9 +137,9 @@ func scoreCase(id string, pred []uint8, v *data.Volume, classes int, hd95 bool) 
 // SlidingScores summarise a sliding-window validation: per-case scores
 // and, per class, the mean over cases (NaN cases left out, as nnU-Net).
 type SlidingScores struct {
-	Cases    []CaseScores `json:"cases"`
-	MeanDice []float64    `json:"mean_dice"`
-	MeanHD95 []float64    `json:"mean_hd95,omitempty"`
+	Cases    []CaseScores
+	MeanDice []float64
+	MeanHD95 []float64
 }
 
 // Mean returns the mean over classes of the per-class mean Dice.

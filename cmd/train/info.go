@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -66,7 +67,7 @@ var xformNames = map[int32]string{0: "unknown", 1: "scanner", 2: "aligned", 3: "
 
 func printInfo(w io.Writer, info *nifti.Info, h *nifti.Header) {
 	order := "little-endian"
-	if h.ByteOrder.String() == "BigEndian" {
+	if h.ByteOrder == binary.BigEndian {
 		order = "big-endian"
 	}
 	fmt.Fprintf(w, "%s\n", info.File)
@@ -109,13 +110,9 @@ func printInfo(w io.Writer, info *nifti.Info, h *nifti.Header) {
 	}
 	if info.Affine != nil {
 		printMatrix(w, "affine ("+src+")", *info.Affine)
-		var m nifti.Matrix4
-		for i := range m {
-			for j := range m[i] {
-				m[i][j] = float64(info.Affine[i][j])
-			}
-		}
-		row("orientation", "%s", nifti.Orientation(m))
+	}
+	if a, err := h.Affine(); err == nil {
+		row("orientation", "%s", nifti.Orientation(a))
 	}
 	if len(h.Extensions) > 0 {
 		codes := make([]string, len(h.Extensions))

@@ -31,6 +31,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/voxtrain/voxtrain/checkpoint"
 	"io"
 	"math"
 	"os"
@@ -321,7 +322,11 @@ func (w *Writer) Close() error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(w.dir, "index.json"), append(b, '\n'))
+	idx := filepath.Join(w.dir, "index.json")
+	if err := checkpoint.WriteFileAtomic(idx, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", idx, err)
+	}
+	return nil
 }
 
 // grid is the chunk grid of a volume.
@@ -483,28 +488,6 @@ var littleEndian = func() bool {
 	x := uint16(1)
 	return *(*byte)(unsafe.Pointer(&x)) == 1
 }()
-
-func writeAtomic(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
 
 // Store reads a prepared store. Its methods are safe for concurrent use.
 type Store struct {
