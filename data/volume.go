@@ -193,13 +193,15 @@ func decodeCase(c Case, channels int, v *Volume, bufs *readBufs, planes int) err
 	}
 	vox := s3[0] * s3[1] * s3[2]
 	if slope, inter, err := h.Scaling(); err == nil && h.Datatype == nifti.Uint8 && slope == 1 && inter == 0 {
-		// The common case: uint8 voxels are class indices already.
-		_, raw, err := rd.ReadRaw(c.Label)
-		if err != nil {
-			return err
+		// The common case: uint8 voxels are class indices already. Read them
+		// into v's buffer, and only the planes asked for.
+		v.Label = grow(v.Label, vox)
+		n := vox
+		if planes > 0 && planes < s3[0] {
+			n = planes * s3[1] * s3[2]
 		}
-		v.Label = raw
-		return nil
+		_, err := rd.ReadRawPrefix(c.Label, v.Label[:n])
+		return err
 	}
 	bufs.lbl = grow(bufs.lbl, vox)
 	if _, err := rd.ReadFloat32Into(c.Label, bufs.lbl); err != nil {

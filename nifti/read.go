@@ -121,6 +121,26 @@ func (r *Reader) ReadFloat32Prefix(path string, dst []float32) (*Header, error) 
 	return h, nil
 }
 
+// ReadRawPrefix reads the first len(dst) bytes of the voxel data (whole
+// voxels, file order, swapped to little-endian) into dst and stops, as
+// ReadFloat32Prefix does; reading them all also verifies the gzip CRC. It
+// lets a caller reuse one buffer, e.g. for uint8 label maps.
+func (r *Reader) ReadRawPrefix(path string, dst []byte) (*Header, error) {
+	src, err := r.open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer src.close()
+	h := src.hdr
+	if int64(len(dst)) > h.DataSize() || len(dst)%h.Datatype.Size() != 0 {
+		return nil, fmt.Errorf("nifti: %s: a prefix of %d bytes asked, the image has %d bytes of %d-byte voxels", src.name, len(dst), h.DataSize(), h.Datatype.Size())
+	}
+	if err := src.rawInto(dst); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
 // ReadRaw is the package-level ReadRaw with this Reader's limits.
 func (r *Reader) ReadRaw(path string) (*Header, []byte, error) {
 	src, err := r.open(path)
@@ -191,7 +211,26 @@ type source struct {
 	r       io.Reader
 	pos     int64 // bytes consumed from the (decompressed) data stream
 	gz      *gzip.Reader
+	limit   int64 // the most bytes the (decompressed) stream can hold
 	closers []io.Closer
+}
+
+// newSource wraps a file's bytes (size of them on disk) in a buffered
+// stream, decompressing when it starts with the gzip magic. Its limit is
+// the file size, or for gzip the smaller of the cap and what deflate can
+// expand the file to.
+func (r *Reader) newSource(rd io.Reader, size int64, name string) (*source, error) {
+	br := bufio.NewReaderSize(rd, 64<<10)
+	src := &source{name: name, r: br, limit: size}
+	if sniffGzip(br) {
+		gz, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, &FormatError{File: name, Field: "gzip", Offset: 0, Msg: err.Error()}
+		}
+		src.gz, src.r = gz, gz
+		src.limit = min(r.gzipCap(), size*maxDeflateRatio+4096)
+	}
+	return src, nil
 }
 
 func (s *source) close() {
@@ -243,22 +282,14 @@ func (r *Reader) open(path string) (*source, error) {
 		g.Close()
 		return nil, fmt.Errorf("nifti: %w", err)
 	}
-	src := &source{hdr: hdr, name: imgPath, closers: []io.Closer{g}}
-	br := bufio.NewReaderSize(g, 64<<10)
-	isGz := sniffGzip(br)
-	limit := gst.Size()
-	if isGz {
-		gz, err := gzip.NewReader(br)
-		if err != nil {
-			g.Close()
-			return nil, &FormatError{File: imgPath, Field: "gzip", Offset: 0, Msg: err.Error()}
-		}
-		src.gz, src.r = gz, gz
-		limit = min(r.gzipCap(), gst.Size()*maxDeflateRatio+4096)
-	} else {
-		src.r = br
+	src, err := r.newSource(g, gst.Size(), imgPath)
+	if err != nil {
+		g.Close()
+		return nil, err
 	}
-	if err := checkFits(imgPath, hdr, hdr.VoxOffset, limit, isGz); err != nil {
+	src.hdr = hdr
+	src.closers = []io.Closer{g}
+	if err := checkFits(imgPath, hdr, hdr.VoxOffset, src.limit, src.gz != nil); err != nil {
 		g.Close()
 		return nil, err
 	}
@@ -302,19 +333,9 @@ func checkFits(name string, h *Header, voxOffset, limit int64, gz bool) error {
 // openHeaderStream reads the header and extensions from r (a file or
 // memory), returning a source positioned just after what it consumed.
 func (r *Reader) openHeaderStream(rd io.Reader, size int64, name string, pair bool) (*source, error) {
-	br := bufio.NewReaderSize(rd, 64<<10)
-	src := &source{name: name}
-	limit := size
-	isGz := sniffGzip(br)
-	if isGz {
-		gz, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, &FormatError{File: name, Field: "gzip", Offset: 0, Msg: err.Error()}
-		}
-		src.gz, src.r = gz, gz
-		limit = min(r.gzipCap(), size*maxDeflateRatio+4096)
-	} else {
-		src.r = br
+	src, err := r.newSource(rd, size, name)
+	if err != nil {
+		return nil, err
 	}
 	var first [Nifti2HeaderSize]byte
 	n, err := io.ReadFull(src.r, first[:4])
@@ -322,12 +343,9 @@ func (r *Reader) openHeaderStream(rd io.Reader, size int64, name string, pair bo
 	if err != nil {
 		return nil, src.readErr("sizeof_hdr", err, Nifti1HeaderSize)
 	}
-	hsize := Nifti1HeaderSize
-	if v := binary.LittleEndian.Uint32(first[:4]); v == Nifti2HeaderSize || binary.BigEndian.Uint32(first[:4]) == Nifti2HeaderSize {
-		hsize = Nifti2HeaderSize
-	}
-	if v := binary.LittleEndian.Uint32(first[:4]); v == Nifti1HeaderSize || v == Nifti2HeaderSize ||
-		binary.BigEndian.Uint32(first[:4]) == Nifti1HeaderSize || binary.BigEndian.Uint32(first[:4]) == Nifti2HeaderSize {
+	// An unknown sizeof_hdr reads no further: ParseHeader reports it.
+	hsize := headerSize(first[:4])
+	if hsize > 4 {
 		n, err = io.ReadFull(src.r, first[4:hsize])
 		src.pos += int64(n)
 		if err != nil {
@@ -357,7 +375,7 @@ func (r *Reader) openHeaderStream(rd io.Reader, size int64, name string, pair bo
 	// .hdr. They are optional metadata, so a malformed one ends the list.
 	end := h.VoxOffset
 	if pair || end <= src.pos {
-		end = min(limit, src.pos+(64<<20))
+		end = min(src.limit, src.pos+(64<<20))
 	}
 	for src.pos+8 <= end {
 		var eh [8]byte
@@ -407,11 +425,7 @@ func (r *Reader) openStream(rd io.Reader, size int64, name string, closer io.Clo
 	} else if off < minOff {
 		return nil, fieldErr(name, h.Version, fVoxOff, "%d is inside the header; a single-file NIfTI-%d needs at least %d", off, h.Version, minOff)
 	}
-	limit := size
-	if src.gz != nil {
-		limit = min(r.gzipCap(), size*maxDeflateRatio+4096)
-	}
-	if err := checkFits(name, h, off, limit, src.gz != nil); err != nil {
+	if err := checkFits(name, h, off, src.limit, src.gz != nil); err != nil {
 		return nil, err
 	}
 	if err := src.skipTo(off); err != nil {
@@ -470,20 +484,28 @@ func (s *source) finish() error {
 
 // raw reads the voxel bytes, swapped to little-endian.
 func (s *source) raw() ([]byte, error) {
+	buf := make([]byte, s.hdr.DataSize())
+	return buf, s.rawInto(buf)
+}
+
+// rawInto reads len(buf) voxel bytes, swapped to little-endian; when that
+// is all of them it also verifies the gzip trailer.
+func (s *source) rawInto(buf []byte) error {
 	h := s.hdr
-	buf := make([]byte, h.DataSize())
 	n, err := io.ReadFull(s.r, buf)
 	s.pos += int64(n)
 	if err != nil {
-		return nil, s.readErr("data", err, s.pos-int64(n)+int64(len(buf)))
+		return s.readErr("data", err, s.pos-int64(n)+int64(len(buf)))
 	}
-	if err := s.finish(); err != nil {
-		return nil, err
+	if int64(len(buf)) == h.DataSize() {
+		if err := s.finish(); err != nil {
+			return err
+		}
 	}
 	if h.ByteOrder == binary.BigEndian {
 		swapInPlace(buf, dtTable[h.Datatype].comp)
 	}
-	return buf, nil
+	return nil
 }
 
 // float32s decodes the voxels into dst (allocated when nil) in one pass

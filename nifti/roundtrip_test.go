@@ -224,6 +224,10 @@ func TestReadFloat32PrefixMatchesWholeRead(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				_, wholeRaw, err := ReadRaw(p)
+				if err != nil {
+					t.Fatal(err)
+				}
 				for _, n := range []int{0, 1, 35, 36, 100, 210} {
 					dst := make([]float32, n)
 					if _, err := r.ReadFloat32Prefix(p, dst); err != nil {
@@ -234,6 +238,16 @@ func TestReadFloat32PrefixMatchesWholeRead(t *testing.T) {
 							t.Fatalf("%s prefix %d: value %d = %v, whole read %v", p, n, i, dst[i], whole[i])
 						}
 					}
+					raw := make([]byte, n*dt.Size())
+					if _, err := r.ReadRawPrefix(p, raw); err != nil {
+						t.Fatalf("%s raw prefix %d: %v", p, n, err)
+					}
+					if !bytes.Equal(raw, wholeRaw[:len(raw)]) {
+						t.Fatalf("%s raw prefix %d differs from the whole read", p, n)
+					}
+				}
+				if _, err := r.ReadRawPrefix(p, make([]byte, dt.Size()*211)); err == nil {
+					t.Fatalf("%s: raw prefix longer than the image accepted", p)
 				}
 				if _, err := r.ReadFloat32Prefix(p, make([]float32, 211)); err == nil {
 					t.Fatalf("%s: prefix longer than the image accepted", p)

@@ -22,6 +22,7 @@ import (
 	"github.com/voxtrain/voxtrain/data"
 	"github.com/voxtrain/voxtrain/feed"
 	"github.com/voxtrain/voxtrain/gpumon"
+	"github.com/voxtrain/voxtrain/metrics"
 	"github.com/voxtrain/voxtrain/nn"
 	"github.com/voxtrain/voxtrain/runlog"
 )
@@ -139,6 +140,13 @@ func Run(ctx context.Context, cfg *Config, o Options) (res *Result, err error) {
 // resume loads the checkpoint o.Resume names into the model, optimiser and
 // state; "" and "auto" without a checkpoint start fresh.
 func resume(what string, run checkpoint.Run, model *nn.UNet, learner *nn.Learner, st *State, log *slog.Logger) error {
+	if what == "" {
+		if hasCheckpoints(run.Checkpoints) {
+			return fmt.Errorf("%s already holds checkpoints: resume with --resume auto, or choose another --run-id or --output-dir", run.Checkpoints)
+		}
+		return nil
+	}
+	// The expected names and shapes, with buffers the load fills.
 	dev := model.Device()
 	params, err := nn.ExportParams(dev, model.Params())
 	if err != nil {
@@ -151,11 +159,6 @@ func resume(what string, run checkpoint.Run, model *nn.UNet, learner *nn.Learner
 	mt, ot := toCheckpoint(params), toCheckpoint(opt)
 	var l *checkpoint.Loaded
 	switch what {
-	case "":
-		if hasCheckpoints(run.Checkpoints) {
-			return fmt.Errorf("%s already holds checkpoints: resume with --resume auto, or choose another --run-id or --output-dir", run.Checkpoints)
-		}
-		return nil
 	case "auto":
 		l, err = checkpoint.LoadLatest(run.Checkpoints, mt, ot)
 		if errors.Is(err, checkpoint.ErrNoCheckpoint) {
@@ -298,9 +301,7 @@ func (r *runner) train(ctx context.Context) (*Result, error) {
 		lossSum, nLoss := 0.0, 0
 		r.con.startEpoch(epoch+1, cfg.Train.Epochs, iters)
 		firstStep := r.st.StepInEpoch
-		if r.o.Monitor != nil {
-			r.o.Monitor.TakeMean() // start the epoch's averaging period
-		}
+		r.o.Monitor.TakeMean() // start the epoch's averaging period (nil-safe)
 		for s := firstStep; s < iters; s++ {
 			cur := next
 			tm.DataWaitS += cur.wait.Seconds()
@@ -341,7 +342,10 @@ func (r *runner) train(ctx context.Context) (*Result, error) {
 			}
 			lossSum += sr.Loss.Total
 			nLoss++
-			stepWall := time.Since(t0).Seconds() + cur.wait.Seconds()
+			// From this step's Acquire to now: it includes the wait for the
+			// next batch (fetched before the step), which is this step's
+			// share of the data wait; cur.wait was the previous step's.
+			stepWall := time.Since(t0).Seconds()
 			if stepEMA == 0 {
 				stepEMA = stepWall
 			} else {
@@ -456,20 +460,11 @@ func (r *runner) validate(ctx context.Context, rec *runlog.Epoch) (*float64, err
 	cfg := r.cfg
 	var metric *float64
 	setDice := func(d []float64) {
-		m := 0.0
-		n := 0
 		rec.ValDice = nil
 		for _, v := range d {
 			rec.ValDice = append(rec.ValDice, runlog.Float(v))
-			if !math.IsNaN(v) {
-				m += v
-				n++
-			}
 		}
-		mean := math.NaN()
-		if n > 0 {
-			mean = m / float64(n)
-		}
+		mean := metrics.NanMean(d)
 		f := runlog.Float(mean)
 		rec.ValDiceMean = &f
 		if !math.IsNaN(mean) {
@@ -582,13 +577,9 @@ func (r *runner) save(mid bool, metric *float64) error {
 	if err != nil {
 		return err
 	}
-	if metric != nil {
-		better := r.st.BestMetric == nil || (r.cfg.Checkpoint.BestMode == "min" && *metric < *r.st.BestMetric) ||
-			(r.cfg.Checkpoint.BestMode != "min" && *metric > *r.st.BestMetric)
-		if better {
-			v := *metric
-			r.st.BestMetric = &v
-		}
+	if metric != nil && (r.st.BestMetric == nil || r.cfg.Checkpoint.Better(*metric, *r.st.BestMetric)) {
+		v := *metric
+		r.st.BestMetric = &v
 	}
 	saved, err := r.saver.Save(&checkpoint.Checkpoint{Epoch: r.st.Epoch, Step: r.st.Step, MidEpoch: mid, Metric: metric,
 		Model: toCheckpoint(params), Optimizer: toCheckpoint(opt), State: r.st, Config: r.text, Version: r.o.Version})
