@@ -42,6 +42,11 @@ type Tolerances struct {
 	Step float64
 	// Loss is the relative tolerance of a U-Net step's loss.
 	Loss float64
+	// Rounding is the relative size of the device's rounding of GEMM
+	// inputs (2⁻²⁴ for float32, 2⁻¹¹ for TF32). UNetStep perturbs the CPU
+	// reference's initial weights by this much to measure how far rounding
+	// alone moves each gradient (see UNetStep).
+	Rounding float64
 }
 
 // FP32 is for a device whose GEMMs accumulate in float32 (cuBLAS
@@ -55,6 +60,7 @@ var FP32 = Tolerances{
 	Conv:        Tol{1e-5, 1e-4},
 	Step:        2e-3,
 	Loss:        1e-4,
+	Rounding:    0x1p-24,
 }
 
 // TF32 is for GEMMs on TF32 tensor cores (10-bit mantissa inputs).
@@ -67,6 +73,7 @@ var TF32 = Tolerances{
 	Conv:        Tol{3e-3, 2e-2},
 	Step:        5e-2,
 	Loss:        5e-3,
+	Rounding:    0x1p-11,
 }
 
 // Options configure Ops.

@@ -63,6 +63,19 @@ func Batch(seed uint64, n, channels, classes int, size [3]int) (x, y []float32) 
 // every parameter's gradient and every parameter after each step.
 // Gradients and weights are compared norm-wise (‖got − want‖ / ‖want‖ <=
 // tol.Step) since their elements span many orders of magnitude.
+//
+// Rounding alone can move a gradient by more than tol.Step: LeakyReLU (and
+// the max of clDice's soft skeleton) has a kink, and a pre-activation
+// within rounding distance of it takes the other slope on the other
+// device, which changes that channel's gradient — and everything upstream
+// of it — by far more than an ulp. (On an H200 the reference U-Net's
+// gradients below its bottleneck differed by up to 1.4 %: exactly what the
+// CPU itself gives when its initial weights are perturbed by half an ulp.)
+// So UNetStep also trains perturbedRuns copies on the CPU whose initial
+// weights are perturbed by tol.Rounding (relative), and a tensor may
+// differ from the CPU by up to spreadFactor times the largest difference
+// those copies show for it. Where the CPU is insensitive (most tensors,
+// at 1e-6 or less), that bound is below tol.Step and tol.Step decides.
 func UNetStep(t *testing.T, dev nn.Device, sc StepCase, tol Tolerances) {
 	if sc.Steps == 0 {
 		sc.Steps = 2
@@ -76,8 +89,6 @@ func UNetStep(t *testing.T, dev nn.Device, sc StepCase, tol Tolerances) {
 		dev nn.Device
 		m   *nn.UNet
 		l   *nn.Learner
-		x   nn.Tensor
-		y   nn.Tensor
 	}
 	open := func(d nn.Device) *side {
 		m, err := nn.NewUNet(d, sc.Model, sc.Seed)
@@ -93,13 +104,19 @@ func UNetStep(t *testing.T, dev nn.Device, sc StepCase, tol Tolerances) {
 		return s
 	}
 	g, c := open(dev), open(ref)
+	perturbed := make([]*side, perturbedRuns)
+	for k := range perturbed {
+		perturbed[k] = open(ref)
+		perturb(t, perturbed[k].m, tol.Rounding, sc.Seed+uint64(k)+1)
+	}
 	cfg := g.m.Config()
 	t.Logf("U-Net %v, %d parameters, batch %d × %v, loss %q, optimiser %q, on %s vs %s",
 		cfg.Features, g.m.NumParams(), sc.Batch, sc.Patch, sc.Loss.Name, sc.Optim.Name, dev.Name(), ref.Name())
+	sides := append([]*side{g, c}, perturbed...)
 	for step := 0; step < sc.Steps; step++ {
 		xs, ys := Batch(sc.Seed+uint64(step), sc.Batch, cfg.InChannels, max(cfg.NumClasses, 2), sc.Patch)
-		var res [2]nn.StepResult
-		for i, s := range []*side{g, c} {
+		res := make([]nn.StepResult, len(sides))
+		for i, s := range sides {
 			x := upload(t, s.dev, g.l.WS.InputShape(), xs)
 			y := upload(t, s.dev, g.l.WS.LabelShape(), ys)
 			r, err := s.l.Step(x, y, lr)
@@ -113,29 +130,69 @@ func UNetStep(t *testing.T, dev nn.Device, sc StepCase, tol Tolerances) {
 		what := fmt.Sprintf("step %d", step)
 		relClose(t, dev.Name(), what+" loss", res[0].Loss.Total, res[1].Loss.Total, tol.Loss)
 		relClose(t, dev.Name(), what+" gradient norm", res[0].GradNorm, res[1].GradNorm, tol.Step)
-		gg, err := nn.ExportGrads(g.dev, g.m.Params())
-		if err != nil {
-			t.Fatal(err)
+		export := func(s *side, params bool) []nn.HostTensor {
+			f := nn.ExportGrads
+			if params {
+				f = nn.ExportParams
+			}
+			h, err := f(s.dev, s.m.Params())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return h
 		}
-		cg, err := nn.ExportGrads(c.dev, c.m.Params())
-		if err != nil {
-			t.Fatal(err)
+		for _, params := range []bool{false, true} {
+			got, want := export(g, params), export(c, params)
+			var spread []float64
+			for _, p := range perturbed {
+				spread = maxInto(spread, relErrors(export(p, params), want))
+			}
+			if !params {
+				normWise(t, dev.Name(), what+" gradient", got, want, tol, spread, nil)
+				continue
+			}
+			normWise(t, dev.Name(), what+" weights after the update", got, want, tol, spread, noiseGradients(t, dev.Name(), export(c, false)))
 		}
-		normWise(t, dev.Name(), what+" gradient", gg, cg, tol.Step, nil)
-		noise := noiseGradients(t, dev.Name(), cg)
-		gw, err := nn.ExportParams(g.dev, g.m.Params())
-		if err != nil {
-			t.Fatal(err)
-		}
-		cw, err := nn.ExportParams(c.dev, c.m.Params())
-		if err != nil {
-			t.Fatal(err)
-		}
-		normWise(t, dev.Name(), what+" weights after the update", gw, cw, tol.Step, noise)
 	}
 	if err := dev.Err(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// perturbedRuns is how many perturbed CPU copies measure the rounding
+// spread; spreadFactor is how far beyond that spread a device may go.
+const (
+	perturbedRuns = 2
+	spreadFactor  = 4
+)
+
+// perturb multiplies every parameter of m by 1 + u·rel, u uniform in
+// [−1, 1) from seed.
+func perturb(t *testing.T, m *nn.UNet, rel float64, seed uint64) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 0x9e3779b9))
+	w, err := nn.ExportParams(m.Device(), m.Params())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range w {
+		for i := range h.Data {
+			h.Data[i] *= float32(1 + (2*r.Float64()-1)*rel)
+		}
+	}
+	if err := nn.ImportParams(m.Device(), m.Params(), w); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func maxInto(acc, v []float64) []float64 {
+	if acc == nil {
+		acc = make([]float64, len(v))
+	}
+	for i := range v {
+		acc[i] = max(acc[i], v[i])
+	}
+	return acc
 }
 
 func relClose(t *testing.T, dev, what string, got, want, tol float64) {
@@ -147,17 +204,12 @@ func relClose(t *testing.T, dev, what string, got, want, tol float64) {
 	}
 }
 
-// normWise compares parameter tensors by relative L2 error, logging the
-// worst one. Some tensors are legitimately almost zero on both devices —
-// the gradient of a conv bias followed by instance norm is zero in exact
-// arithmetic (the mean subtraction cancels it), so both devices hold
-// rounding noise there — so errors are relative to max(‖want‖, 1e-3·‖all
-// of want‖).
-func normWise(t *testing.T, dev, what string, got, want []nn.HostTensor, tol float64, skip map[string]bool) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d tensors, cpu %d", what, len(got), len(want))
-	}
+// relErrors returns each tensor's relative L2 error ‖got − want‖ / ‖want‖.
+// Some tensors are legitimately almost zero on both devices — the gradient
+// of a conv bias followed by instance norm is zero in exact arithmetic (the
+// mean subtraction cancels it), so both devices hold rounding noise there —
+// so errors are relative to max(‖want‖, 1e-3·‖all of want‖).
+func relErrors(got, want []nn.HostTensor) []float64 {
 	var all float64
 	for i := range want {
 		for _, v := range want[i].Data {
@@ -165,26 +217,63 @@ func normWise(t *testing.T, dev, what string, got, want []nn.HostTensor, tol flo
 		}
 	}
 	floor := 1e-3 * math.Sqrt(all)
-	worst, worstName := 0.0, ""
-	for i := range got {
-		if skip[got[i].Name] {
-			continue
-		}
+	errs := make([]float64, len(want))
+	for i := range want {
 		var num, den float64
-		for j := range got[i].Data {
+		for j := range want[i].Data {
 			d := float64(got[i].Data[j]) - float64(want[i].Data[j])
 			num += d * d
 			den += float64(want[i].Data[j]) * float64(want[i].Data[j])
 		}
-		e := math.Sqrt(num) / max(math.Sqrt(den), floor, 1e-30)
-		if math.IsNaN(e) || e > worst {
-			worst, worstName = e, got[i].Name
-		}
-		if !(e <= tol) {
-			t.Errorf("%s: %s of %s: relative L2 error %.3g > %g (‖cpu‖ %.3g, floor %.3g)", dev, what, got[i].Name, e, tol, math.Sqrt(den), floor)
+		errs[i] = math.Sqrt(num) / max(math.Sqrt(den), floor, 1e-30)
+	}
+	return errs
+}
+
+// normWise compares parameter tensors by relative L2 error (relErrors),
+// logging the worst one. A tensor passes within tol.Step, or within
+// spreadFactor × spread[i], the CPU's own difference under perturbations
+// of the size of the device's rounding (UNetStep); those that need the
+// second bound are listed.
+func normWise(t *testing.T, dev, what string, got, want []nn.HostTensor, tol Tolerances, spread []float64, skip map[string]bool) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d tensors, cpu %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if len(got[i].Data) != len(want[i].Data) {
+			t.Fatalf("%s: %s has %d values, cpu %d", what, got[i].Name, len(got[i].Data), len(want[i].Data))
 		}
 	}
-	t.Logf("%s vs cpu: %s: %d tensors (%d skipped), worst relative L2 error %.2g (%s), tol %g", dev, what, len(got)-len(skip), len(skip), worst, worstName, tol)
+	errs := relErrors(got, want)
+	worst, worstName := 0.0, ""
+	var sensitive []string
+	for i, e := range errs {
+		name := got[i].Name
+		if skip[name] {
+			continue
+		}
+		if math.IsNaN(e) || e > worst {
+			worst, worstName = e, name
+		}
+		s := 0.0
+		if spread != nil {
+			s = spread[i]
+		}
+		switch {
+		case e <= tol.Step:
+		case e <= spreadFactor*s:
+			sensitive = append(sensitive, fmt.Sprintf("%s %.2g (cpu %.2g)", name, e, s))
+		default:
+			t.Errorf("%s: %s of %s: relative L2 error %.3g > %g and > %d × %.3g, the cpu's own spread under %.0e perturbations",
+				dev, what, name, e, tol.Step, spreadFactor, s, tol.Rounding)
+		}
+	}
+	t.Logf("%s vs cpu: %s: %d tensors (%d skipped), worst relative L2 error %.2g (%s), tol %g", dev, what, len(got)-len(skip), len(skip), worst, worstName, tol.Step)
+	if len(sensitive) > 0 {
+		t.Logf("%s vs cpu: %s: %d tensors beyond tol but within %d× the cpu's own spread under %.0e perturbations of its weights (rounding crossed an activation's kink): %s",
+			dev, what, len(sensitive), spreadFactor, tol.Rounding, strings.Join(sensitive, ", "))
+	}
 }
 
 // noiseGradients returns the parameters whose CPU gradient is rounding
