@@ -80,7 +80,7 @@ var stepConfigs = []struct {
 // with nn.BenchStep, in fp32 and with TF32 GEMMs: ms per step (median),
 // GFLOP/s (3 × forward convolution FLOPs), peak device memory.
 func BenchmarkUNetStep(b *testing.B) {
-	for _, m := range []gpu.Math{gpu.MathFP32, gpu.MathTF32} {
+	for _, m := range []gpu.Math{gpu.MathFP32, gpu.MathTF32, gpu.MathBF16} {
 		d := dev
 		if m != gpu.MathFP32 {
 			d = open(b, gpu.Options{Math: m})

@@ -23,6 +23,9 @@ typedef int (*vt_get_version_fn)(void *handle, int *version);
 typedef int (*vt_sgemm_fn)(void *handle, int transa, int transb, int m, int n, int k,
                            const float *alpha, const float *A, int lda, const float *B, int ldb,
                            const float *beta, float *C, int ldc);
+typedef int (*vt_gemmex_fn)(void *handle, int transa, int transb, int m, int n, int k,
+                            const void *alpha, const void *A, int Atype, int lda, const void *B, int Btype,
+                            int ldb, const void *beta, void *C, int Ctype, int ldc, int computeType, int algo);
 
 static void *vt_dlopen(const char *path) { return dlopen(path, RTLD_NOW | RTLD_LOCAL); }
 
@@ -51,6 +54,16 @@ static int vt_sgemm(void *fn, void *handle, int transa, int transb, int m, int n
 {
 	return ((vt_sgemm_fn)fn)(handle, transa, transb, m, n, k, &alpha, (const float *)a, lda,
 	                         (const float *)b, ldb, &beta, (float *)c, ldc);
+}
+
+// vt_gemm_bf16 is cublasGemmEx with bf16 A and B (CUDA_R_16BF = 14), a
+// float32 C (CUDA_R_32F = 0), float32 accumulation (CUBLAS_COMPUTE_32F =
+// 68) and cuBLAS's choice of algorithm (CUBLAS_GEMM_DEFAULT = -1).
+static int vt_gemm_bf16(void *fn, void *handle, int transa, int transb, int m, int n, int k, float alpha,
+                        CUdeviceptr a, int lda, CUdeviceptr b, int ldb, float beta, CUdeviceptr c, int ldc)
+{
+	return ((vt_gemmex_fn)fn)(handle, transa, transb, m, n, k, &alpha, (const void *)a, 14, lda,
+	                          (const void *)b, 14, ldb, &beta, (void *)c, 0, ldc, 68, -1);
 }
 */
 import "C"
@@ -127,7 +140,7 @@ type cublas struct {
 	lib     unsafe.Pointer
 	handle  unsafe.Pointer
 
-	create, destroy, setStream, setMath, setAtomics, getVersion, sgemmFn unsafe.Pointer
+	create, destroy, setStream, setMath, setAtomics, getVersion, sgemmFn, gemmExFn unsafe.Pointer
 }
 
 // openCuBLAS finds, opens and initialises cuBLAS, trying each candidate
@@ -183,6 +196,7 @@ func tryCuBLAS(path string, stream cu.Stream, math Math) (*cublas, error) {
 		{"cublasSetAtomicsMode", &b.setAtomics},
 		{"cublasGetVersion_v2", &b.getVersion},
 		{"cublasSgemm_v2", &b.sgemmFn},
+		{"cublasGemmEx", &b.gemmExFn},
 	} {
 		cn := C.CString(s.name)
 		*s.fn = C.vt_dlsym(lib, cn)
@@ -236,15 +250,25 @@ func (b *cublas) versionString() string {
 
 // sgemm issues cublasSgemm_v2 (column-major) on the handle's stream.
 func (b *cublas) sgemm(ta, tb bool, m, n, k int, alpha float32, a cu.DevicePtr, lda int, bp cu.DevicePtr, ldb int, beta float32, c cu.DevicePtr, ldc int) error {
-	op := func(t bool) C.int {
-		if t {
-			return cublasOpT
-		}
-		return cublasOpN
-	}
-	st := C.vt_sgemm(b.sgemmFn, b.handle, op(ta), op(tb), C.int(m), C.int(n), C.int(k), C.float(alpha),
+	st := C.vt_sgemm(b.sgemmFn, b.handle, cublasOp(ta), cublasOp(tb), C.int(m), C.int(n), C.int(k), C.float(alpha),
 		C.CUdeviceptr(a), C.int(lda), C.CUdeviceptr(bp), C.int(ldb), C.float(beta), C.CUdeviceptr(c), C.int(ldc))
 	return cublasErr("cublasSgemm_v2", st)
+}
+
+// gemmBF16 issues cublasGemmEx with bf16 A and B and a float32 C
+// (column-major) on the handle's stream.
+func (b *cublas) gemmBF16(ta, tb bool, m, n, k int, alpha float32, a cu.DevicePtr, lda int, bp cu.DevicePtr, ldb int, beta float32, c cu.DevicePtr, ldc int) error {
+	st := C.vt_gemm_bf16(b.gemmExFn, b.handle, cublasOp(ta), cublasOp(tb), C.int(m), C.int(n), C.int(k), C.float(alpha),
+		C.CUdeviceptr(a), C.int(lda), C.CUdeviceptr(bp), C.int(ldb), C.float(beta), C.CUdeviceptr(c), C.int(ldc))
+	return cublasErr("cublasGemmEx(bf16)", st)
+}
+
+// cublasOp returns CUBLAS_OP_T for a transposed operand, else CUBLAS_OP_N.
+func cublasOp(t bool) C.int {
+	if t {
+		return cublasOpT
+	}
+	return cublasOpN
 }
 
 // close destroys the handle; the library stays loaded (unloading cuBLAS

@@ -34,24 +34,35 @@ const (
 	// times the FP32 throughput. PyTorch enables it for convolutions by
 	// default (torch.backends.cudnn.allow_tf32).
 	MathTF32
+	// MathBF16 is bf16 mixed precision: the convolutions' GEMMs take
+	// bfloat16 copies of their operands (8-bit mantissa) on tensor cores
+	// and accumulate in float32 into float32 results; weights, activations,
+	// gradients and optimiser state stay float32 (see core.Options.BF16).
+	// bf16 has float32's exponent range, so no loss scaling is needed.
+	MathBF16
 )
 
 func (m Math) String() string {
-	if m == MathTF32 {
+	switch m {
+	case MathTF32:
 		return "tf32"
+	case MathBF16:
+		return "bf16"
 	}
 	return "fp32"
 }
 
-// ParseMath parses "fp32" or "tf32".
+// ParseMath parses "fp32", "tf32" or "bf16".
 func ParseMath(s string) (Math, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "fp32", "":
 		return MathFP32, nil
 	case "tf32":
 		return MathTF32, nil
+	case "bf16":
+		return MathBF16, nil
 	}
-	return 0, fmt.Errorf("gpu: math mode %q, want fp32 or tf32", s)
+	return 0, fmt.Errorf("gpu: math mode %q, want fp32, tf32 or bf16", s)
 }
 
 // SyncEnv names the environment variable that, set to 1, makes the device
@@ -133,8 +144,8 @@ func New(o Options) (*Device, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gpu: cuDeviceGetCount: %w", err)
 	}
-	if o.Math != MathFP32 && o.Math != MathTF32 {
-		return nil, fmt.Errorf("gpu: math mode %d, want MathFP32 or MathTF32", o.Math)
+	if o.Math != MathFP32 && o.Math != MathTF32 && o.Math != MathBF16 {
+		return nil, fmt.Errorf("gpu: math mode %d, want MathFP32, MathTF32 or MathBF16", o.Math)
 	}
 	if o.Ordinal < 0 || o.Ordinal >= n {
 		return nil, fmt.Errorf("gpu: device %d requested, %d visible (CUDA_VISIBLE_DEVICES=%q)", o.Ordinal, n, os.Getenv("CUDA_VISIBLE_DEVICES"))
@@ -178,7 +189,7 @@ func New(o Options) (*Device, error) {
 
 	d := &Device{dev: dev, funcs: map[string]cu.Function{}, info: info, spin: o.SpinWait,
 		sync: o.SyncEveryOp || os.Getenv(SyncEnv) == "1"}
-	d.core = core.New[cu.DevicePtr](backend{d}, core.Options{ConvWorkspace: o.ConvWorkspace})
+	d.core = core.New[cu.DevicePtr](backend{d}, core.Options{ConvWorkspace: o.ConvWorkspace, BF16: o.Math == MathBF16})
 	d.Device = d.core
 	var ctx cu.CUContext
 	retained := false
@@ -531,6 +542,25 @@ func (b backend) Gemm(ta, tb bool, m, n, k int, alpha float32, a cu.DevicePtr, l
 	op := d.curOp()
 	d.th.post(func() string { return fmt.Sprintf("gpu.%s: cublasSgemm m=%d n=%d k=%d", op, m, n, k) }, func() error {
 		if err := d.blas.sgemm(ta, tb, m, n, k, alpha, a, lda, bp, ldb, beta, c, ldc); err != nil {
+			return err
+		}
+		return d.afterWork(d.compute)
+	})
+	return nil
+}
+
+// GemmBF16 queues cublasGemmEx (bf16 A and B, float32 C) on the compute
+// stream.
+func (b backend) GemmBF16(ta, tb bool, m, n, k int, alpha float32, a cu.DevicePtr, lda int, bp cu.DevicePtr, ldb int, beta float32, c cu.DevicePtr, ldc int) error {
+	d := b.d
+	for _, v := range []int{m, n, k, lda, ldb, ldc} {
+		if v < 0 || v > math.MaxInt32 {
+			return fmt.Errorf("GEMM dimension %d outside cuBLAS's int range", v)
+		}
+	}
+	op := d.curOp()
+	d.th.post(func() string { return fmt.Sprintf("gpu.%s: cublasGemmEx(bf16) m=%d n=%d k=%d", op, m, n, k) }, func() error {
+		if err := d.blas.gemmBF16(ta, tb, m, n, k, alpha, a, lda, bp, ldb, beta, c, ldc); err != nil {
 			return err
 		}
 		return d.afterWork(d.compute)

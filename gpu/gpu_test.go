@@ -113,6 +113,16 @@ func TestConvTF32(t *testing.T) {
 	devcheck.Ops(t, d, devcheck.Options{Shape: [4]int{2, 9, 10, 11}, Seed: 3, Tol: devcheck.TF32, Skip: allBut("Conv3D")})
 }
 
+// TestConvBF16 checks the bf16 mixed-precision convolutions (bf16 GEMM
+// operands, float32 accumulation) against the CPU within bf16's
+// tolerance, in one tile and in many.
+func TestConvBF16(t *testing.T) {
+	for _, ws := range []int{0, 64 << 10} {
+		d := open(t, gpu.Options{Math: gpu.MathBF16, ConvWorkspace: ws})
+		devcheck.Ops(t, d, devcheck.Options{Shape: [4]int{2, 9, 10, 11}, Seed: 5, Tol: devcheck.BF16, Skip: allBut("Conv3D")})
+	}
+}
+
 func allBut(keep string) []string {
 	var s []string
 	for _, n := range []string{"AllocUploadDownload", "Fill", "CopyAddScale", "Layout", "ConcatSplit", "ChannelBiasSum",
@@ -152,6 +162,14 @@ func TestUNetStep(t *testing.T) {
 			Optim: nn.OptimConfig{Name: "sgd", LR: 0.01},
 			Batch: 2, Patch: [3]int{32, 32, 32}, Seed: 1, Steps: 1,
 		}, devcheck.TF32)
+	})
+	t.Run("reference U-Net with bf16 mixed precision", func(t *testing.T) {
+		d := open(t, gpu.Options{Math: gpu.MathBF16})
+		devcheck.UNetStep(t, d, devcheck.StepCase{
+			Loss:  nn.LossConfig{Name: "dice_ce", BatchDice: true},
+			Optim: nn.OptimConfig{Name: "sgd", LR: 0.01},
+			Batch: 2, Patch: [3]int{32, 32, 32}, Seed: 1, Steps: 2,
+		}, devcheck.BF16)
 	})
 }
 

@@ -110,7 +110,7 @@ func (d *timedDevice) SGDUpdate(w, g, buf nn.Tensor, a nn.SGDArgs) {
 // step's time goes: the convolutions' vol2col + GEMM, or the memory-bound
 // norm, activation and copy kernels.
 func BenchmarkUNetStepOps(b *testing.B) {
-	for _, m := range []gpu.Math{gpu.MathFP32, gpu.MathTF32} {
+	for _, m := range []gpu.Math{gpu.MathFP32, gpu.MathTF32, gpu.MathBF16} {
 		base := dev
 		if m != gpu.MathFP32 {
 			base = open(b, gpu.Options{Math: m})

@@ -12,14 +12,7 @@
 VT_KERNEL f32_to_bf16(const float* src, unsigned short* dst, int n)
 {
     for (long long i = vt_gid(); i < n; i += vt_gstride()) {
-        const unsigned int u = __float_as_uint(src[i]);
-        unsigned int h;
-        if ((u & 0x7fffffffu) > 0x7f800000u) {
-            h = (u >> 16) | 0x0040u;
-        } else {
-            h = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-        }
-        dst[i] = (unsigned short)h;
+        dst[i] = vt_bf16(src[i]);
     }
 }
 

@@ -84,6 +84,54 @@ __device__ __forceinline__ int vt_pow2ceil(int x)
     return p;
 }
 
+// vt_f4 is four floats moved as one 16-byte load or store: CUDA's float4
+// under nvcc; a 16-byte-aligned struct that may alias float in the
+// emulation. Only for addresses that are multiples of 16 bytes.
+#if defined(__CUDACC__)
+typedef float4 vt_f4;
+#else
+struct __attribute__((may_alias, aligned(16))) vt_f4 {
+    float x, y, z, w;
+};
+#endif
+
+// vt_bf16 rounds x to bfloat16 (the upper 16 bits of its float32 pattern):
+// to nearest, ties to even; infinities stay infinite, values beyond bf16's
+// range round to infinity, NaNs stay NaN (quieted, sign and upper payload
+// kept).
+__device__ __forceinline__ unsigned short vt_bf16(float x)
+{
+    const unsigned int u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        return (unsigned short)((u >> 16) | 0x0040u);
+    }
+    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// vt_h4 is four bfloat16s (unsigned shorts) moved as one 8-byte store:
+// CUDA's ushort4 under nvcc, an 8-byte-aligned struct that may alias
+// unsigned short in the emulation. Only for addresses that are multiples
+// of 8 bytes.
+#if defined(__CUDACC__)
+typedef ushort4 vt_h4;
+#else
+struct __attribute__((may_alias, aligned(8))) vt_h4 {
+    unsigned short x, y, z, w;
+};
+#endif
+
+// vt_aligned8 reports whether p may be written as vt_h4.
+__device__ __forceinline__ bool vt_aligned8(const void* p)
+{
+    return ((unsigned long long)p & 7ull) == 0;
+}
+
+// vt_aligned16 reports whether p may be read and written as vt_f4.
+__device__ __forceinline__ bool vt_aligned16(const void* p)
+{
+    return ((unsigned long long)p & 15ull) == 0;
+}
+
 // vt_gid and vt_gstride give a 1-D grid-stride loop over long long indices:
 // for (long long i = vt_gid(); i < n; i += vt_gstride()).
 __device__ __forceinline__ long long vt_gid()

@@ -26,8 +26,18 @@
 // inverse (each input element receives exactly one contribution).
 //
 // Launch: 1-D blocks of VT_BLOCK threads, 1-D grid of any size >= 1
-// (grid-stride), no shared memory. Work: rows*K elements (vol2col),
-// vcount*InC elements (col2vol).
+// (grid-stride, so any grid covers all the work), no shared memory.
+//
+// Speed: the first version gave every thread one matrix element and paid
+// seven 32-bit integer divisions for it; on an H200 that made vol2col and
+// col2vol most of a convolution's time, more than cuBLAS's GEMM. When
+// in_c is a multiple of 4 (every layer but the network's input), a thread
+// (and x and col 16-byte aligned, as device allocations are) now owns one
+// group of 4 channels of one row (vol2col) or one input voxel
+// (col2vol), decomposes its index once and walks the kernel taps with
+// 16-byte loads and stores: neighbouring threads hold neighbouring channel
+// groups, so a warp's accesses stay contiguous. The element order of every
+// sum is unchanged, so results are bit-identical to the scalar path.
 #include "common.cuh"
 
 // vol2col writes rows [m0, m0+rows) of the vol2col matrix of x into col
@@ -43,6 +53,44 @@ VT_KERNEL vol2col(const float* x, float* col,
     const int oh_ = (in_h + 2 * ph - kh_) / sh + 1;
     const int ow_ = (in_w + 2 * pw - kw_) / sw + 1;
     const int kk = kd_ * kh_ * kw_ * in_c;
+    if (in_c % 4 == 0 && vt_aligned16(x) && vt_aligned16(col)) {
+        const int groups = in_c / 4;
+        const long long total = (long long)rows * groups;
+        const vt_f4 zero = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (long long e = vt_gid(); e < total; e += vt_gstride()) {
+            const int r = (int)e / groups;
+            const int ci = ((int)e - r * groups) * 4;
+            int m = m0 + r;
+            const int ow = m % ow_;
+            m /= ow_;
+            const int oh = m % oh_;
+            m /= oh_;
+            const int od = m % od_;
+            const int n = m / od_;
+            float* dst = col + (long long)r * kk + ci;
+            const float* src = x + ci;
+            for (int kd = 0; kd < kd_; kd++) {
+                const int id = od * sd - pd + kd;
+                const bool okd = id >= 0 && id < in_d;
+                for (int kh = 0; kh < kh_; kh++) {
+                    const int ih = oh * sh - ph + kh;
+                    const bool okh = okd && ih >= 0 && ih < in_h;
+                    for (int kw = 0; kw < kw_; kw++) {
+                        const int iw = ow * sw - pw + kw;
+                        vt_f4 v = zero;
+                        if (okh && iw >= 0 && iw < in_w) {
+                            v = *(const vt_f4*)(src + (((n * in_d + id) * in_h + ih) * in_w + iw) * in_c);
+                        }
+                        *(vt_f4*)dst = v;
+                        dst += in_c;
+                    }
+                }
+            }
+        }
+        return;
+    }
+    // Scalar path (in_c = 1, 2, 3, ...): one element per thread, which
+    // keeps the writes contiguous when rows are short.
     const long long total = (long long)rows * kk;
     for (long long e = vt_gid(); e < total; e += vt_gstride()) {
         // rows·K and every flat index fit in int (kernels.Ops checks), and
@@ -73,6 +121,84 @@ VT_KERNEL vol2col(const float* x, float* col,
     }
 }
 
+// vol2col_bf16 is vol2col writing the matrix in bfloat16 (vt_bf16
+// rounding), the GEMM operand of the bf16 mixed-precision convolutions:
+// half the bytes of the float32 matrix.
+VT_KERNEL vol2col_bf16(const float* x, unsigned short* col,
+                       int in_d, int in_h, int in_w, int in_c,
+                       int kd_, int kh_, int kw_,
+                       int sd, int sh, int sw,
+                       int pd, int ph, int pw,
+                       int m0, int rows)
+{
+    const int od_ = (in_d + 2 * pd - kd_) / sd + 1;
+    const int oh_ = (in_h + 2 * ph - kh_) / sh + 1;
+    const int ow_ = (in_w + 2 * pw - kw_) / sw + 1;
+    const int kk = kd_ * kh_ * kw_ * in_c;
+    const int vec = in_c % 4 == 0 && vt_aligned16(x) && vt_aligned8(col) ? 4 : 1;
+    const int groups = in_c / vec;
+    const long long total = (long long)rows * groups;
+    for (long long e = vt_gid(); e < total; e += vt_gstride()) {
+        const int r = (int)e / groups;
+        const int ci = ((int)e - r * groups) * vec;
+        int m = m0 + r;
+        const int ow = m % ow_;
+        m /= ow_;
+        const int oh = m % oh_;
+        m /= oh_;
+        const int od = m % od_;
+        const int n = m / od_;
+        unsigned short* dst = col + (long long)r * kk + ci;
+        const float* src = x + ci;
+        for (int kd = 0; kd < kd_; kd++) {
+            const int id = od * sd - pd + kd;
+            const bool okd = id >= 0 && id < in_d;
+            for (int kh = 0; kh < kh_; kh++) {
+                const int ih = oh * sh - ph + kh;
+                const bool okh = okd && ih >= 0 && ih < in_h;
+                for (int kw = 0; kw < kw_; kw++) {
+                    const int iw = ow * sw - pw + kw;
+                    const bool ok = okh && iw >= 0 && iw < in_w;
+                    const float* s = src + (((n * in_d + id) * in_h + ih) * in_w + iw) * in_c;
+                    if (vec == 4) {
+                        vt_f4 v = {0.0f, 0.0f, 0.0f, 0.0f};
+                        if (ok) {
+                            v = *(const vt_f4*)s;
+                        }
+                        vt_h4 h;
+                        h.x = vt_bf16(v.x);
+                        h.y = vt_bf16(v.y);
+                        h.z = vt_bf16(v.z);
+                        h.w = vt_bf16(v.w);
+                        *(vt_h4*)dst = h;
+                    } else {
+                        dst[0] = ok ? vt_bf16(*s) : (unsigned short)0;
+                    }
+                    dst += in_c;
+                }
+            }
+        }
+    }
+}
+
+// vt_tap returns the output coordinate o whose tap k reads input coordinate
+// i (o*s - p + k = i), or -1 when there is none in [0, o_).
+__device__ __forceinline__ int vt_tap(int i, int p, int k, int s, int o_)
+{
+    const int t = i + p - k;
+    if (t < 0) {
+        return -1;
+    }
+    int o = t;
+    if (s != 1) {
+        if (t % s != 0) {
+            return -1;
+        }
+        o = t / s;
+    }
+    return o < o_ ? o : -1;
+}
+
 // col2vol adds to dx the adjoint of vol2col applied to dcol, the rows
 // [m0, m0+rows) of the matrix: for every input element of the voxels
 // [vlo, vlo+vcount) (flat (n, d, h, w) order; kernels.Col2VolRange gives
@@ -91,11 +217,14 @@ VT_KERNEL col2vol(const float* dcol, float* dx,
     const int oh_ = (in_h + 2 * ph - kh_) / sh + 1;
     const int ow_ = (in_w + 2 * pw - kw_) / sw + 1;
     const int kk = kd_ * kh_ * kw_ * in_c;
-    const long long total = (long long)vcount * in_c;
     const int mhi = m0 + rows;
+    const int vec = in_c % 4 == 0 && vt_aligned16(dcol) && vt_aligned16(dx) ? 4 : 1;
+    const int groups = in_c / vec;
+    const long long total = (long long)vcount * groups;
     for (long long e = vt_gid(); e < total; e += vt_gstride()) {
-        const int vox = vlo + (int)e / in_c;
-        const int ci = (int)e % in_c;
+        const int g = (int)e / groups;
+        const int vox = vlo + g;
+        const int ci = ((int)e - g * groups) * vec;
         int t = vox;
         const int iw = t % in_w;
         t /= in_w;
@@ -103,34 +232,49 @@ VT_KERNEL col2vol(const float* dcol, float* dx,
         t /= in_h;
         const int id = t % in_d;
         const int n = t / in_d;
-        float acc = 0.0f;
+        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
         for (int kd = 0; kd < kd_; kd++) {
-            const int td = id + pd - kd;
-            if (td < 0 || td % sd != 0 || td / sd >= od_) {
+            const int od = vt_tap(id, pd, kd, sd, od_);
+            if (od < 0) {
                 continue;
             }
-            const int od = td / sd;
             for (int kh = 0; kh < kh_; kh++) {
-                const int th = ih + ph - kh;
-                if (th < 0 || th % sh != 0 || th / sh >= oh_) {
+                const int oh = vt_tap(ih, ph, kh, sh, oh_);
+                if (oh < 0) {
                     continue;
                 }
-                const int oh = th / sh;
                 for (int kw = 0; kw < kw_; kw++) {
-                    const int tw = iw + pw - kw;
-                    if (tw < 0 || tw % sw != 0 || tw / sw >= ow_) {
+                    const int ow = vt_tap(iw, pw, kw, sw, ow_);
+                    if (ow < 0) {
                         continue;
                     }
-                    const int ow = tw / sw;
                     const int m = ((n * od_ + od) * oh_ + oh) * ow_ + ow;
                     if (m < m0 || m >= mhi) {
                         continue;
                     }
-                    const int k = ((kd * kh_ + kh) * kw_ + kw) * in_c + ci;
-                    acc += dcol[(long long)(m - m0) * kk + k];
+                    const float* src = dcol + (long long)(m - m0) * kk + ((kd * kh_ + kh) * kw_ + kw) * in_c + ci;
+                    if (vec == 4) {
+                        const vt_f4 v = *(const vt_f4*)src;
+                        a0 += v.x;
+                        a1 += v.y;
+                        a2 += v.z;
+                        a3 += v.w;
+                    } else {
+                        a0 += *src;
+                    }
                 }
             }
         }
-        dx[(long long)vox * in_c + ci] += acc;
+        float* dst = dx + (long long)vox * in_c + ci;
+        if (vec == 4) {
+            vt_f4 o = *(vt_f4*)dst;
+            o.x += a0;
+            o.y += a1;
+            o.z += a2;
+            o.w += a3;
+            *(vt_f4*)dst = o;
+        } else {
+            *dst += a0;
+        }
     }
 }

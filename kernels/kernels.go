@@ -98,6 +98,9 @@ var (
 
 	kVol2Col = Kernel{"conv", "vol2col", "pp" + strings.Repeat("i", 15), gridStride + ", work rows·K", 0}
 	kCol2Vol = Kernel{"conv", "col2vol", "pp" + strings.Repeat("i", 17), gridStride + ", work vcount·InC", 0}
+	// vol2col_bf16: a thread per row and channel group (4 channels, or 1
+	// when InC is not a multiple of 4).
+	kVol2ColBF16 = Kernel{"conv", "vol2col_bf16", "pp" + strings.Repeat("i", 15), gridStride + ", work rows·InC/4", 0}
 
 	kChannelSumPartial = Kernel{"reduce", "channel_sum_partial", "pppiii", gridChunks, 8 * Block}
 	kSumSqPartial      = Kernel{"reduce", "sumsq_partial", "ppii", "ceil(n/chunk): one block per chunk", 8 * Block}
@@ -139,7 +142,7 @@ var table = []Kernel{
 	kFill, kFillI32, kCopy, kScale, kAdd, kActForward, kActBackward, kAddChannelBias,
 	kConcatChannels, kSplitChannels, kNCDHWToNDHWC, kNDHWCToNCDHW, kChannelAffineAdd,
 	kDownsampleLabels, kOneHot,
-	kVol2Col, kCol2Vol,
+	kVol2Col, kCol2Vol, kVol2ColBF16,
 	kChannelSumPartial, kSumSqPartial, kReduceChunksF64, kReduceChunksF32,
 	kINFwdPartial, kINFwdStats, kINFwdApply, kINBwdPartial, kINBwdFinish, kINBwdAffine, kINBwdApply,
 	kSoftmax, kSoftmaxFwd, kSegStatsPartial, kSoftmaxLossBwd, kSigmoidBCE, kSegCounts,

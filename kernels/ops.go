@@ -297,8 +297,25 @@ func (o Ops[B]) Vol2Col(g nn.ConvGeom, x, col B, m0, rows int) error {
 	if err != nil {
 		return err
 	}
-	k := g.KD * g.KH * g.KW * g.InC
-	return o.launch1(kVol2Col, rows*k, append([]any{x, col}, geo...)...)
+	work := rows * g.KD * g.KH * g.KW * g.InC
+	if g.InC%4 == 0 {
+		work = rows * g.InC / 4 // a thread per row and group of 4 channels
+	}
+	return o.launch1(kVol2Col, work, append([]any{x, col}, geo...)...)
+}
+
+// Vol2ColBF16 is Vol2Col writing bfloat16 (col: rows × K uint16s,
+// rounded to nearest even): the operand of bf16 mixed-precision GEMMs.
+func (o Ops[B]) Vol2ColBF16(g nn.ConvGeom, x, col B, m0, rows int) error {
+	geo, err := convArgs("Vol2ColBF16", g, m0, rows)
+	if err != nil {
+		return err
+	}
+	work := rows * g.InC
+	if g.InC%4 == 0 {
+		work /= 4
+	}
+	return o.launch1(kVol2ColBF16, work, append([]any{x, col}, geo...)...)
 }
 
 // Col2Vol adds to dx (g's input shape) the adjoint of Vol2Col applied to
@@ -311,7 +328,11 @@ func (o Ops[B]) Col2Vol(g nn.ConvGeom, dcol, dx B, m0, rows int) error {
 	lo, count := Col2VolRange(g, m0, rows)
 	args := append([]any{dcol, dx}, geo...)
 	args = append(args, i32(lo), i32(count))
-	return o.launch1(kCol2Vol, count*g.InC, args...)
+	work := count * g.InC
+	if g.InC%4 == 0 {
+		work /= 4 // a thread per voxel and group of 4 channels
+	}
+	return o.launch1(kCol2Vol, work, args...)
 }
 
 // chunkGrid returns the grid of a chunked per-sample reduction.

@@ -13,6 +13,7 @@
 #   scripts/gpu_suite.sh BIN OUTDIR [steps...]
 #
 # steps (default: all, in this order): info tests bench ops torch demo.
+# DEMO_DEVICE picks the demo's --device (default cuda; cuda,bf16 say).
 # Each step has its own time limit, so one that hangs cannot eat the others'
 # time; a failing step is reported and the next one runs.
 set -uo pipefail
@@ -57,9 +58,9 @@ for s in "${steps[@]}"; do
 	tests) run gpu-tests 150 "$bin/gpu.test" -test.v -test.timeout 140s ;;
 	bench) run gpu-bench 120 "$bin/gpu.test" -test.run '^$' -test.bench 'H2D|UNetStep$' -test.benchtime 5x -test.timeout 110s ;;
 	ops) run gpu-ops 120 "$bin/gpu.test" -test.run '^$' -test.bench UNetStepOps -test.benchtime 3x -test.timeout 110s ;;
-	torch) run torch-cuda 90 python3 gpu/testdata/torch_unet_step_cuda.py --steps 10 --warmup 3 ;;
+	torch) run torch-cuda 170 python3 gpu/testdata/torch_unet_step_cuda.py --steps 10 --warmup 3 ;;
 	demo)
-		run demo-cuda 100 "$bin/train" demo --device cuda --output-dir /tmp/vxruns --epochs 3
+		run demo-cuda 100 "$bin/train" demo --device "${DEMO_DEVICE:-cuda}" --output-dir /tmp/vxruns --epochs 3
 		find /tmp/vxruns -name metrics.jsonl -exec cp {} "$out/demo-metrics.jsonl" \; 2>/dev/null
 		;;
 	*) echo "unknown step $s" ;;

@@ -14,10 +14,11 @@ import (
 //	cpu                    the CPU device
 //	cuda, cuda:N           GPU N (default 0) of CUDA_VISIBLE_DEVICES ("gpu" is an alias)
 //	cuda:N,tf32            ... with TF32 tensor-core GEMMs (",fp32", the default, without)
+//	cuda:N,bf16            ... with bf16 mixed-precision convolutions
 type deviceSpec struct {
 	kind    string // "cpu" or "cuda"
 	ordinal int
-	math    string // "fp32" or "tf32" (cuda)
+	math    string // "fp32", "tf32" or "bf16" (cuda)
 }
 
 // parseDeviceSpec parses a --device value.
@@ -31,15 +32,15 @@ func parseDeviceSpec(s string) (deviceSpec, error) {
 	name, opts, _ := strings.Cut(s, ",")
 	if opts != "" {
 		switch opts {
-		case "fp32", "tf32":
+		case "fp32", "tf32", "bf16":
 			spec.math = opts
 		default:
-			return deviceSpec{}, fmt.Errorf("--device %q: option %q, want fp32 or tf32", orig, opts)
+			return deviceSpec{}, fmt.Errorf("--device %q: option %q, want fp32, tf32 or bf16", orig, opts)
 		}
 	}
 	kind, ord, hasOrd := strings.Cut(name, ":")
 	if kind != "cuda" && kind != "gpu" {
-		return deviceSpec{}, fmt.Errorf("--device %q: want cpu, cuda, cuda:N or cuda:N,tf32", orig)
+		return deviceSpec{}, fmt.Errorf("--device %q: want cpu, cuda, cuda:N or cuda:N,tf32|bf16", orig)
 	}
 	if hasOrd {
 		n, err := strconv.Atoi(ord)

@@ -16,6 +16,7 @@ func TestParseDeviceSpec(t *testing.T) {
 		{"gpu", deviceSpec{kind: "cuda", math: "fp32"}},
 		{"cuda:1", deviceSpec{kind: "cuda", ordinal: 1, math: "fp32"}},
 		{"cuda:0,tf32", deviceSpec{kind: "cuda", math: "tf32"}},
+		{"cuda:1,bf16", deviceSpec{kind: "cuda", ordinal: 1, math: "bf16"}},
 		{"cuda,fp32", deviceSpec{kind: "cuda", math: "fp32"}},
 	} {
 		got, err := parseDeviceSpec(tc.in)
@@ -23,7 +24,7 @@ func TestParseDeviceSpec(t *testing.T) {
 			t.Errorf("parseDeviceSpec(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
 		}
 	}
-	for _, bad := range []string{"tpu", "cuda:-1", "cuda:x", "cuda,bf16", ""} {
+	for _, bad := range []string{"tpu", "cuda:-1", "cuda:x", "cuda,fp16", ""} {
 		if _, err := parseDeviceSpec(bad); err == nil {
 			t.Errorf("parseDeviceSpec(%q) accepted", bad)
 		}

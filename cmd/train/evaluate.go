@@ -26,7 +26,7 @@ type evalFlags struct {
 func addEvalFlags(cmd *cobra.Command, f *evalFlags) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.checkpoint, "checkpoint", "", "checkpoint directory, or a run's checkpoints/best or checkpoints/last")
-	fl.StringVar(&f.device, "device", "cpu", "cpu, cuda, cuda:N or cuda:N,tf32")
+	fl.StringVar(&f.device, "device", "cpu", "cpu, cuda, cuda:N, cuda:N,tf32 or cuda:N,bf16")
 	fl.IntVar(&f.threads, "threads", 0, "CPU threads (0: all cores)")
 	fl.IntVar(&f.batch, "batch", 0, "patches per forward pass (0: the training batch size)")
 	fl.Float64Var(&f.overlap, "overlap", 0.5, "overlap of neighbouring sliding windows")

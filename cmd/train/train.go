@@ -42,7 +42,7 @@ func addTrainFlags(cmd *cobra.Command, f *trainFlags) {
 	fl.IntVar(&f.epochs, "epochs", 0, "number of epochs")
 	fl.IntVar(&f.batchSize, "batch-size", 0, "batch size")
 	fl.StringVar(&f.workers, "workers", "", "data worker goroutines, or auto")
-	fl.StringVar(&f.device, "device", "", "cpu, cuda, cuda:N or cuda:N,tf32")
+	fl.StringVar(&f.device, "device", "", "cpu, cuda, cuda:N, cuda:N,tf32 or cuda:N,bf16")
 	fl.Uint64Var(&f.seed, "seed", 0, "random seed")
 	fl.StringVar(&f.resume, "resume", "", "resume from a checkpoint path, or auto (the run's latest)")
 	fl.IntVar(&f.threads, "threads", 0, "CPU threads (0: all cores)")

@@ -16,9 +16,9 @@ work, on a CUDA GPU, and prints median ms per step:
                        (heads on every decoder stage but the lowest, weights
                        1, 1/2, 1/4, ... renormalised), same loss per output.
 
-Each runs with TF32 off (fp32, voxtrain's --device cuda) and on (PyTorch's
-default for convolutions; voxtrain's --device cuda,tf32), cudnn.benchmark
-on. Timing: torch.cuda.synchronize() around each step, median of --steps
+Each runs with TF32 off (fp32, voxtrain's --device cuda), on (PyTorch's
+default for convolutions; voxtrain's --device cuda,tf32) and under bf16
+autocast (voxtrain's --device cuda,bf16), cudnn.benchmark on. Timing: torch.cuda.synchronize() around each step, median of --steps
 after --warmup.
 
 Usage (on the GPU node):  python3 torch_unet_step_cuda.py [--steps 20] [--warmup 5]
@@ -105,7 +105,8 @@ CONFIGS = [
 ]
 
 
-def run(name, ch, ds, batch, side, tf32, steps, warmup):
+def run(name, ch, ds, batch, side, math, steps, warmup):
+    tf32 = math == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cudnn.benchmark = True
@@ -122,7 +123,11 @@ def run(name, ch, ds, batch, side, tf32, steps, warmup):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        outs = model(x)
+        # bf16: autocast runs the convolutions in bfloat16 (fp32 weights
+        # and accumulation), voxtrain's --device cuda,bf16; losses fp32.
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=math == "bf16"):
+            outs = model(x)
+        outs = [o.float() for o in outs]
         if targets is None:  # nearest-exact downsampled labels per output
             targets = [y if o.shape[2:] == y.shape[1:] else
                        F.interpolate(y[:, None].float(), size=o.shape[2:], mode="nearest-exact")[:, 0].long()
@@ -134,7 +139,7 @@ def run(name, ch, ds, batch, side, tf32, steps, warmup):
         torch.cuda.synchronize()
         if i >= warmup:
             times.append(time.perf_counter() - t0)
-    return dict(config=name, tf32=tf32, batch=batch, side=side, params=sum(p.numel() for p in model.parameters()),
+    return dict(config=name, math=math, tf32=tf32, batch=batch, side=side, params=sum(p.numel() for p in model.parameters()),
                 median_ms=1000 * statistics.median(times), min_ms=1000 * min(times), max_ms=1000 * max(times),
                 peak_mib=torch.cuda.max_memory_allocated() / 2 ** 20)
 
@@ -147,9 +152,9 @@ def main():
     print(f"# {torch.cuda.get_device_name()} | torch {torch.__version__} | CUDA {torch.version.cuda} | "
           f"cuDNN {torch.backends.cudnn.version()}")
     for name, ch, ds, b, s in CONFIGS:
-        for tf32 in (False, True):
-            r = run(name, ch, ds, b, s, tf32, args.steps, args.warmup)
-            print(f"{name} {'tf32' if tf32 else 'fp32'}: median {r['median_ms']:.1f} ms/step "
+        for math in ("fp32", "tf32", "bf16"):
+            r = run(name, ch, ds, b, s, math, args.steps, args.warmup)
+            print(f"{name} {math}: median {r['median_ms']:.1f} ms/step "
                   f"(min {r['min_ms']:.1f}, max {r['max_ms']:.1f}), peak {r['peak_mib']:.0f} MiB")
             print(json.dumps(r))
 

@@ -10,4 +10,5 @@ namespace vt_conv {
 static const bool registered_conv = (
     cuda_emu::add("vol2col", &vt_conv::vol2col),
     cuda_emu::add("col2vol", &vt_conv::col2vol),
+    cuda_emu::add("vol2col_bf16", &vt_conv::vol2col_bf16),
     true);

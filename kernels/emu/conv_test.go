@@ -61,6 +61,11 @@ func TestConvVol2ColCol2Vol(t *testing.T) {
 		{"anisotropic 1x3x3 stride (1,2,2)", nn.ConvGeom{N: 1, InD: 3, InH: 7, InW: 6, InC: 2, OutC: 2, KD: 1, KH: 3, KW: 3, SD: 1, SH: 2, SW: 2, PD: 0, PH: 1, PW: 1}},
 		{"2x2x2 stride 2 (ConvTranspose3d's adjoint), odd input", nn.ConvGeom{N: 2, InD: 5, InH: 4, InW: 6, InC: 3, OutC: 2, KD: 2, KH: 2, KW: 2, SD: 2, SH: 2, SW: 2}},
 		{"1x1x1 head", nn.ConvGeom{N: 2, InD: 3, InH: 4, InW: 5, InC: 4, OutC: 3, KD: 1, KH: 1, KW: 1, SD: 1, SH: 1, SW: 1}},
+		// Channel counts that are multiples of 4 take the kernels' 16-byte path.
+		{"3x3x3 stride 1 pad 1, 8 channels", nn.ConvGeom{N: 2, InD: 4, InH: 5, InW: 3, InC: 8, OutC: 4, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}},
+		{"3x3x3 stride 2 pad 1, 4 channels", nn.ConvGeom{N: 2, InD: 5, InH: 6, InW: 7, InC: 4, OutC: 3, KD: 3, KH: 3, KW: 3, SD: 2, SH: 2, SW: 2, PD: 1, PH: 1, PW: 1}},
+		{"anisotropic 1x3x3 stride (1,2,2), 4 channels", nn.ConvGeom{N: 1, InD: 3, InH: 7, InW: 6, InC: 4, OutC: 2, KD: 1, KH: 3, KW: 3, SD: 1, SH: 2, SW: 2, PD: 0, PH: 1, PW: 1}},
+		{"2x2x2 stride 2 (ConvTranspose3d's adjoint), 12 channels", nn.ConvGeom{N: 2, InD: 5, InH: 4, InW: 6, InC: 12, OutC: 2, KD: 2, KH: 2, KW: 2, SD: 2, SH: 2, SW: 2}},
 	}
 	r := rng(20)
 	for gi, tc := range geoms {
@@ -79,6 +84,7 @@ func TestConvVol2ColCol2Vol(t *testing.T) {
 			label := fmt.Sprintf("%s, %d-row tiles", tc.name, tile)
 			xb := buf(t, x)
 			colb := scratch(t, 4*tile*k)
+			colh := scratch(t, 2*tile*k)
 			dcolb := scratch(t, 4*tile*k)
 			dxb := scratch(t, 4*inLen)
 			must(t, ops.Fill(dxb, inLen, 0))
@@ -95,6 +101,13 @@ func TestConvVol2ColCol2Vol(t *testing.T) {
 						t.Fatalf("%s: vol2col rows [%d,%d) element %d = %v, want %v", label, m0, m0+rows, i, col[i], want[i])
 					}
 					colMax = max(colMax, float64(abs32(col[i])))
+				}
+				// The bf16 matrix is the float32 one rounded.
+				must(t, ops.Vol2ColBF16(g, xb, colh, m0, rows))
+				for i, h := range colh.U16()[:rows*k] {
+					if w := bf16Ref(want[i]); h != w {
+						t.Fatalf("%s: vol2col_bf16 rows [%d,%d) element %d = %#04x, want %#04x (bf16 of %v)", label, m0, m0+rows, i, h, w, want[i])
+					}
 				}
 				// y = col · wᵀ and dw += dyᵀ · col (cuBLAS's part).
 				for rr := 0; rr < rows; rr++ {
@@ -124,7 +137,7 @@ func TestConvVol2ColCol2Vol(t *testing.T) {
 				dcolb.SetF32(dcol)
 				must(t, ops.Col2Vol(g, dcolb, dxb, m0, rows))
 			}
-			t.Logf("kernel vol2col vs plain Go vol2col (%s): bit-exact over %d rows × %d columns (max |x| %.2f)", label, rowsTotal, k, colMax)
+			t.Logf("kernel vol2col vs plain Go vol2col (%s): bit-exact over %d rows × %d columns (max |x| %.2f); vol2col_bf16 = its bf16 rounding", label, rowsTotal, k, colMax)
 
 			yRef := make([]float32, len(y))
 			kern.Conv3DForwardRef(toKern(g), x, w, nil, yRef)
@@ -163,4 +176,42 @@ func TestConvArgumentErrors(t *testing.T) {
 	if err := ops.Col2Vol(bad, b, b, 0, 1); err == nil {
 		t.Error("invalid geometry accepted")
 	}
+}
+
+// TestConvUnalignedFallback: with 4·k channels the kernels move 16 bytes
+// at a time, but only where every pointer is 16-byte aligned; views offset
+// by 4 bytes take the scalar path and must give the same bits.
+func TestConvUnalignedFallback(t *testing.T) {
+	g := nn.ConvGeom{N: 1, InD: 4, InH: 3, InW: 5, InC: 8, OutC: 2, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}
+	k := g.KD * g.KH * g.KW * g.InC
+	rows := g.N * g.OutD() * g.OutH() * g.OutW()
+	inLen := g.N * g.InD * g.InH * g.InW * g.InC
+	r := rng(21)
+	x := uniform(r, inLen, -1, 1)
+	dcol := uniform(r, rows*k, -1, 1)
+	run := func(off int) (col, dx []float32) {
+		xb := buf(t, append(make([]float32, off), x...))
+		dcolb := buf(t, append(make([]float32, off), dcol...))
+		colb := scratch(t, 4*(off+rows*k))
+		dxb := scratch(t, 4*(off+inLen))
+		xv, dcolv := launcher.Offset(xb, 4*off), launcher.Offset(dcolb, 4*off)
+		colv, dxv := launcher.Offset(colb, 4*off), launcher.Offset(dxb, 4*off)
+		must(t, ops.Fill(dxv, inLen, 0))
+		must(t, ops.Vol2Col(g, xv, colv, 0, rows))
+		must(t, ops.Col2Vol(g, dcolv, dxv, 0, rows))
+		return colb.F32()[off:], dxb.F32()[off:]
+	}
+	col16, dx16 := run(0)
+	col4, dx4 := run(1)
+	for i := range col16 {
+		if col16[i] != col4[i] {
+			t.Fatalf("vol2col element %d: %v aligned, %v unaligned", i, col16[i], col4[i])
+		}
+	}
+	for i := range dx16 {
+		if dx16[i] != dx4[i] {
+			t.Fatalf("col2vol element %d: %v aligned, %v unaligned", i, dx16[i], dx4[i])
+		}
+	}
+	t.Logf("vol2col and col2vol with %d channels: 16-byte path == scalar path (views offset by 4 bytes), bit for bit", g.InC)
 }

@@ -86,15 +86,22 @@ func (d *Device[B]) gemmDcol(op string, g nn.ConvGeom, k, rows int, w, dy, dcol 
 
 // tileRows returns the rows per vol2col tile and a workspace for them.
 func (d *Device[B]) tileRows(op string, g nn.ConvGeom) (rows int, ws B, ok bool) {
-	k, m := convDims(g)
-	rows = kernels.Vol2ColTileRows(g, d.opt.ConvWorkspace)
+	rows = d.rowsPerTile(g)
+	ws, ok = d.need(op, &d.ws, 4*rows*g.KD*g.KH*g.KW*g.InC)
+	return rows, ws, ok
+}
+
+// rowsPerTile returns the rows of the vol2col matrix built at a time: as
+// many as fit in Options.ConvWorkspace as float32.
+func (d *Device[B]) rowsPerTile(g nn.ConvGeom) int {
+	_, m := convDims(g)
+	rows := kernels.Vol2ColTileRows(g, d.opt.ConvWorkspace)
 	if rows < m && rows > 32 {
 		// Whole multiples of 32 rows keep every tile's GEMM operands
 		// 128-byte aligned, which cuBLAS's tensor-core kernels prefer.
 		rows -= rows % 32
 	}
-	ws, ok = d.need(op, &d.ws, 4*rows*k)
-	return rows, ws, ok
+	return rows
 }
 
 // Conv3DForward computes y = conv(x, w) + b (b may be nil).
@@ -110,7 +117,9 @@ func (d *Device[B]) Conv3DForward(g nn.ConvGeom, x, w, b, y nn.Tensor) {
 		bp = d.mustLen(op, b, g.OutC)
 	}
 	k, m := convDims(g)
-	if pointwise(g) {
+	if d.opt.BF16 {
+		d.forwardBF16(op, g, xp, wp, yp)
+	} else if pointwise(g) {
 		d.gemmYT(op, g, k, m, wp, xp, yp)
 	} else {
 		rows, ws, ok := d.tileRows(op, g)
@@ -137,6 +146,10 @@ func (d *Device[B]) Conv3DBackwardData(g nn.ConvGeom, dy, w, dx nn.Tensor) {
 	wp := d.mustShape(op, w, g.WeightShape())
 	dxp := d.mustShape(op, dx, g.InShape())
 	k, m := convDims(g)
+	if d.opt.BF16 {
+		d.backwardDataBF16(op, g, dyp, wp, dxp)
+		return
+	}
 	if pointwise(g) {
 		d.gemmDcol(op, g, k, m, wp, dyp, dxp)
 		return
@@ -168,7 +181,9 @@ func (d *Device[B]) Conv3DBackwardWeight(g nn.ConvGeom, x, dy, dw, db nn.Tensor)
 		dbp = d.mustLen(op, db, g.OutC)
 	}
 	k, m := convDims(g)
-	if pointwise(g) {
+	if d.opt.BF16 {
+		d.backwardWeightBF16(op, g, xp, dyp, dwp)
+	} else if pointwise(g) {
 		d.gemmDW(op, g, k, m, xp, dyp, dwp, 0)
 	} else {
 		rows, ws, ok := d.tileRows(op, g)

@@ -3,6 +3,7 @@
 package core_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -62,6 +63,36 @@ func TestUNetStepUnderEmulation(t *testing.T) {
 		Optim: nn.OptimConfig{Name: "adamw"},
 		Batch: 1, Patch: [3]int{4, 8, 8}, Seed: 2, Steps: 1,
 	}, devcheck.FP32)
+}
+
+// TestConvBF16UnderEmulation runs the convolution ops with bf16 GEMM
+// operands (Options.BF16) against the CPU's float32 ones, in many tiles
+// and in one, within bf16 tolerances.
+func TestConvBF16UnderEmulation(t *testing.T) {
+	for _, ws := range []int{4 << 10, 0} {
+		dev := newEmuDevice(core.Options{BF16: true, ConvWorkspace: ws, Name: fmt.Sprintf("emulated CUDA device (bf16 GEMMs, workspace %d)", ws)})
+		devcheck.Ops(t, dev, devcheck.Options{Seed: 4, Tol: devcheck.BF16, Skip: skipAllBut("Conv3D")})
+	}
+}
+
+// TestUNetStepBF16UnderEmulation is TestUNetStepUnderEmulation with bf16
+// GEMM operands: the mixed-precision step against the CPU's float32 one.
+// With SGD rather than AdamW: Adam's first step moves every weight by
+// about ±lr whatever the gradient's size, so a small gradient entry whose
+// sign bf16 rounding flips makes its weight differ by 2·lr — a property
+// of Adam, not of the device (the optimiser kernels are compared exactly
+// by TestOps).
+func TestUNetStepBF16UnderEmulation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow under emulation; skipped with -short")
+	}
+	dev := newEmuDevice(core.Options{Chunk: 37, ConvWorkspace: 64 << 10, BF16: true, Name: "emulated CUDA device (bf16 GEMMs)"})
+	devcheck.UNetStep(t, dev, devcheck.StepCase{
+		Model: nn.UNetConfig{Features: []int{4, 8, 8}, NumClasses: 3, DeepSupervision: true},
+		Loss:  nn.LossConfig{Name: "cldice"},
+		Optim: nn.OptimConfig{Name: "sgd", LR: 0.01},
+		Batch: 1, Patch: [3]int{4, 8, 8}, Seed: 2, Steps: 1,
+	}, devcheck.BF16)
 }
 
 // TestCacheReusesBlocks: freed tensors' blocks are handed out again without

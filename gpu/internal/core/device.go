@@ -37,6 +37,10 @@ type Backend[B comparable] interface {
 	// Gemm computes C = alpha·op(A)·op(B) + beta·C on column-major
 	// matrices, as cublasSgemm: op(A) is m×k, op(B) k×n, C m×n.
 	Gemm(transA, transB bool, m, n, k int, alpha float32, a B, lda int, b B, ldb int, beta float32, c B, ldc int) error
+	// GemmBF16 is Gemm with A and B in bfloat16 (uint16 bit patterns) and
+	// C in float32, accumulating in float32, as cublasGemmEx with
+	// CUDA_R_16BF inputs, a CUDA_R_32F output and CUBLAS_COMPUTE_32F.
+	GemmBF16(transA, transB bool, m, n, k int, alpha float32, a B, lda int, b B, ldb int, beta float32, c B, ldc int) error
 	// Malloc returns bytes of device memory with undefined contents.
 	Malloc(bytes int) (B, error)
 	// MemFree releases memory from Malloc once no issued work uses it.
@@ -64,6 +68,13 @@ type Options struct {
 	// Chunk and FlatChunk are kernels.Ops' reduction chunk sizes (0: the
 	// defaults). Results depend on them, so keep them fixed.
 	Chunk, FlatChunk int
+	// BF16 computes the convolutions' GEMMs from bfloat16 copies of their
+	// operands (weights, vol2col matrix, output gradient), accumulating in
+	// float32 into float32 results: bf16 mixed precision. Weights,
+	// activations, gradients and optimiser state stay float32 (the
+	// master copy); every other op is float32. bf16 keeps float32's
+	// exponent range, so gradients need no loss scaling.
+	BF16 bool
 }
 
 // DefaultConvWorkspace is the vol2col tile budget when Options leave it 0.
@@ -89,6 +100,9 @@ type Device[B comparable] struct {
 	// them, so a later op may reuse one as soon as an earlier op issued
 	// its last use.
 	scratch, ws, small buffer[B]
+	// bf16 operands of the BF16 convolutions: a tile of the vol2col
+	// matrix or of the output gradient, and the weights.
+	wsH, wH buffer[B]
 }
 
 // Tensor is a Device's tensor: a shape and a device pointer.
@@ -267,7 +281,7 @@ func (d *Device[B]) ReleaseCached() error { return d.cache.release() }
 // still allocated stay allocated (the backend's context owns them).
 func (d *Device[B]) Close() error {
 	var errs []error
-	for _, b := range []*buffer[B]{&d.scratch, &d.ws, &d.small} {
+	for _, b := range []*buffer[B]{&d.scratch, &d.ws, &d.small, &d.wsH, &d.wH} {
 		b.drop(&d.cache)
 	}
 	errs = append(errs, d.cache.release())

@@ -100,6 +100,17 @@ func (b *emuBackend) Read(dst []byte, src *emu.Buffer) error {
 
 // Gemm is cublasSgemm's contract in plain Go (float64 accumulation).
 func (b *emuBackend) Gemm(ta, tb bool, m, n, k int, alpha float32, a *emu.Buffer, lda int, bb *emu.Buffer, ldb int, beta float32, c *emu.Buffer, ldc int) error {
+	return b.gemm("cublasSgemm", 4, ta, tb, m, n, k, alpha, a, lda, bb, ldb, beta, c, ldc)
+}
+
+// GemmBF16 is cublasGemmEx's contract for bf16 A and B and a float32 C:
+// the operands' bf16 values exactly, float64 accumulation.
+func (b *emuBackend) GemmBF16(ta, tb bool, m, n, k int, alpha float32, a *emu.Buffer, lda int, bb *emu.Buffer, ldb int, beta float32, c *emu.Buffer, ldc int) error {
+	return b.gemm("cublasGemmEx", 2, ta, tb, m, n, k, alpha, a, lda, bb, ldb, beta, c, ldc)
+}
+
+// gemm is a GEMM over float32 (elem 4) or bf16 (elem 2) operands A and B.
+func (b *emuBackend) gemm(call string, elem int, ta, tb bool, m, n, k int, alpha float32, a *emu.Buffer, lda int, bb *emu.Buffer, ldb int, beta float32, c *emu.Buffer, ldc int) error {
 	b.mu.Lock()
 	b.gemms++
 	b.mu.Unlock()
@@ -118,34 +129,42 @@ func (b *emuBackend) Gemm(ta, tb bool, m, n, k int, alpha float32, a *emu.Buffer
 		colsB = k
 	}
 	if m < 0 || n < 0 || k < 0 || lda < max(1, rowsA) || ldb < max(1, rowsB) || ldc < max(1, m) {
-		return fmt.Errorf("cublasSgemm: invalid value m=%d n=%d k=%d lda=%d ldb=%d ldc=%d (trans %v %v)", m, n, k, lda, ldb, ldc, ta, tb)
+		return fmt.Errorf("%s: invalid value m=%d n=%d k=%d lda=%d ldb=%d ldc=%d (trans %v %v)", call, m, n, k, lda, ldb, ldc, ta, tb)
 	}
 	if m == 0 || n == 0 {
 		return nil
 	}
-	need := func(name string, buf *emu.Buffer, ld, cols, rows int) ([]float32, error) {
+	need := func(name string, buf *emu.Buffer, elem, ld, cols, rows int) ([]float32, error) {
 		if cols == 0 {
 			return nil, nil
 		}
 		last := ld*(cols-1) + rows
-		if buf == nil || 4*last > buf.Len() {
+		if buf == nil || elem*last > buf.Len() {
 			size := 0
 			if buf != nil {
 				size = buf.Len()
 			}
-			return nil, fmt.Errorf("cublasSgemm: %s (%d×%d, ld %d) reaches %d bytes past a %d-byte buffer", name, rows, cols, ld, 4*last, size)
+			return nil, fmt.Errorf("%s: %s (%d×%d, ld %d) reaches %d bytes past a %d-byte buffer", call, name, rows, cols, ld, elem*last, size)
+		}
+		if elem == 2 { // bf16: the upper half of a float32
+			h := buf.U16()[:last]
+			v := make([]float32, last)
+			for i, x := range h {
+				v[i] = math.Float32frombits(uint32(x) << 16)
+			}
+			return v, nil
 		}
 		return buf.F32()[:last], nil
 	}
-	av, err := need("A", a, lda, colsA, rowsA)
+	av, err := need("A", a, elem, lda, colsA, rowsA)
 	if err != nil {
 		return err
 	}
-	bv, err := need("B", bb, ldb, colsB, rowsB)
+	bv, err := need("B", bb, elem, ldb, colsB, rowsB)
 	if err != nil {
 		return err
 	}
-	cv, err := need("C", c, ldc, n, m)
+	cv, err := need("C", c, 4, ldc, n, m)
 	if err != nil {
 		return err
 	}

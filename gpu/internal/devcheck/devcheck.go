@@ -76,6 +76,20 @@ var TF32 = Tolerances{
 	Rounding:    0x1p-11,
 }
 
+// BF16 is for GEMMs on bfloat16 operands (8-bit mantissa) with float32
+// accumulation: each product's inputs are rounded by up to 2⁻⁹, 8× TF32's.
+var BF16 = Tolerances{
+	Elementwise: FP32.Elementwise,
+	Reduce:      FP32.Reduce,
+	Sum64:       FP32.Sum64,
+	Norm:        FP32.Norm,
+	Softmax:     FP32.Softmax,
+	Conv:        Tol{3e-2, 0.15},
+	Step:        0.1,
+	Loss:        4e-2,
+	Rounding:    0x1p-8,
+}
+
 // Options configure Ops.
 type Options struct {
 	// Shape is (N, D, H, W) of the activations the ops run on; the zero
