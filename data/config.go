@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -83,11 +84,32 @@ type Config struct {
 	// foreground 0.5/99.5 percentiles, mean and std, as in nnU-Net's
 	// dataset fingerprint) or "none". One value applies to every channel.
 	Normalization StringList `yaml:"normalization"`
-	// CTWindow is [low, high] for "ct" normalisation.
+	// CTWindow is [low, high] for "ct" normalisation. When absent it is
+	// computed from the dataset (see CTStd).
 	CTWindow []float64 `yaml:"ct_window"`
 	// CTMean and CTStd are the dataset foreground statistics for "ct".
+	// When ct_std is absent (0), the mean and std are computed from the
+	// dataset, as is ct_window when absent, and a given non-zero ct_mean
+	// is kept; when ct_std is given, ct_mean is taken as given (0 when
+	// unset). Computed statistics follow nnU-Net's dataset fingerprint:
+	// 10,000 foreground (label > 0) voxels drawn with replacement from
+	// every labelled case of the dataset (all folds, so one store serves
+	// every fold) by a fixed-seed generator, pooled; the window is their
+	// 0.5 and 99.5 percentiles, the mean and std their population mean and
+	// std. They are cached in <store>/ct_statistics.json, logged, and part
+	// of the prepared store's fingerprint. Only one channel may use "ct"
+	// with computed statistics.
 	CTMean float64 `yaml:"ct_mean"`
 	CTStd  float64 `yaml:"ct_std"`
+	// TargetSpacing, when set, resamples every case after normalisation to
+	// this voxel size, [d, h, w] in the files' units in (D, H, W) = NIfTI
+	// (z, y, x) order, as nnU-Net's preprocessing: the shape becomes
+	// round(shape·spacing/target) per axis (at least 1), images are
+	// interpolated trilinearly, labels by nearest neighbour, the grids'
+	// outer faces coincide (see ResampledShape and ResampleLinear), and the
+	// foreground index is built on the resampled label. Every source (gz,
+	// cache, store) gives the same voxels. Absent: no resampling.
+	TargetSpacing []float64 `yaml:"target_spacing,omitempty"`
 
 	// OnError is "fail" (default: stop with an error naming the file) or
 	// "skip" (log once, quarantine the case, draw a replacement).
@@ -387,18 +409,33 @@ func (c Config) Validate() error {
 	default:
 		bad("store_codec", "%q is not s2, zstd, s2-shuffle or zstd-shuffle", c.StoreCodec)
 	}
+	ctChecked := false
 	for _, n := range c.Normalization {
 		switch n {
 		case "zscore", "none":
 		case "ct":
-			if len(c.CTWindow) != 2 || !(c.CTWindow[0] < c.CTWindow[1]) {
-				bad("ct_window", "ct normalisation needs [low, high] with low < high, got %v", c.CTWindow)
+			if ctChecked {
+				continue
 			}
-			if !(c.CTStd > 0) {
-				bad("ct_std", "ct normalisation needs the dataset's foreground std (> 0), got %g", c.CTStd)
+			ctChecked = true
+			// Absent values (an empty window, a zero std) are computed from
+			// the dataset; given ones must be usable.
+			if w := c.CTWindow; len(w) != 0 && (len(w) != 2 || !(w[0] < w[1]) || math.IsInf(w[0], 0) || math.IsInf(w[1], 0)) {
+				bad("ct_window", "ct normalisation needs [low, high] with low < high (or no ct_window, to compute it from the dataset), got %v", c.CTWindow)
+			}
+			if c.CTStd < 0 || math.IsNaN(c.CTStd) || math.IsInf(c.CTStd, 0) {
+				bad("ct_std", "ct normalisation needs the dataset's foreground std (> 0, or no ct_std, to compute it from the dataset), got %g", c.CTStd)
+			}
+			if math.IsNaN(c.CTMean) || math.IsInf(c.CTMean, 0) {
+				bad("ct_mean", "%g is not a finite mean", c.CTMean)
 			}
 		default:
 			bad("normalization", "%q is not zscore, ct or none", n)
+		}
+	}
+	if c.TargetSpacing != nil {
+		if err := checkTarget(c.TargetSpacing); err != nil {
+			bad("target_spacing", "%v", err)
 		}
 	}
 	switch c.OnError {

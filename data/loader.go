@@ -83,6 +83,10 @@ func Open(cfg Config, opt Options) (*Loader, error) {
 	if err != nil {
 		return nil, err
 	}
+	// ct statistics left to compute come from the dataset (cached).
+	if cfg, _, err = resolveCT(context.Background(), cfg, ds, ch, max(1, cfg.WorkerCount()), opt.Logger, slog.LevelInfo); err != nil {
+		return nil, err
+	}
 	l := &Loader{cfg: cfg, opt: opt, ds: ds, train: train, val: val, channels: ch,
 		prep: prepFrom(cfg), log: opt.Logger}
 	l.aug, err = augment.New(opt.Augment, opt.Patch, ch)

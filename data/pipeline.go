@@ -43,6 +43,11 @@ type caseMeta struct {
 	affine  nifti.Matrix4
 	// stats are the per-channel normalisation parameters (gz source).
 	stats []chanStats
+	// srcShape is the shape of the case's files (shape unless resampled).
+	srcShape [3]int
+	// rs maps the files' grid onto the resampled one (gz source; nil
+	// when the case is not resampled, or resampling keeps its shape).
+	rs *resampler
 }
 
 // planner draws one sample's plan once the source knows the case's shape
@@ -131,7 +136,9 @@ func (s *cacheSource) volume(w *worker, c int) (*Volume, error) { return s.cache
 // reused buffers. After a case's first read it keeps what is a pure
 // function of the case — its shape, foreground index and normalisation
 // statistics — so later reads plan first and normalise only the region
-// the sample reads.
+// the sample reads. A case resampled to a target spacing is decoded up to
+// the last source plane the sample's region interpolates from, those
+// planes normalised, and only the region resampled.
 type gzSource struct {
 	l    *Loader
 	meta []atomic.Pointer[caseMeta]
@@ -145,7 +152,11 @@ func (s *gzSource) voxels(w *worker, c int, p *planner) (augment.Source, error) 
 		if err != nil {
 			return augment.Source{}, err
 		}
-		s.meta[c].Store(&caseMeta{shape: v.Shape, fg: v.FG, stats: st})
+		m := &caseMeta{shape: v.Shape, fg: v.FG, stats: st, srcShape: v.SourceShape}
+		if v.SourceShape != v.Shape {
+			m.rs = newResampler(v.SourceShape, v.Shape)
+		}
+		s.meta[c].Store(m)
 		if _, err := p.plan(v.Shape, v.FG); err != nil {
 			return augment.Source{}, err
 		}
@@ -154,6 +165,9 @@ func (s *gzSource) voxels(w *worker, c int, p *planner) (augment.Source, error) 
 	box, err := p.plan(m.shape, m.fg)
 	if err != nil {
 		return augment.Source{}, err
+	}
+	if m.rs != nil {
+		return s.resampledRegion(ps, c, m, box)
 	}
 	// Inflate only up to the last plane the sample reads.
 	planes := max(box.Hi[0], 1)
@@ -177,6 +191,44 @@ func (s *gzSource) voxels(w *worker, c int, p *planner) (augment.Source, error) 
 		lbl = v.Label[:n]
 	}
 	return augment.Source{Image: ps.srcImg, Label: lbl, Shape: [3]int{planes, v.Shape[1], v.Shape[2]}}, nil
+}
+
+// resampledRegion returns the voxels of box (on the resampled grid) of
+// case c: the source planes the box interpolates from are decoded and
+// normalised with the case's whole-volume statistics, then only the box
+// is resampled. Every resampled voxel depends only on its source
+// neighbours, so the bytes equal those of a whole-case read.
+func (s *gzSource) resampledRegion(ps *pipeScratch, c int, m *caseMeta, box augment.Box) (augment.Source, error) {
+	if box.Empty() {
+		// The patch lies wholly outside the volume: any voxel will do.
+		box = augment.Box{Hi: [3]int{1, 1, 1}}
+	}
+	zlo, zhi := m.rs.ax[0].span(box.Lo[0], box.Hi[0])
+	cs := s.l.ds.Cases[c]
+	src := &ps.bufs.src
+	if err := decodeCase(cs, s.l.channels, src, &ps.bufs, zhi); err != nil {
+		return augment.Source{}, err
+	}
+	if src.Shape != m.srcShape {
+		return augment.Source{}, fmt.Errorf("case %s changed shape while training (%v, was %v)", cs.ID, src.Shape, m.srcShape)
+	}
+	planes := augment.Box{Lo: [3]int{zlo, 0, 0}, Hi: [3]int{zhi, src.Shape[1], src.Shape[2]}}
+	for ch := range src.Image {
+		s.l.prep.applyBox(ch, src.Image[ch], src.Shape, planes, m.stats[ch])
+	}
+	sz := box.Size()
+	n := sz[0] * sz[1] * sz[2]
+	ps.regImg = resizeChannels(ps.regImg, len(src.Image), n)
+	for ch := range src.Image {
+		m.rs.linear(ps.regImg[ch], src.Image[ch], box.Lo, box.Hi)
+	}
+	var lbl []uint8
+	if src.Label != nil {
+		ps.regLbl = grow(ps.regLbl, n)
+		m.rs.nearest(ps.regLbl, src.Label, box.Lo, box.Hi)
+		lbl = ps.regLbl
+	}
+	return augment.Source{Image: ps.regImg, Label: lbl, Shape: sz, Origin: box.Lo}, nil
 }
 
 func (s *gzSource) volume(w *worker, c int) (*Volume, error) {
@@ -226,5 +278,5 @@ func (s *storeSource) volume(w *worker, c int) (*Volume, error) {
 		return nil, err
 	}
 	m := &s.meta[c]
-	return &Volume{Shape: sc.Shape, Image: img, Label: lbl, FG: m.fg, Spacing: m.spacing, Affine: m.affine}, nil
+	return &Volume{Shape: sc.Shape, SourceShape: m.srcShape, Image: img, Label: lbl, FG: m.fg, Spacing: m.spacing, Affine: m.affine}, nil
 }

@@ -41,6 +41,12 @@ type PrepareReport struct {
 	Elapsed               time.Duration
 	Codec                 string
 	Chunk                 int
+	// CT holds the ct normalisation statistics computed from the dataset
+	// (or read from their cache) for this run; nil when the config gives
+	// them or does not use ct normalisation.
+	CT *CTStatistics
+	// TargetSpacing is the voxel size cases were resampled to (nil: none).
+	TargetSpacing *[3]float64
 }
 
 // fingerprint is everything that decides a prepared case's bytes besides
@@ -56,7 +62,9 @@ func fingerprint(p prep, channels int) []byte {
 
 // Prepare writes (or brings up to date) the prepared store of cfg: every
 // case of the dataset decoded once, preprocessed (channel stacking,
-// normalisation), cut into chunks and compressed. A case is rebuilt when
+// normalisation, resampling to data.target_spacing when set), cut into
+// chunks and compressed. ct statistics the config leaves to compute are
+// computed first (see Config.CTStd). A case is rebuilt when
 // one of its files changed (size and mtime, confirmed by content hash) or
 // the preprocessing changed; the rest are kept.
 func Prepare(ctx context.Context, cfg Config, opt PrepareOptions) (*PrepareReport, error) {
@@ -79,13 +87,19 @@ func Prepare(ctx context.Context, cfg Config, opt PrepareOptions) (*PrepareRepor
 	if err != nil {
 		return nil, err
 	}
+	// ct statistics left to compute come from the dataset (cached), and
+	// enter the fingerprint through prep like given ones.
+	cfg, ct, err := resolveCT(ctx, cfg, ds, ch, opt.Workers, opt.Logger, slog.LevelInfo)
+	if err != nil {
+		return nil, err
+	}
 	p := prepFrom(cfg)
 	dir := StoreDir(cfg)
 	w, err := store.NewWriter(dir, fingerprint(p, ch), cfg.StoreChunk, cfg.StoreCodec)
 	if err != nil {
 		return nil, err
 	}
-	rep := &PrepareReport{Dir: dir, Cases: len(ds.Cases), Codec: cfg.StoreCodec, Chunk: cfg.StoreChunk}
+	rep := &PrepareReport{Dir: dir, Cases: len(ds.Cases), Codec: cfg.StoreCodec, Chunk: cfg.StoreChunk, CT: ct, TargetSpacing: p.Target}
 	var (
 		mu   sync.Mutex
 		errs []error
@@ -177,8 +191,22 @@ func prepareCase(w *store.Writer, c Case, channels int, p *prep, bufs *readBufs,
 }
 
 // encodeMeta serialises what planning needs besides voxels: spacing,
-// affine and the foreground index (little-endian).
+// affine, the foreground index and the source shape (little-endian). The
+// source shape comes last so that stores written before it existed (no
+// resampling: the source shape is the shape) still decode.
 func encodeMeta(v *Volume) []byte {
+	b := encodeMetaBody(v)
+	src := v.SourceShape
+	if src == ([3]int{}) {
+		src = v.Shape
+	}
+	for _, n := range src {
+		b = binary.LittleEndian.AppendUint32(b, uint32(n))
+	}
+	return b
+}
+
+func encodeMetaBody(v *Volume) []byte {
 	var b []byte
 	for _, s := range v.Spacing {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(s))
@@ -204,10 +232,27 @@ func encodeMeta(v *Volume) []byte {
 }
 
 func decodeMeta(b []byte, shape [3]int) (caseMeta, error) {
+	m, rest, err := decodeMetaBody(b, shape)
+	if err != nil {
+		return m, err
+	}
+	m.srcShape = shape
+	if len(rest) >= 12 {
+		for a := range m.srcShape {
+			m.srcShape[a] = int(binary.LittleEndian.Uint32(rest[4*a:]))
+			if m.srcShape[a] < 1 {
+				return m, errors.New("corrupt case metadata (run train prepare again)")
+			}
+		}
+	}
+	return m, nil
+}
+
+func decodeMetaBody(b []byte, shape [3]int) (caseMeta, []byte, error) {
 	m := caseMeta{shape: shape}
 	bad := errors.New("corrupt case metadata (run train prepare again)")
 	if len(b) < 8*19+4 {
-		return m, bad
+		return m, nil, bad
 	}
 	for i := range m.spacing {
 		m.spacing[i] = math.Float64frombits(binary.LittleEndian.Uint64(b))
@@ -222,29 +267,29 @@ func decodeMeta(b []byte, shape [3]int) (caseMeta, error) {
 	n := binary.LittleEndian.Uint32(b)
 	b = b[4:]
 	if n == math.MaxUint32 {
-		return m, nil
+		return m, b, nil
 	}
 	if n > 255 {
-		return m, bad
+		return m, nil, bad
 	}
 	fg := &augment.ForegroundIndex{Shape: shape}
 	vox := shape[0] * shape[1] * shape[2]
 	for k := 0; k < int(n); k++ {
 		if len(b) < 9 {
-			return m, bad
+			return m, nil, bad
 		}
 		cl := b[0]
 		cnt := int(binary.LittleEndian.Uint32(b[1:]))
 		nl := int(binary.LittleEndian.Uint32(b[5:]))
 		b = b[9:]
 		if nl == 0 || len(b) < 4*nl {
-			return m, bad
+			return m, nil, bad
 		}
 		locs := make([]int32, nl)
 		for i := range locs {
 			locs[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
 			if locs[i] < 0 || int(locs[i]) >= vox {
-				return m, bad
+				return m, nil, bad
 			}
 		}
 		b = b[4*nl:]
@@ -253,5 +298,5 @@ func decodeMeta(b []byte, shape [3]int) (caseMeta, error) {
 		fg.Locations = append(fg.Locations, locs)
 	}
 	m.fg = fg
-	return m, nil
+	return m, b, nil
 }

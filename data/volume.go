@@ -1,7 +1,10 @@
 package data
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 
 	"github.com/voxtrain/voxtrain/augment"
@@ -9,21 +12,44 @@ import (
 )
 
 // Volume is one case decoded and preprocessed: image channels normalised
-// as configured, the label as class indices, and the case's foreground
-// index. Arrays are D×H×W (W = NIfTI x fastest).
+// as configured (and resampled to data.target_spacing when set), the label
+// as class indices, and the case's foreground index. Arrays are D×H×W
+// (W = NIfTI x fastest).
 type Volume struct {
 	// Shape is (D, H, W) = NIfTI (z, y, x).
 	Shape [3]int
+	// SourceShape is the shape of the grid the case's files hold: Shape
+	// unless the case was resampled to a target spacing (zero in a Volume
+	// made by hand, meaning Shape).
+	SourceShape [3]int
 	// Image holds one slice per channel.
 	Image [][]float32
 	// Label holds class indices (nil when the case has none).
 	Label []uint8
 	// FG indexes foreground voxels per class (nil without a label).
 	FG *augment.ForegroundIndex
-	// Spacing is the voxel size along (D, H, W) in the file's units.
+	// Spacing is the voxel size along (D, H, W) in the file's units. For
+	// a resampled case it is the new grid's exact voxel size,
+	// spacing·SourceShape/Shape per axis: the target spacing up to the
+	// rounding of the shape (see ResampledShape).
 	Spacing [3]float64
-	// Affine is the first image file's voxel-to-world matrix.
+	// Affine is the first image file's voxel-to-world matrix, updated for
+	// the resampled grid when resampled.
 	Affine nifti.Matrix4
+}
+
+// LabelsOnSourceGrid maps labels, a label map on v's grid (a prediction
+// for v), onto the grid of the files v was read from by nearest neighbour,
+// so it can be written beside the input. Without resampling it returns
+// labels itself.
+func (v *Volume) LabelsOnSourceGrid(labels []uint8) ([]uint8, error) {
+	if n := v.Shape[0] * v.Shape[1] * v.Shape[2]; len(labels) != n {
+		return nil, fmt.Errorf("labels have %d voxels, the volume's grid %v holds %d", len(labels), v.Shape, n)
+	}
+	if v.SourceShape == v.Shape || v.SourceShape == ([3]int{}) {
+		return labels, nil
+	}
+	return ResampleNearest(labels, v.Shape, v.SourceShape)
 }
 
 // Bytes returns the memory the volume's voxels and index hold.
@@ -50,11 +76,21 @@ type prep struct {
 	CTStd    float64   `json:"ct_std,omitempty"`
 	// FGSamples is the foreground index's per-class cap.
 	FGSamples int `json:"fg_samples"`
+	// Target is the voxel size (D, H, W) every case is resampled to after
+	// normalisation (nil: none). Absent from the JSON when nil, so stores
+	// made without resampling keep their fingerprint.
+	Target *[3]float64 `json:"target_spacing,omitempty"`
 }
 
+// prepFrom returns the preprocessing of a defaulted, validated config
+// whose ct statistics are resolved (see resolveCT).
 func prepFrom(cfg Config) prep {
-	return prep{Norm: cfg.Normalization, CTWindow: cfg.CTWindow, CTMean: cfg.CTMean, CTStd: cfg.CTStd,
+	p := prep{Norm: cfg.Normalization, CTWindow: cfg.CTWindow, CTMean: cfg.CTMean, CTStd: cfg.CTStd,
 		FGSamples: augment.DefaultForegroundSamples}
+	if len(cfg.TargetSpacing) == 3 {
+		p.Target = &[3]float64{cfg.TargetSpacing[0], cfg.TargetSpacing[1], cfg.TargetSpacing[2]}
+	}
+	return p
 }
 
 func (p *prep) scheme(ch int) string {
@@ -80,6 +116,9 @@ func (p *prep) normalize(ch int, x []float32) (chanStats, error) {
 		m, sd, err := augment.ZScore(x, nil)
 		return chanStats{Mean: m, Std: sd, Lower: math.Inf(-1), Upper: math.Inf(1)}, err
 	case "ct":
+		if len(p.CTWindow) != 2 {
+			return chanStats{}, errors.New("ct normalisation without a window (data.ct_window unresolved)")
+		}
 		st := chanStats{Mean: p.CTMean, Std: p.CTStd, Lower: p.CTWindow[0], Upper: p.CTWindow[1]}
 		return st, augment.CTNormalize(x, st)
 	}
@@ -112,6 +151,7 @@ func (p *prep) applyBox(ch int, x []float32, shape [3]int, box augment.Box, st c
 type readBufs struct {
 	raw []float32 // a 4D file's voxels
 	lbl []float32 // a non-uint8 label as float32 before conversion
+	src Volume    // the case as decoded, before resampling
 }
 
 // decodeCase reads case c's files into v, reusing v's buffers: image
@@ -134,7 +174,7 @@ func decodeCase(c Case, channels int, v *Volume, bufs *readBufs, planes int) err
 		}
 		if fi == 0 {
 			shape3 = s3
-			v.Shape = s3
+			v.Shape, v.SourceShape = s3, s3
 			v.Spacing = [3]float64{h.Pixdim[3], h.Pixdim[2], h.Pixdim[1]}
 			if a, err := h.Affine(); err == nil {
 				v.Affine = a
@@ -223,16 +263,28 @@ func decodeCase(c Case, channels int, v *Volume, bufs *readBufs, planes int) err
 // section cfg, without a loader: for prediction on files outside a dataset
 // and for evaluation. channels is the expected channel count (0: whatever
 // the files hold).
+//
+// With ct normalisation and ct statistics missing from cfg, they are read
+// from the dataset's cached ct_statistics.json (computed first when
+// absent or stale, which needs the dataset): a config saved by a training
+// run holds them already.
 func ReadCase(cfg Config, c Case, channels int) (*Volume, error) {
-	p := prepFrom(cfg.Defaults())
+	cfg = cfg.Defaults()
+	if needsCTStats(cfg) {
+		var err error
+		if cfg, _, err = resolveCTConfig(context.Background(), cfg, slog.Default(), slog.LevelDebug); err != nil {
+			return nil, err
+		}
+	}
+	p := prepFrom(cfg)
 	v, _, err := readCase(c, channels, &p, nil, nil)
 	return v, err
 }
 
-// readCase decodes and preprocesses case c: normalised image channels,
-// the label and its foreground index. When into is not nil its buffers are
-// reused (and the result is into). It returns the normalisation statistics
-// used, per channel.
+// readCase decodes and preprocesses case c: normalised image channels
+// (resampled to p.Target when set), the label and its foreground index.
+// When into is not nil its buffers are reused (and the result is into). It
+// returns the normalisation statistics used, per channel.
 func readCase(c Case, channels int, p *prep, into *Volume, bufs *readBufs) (*Volume, []chanStats, error) {
 	v := into
 	if v == nil {
@@ -241,14 +293,23 @@ func readCase(c Case, channels int, p *prep, into *Volume, bufs *readBufs) (*Vol
 	if bufs == nil {
 		bufs = &readBufs{}
 	}
-	if err := decodeCase(c, channels, v, bufs, 0); err != nil {
+	dec := v
+	if p.Target != nil {
+		dec = &bufs.src
+	}
+	if err := decodeCase(c, channels, dec, bufs, 0); err != nil {
 		return nil, nil, err
 	}
-	st := make([]chanStats, len(v.Image))
-	for i := range v.Image {
+	st := make([]chanStats, len(dec.Image))
+	for i := range dec.Image {
 		var err error
-		if st[i], err = p.normalize(i, v.Image[i]); err != nil {
+		if st[i], err = p.normalize(i, dec.Image[i]); err != nil {
 			return nil, nil, fmt.Errorf("case %s channel %d: %w", c.ID, i, err)
+		}
+	}
+	if p.Target != nil {
+		if err := resampleCase(v, dec, *p.Target); err != nil {
+			return nil, nil, fmt.Errorf("case %s (%s): %w", c.ID, c.Images[0], err)
 		}
 	}
 	if v.Label != nil {

@@ -124,6 +124,10 @@ func (m *Model) PredictFile(inputs []string, output string, vc ValidationConfig)
 	if err != nil {
 		return fmt.Errorf("predict %s: %w", inputs[0], err)
 	}
+	// Back onto the input's grid when data.target_spacing resampled it.
+	if labels, err = v.LabelsOnSourceGrid(labels); err != nil {
+		return fmt.Errorf("predict %s: %w", inputs[0], err)
+	}
 	return WriteLabels(output, inputs[0], labels)
 }
 
@@ -235,7 +239,11 @@ func (m *Model) Evaluate(ctx context.Context, o EvalOptions) (SlidingScores, err
 		}
 		out = append(out, sc)
 		if o.OutputDir != "" {
-			if err := WriteLabels(filepath.Join(o.OutputDir, cs.ID+".nii.gz"), cs.Images[0], labels); err != nil {
+			onSrc, err := v.LabelsOnSourceGrid(labels)
+			if err != nil {
+				return SlidingScores{}, fmt.Errorf("case %s: %w", cs.ID, err)
+			}
+			if err := WriteLabels(filepath.Join(o.OutputDir, cs.ID+".nii.gz"), cs.Images[0], onSrc); err != nil {
 				return SlidingScores{}, err
 			}
 		}

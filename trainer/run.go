@@ -88,6 +88,11 @@ func Run(ctx context.Context, cfg *Config, o Options) (res *Result, err error) {
 	con := newConsole(o.Out, logFile, time.Duration(cfg.Train.LogEverySeconds*float64(time.Second)))
 	log := con.logger()
 
+	// ct statistics computed from the dataset go into the saved config, so
+	// prediction preprocesses the same way without the dataset.
+	if cfg.Data, err = data.ResolveCTStatistics(ctx, cfg.Data, log); err != nil {
+		return nil, err
+	}
 	text, err := cfg.YAML()
 	if err != nil {
 		return nil, err

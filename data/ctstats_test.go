@@ -1,0 +1,441 @@
+package data
+
+import (
+	"context"
+	"encoding/json"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/voxtrain/voxtrain/data/store"
+	"github.com/voxtrain/voxtrain/nifti"
+)
+
+// ctShape is the synthetic CT cases' NIfTI shape (x, y, z).
+var ctShape = []int{10, 9, 8}
+
+// writeCTCase writes a synthetic CT case: air (about −1000 HU) around a
+// box of tissue (class 1, about 40+10·k HU) with a core of class 2
+// (about 300 HU); fg false writes an all-background label. int16 stores
+// the image as scaled int16, as CT scanners do.
+func writeCTCase(t *testing.T, dir, id string, k int, fg, int16 bool) CaseSpec {
+	t.Helper()
+	n := ctShape[0] * ctShape[1] * ctShape[2]
+	r := rand.New(rand.NewPCG(uint64(k), 99))
+	img := make([]float32, n)
+	lbl := make([]float32, n)
+	for z := range ctShape[2] {
+		for y := range ctShape[1] {
+			for x := range ctShape[0] {
+				i := (z*ctShape[1]+y)*ctShape[0] + x
+				img[i] = float32(-1000 + 20*r.NormFloat64())
+				if fg && x >= 2 && x < 8 && y >= 1 && y < 7 && z >= 2 && z < 7 {
+					img[i], lbl[i] = float32(40+10*float64(k)+30*r.NormFloat64()), 1
+					if x >= 4 && x < 6 && y >= 3 && y < 5 {
+						img[i], lbl[i] = float32(300+50*r.NormFloat64()), 2
+					}
+				}
+			}
+		}
+	}
+	hi, err := nifti.NewHeader(ctShape, nifti.Float32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int16 {
+		hi, _ = nifti.NewHeader(ctShape, nifti.Int16)
+		hi.SclSlope, hi.SclInter = 0.5, -1024
+	}
+	hl, _ := nifti.NewHeader(ctShape, nifti.Uint8)
+	spec := CaseSpec{ID: id, Image: StringList{filepath.Join(dir, id+"_ct.nii.gz")}, Label: filepath.Join(dir, id+"_seg.nii.gz")}
+	if err := nifti.WriteFloat32(spec.Image[0], hi, img); err != nil {
+		t.Fatal(err)
+	}
+	if err := nifti.WriteFloat32(spec.Label, hl, lbl); err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+// ctDataset writes six cases: four with foreground (one stored as scaled
+// int16), one whose label is all background, and one without a label.
+func ctDataset(t *testing.T) Config {
+	dir := t.TempDir()
+	var cases []CaseSpec
+	for k := range 6 {
+		cs := writeCTCase(t, dir, "ct_"+string(rune('a'+k)), k, k != 4, k == 2)
+		if k == 5 {
+			cs.Label = ""
+		}
+		cases = append(cases, cs)
+	}
+	return Config{Cases: cases, Store: filepath.Join(dir, "store"), Fold: -1, Seed: 3, IterationsPerEpoch: 2,
+		Normalization: StringList{"ct"}}
+}
+
+// directCTStats computes the statistics as documented, from nifti reads:
+// per labelled case, CTSamplesPerCase foreground intensities drawn with
+// replacement by PCG(1234, FNV-1a(case ID)); pooled; numpy's percentiles
+// (linear), mean and population std.
+func directCTStats(t *testing.T, cfg Config) (lo, hi, mean, std float64, cases int) {
+	t.Helper()
+	var pool []float64
+	for _, cs := range cfg.Cases {
+		if cs.Label == "" {
+			continue
+		}
+		_, img, err := nifti.ReadFloat32(cs.Image[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, lbl, err := nifti.ReadFloat32(cs.Label)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fg []float32
+		for i, l := range lbl {
+			if l > 0 {
+				fg = append(fg, img[i])
+			}
+		}
+		if len(fg) == 0 {
+			continue
+		}
+		cases++
+		h := fnv.New64a()
+		h.Write([]byte(cs.ID))
+		r := rand.New(rand.NewPCG(1234, h.Sum64()))
+		for range CTSamplesPerCase {
+			pool = append(pool, float64(fg[r.IntN(len(fg))]))
+		}
+	}
+	slices.Sort(pool)
+	for _, x := range pool {
+		mean += x
+	}
+	mean /= float64(len(pool))
+	for _, x := range pool {
+		std += (x - mean) * (x - mean)
+	}
+	std = math.Sqrt(std / float64(len(pool)))
+	pct := func(q float64) float64 {
+		pos := q / 100 * float64(len(pool)-1)
+		i := int(pos)
+		return pool[i] + (pos-float64(i))*(pool[i+1]-pool[i])
+	}
+	return pct(0.5), pct(99.5), mean, std, cases
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+
+func TestCTStatisticsMatchDirectAndWorkers(t *testing.T) {
+	cfg := ctDataset(t)
+	ds, err := OpenDataset(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, hi, mean, std, cases := directCTStats(t, cfg)
+	if cases != 4 {
+		t.Fatalf("direct computation used %d cases, want 4", cases)
+	}
+	var ref CTStatistics
+	for _, w := range []int{1, 2, 5, 16} {
+		st, err := ComputeCTStatistics(context.Background(), ds, 0, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Cases != 4 || st.Samples != 4*CTSamplesPerCase || st.Channel != 0 {
+			t.Errorf("workers %d: %d cases, %d samples, channel %d", w, st.Cases, st.Samples, st.Channel)
+		}
+		if !near(st.Stats.Lower, lo) || !near(st.Stats.Upper, hi) || !near(st.Stats.Mean, mean) || !near(st.Stats.Std, std) {
+			t.Errorf("workers %d: %+v, direct window [%v, %v] mean %v std %v", w, st.Stats, lo, hi, mean, std)
+		}
+		if w == 1 {
+			ref = st
+		} else if st != ref {
+			t.Errorf("workers %d: %+v, 1 worker gave %+v", w, st, ref)
+		}
+	}
+	// Plausible for the synthetic data: tissue and core, no air.
+	if ref.Stats.Lower < -200 || ref.Stats.Upper > 600 || ref.Stats.Mean < 40 || ref.Stats.Mean > 250 {
+		t.Errorf("implausible statistics %+v", ref.Stats)
+	}
+}
+
+func TestCTStatisticsCachedAndLogged(t *testing.T) {
+	cfg := ctDataset(t)
+	log, lb := testLogger()
+	got, err := ResolveCTStatistics(context.Background(), cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, hi, mean, std, _ := directCTStats(t, cfg)
+	if len(got.CTWindow) != 2 || !near(got.CTWindow[0], lo) || !near(got.CTWindow[1], hi) || !near(got.CTMean, mean) || !near(got.CTStd, std) {
+		t.Fatalf("resolved window %v mean %v std %v; want [%v %v] %v %v", got.CTWindow, got.CTMean, got.CTStd, lo, hi, mean, std)
+	}
+	// Nothing else changed (no defaults applied): a run saves this.
+	want := cfg
+	want.CTWindow, want.CTMean, want.CTStd = got.CTWindow, got.CTMean, got.CTStd
+	if b1, b2 := mustJSON(t, got), mustJSON(t, want); b1 != b2 {
+		t.Errorf("other fields changed:\n%s\n%s", b1, b2)
+	}
+	if !strings.Contains(lb.String(), "ct statistics from 4 cases: window [") || !strings.Contains(lb.String(), "computing ct statistics") {
+		t.Errorf("log:\n%s", lb.String())
+	}
+	path := CTStatsPath(cfg)
+	if path != filepath.Join(cfg.Store, "ct_statistics.json") {
+		t.Errorf("cache path %s", path)
+	}
+	// Second time: read from the file, not recomputed.
+	log2, lb2 := testLogger()
+	again, err := ResolveCTStatistics(context.Background(), cfg, log2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(lb2.String(), "computing") || !strings.Contains(lb2.String(), "cached=true") || again.CTMean != got.CTMean {
+		t.Errorf("second resolve recomputed or differs (mean %v, was %v):\n%s", again.CTMean, got.CTMean, lb2.String())
+	}
+	// Proof that the file is what is read: edit it by hand.
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f map[string]any
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.UseNumber() // keep the mtimes exact
+	if err := dec.Decode(&f); err != nil {
+		t.Fatal(err)
+	}
+	f["statistics"].(map[string]any)["statistics"].(map[string]any)["mean"] = 12345.0
+	b, _ = json.Marshal(f)
+	os.WriteFile(path, b, 0o644)
+	edited, err := ResolveCTStatistics(context.Background(), cfg, discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if edited.CTMean != 12345 {
+		t.Errorf("the cached file was not used: mean %v", edited.CTMean)
+	}
+	// A changed case makes the cache stale: recomputed from the new data.
+	writeCTCase(t, filepath.Dir(cfg.Cases[1].Image[0]), cfg.Cases[1].ID, 17, true, false)
+	later := time.Now().Add(time.Minute)
+	os.Chtimes(cfg.Cases[1].Image[0], later, later)
+	log3, lb3 := testLogger()
+	fresh, err := ResolveCTStatistics(context.Background(), cfg, log3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, mean2, _, _ := directCTStats(t, cfg)
+	if !near(fresh.CTMean, mean2) || near(mean2, mean) || !strings.Contains(lb3.String(), "stale") {
+		t.Errorf("after a case changed: mean %v, want %v (was %v)\n%s", fresh.CTMean, mean2, mean, lb3.String())
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestCTStatisticsGivenValuesWin(t *testing.T) {
+	cfg := ctDataset(t)
+	lo, hi, mean, std, _ := directCTStats(t, cfg)
+	for _, tc := range []struct {
+		name                 string
+		window               []float64
+		mean, std            float64
+		wantWindow           []float64
+		wantMean, wantStd    float64
+		computeWindow, noLog bool
+	}{
+		{name: "window given", window: []float64{-100, 200}, wantWindow: []float64{-100, 200}, wantMean: mean, wantStd: std},
+		{name: "mean and std given", mean: 7, std: 50, wantWindow: []float64{lo, hi}, wantMean: 7, wantStd: 50},
+		{name: "mean given", mean: 9, wantWindow: []float64{lo, hi}, wantMean: 9, wantStd: std},
+		{name: "all given", window: []float64{0, 1}, mean: 2, std: 3, wantWindow: []float64{0, 1}, wantMean: 2, wantStd: 3, noLog: true},
+	} {
+		c := cfg
+		c.CTWindow, c.CTMean, c.CTStd = tc.window, tc.mean, tc.std
+		log, lb := testLogger()
+		got, err := ResolveCTStatistics(context.Background(), c, log)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if len(got.CTWindow) != 2 || !near(got.CTWindow[0], tc.wantWindow[0]) || !near(got.CTWindow[1], tc.wantWindow[1]) ||
+			!near(got.CTMean, tc.wantMean) || !near(got.CTStd, tc.wantStd) {
+			t.Errorf("%s: window %v mean %v std %v; want %v %v %v", tc.name, got.CTWindow, got.CTMean, got.CTStd, tc.wantWindow, tc.wantMean, tc.wantStd)
+		}
+		if tc.noLog != (lb.String() == "") {
+			t.Errorf("%s: log %q", tc.name, lb.String())
+		}
+	}
+	// No ct normalisation: nothing computed, nothing written.
+	c := cfg
+	c.Normalization = StringList{"zscore"}
+	if got, err := ResolveCTStatistics(context.Background(), c, discard()); err != nil || got.CTWindow != nil || got.CTStd != 0 {
+		t.Errorf("zscore config: %+v, %v", got, err)
+	}
+}
+
+func TestCTConfigValidation(t *testing.T) {
+	for _, in := range []string{
+		"normalization: ct",
+		"normalization: [ct]\nct_window: [-100, 300]",
+		"normalization: [ct]\nct_std: 80\nct_mean: 40",
+		"normalization: [ct]\nct_window: [-100, 300]\nct_mean: 40\nct_std: 80",
+	} {
+		c, err := ParseConfig([]byte("dataset: x\n" + in + "\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Defaults().Validate(); err != nil {
+			t.Errorf("%q: %v", in, err)
+		}
+	}
+	for in, key := range map[string]string{
+		"ct_window: [300, -100]":       "data.ct_window",
+		"ct_window: [1, 2, 3]":         "data.ct_window",
+		"ct_window: [5]":               "data.ct_window",
+		"ct_window: [-.inf, 10]":       "data.ct_window",
+		"ct_std: -1":                   "data.ct_std",
+		"ct_std: .nan":                 "data.ct_std",
+		"ct_mean: .nan\nct_std: 1":     "data.ct_mean",
+		"ct_window: [3, 3]\nct_std: 1": "data.ct_window",
+	} {
+		c, err := ParseConfig([]byte("dataset: x\nnormalization: [ct]\n" + in + "\n"))
+		if err == nil {
+			err = c.Defaults().Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%q: %v, want an error naming %s", in, err, key)
+		}
+	}
+}
+
+// TestCTStatisticsInPipeline: a loader (any source) and prepare compute
+// the same statistics once, cache them, put them in the store's
+// fingerprint, and give identical batches.
+func TestCTStatisticsInPipeline(t *testing.T) {
+	cfg := ctDataset(t)
+	cfg.Cases = cfg.Cases[:5] // training needs labels
+	log, lb := testLogger()
+	rep, err := Prepare(context.Background(), cfg, PrepareOptions{Logger: log, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.CT == nil || rep.CT.Cases != 4 || rep.Written != 5 {
+		t.Fatalf("prepare: %+v (ct %+v)\n%s", rep, rep.CT, lb.String())
+	}
+	ix, err := store.ReadIndex(StoreDir(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fp struct {
+		Prep prep `json:"prep"`
+	}
+	if err := json.Unmarshal(ix.Prep, &fp); err != nil {
+		t.Fatal(err)
+	}
+	if fp.Prep.CTMean != rep.CT.Stats.Mean || fp.Prep.CTStd != rep.CT.Stats.Std || len(fp.Prep.CTWindow) != 2 || fp.Prep.CTWindow[1] != rep.CT.Stats.Upper {
+		t.Errorf("store fingerprint %+v lacks the computed statistics %+v", fp.Prep, rep.CT.Stats)
+	}
+	// Prepare again: statistics from the cache, store current.
+	if rep2, err := Prepare(context.Background(), cfg, PrepareOptions{Logger: discard()}); err != nil || rep2.Written != 0 || *rep2.CT != *rep.CT {
+		t.Errorf("second prepare: %+v, %v", rep2, err)
+	}
+	opt := Options{Patch: [3]int{8, 8, 8}, Batch: 2, Augment: nnunetAug(t)}
+	var ref string
+	for _, src := range []string{"store", "cache", "gz"} {
+		for _, w := range []int{0, 2} {
+			c := cfg
+			c.Source, c.Workers = src, workers(w)
+			l := openLoader(t, c, opt)
+			if l.prep.CTMean != rep.CT.Stats.Mean || l.prep.CTWindow[0] != rep.CT.Stats.Lower {
+				t.Errorf("%s: loader prep %+v", src, l.prep)
+			}
+			v, err := l.LoadCase(context.Background(), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lo := float32((rep.CT.Stats.Lower - rep.CT.Stats.Mean) / rep.CT.Stats.Std)
+			hi := float32((rep.CT.Stats.Upper - rep.CT.Stats.Mean) / rep.CT.Stats.Std)
+			for _, x := range v.Image[0] {
+				if x < lo-1e-5 || x > hi+1e-5 {
+					t.Fatalf("%s: value %v outside the normalised window [%v, %v]", src, x, lo, hi)
+				}
+			}
+			s, _ := l.Train(StreamOptions{Epochs: 2})
+			d := digestStream(t, s, 4)
+			l.Close()
+			if ref == "" {
+				ref = d
+			} else if d != ref {
+				t.Errorf("%s workers %d: batches differ from the store's", src, w)
+			}
+		}
+	}
+	// ReadCase (prediction without a loader) uses the cached statistics.
+	ds, _ := OpenDataset(cfg)
+	v, err := ReadCase(cfg, ds.Cases[0], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := prepFrom(Config{Normalization: StringList{"ct"}, CTWindow: []float64{rep.CT.Stats.Lower, rep.CT.Stats.Upper},
+		CTMean: rep.CT.Stats.Mean, CTStd: rep.CT.Stats.Std})
+	want, _, err := readCase(ds.Cases[0], 0, &p, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(v.Image[0], want.Image[0]) {
+		t.Error("ReadCase normalised differently from the computed statistics")
+	}
+}
+
+func TestCTStatisticsErrors(t *testing.T) {
+	cfg := ctDataset(t)
+	// No case with foreground.
+	c := cfg
+	c.Cases = []CaseSpec{cfg.Cases[4], cfg.Cases[5]}
+	if _, err := ResolveCTStatistics(context.Background(), c, discard()); err == nil || !strings.Contains(err.Error(), "no case") {
+		t.Errorf("no foreground: %v", err)
+	}
+	// Two channels both ct: statistics are per channel, the config holds one set.
+	c = cfg
+	c.Cases = nil
+	for _, cs := range cfg.Cases[:4] {
+		cs.Image = StringList{cs.Image[0], cs.Image[0]}
+		c.Cases = append(c.Cases, cs)
+	}
+	if _, err := ResolveCTStatistics(context.Background(), c, discard()); err == nil || !strings.Contains(err.Error(), "data.normalization") {
+		t.Errorf("two ct channels: %v", err)
+	}
+	// One ct channel of two works.
+	c.Normalization = StringList{"zscore", "ct"}
+	got, err := ResolveCTStatistics(context.Background(), c, discard())
+	if err != nil || len(got.CTWindow) != 2 {
+		t.Errorf("second channel ct: %+v, %v", got.CTWindow, err)
+	}
+	// A corrupt cache file is ignored and replaced.
+	os.WriteFile(CTStatsPath(cfg), []byte("{not json"), 0o644)
+	log, lb := testLogger()
+	if _, err := ResolveCTStatistics(context.Background(), cfg, log); err != nil || !strings.Contains(lb.String(), "unreadable") {
+		t.Errorf("corrupt cache: %v\n%s", err, lb.String())
+	}
+	if b, _ := os.ReadFile(CTStatsPath(cfg)); !json.Valid(b) {
+		t.Error("the corrupt cache file was not rewritten")
+	}
+	// Cancelled.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ds, _ := OpenDataset(cfg)
+	if _, err := ComputeCTStatistics(ctx, ds, 0, 2); err == nil {
+		t.Error("a cancelled computation succeeded")
+	}
+}
