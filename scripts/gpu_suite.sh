@@ -13,7 +13,8 @@
 #   scripts/gpu_suite.sh BIN OUTDIR [steps...]
 #
 # steps (default: all, in this order): info tests bench ops torch demo.
-# DEMO_DEVICE picks the demo's --device (default cuda; cuda,bf16 say).
+# DEMO_DEVICE picks the demo's --device (default cuda; cuda,bf16 say) and
+# DEMO_EPOCHS its epochs (default 3; the full demo is 16).
 # Each step has its own time limit, so one that hangs cannot eat the others'
 # time; a failing step is reported and the next one runs.
 set -uo pipefail
@@ -60,8 +61,10 @@ for s in "${steps[@]}"; do
 	ops) run gpu-ops 120 "$bin/gpu.test" -test.run '^$' -test.bench UNetStepOps -test.benchtime 3x -test.timeout 110s ;;
 	torch) run torch-cuda 170 python3 gpu/testdata/torch_unet_step_cuda.py --steps 10 --warmup 3 ;;
 	demo)
-		run demo-cuda 100 "$bin/train" demo --device "${DEMO_DEVICE:-cuda}" --output-dir /tmp/vxruns --epochs 3
-		find /tmp/vxruns -name metrics.jsonl -exec cp {} "$out/demo-metrics.jsonl" \; 2>/dev/null
+		dev="${DEMO_DEVICE:-cuda}"
+		runs="/tmp/vxruns-${dev//[^a-z0-9]/-}"
+		run demo-cuda 150 "$bin/train" demo --device "$dev" --output-dir "$runs" --epochs "${DEMO_EPOCHS:-3}"
+		find "$runs" -name metrics.jsonl -exec cp {} "$out/demo-metrics.jsonl" \; 2>/dev/null
 		;;
 	*) echo "unknown step $s" ;;
 	esac
