@@ -73,8 +73,10 @@ type Config struct {
 	// StoreChunk is the edge of the store's cubic chunks (default 64).
 	StoreChunk int `yaml:"store_chunk"`
 	// StoreCodec is the store's chunk compression: "s2-shuffle" (default:
-	// S2 over float32 byte planes, the fastest to read by measurement),
-	// "s2", "zstd" or "zstd-shuffle" (smaller, slower to read).
+	// S2 over float32 byte planes, the fastest compressed codec to read by
+	// measurement), "s2", "zstd" or "zstd-shuffle" (smaller, slower to
+	// read), or "raw": uncompressed chunks read through a memory map, the
+	// fastest of all at 4 bytes a voxel on disk (see docs/BENCHMARKS.md).
 	StoreCodec string `yaml:"store_codec"`
 
 	// Normalization is the deterministic intensity normalisation per image
@@ -405,9 +407,9 @@ func (c Config) Validate() error {
 		bad("store_chunk", "%d, want 8..512", c.StoreChunk)
 	}
 	switch c.StoreCodec {
-	case "s2", "zstd", "s2-shuffle", "zstd-shuffle":
+	case "s2", "zstd", "s2-shuffle", "zstd-shuffle", "raw":
 	default:
-		bad("store_codec", "%q is not s2, zstd, s2-shuffle or zstd-shuffle", c.StoreCodec)
+		bad("store_codec", "%q is not s2, zstd, s2-shuffle, zstd-shuffle or raw", c.StoreCodec)
 	}
 	ctChecked := false
 	for _, n := range c.Normalization {

@@ -14,13 +14,20 @@
 //
 //	"VXSTORE1"
 //	u32 version (1), D, H, W, channels, has-label, chunk edge, codec
-//	    (1 = S2, 2 = zstd), len(extra), chunks per array
+//	    (1 = S2, 2 = zstd, +16 byte-shuffled; 3 = raw), len(extra), chunks
+//	    per array
 //	table: for each array (image channels, then the label), for each chunk
 //	    (z slowest, x fastest): u64 offset, u32 compressed length
 //	extra: opaque bytes the writer attached (voxtrain: the foreground index)
 //	chunk data; an edge chunk holds only the voxels inside the volume
 //
 // Image chunks hold float32, the label chunk uint8 class indices.
+//
+// The raw codec stores chunks uncompressed (4 bytes a voxel), 64-byte
+// aligned, and reads them through a read-only memory map where the system
+// has one: a patch read is then a copy of the patch's rows straight from
+// the page cache, with no decompression and no read buffer. It trades disk
+// (and page cache) for speed, as nnU-Net's unpacked .npy files do.
 package store
 
 import (
@@ -193,10 +200,16 @@ const (
 	CodecZstdShuffle = "zstd-shuffle"
 )
 
+// CodecRaw stores chunks uncompressed and reads them through a memory map
+// (see the package documentation).
+const CodecRaw = "raw"
+
 // codecID is the case-file code of a codec name: 1 S2, 2 zstd, +16 for
 // the shuffle filter.
 func codecID(name string) (uint32, bool) {
 	switch name {
+	case CodecRaw:
+		return codecRawID, true
 	case CodecS2:
 		return 1, true
 	case CodecZstd:
@@ -211,6 +224,13 @@ func codecID(name string) (uint32, bool) {
 
 const shuffleBit = 16
 
+// codecRawID is the raw codec's case-file code.
+const codecRawID = 3
+
+// rawAlign aligns a raw case file's first chunk (and so every float32
+// chunk, whose sizes are multiples of 4) for in-place float32 views.
+const rawAlign = 64
+
 // NewWriter opens dir for writing cases made with the given preprocessing
 // (JSON), chunk edge and codec. Cases already there are kept only when the
 // store was made with the same preprocessing, chunk and codec.
@@ -220,7 +240,7 @@ func NewWriter(dir string, prep []byte, chunk int, codec string) (*Writer, error
 	}
 	id, ok := codecID(codec)
 	if !ok {
-		return nil, fmt.Errorf("store: codec %q is not s2, zstd, s2-shuffle or zstd-shuffle", codec)
+		return nil, fmt.Errorf("store: codec %q is not s2, zstd, s2-shuffle, zstd-shuffle or raw", codec)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
@@ -369,6 +389,9 @@ func (w *Writer) writeCase(path string, shape [3]int, image [][]float32, label [
 	head := []uint32{Version, uint32(shape[0]), uint32(shape[1]), uint32(shape[2]), uint32(len(image)),
 		hasLabel, uint32(w.ix.Chunk), codec, uint32(len(extra)), uint32(g.count())}
 	headLen := int64(len(magic) + 4*len(head) + narr*g.count()*12 + len(extra))
+	if codec == codecRawID {
+		headLen = (headLen + rawAlign - 1) / rawAlign * rawAlign
+	}
 
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*.vxs")
 	if err != nil {
@@ -408,9 +431,12 @@ func (w *Writer) writeCase(path string, shape [3]int, image [][]float32, label [
 						b = lbuf[:n]
 					}
 					raw += int64(len(b))
-					if w.enc != nil {
+					switch {
+					case codec == codecRawID:
+						enc = b
+					case w.enc != nil:
 						enc = w.enc.EncodeAll(b, enc[:0])
-					} else {
+					default:
 						enc = s2.Encode(enc[:cap(enc)], b)
 					}
 					if _, err = bw.Write(enc); err != nil {
@@ -544,7 +570,7 @@ func (s *Store) Close() error {
 	defer s.mu.Unlock()
 	var errs []error
 	for _, c := range s.cases {
-		errs = append(errs, c.f.Close())
+		errs = append(errs, c.close())
 	}
 	s.cases = map[string]*Case{}
 	return errors.Join(errs...)
@@ -565,6 +591,8 @@ type Case struct {
 	codec uint32
 	off   []int64 // per array, per chunk
 	size  []uint32
+	// mm maps the whole file read-only (raw codec, where mmap exists).
+	mm []byte
 }
 
 func openCase(path string, e *Entry) (*Case, error) {
@@ -581,7 +609,23 @@ func openCase(path string, e *Entry) (*Case, error) {
 		f.Close()
 		return nil, fmt.Errorf("store: %s does not match its index entry (shape %v vs %v)", path, c.Shape, e.Shape)
 	}
+	if c.codec == codecRawID {
+		if c.mm, err = mapFile(f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("store: map %s: %w", path, err)
+		}
+	}
 	return c, nil
+}
+
+// close releases the case's file and mapping.
+func (c *Case) close() error {
+	var err error
+	if c.mm != nil {
+		err = unmapFile(c.mm)
+		c.mm = nil
+	}
+	return errors.Join(err, c.f.Close())
 }
 
 func readCaseHeader(f *os.File, path string) (*Case, error) {
@@ -601,7 +645,7 @@ func readCaseHeader(f *os.File, path string) (*Case, error) {
 	c := &Case{Shape: [3]int{int(head[1]), int(head[2]), int(head[3])}, Channels: int(head[4]),
 		HasLabel: head[5] == 1, codec: head[7], path: path, f: f}
 	chunk := int(head[6])
-	if chunk < 1 || c.Channels < 1 || c.Shape[0] < 1 || c.Shape[1] < 1 || c.Shape[2] < 1 || (c.codec&^shuffleBit != 1 && c.codec&^shuffleBit != 2) {
+	if chunk < 1 || c.Channels < 1 || c.Shape[0] < 1 || c.Shape[1] < 1 || c.Shape[2] < 1 || (c.codec&^shuffleBit != 1 && c.codec&^shuffleBit != 2 && c.codec != codecRawID) {
 		return nil, bad("bad header values")
 	}
 	c.g = newGrid(c.Shape, chunk)
@@ -628,6 +672,10 @@ func readCaseHeader(f *os.File, path string) (*Case, error) {
 		if c.off[i] < 0 || c.off[i]+int64(c.size[i]) > st.Size() {
 			return nil, bad("chunk table points past the end of the file")
 		}
+		arr := i / c.g.count()
+		if c.codec == codecRawID && (int(c.size[i]) != c.chunkBytes(arr, i%c.g.count()) || (arr < c.Channels && c.off[i]%4 != 0)) {
+			return nil, bad("raw chunk of the wrong size or alignment")
+		}
 	}
 	c.Extra = make([]byte, head[8])
 	if _, err := io.ReadFull(br, c.Extra); err != nil {
@@ -642,7 +690,8 @@ type Scratch struct {
 	comp []byte
 	raw  []byte
 	dec  *zstd.Decoder
-	// Chunks counts chunks decompressed, Bytes their raw bytes.
+	// Chunks counts chunks decompressed (or, raw, copied from), Bytes
+	// their raw bytes.
 	Chunks, Bytes int64
 }
 
@@ -684,24 +733,36 @@ func (c *Case) ReadRegion(lo, hi [3]int, img [][]float32, lbl []uint8, sc *Scrat
 		for i := clo[0]; i <= chi[0]; i++ {
 			for j := clo[1]; j <= chi[1]; j++ {
 				// Chunks along x of one row are contiguous in the file:
-				// one read for the whole run.
+				// one read for the whole run (none from a memory map).
 				base := arr*g.count() + (i*g.n[1]+j)*g.n[2]
 				first, last := base+clo[2], base+chi[2]
 				start := c.off[first]
 				end := c.off[last] + int64(c.size[last])
-				if int64(cap(sc.comp)) < end-start {
-					sc.comp = make([]byte, end-start)
-				}
-				buf := sc.comp[:end-start]
-				if _, err := c.f.ReadAt(buf, start); err != nil {
-					return fmt.Errorf("store: read %s: %w", c.path, err)
+				buf := c.mm
+				if buf != nil {
+					buf = buf[start:end]
+				} else {
+					if int64(cap(sc.comp)) < end-start {
+						sc.comp = make([]byte, end-start)
+					}
+					buf = sc.comp[:end-start]
+					if _, err := c.f.ReadAt(buf, start); err != nil {
+						return fmt.Errorf("store: read %s: %w", c.path, err)
+					}
 				}
 				for k := clo[2]; k <= chi[2]; k++ {
 					idx := base + k
 					o := c.off[idx] - start
-					data, err := sc.decode(c.codec&^shuffleBit, buf[o:o+int64(c.size[idx])], c.chunkBytes(arr, i, j, k))
-					if err != nil {
-						return fmt.Errorf("store: %s: chunk %d of array %d: %w", c.path, idx-arr*g.count(), arr, err)
+					data := buf[o : o+int64(c.size[idx])]
+					if c.codec == codecRawID {
+						sc.Chunks++
+						sc.Bytes += int64(len(data))
+					} else {
+						var err error
+						data, err = sc.decode(c.codec&^shuffleBit, data, c.chunkBytes(arr, idx-arr*g.count()))
+						if err != nil {
+							return fmt.Errorf("store: %s: chunk %d of array %d: %w", c.path, idx-arr*g.count(), arr, err)
+						}
 					}
 					clo3, chi3 := g.box(i, j, k)
 					switch {
@@ -719,8 +780,12 @@ func (c *Case) ReadRegion(lo, hi [3]int, img [][]float32, lbl []uint8, sc *Scrat
 	return nil
 }
 
-// chunkBytes is the raw size of a chunk of array arr.
-func (c *Case) chunkBytes(arr, i, j, k int) int {
+// chunkBytes is the raw size of chunk ci (z slowest, x fastest) of array
+// arr.
+func (c *Case) chunkBytes(arr, ci int) int {
+	k := ci % c.g.n[2]
+	j := ci / c.g.n[2] % c.g.n[1]
+	i := ci / (c.g.n[1] * c.g.n[2])
 	lo, hi := c.g.box(i, j, k)
 	n := (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2])
 	if arr < c.Channels {

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +66,7 @@ func writeSources(t *testing.T, dir string, names ...string) []string {
 }
 
 func TestRegionReadsEqualCrops(t *testing.T) {
-	for _, codec := range []string{CodecS2, CodecZstd, CodecS2Shuffle, CodecZstdShuffle} {
+	for _, codec := range []string{CodecS2, CodecZstd, CodecS2Shuffle, CodecZstdShuffle, CodecRaw} {
 		for _, chunk := range []int{8, 13} {
 			t.Run(fmt.Sprintf("%s/%d", codec, chunk), func(t *testing.T) {
 				dir := t.TempDir()
@@ -232,5 +233,72 @@ func TestCorruptCaseFile(t *testing.T) {
 	s2, _ := Open(stDir)
 	if _, err := s2.Case("c"); err == nil || !strings.Contains(err.Error(), "c.vxs") {
 		t.Errorf("garbage file: %v", err)
+	}
+}
+
+// TestRawCodec: a raw store's chunks are stored uncompressed and aligned,
+// read through a memory map on unix, and a raw file whose chunk table does
+// not match its chunks is refused with its name.
+func TestRawCodec(t *testing.T) {
+	dir := t.TempDir()
+	r := rand.New(rand.NewPCG(3, 3))
+	shape := [3]int{9, 10, 11}
+	img, lbl := randomCase(r, shape, 1)
+	src := writeSources(t, dir, "a.nii")
+	w, err := NewWriter(filepath.Join(dir, "st"), []byte(`{}`), 4, CodecRaw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Put("c", stats(t, src), shape, img, lbl, []byte("odd-length extra")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "st", w.Entry("c").File)
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vox := int64(shape[0] * shape[1] * shape[2])
+	if min := 5 * vox; fi.Size() < min || fi.Size() > min+4096 {
+		t.Errorf("raw case file of %d bytes for %d voxels (float32 + uint8: %d)", fi.Size(), vox, min)
+	}
+	st, err := Open(filepath.Join(dir, "st"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := st.Case("c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runtime.GOOS == "linux" && c.mm == nil {
+		t.Error("raw case not memory-mapped on linux")
+	}
+	var sc Scratch
+	got, gotL, err := c.DecodeAll(&sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range img[0] {
+		if got[0][i] != img[0][i] || gotL[i] != lbl[i] {
+			t.Fatalf("voxel %d: %v/%d, want %v/%d", i, got[0][i], gotL[i], img[0][i], lbl[i])
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Shorten the file: the chunk table now points past its end.
+	if err := os.Truncate(path, fi.Size()-7); err != nil {
+		t.Fatal(err)
+	}
+	st, err = Open(filepath.Join(dir, "st"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Case("c"); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("truncated raw case: err %v, want one naming %s", err, path)
 	}
 }
