@@ -12,7 +12,8 @@
 #
 #   scripts/gpu_suite.sh BIN OUTDIR [steps...]
 #
-# steps (default: all, in this order): info tests bench ops torch demo.
+# steps (default: all, in this order): info tests bench ops torch demo cli
+# (cli: bench-step, validate and predict on the GPU from the demo's run).
 # DEMO_DEVICE picks the demo's --device (default cuda; cuda,bf16 say) and
 # DEMO_EPOCHS its epochs (default 3; the full demo is 16).
 # Each step has its own time limit, so one that hangs cannot eat the others'
@@ -22,7 +23,7 @@ bin="$(cd "${1:?usage: gpu_suite.sh BIN OUTDIR [steps...]}" && pwd)"
 out="${2:?usage: gpu_suite.sh BIN OUTDIR [steps...]}"
 shift 2
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(info tests bench ops torch demo)
+[ ${#steps[@]} -gt 0 ] || steps=(info tests bench ops torch demo cli)
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
 
@@ -65,6 +66,19 @@ for s in "${steps[@]}"; do
 		runs="/tmp/vxruns-${dev//[^a-z0-9]/-}"
 		run demo-cuda 150 "$bin/train" demo --device "$dev" --output-dir "$runs" --epochs "${DEMO_EPOCHS:-3}"
 		find "$runs" -name metrics.jsonl -exec cp {} "$out/demo-metrics.jsonl" \; 2>/dev/null
+		;;
+	cli)
+		run cli-bench-step 150 bash -c "'$bin/train' bench-step --device cuda --batch 2 --patch 64 &&
+			'$bin/train' bench-step --device cuda,bf16 --config configs/nnunet_3d_fullres.yaml --batch 2 --patch 128 --steps 5"
+		ckpt=$(ls -d /tmp/vxruns-*/demo/fold_0/run_0/checkpoints/best 2>/dev/null | head -1)
+		if [ -z "$ckpt" ]; then
+			echo "cli: no demo run to validate (run the demo step first)"
+			continue
+		fi
+		run cli-validate 150 "$bin/train" validate --checkpoint "$ckpt" --device cuda,bf16 --mirror --hd95 --output /tmp/vxval
+		run cli-predict 60 bash -c "'$bin/train' predict --checkpoint '$ckpt' --device cuda \
+			--input testdata/demo/imagesTr/hippocampus_001.nii.gz --output /tmp/vxpred.nii.gz &&
+			'$bin/train' info testdata/demo/imagesTr/hippocampus_001.nii.gz /tmp/vxpred.nii.gz"
 		;;
 	*) echo "unknown step $s" ;;
 	esac

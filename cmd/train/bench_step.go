@@ -91,7 +91,7 @@ and the process's peak resident set.`,
 	f.StringVar(&cfgPath, "config", "", "run YAML whose model: section describes the U-Net (default: the reference U-Net)")
 	f.IntVar(&batch, "batch", 2, "samples per step")
 	f.StringVar(&patch, "patch", "64,64,64", "patch size D,H,W (or one number for a cube)")
-	f.StringVar(&device, "device", "cpu", "compute device (cpu)")
+	f.StringVar(&device, "device", "cpu", "cpu, cuda, cuda:N, cuda:N,tf32 or cuda:N,bf16")
 	f.IntVar(&threads, "threads", 0, "CPU threads (also GOMAXPROCS); 0 = all cores")
 	f.IntVar(&steps, "steps", 12, "timed steps")
 	f.IntVar(&warmup, "warmup", 3, "untimed warm-up steps")
