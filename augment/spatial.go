@@ -76,6 +76,7 @@ func toFixed(v float64) int64 { return int64(math.Round(v * fixOne)) }
 // in cache, measured no faster.)
 func spatialPlanes(s *Sample, src *region, dst [][]float32, dlab []float32, border, lborder float32, cubic bool, sc *spatialScratch, lo, hi int) {
 	ph, pw := s.Patch[1], s.Patch[2]
+	aligned := !s.exact && !cubic && axisAligned(s)
 	for z := lo; z < hi; z++ {
 		for y := 0; y < ph; y++ {
 			segs := rowSegments(sc.segs[:0], s, z, y, sc)
@@ -86,10 +87,86 @@ func spatialPlanes(s *Sample, src *region, dst [][]float32, dlab []float32, bord
 				sampleRowExact(&segs[0], 0, pw, src, dst, dlab, off, border, lborder)
 			case cubic:
 				sampleRowCubic(segs, 0, pw, src, dst, dlab, off, border, lborder, &sc.row)
+			case aligned:
+				if z == lo && y == 0 {
+					alignedColumns(&segs[0], pw, src, &sc.row)
+				}
+				sampleRowAligned(&segs[0], pw, src, dst, dlab, off, border, lborder, &sc.row)
 			default:
 				sampleRowLinear(segs, 0, pw, src, dst, dlab, off, border, lborder, &sc.row)
 			}
 		}
+	}
+}
+
+// axisAligned reports whether s's map keeps the axes apart without being
+// exact (a scaling, with flips, and no rotation or field): along a row
+// only the W coordinate moves, and it moves the same way in every row.
+func axisAligned(s *Sample) bool {
+	l := &s.lin
+	return !s.grid.active && l[0][2] == 0 && l[1][2] == 0 && l[2][0] == 0 && l[2][1] == 0
+}
+
+// alignedColumns fills rs with what every row of an axis-aligned sample
+// shares: per output W index, the source W index (origin subtracted) in
+// rs.lab and its fraction in rs.tx — the values rowCoords computes, from
+// the same fixed-point steps.
+func alignedColumns(sg *rowSeg, pw int, src *region, rs *rowScratch) {
+	rs.grow(pw)
+	sx := sg.a[2]
+	for k := 0; k < pw; k++ {
+		rs.lab[k] = int32(int(sx>>32) - src.origin[2])
+		rs.tx[k] = float32(uint32(sx)) * 0x1p-32
+		rs.fl[k][2] = int32(uint32(sx) >> 31)
+		sx += sg.b[2]
+	}
+}
+
+// sampleRowAligned is sampleRowLinear for an axis-aligned sample, whose
+// row has one source (D, H) position and the W positions alignedColumns
+// stored: the same taps and arithmetic, so the same bytes, without
+// per-voxel coordinates.
+func sampleRowAligned(sg *rowSeg, pw int, src *region, dst [][]float32, dlab []float32, off int, border, lborder float32, rs *rowScratch) {
+	d, h, w := src.d, src.h, src.w
+	hw := h * w
+	iz, iy := int(sg.a[0]>>32)-src.origin[0], int(sg.a[1]>>32)-src.origin[1]
+	fz, fy := uint32(sg.a[0]), uint32(sg.a[1])
+	tz, ty := float32(fz)*0x1p-32, float32(fy)*0x1p-32
+	ixs, txs := rs.lab[:pw], rs.tx[:pw]
+	rowIn := uint(iz) < uint(d-1) && uint(iy) < uint(h-1)
+	base := (iz*h + iy) * w
+	for c, img := range src.img {
+		out := dst[c][off : off+pw]
+		for k, ix32 := range ixs {
+			ix := int(ix32)
+			tx := txs[k]
+			if !rowIn || uint(ix) >= uint(w-1) {
+				out[k] = linearEdge(img, d, h, w, iz, iy, ix, tz, ty, tx, border)
+				continue
+			}
+			p := img[base+ix:][:hw+w+2]
+			c00 := p[0] + float32(tx*(p[1]-p[0]))
+			c01 := p[w] + float32(tx*(p[w+1]-p[w]))
+			c10 := p[hw] + float32(tx*(p[hw+1]-p[hw]))
+			c11 := p[hw+w] + float32(tx*(p[hw+w+1]-p[hw+w]))
+			c0 := c00 + float32(ty*(c01-c00))
+			c1 := c10 + float32(ty*(c11-c10))
+			out[k] = c0 + float32(tz*(c1-c0))
+		}
+	}
+	if dlab == nil {
+		return
+	}
+	out := dlab[off : off+pw]
+	lab := src.lab
+	nb := base + int(fz>>31)*hw + int(fy>>31)*w
+	for k, ix32 := range ixs {
+		ix := int(ix32)
+		if !rowIn || uint(ix) >= uint(w-1) {
+			out[k] = nearestEdge(lab, d, h, w, iz, iy, ix, tz, ty, txs[k], lborder)
+			continue
+		}
+		out[k] = float32(lab[nb+ix+int(rs.fl[k][2])])
 	}
 }
 

@@ -568,3 +568,59 @@ func TestExactPathAtVolumeBorders(t *testing.T) {
 		}
 	}
 }
+
+// TestAlignedPathMatchesGeneral: samples scaled (per axis or not) and
+// flipped, without rotation or field, take sampleRowAligned; it must give
+// the bytes of the general row sampler, also where the patch reaches past
+// the volume (edge taps read the border).
+func TestAlignedPathMatchesGeneral(t *testing.T) {
+	shape := [3]int{19, 23, 21}
+	img := smoothVolume(shape, 5)
+	lab := labelOf(img)
+	cfg := mustPreset(t, PresetNone)
+	cfg.BorderValue = -3
+	patch := [3]int{16, 18, 20}
+	a := mustNew(t, cfg, patch, 1)
+	r := rand.New(rand.NewPCG(8, 9))
+	n := patch[0] * patch[1] * patch[2]
+	reg := region{img: [][]float32{img}, lab: lab, d: shape[0], h: shape[1], w: shape[2]}
+	aligned := 0
+	for it := 0; it < 40; it++ {
+		sp := SpatialParams{Scale: [3]float64{0.7 + 0.7*r.Float64(), 0.7 + 0.7*r.Float64(), 0.7 + 0.7*r.Float64()}}
+		if it%2 == 0 {
+			sp.Scale[1], sp.Scale[2] = sp.Scale[0], sp.Scale[0]
+		}
+		sp.Mirror = [3]bool{r.IntN(2) == 0, r.IntN(2) == 0, r.IntN(2) == 0}
+		corner := [3]int{r.IntN(12) - 6, r.IntN(12) - 6, r.IntN(12) - 6}
+		var s Sample
+		if err := a.PlanWith(&s, shape, corner, sp); err != nil {
+			t.Fatal(err)
+		}
+		if s.exact || !axisAligned(&s) {
+			continue
+		}
+		aligned++
+		d := newDest(a, true)
+		if err := a.Apply(&s, Source{Image: [][]float32{img}, Label: lab, Shape: shape}, d, &Workspace{}); err != nil {
+			t.Fatal(err)
+		}
+		want := [][]float32{make([]float32, n)}
+		wantLab := make([]float32, n)
+		var sc spatialScratch
+		for z := 0; z < patch[0]; z++ {
+			for y := 0; y < patch[1]; y++ {
+				segs := rowSegments(nil, &s, z, y, &sc)
+				sampleRowLinear(segs, 0, patch[2], &reg, want, wantLab, (z*patch[1]+y)*patch[2], float32(cfg.BorderValue), float32(cfg.LabelBorderValue), &sc.row)
+			}
+		}
+		for i := range want[0] {
+			if math.Float32bits(d.Image[0][i]) != math.Float32bits(want[0][i]) || d.Label[i] != wantLab[i] {
+				t.Fatalf("plan %d (scale %.3v, mirror %v, corner %v) voxel %d: aligned %v/%v, general %v/%v",
+					it, sp.Scale, sp.Mirror, corner, i, d.Image[0][i], d.Label[i], want[0][i], wantLab[i])
+			}
+		}
+	}
+	if aligned < 30 {
+		t.Fatalf("only %d of 40 plans were axis-aligned", aligned)
+	}
+}
