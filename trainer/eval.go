@@ -183,7 +183,9 @@ type EvalOptions struct {
 	Log io.Writer
 }
 
-// Evaluate predicts and scores whole cases with m.
+// Evaluate predicts and scores whole cases with m, on the grid of the
+// cases' files (a case resampled to data.target_spacing is predicted on
+// the resampled grid and its labels mapped back before scoring).
 func (m *Model) Evaluate(ctx context.Context, o EvalOptions) (SlidingScores, error) {
 	dcfg := m.Config.Data
 	var ds *data.Dataset
@@ -233,17 +235,28 @@ func (m *Model) Evaluate(ctx context.Context, o EvalOptions) (SlidingScores, err
 		if err != nil {
 			return SlidingScores{}, fmt.Errorf("case %s: %w", cs.ID, err)
 		}
-		sc, err := scoreCase(cs.ID, labels, v, m.net.Config().NumClasses, o.Validation.HD95)
+		// A case resampled to data.target_spacing is scored on its files'
+		// grid, as nnU-Net does: the prediction mapped back (nearest) against
+		// the label as stored, with the files' voxel size for HD95 — the
+		// same voxels the written prediction holds.
+		ref := v
+		if labels, err = v.LabelsOnSourceGrid(labels); err != nil {
+			return SlidingScores{}, fmt.Errorf("case %s: %w", cs.ID, err)
+		}
+		if v.SourceShape != v.Shape && v.SourceShape != ([3]int{}) {
+			src := dcfg
+			src.TargetSpacing = nil
+			if ref, err = data.ReadCase(src, cs, m.net.Config().InChannels); err != nil {
+				return SlidingScores{}, err
+			}
+		}
+		sc, err := scoreCase(cs.ID, labels, ref, m.net.Config().NumClasses, o.Validation.HD95)
 		if err != nil {
 			return SlidingScores{}, err
 		}
 		out = append(out, sc)
 		if o.OutputDir != "" {
-			onSrc, err := v.LabelsOnSourceGrid(labels)
-			if err != nil {
-				return SlidingScores{}, fmt.Errorf("case %s: %w", cs.ID, err)
-			}
-			if err := WriteLabels(filepath.Join(o.OutputDir, cs.ID+".nii.gz"), cs.Images[0], onSrc); err != nil {
+			if err := WriteLabels(filepath.Join(o.OutputDir, cs.ID+".nii.gz"), cs.Images[0], labels); err != nil {
 				return SlidingScores{}, err
 			}
 		}

@@ -80,6 +80,24 @@ func TestPredictKeepsInputGeometry(t *testing.T) {
 // the reference label files.
 func TestValidateDiceMatchesWrittenFiles(t *testing.T) {
 	_, res := trainedTiny(t)
+	checkValidateAgainstFiles(t, res)
+}
+
+// TestValidateResampledScoresTheFilesGrid: with data.target_spacing the
+// model works on a resampled grid, but validate scores (and writes) on the
+// grid of the files, so its Dice still equals Dice counted from the files.
+func TestValidateResampledScoresTheFilesGrid(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model; skipped with -short")
+	}
+	c := tinyConfig(t, t.TempDir())
+	c.Train.Epochs = 1
+	c.Data.TargetSpacing = []float64{1.5, 1.25, 1.5}
+	checkValidateAgainstFiles(t, runTiny(t, c, Options{}))
+}
+
+func checkValidateAgainstFiles(t *testing.T, res *Result) {
+	t.Helper()
 	m, err := LoadModel(filepath.Join(res.RunDir, "checkpoints", "last"), cpu.New(cpu.Options{}), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -117,6 +135,9 @@ func TestValidateDiceMatchesWrittenFiles(t *testing.T) {
 		_, ref, err := nifti.ReadFloat32(filepath.Join("../testdata/demo/labelsTr", c.ID+".nii.gz"))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if len(pred) != len(ref) {
+			t.Fatalf("%s: prediction of %d voxels for a label of %d", c.ID, len(pred), len(ref))
 		}
 		for class := 1; class <= 2; class++ {
 			var inter, p, g float64
