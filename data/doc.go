@@ -50,8 +50,19 @@
 // budget (LRU); "gz" decodes the files for every sample, inflating only up
 // to the last plane the sample reads; "store" reads the prepared store of
 // package data/store (see Prepare), decompressing only the chunks a sample
-// overlaps. "auto" uses the store when one exists, after rebuilding the
-// cases whose files or preprocessing changed.
+// overlaps (or, with store_codec raw, copying them out of a memory map).
+// "auto" uses the store when one exists, after rebuilding the cases whose
+// files or preprocessing changed.
+//
+// # Preprocessing
+//
+// Every source applies the same deterministic preprocessing, in nnU-Net's
+// order: channel stacking, normalisation (zscore per case, or ct with a
+// window, mean and std — given in the config or computed once from the
+// dataset's foreground and cached, see Config.CTStd), then, with
+// target_spacing, resampling (images trilinear, labels nearest) and the
+// foreground index on the resampled grid. Predictions are mapped back onto
+// the files' grid (Volume.LabelsOnSourceGrid).
 //
 // # Faults
 //
