@@ -10,16 +10,17 @@ import (
 	"time"
 
 	"github.com/voxtrain/voxtrain/gpu"
+	"github.com/voxtrain/voxtrain/internal/optiming"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
-// timedDevice wraps the GPU device and times op groups on the GPU's clock:
-// a timing event is recorded on the compute stream before and after each
-// wrapped op (every op runs on that stream), and the pairs are read after
-// each step. The events cost a few microseconds each, so the groups add up
-// to a little more than the plain step time.
-type timedDevice struct {
-	*gpu.Device
+// opTimes times op groups on the GPU's clock: a timing event is recorded
+// on the compute stream before and after each op optiming.Device wraps
+// (every op runs on that stream), and the pairs are read after each step.
+// The events cost a few microseconds each, so the groups add up to a
+// little more than the plain step time.
+type opTimes struct {
+	dev     *gpu.Device
 	pending []timedOp
 	t       map[string]time.Duration
 }
@@ -29,80 +30,27 @@ type timedOp struct {
 	start, end nn.Event
 }
 
-func (d *timedDevice) timed(name string) func() {
-	cs := d.ComputeStream()
-	start := d.RecordTimed(cs)
-	return func() { d.pending = append(d.pending, timedOp{name, start, d.RecordTimed(cs)}) }
+func (o *opTimes) span(group string) func() {
+	cs := o.dev.ComputeStream()
+	start := o.dev.RecordTimed(cs)
+	return func() { o.pending = append(o.pending, timedOp{group, start, o.dev.RecordTimed(cs)}) }
 }
 
 // collect adds the pending pairs' GPU times to the totals.
-func (d *timedDevice) collect() error {
-	if len(d.pending) == 0 {
+func (o *opTimes) collect() error {
+	if len(o.pending) == 0 {
 		return nil
 	}
-	d.pending[len(d.pending)-1].end.Synchronize()
-	for _, p := range d.pending {
-		e, err := d.Elapsed(p.start, p.end)
+	o.pending[len(o.pending)-1].end.Synchronize()
+	for _, p := range o.pending {
+		e, err := o.dev.Elapsed(p.start, p.end)
 		if err != nil {
 			return err
 		}
-		d.t[p.name] += e
+		o.t[p.name] += e
 	}
-	d.pending = d.pending[:0]
+	o.pending = o.pending[:0]
 	return nil
-}
-
-func (d *timedDevice) Conv3DForward(g nn.ConvGeom, x, w, b, y nn.Tensor) {
-	defer d.timed("conv forward")()
-	d.Device.Conv3DForward(g, x, w, b, y)
-}
-func (d *timedDevice) Conv3DBackwardData(g nn.ConvGeom, dy, w, dx nn.Tensor) {
-	defer d.timed("conv backward data")()
-	d.Device.Conv3DBackwardData(g, dy, w, dx)
-}
-func (d *timedDevice) Conv3DBackwardWeight(g nn.ConvGeom, x, dy, dw, db nn.Tensor) {
-	defer d.timed("conv backward weight")()
-	d.Device.Conv3DBackwardWeight(g, x, dy, dw, db)
-}
-func (d *timedDevice) InstanceNormActForward(x, gamma, beta, y, stats nn.Tensor, eps, slope float32) {
-	defer d.timed("norm+act forward")()
-	d.Device.InstanceNormActForward(x, gamma, beta, y, stats, eps, slope)
-}
-func (d *timedDevice) InstanceNormActBackward(x, gamma, beta, stats, dy, dx, dgamma, dbeta nn.Tensor, slope float32) {
-	defer d.timed("norm+act backward")()
-	d.Device.InstanceNormActBackward(x, gamma, beta, stats, dy, dx, dgamma, dbeta, slope)
-}
-func (d *timedDevice) ConcatChannels(a, b, dst nn.Tensor) {
-	defer d.timed("concat/split/add")()
-	d.Device.ConcatChannels(a, b, dst)
-}
-func (d *timedDevice) SplitChannels(src, a, b nn.Tensor) {
-	defer d.timed("concat/split/add")()
-	d.Device.SplitChannels(src, a, b)
-}
-func (d *timedDevice) Add(dst, src nn.Tensor) {
-	defer d.timed("concat/split/add")()
-	d.Device.Add(dst, src)
-}
-func (d *timedDevice) AddChannelBias(t, b nn.Tensor) {
-	defer d.timed("bias (transposed conv)")()
-	d.Device.AddChannelBias(t, b)
-}
-func (d *timedDevice) ChannelSum(t, dst nn.Tensor) {
-	defer d.timed("bias (transposed conv)")()
-	d.Device.ChannelSum(t, dst)
-}
-func (d *timedDevice) SoftmaxLoss(logits, labels, probs nn.Tensor) (nn.SegStats, error) {
-	defer d.timed("softmax + loss")()
-	return d.Device.SoftmaxLoss(logits, labels, probs)
-}
-func (d *timedDevice) SoftmaxLossBackward(probs, labels nn.Tensor, ceScale, alpha, beta []float32, extra, dlogits nn.Tensor) {
-	defer d.timed("softmax + loss")()
-	d.Device.SoftmaxLossBackward(probs, labels, ceScale, alpha, beta, extra, dlogits)
-}
-func (d *timedDevice) SGDUpdate(w, g, buf nn.Tensor, a nn.SGDArgs) {
-	defer d.timed("optimiser")()
-	d.Device.SGDUpdate(w, g, buf, a)
 }
 
 // BenchmarkUNetStepOps is BenchmarkUNetStep with the GPU time of each step
@@ -117,17 +65,18 @@ func BenchmarkUNetStepOps(b *testing.B) {
 		}
 		for _, sc := range stepConfigs {
 			b.Run(fmt.Sprintf("%s/%s", sc.name, m), func(b *testing.B) {
-				d := &timedDevice{Device: base, t: map[string]time.Duration{}}
+				ot := &opTimes{dev: base, t: map[string]time.Duration{}}
+				d := &optiming.Device{Device: base, Span: ot.span}
 				const warm = 2
 				var total time.Duration
 				var cerr error
 				r, err := nn.BenchStep(d, sc.cfg, nn.BenchOptions{Batch: sc.batch, Patch: sc.patch, Steps: max(b.N, 3), Warmup: warm, Seed: 1,
 					Progress: func(s int, w bool, dt time.Duration, _ float64) {
-						if err := d.collect(); err != nil && cerr == nil {
+						if err := ot.collect(); err != nil && cerr == nil {
 							cerr = err
 						}
 						if s == warm-1 {
-							clear(d.t) // drop the warm-up steps
+							clear(ot.t) // drop the warm-up steps
 						}
 						if !w {
 							total += dt
@@ -140,16 +89,16 @@ func BenchmarkUNetStepOps(b *testing.B) {
 					b.Fatal(cerr)
 				}
 				steps := float64(len(r.StepTimes))
-				names := make([]string, 0, len(d.t))
+				names := make([]string, 0, len(ot.t))
 				var ops time.Duration
-				for name, t := range d.t {
+				for name, t := range ot.t {
 					names = append(names, name)
 					ops += t
 				}
-				sort.Slice(names, func(i, j int) bool { return d.t[names[i]] > d.t[names[j]] })
+				sort.Slice(names, func(i, j int) bool { return ot.t[names[i]] > ot.t[names[j]] })
 				var parts []string
 				for _, name := range names {
-					ms := d.t[name].Seconds() * 1e3 / steps
+					ms := ot.t[name].Seconds() * 1e3 / steps
 					b.ReportMetric(ms, strings.NewReplacer(" ", "_", "/", "+", "(", "", ")", "").Replace(name)+"-ms/step")
 					parts = append(parts, fmt.Sprintf("%s %.2f", name, ms))
 				}

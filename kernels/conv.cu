@@ -40,6 +40,84 @@
 // sum is unchanged, so results are bit-identical to the scalar path.
 #include "common.cuh"
 
+// vt_col_f32 and vt_col_bf16 store vol2col matrix elements, one at a
+// time or in groups of 4 (16 bytes of float32, 8 of bfloat16).
+struct vt_col_f32 {
+    float* col;
+    __device__ __forceinline__ void put4(long long i, vt_f4 v) const { *(vt_f4*)(col + i) = v; }
+    __device__ __forceinline__ void put1(long long i, float v) const { col[i] = v; }
+};
+
+struct vt_col_bf16 {
+    unsigned short* col;
+    __device__ __forceinline__ void put4(long long i, vt_f4 v) const
+    {
+        vt_h4 h;
+        h.x = vt_bf16(v.x);
+        h.y = vt_bf16(v.y);
+        h.z = vt_bf16(v.z);
+        h.w = vt_bf16(v.w);
+        *(vt_h4*)(col + i) = h;
+    }
+    __device__ __forceinline__ void put1(long long i, float v) const { col[i] = vt_bf16(v); }
+};
+
+// vt_vol2col_groups is the loop of the vol2col kernels: a thread per row
+// of the tile and group of vec channels (vec 4: x 16-byte aligned and the
+// store's groups aligned; vec 1: any in_c) decomposes its row once and
+// walks the kernel taps, storing each tap's group through col.
+template <class Col>
+__device__ __forceinline__ void vt_vol2col_groups(const float* x, Col col, int vec,
+                                                  int in_d, int in_h, int in_w, int in_c,
+                                                  int kd_, int kh_, int kw_,
+                                                  int sd, int sh, int sw,
+                                                  int pd, int ph, int pw,
+                                                  int m0, int rows)
+{
+    const int od_ = (in_d + 2 * pd - kd_) / sd + 1;
+    const int oh_ = (in_h + 2 * ph - kh_) / sh + 1;
+    const int ow_ = (in_w + 2 * pw - kw_) / sw + 1;
+    const int kk = kd_ * kh_ * kw_ * in_c;
+    const int groups = in_c / vec;
+    const long long total = (long long)rows * groups;
+    for (long long e = vt_gid(); e < total; e += vt_gstride()) {
+        const int r = (int)e / groups;
+        const int ci = ((int)e - r * groups) * vec;
+        int m = m0 + r;
+        const int ow = m % ow_;
+        m /= ow_;
+        const int oh = m % oh_;
+        m /= oh_;
+        const int od = m % od_;
+        const int n = m / od_;
+        long long dst = (long long)r * kk + ci;
+        const float* src = x + ci;
+        for (int kd = 0; kd < kd_; kd++) {
+            const int id = od * sd - pd + kd;
+            const bool okd = id >= 0 && id < in_d;
+            for (int kh = 0; kh < kh_; kh++) {
+                const int ih = oh * sh - ph + kh;
+                const bool okh = okd && ih >= 0 && ih < in_h;
+                for (int kw = 0; kw < kw_; kw++) {
+                    const int iw = ow * sw - pw + kw;
+                    const bool ok = okh && iw >= 0 && iw < in_w;
+                    const float* s = src + (((n * in_d + id) * in_h + ih) * in_w + iw) * in_c;
+                    if (vec == 4) {
+                        vt_f4 v = {0.0f, 0.0f, 0.0f, 0.0f};
+                        if (ok) {
+                            v = *(const vt_f4*)s;
+                        }
+                        col.put4(dst, v);
+                    } else {
+                        col.put1(dst, ok ? *s : 0.0f);
+                    }
+                    dst += in_c;
+                }
+            }
+        }
+    }
+}
+
 // vol2col writes rows [m0, m0+rows) of the vol2col matrix of x into col
 // (rows × K, row-major).
 VT_KERNEL vol2col(const float* x, float* col,
@@ -54,39 +132,8 @@ VT_KERNEL vol2col(const float* x, float* col,
     const int ow_ = (in_w + 2 * pw - kw_) / sw + 1;
     const int kk = kd_ * kh_ * kw_ * in_c;
     if (in_c % 4 == 0 && vt_aligned16(x) && vt_aligned16(col)) {
-        const int groups = in_c / 4;
-        const long long total = (long long)rows * groups;
-        const vt_f4 zero = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (long long e = vt_gid(); e < total; e += vt_gstride()) {
-            const int r = (int)e / groups;
-            const int ci = ((int)e - r * groups) * 4;
-            int m = m0 + r;
-            const int ow = m % ow_;
-            m /= ow_;
-            const int oh = m % oh_;
-            m /= oh_;
-            const int od = m % od_;
-            const int n = m / od_;
-            float* dst = col + (long long)r * kk + ci;
-            const float* src = x + ci;
-            for (int kd = 0; kd < kd_; kd++) {
-                const int id = od * sd - pd + kd;
-                const bool okd = id >= 0 && id < in_d;
-                for (int kh = 0; kh < kh_; kh++) {
-                    const int ih = oh * sh - ph + kh;
-                    const bool okh = okd && ih >= 0 && ih < in_h;
-                    for (int kw = 0; kw < kw_; kw++) {
-                        const int iw = ow * sw - pw + kw;
-                        vt_f4 v = zero;
-                        if (okh && iw >= 0 && iw < in_w) {
-                            v = *(const vt_f4*)(src + (((n * in_d + id) * in_h + ih) * in_w + iw) * in_c);
-                        }
-                        *(vt_f4*)dst = v;
-                        dst += in_c;
-                    }
-                }
-            }
-        }
+        vt_vol2col_groups(x, vt_col_f32{col}, 4, in_d, in_h, in_w, in_c, kd_, kh_, kw_,
+                          sd, sh, sw, pd, ph, pw, m0, rows);
         return;
     }
     // Scalar path (in_c = 1, 2, 3, ...): one element per thread, which
@@ -131,54 +178,9 @@ VT_KERNEL vol2col_bf16(const float* x, unsigned short* col,
                        int pd, int ph, int pw,
                        int m0, int rows)
 {
-    const int od_ = (in_d + 2 * pd - kd_) / sd + 1;
-    const int oh_ = (in_h + 2 * ph - kh_) / sh + 1;
-    const int ow_ = (in_w + 2 * pw - kw_) / sw + 1;
-    const int kk = kd_ * kh_ * kw_ * in_c;
     const int vec = in_c % 4 == 0 && vt_aligned16(x) && vt_aligned8(col) ? 4 : 1;
-    const int groups = in_c / vec;
-    const long long total = (long long)rows * groups;
-    for (long long e = vt_gid(); e < total; e += vt_gstride()) {
-        const int r = (int)e / groups;
-        const int ci = ((int)e - r * groups) * vec;
-        int m = m0 + r;
-        const int ow = m % ow_;
-        m /= ow_;
-        const int oh = m % oh_;
-        m /= oh_;
-        const int od = m % od_;
-        const int n = m / od_;
-        unsigned short* dst = col + (long long)r * kk + ci;
-        const float* src = x + ci;
-        for (int kd = 0; kd < kd_; kd++) {
-            const int id = od * sd - pd + kd;
-            const bool okd = id >= 0 && id < in_d;
-            for (int kh = 0; kh < kh_; kh++) {
-                const int ih = oh * sh - ph + kh;
-                const bool okh = okd && ih >= 0 && ih < in_h;
-                for (int kw = 0; kw < kw_; kw++) {
-                    const int iw = ow * sw - pw + kw;
-                    const bool ok = okh && iw >= 0 && iw < in_w;
-                    const float* s = src + (((n * in_d + id) * in_h + ih) * in_w + iw) * in_c;
-                    if (vec == 4) {
-                        vt_f4 v = {0.0f, 0.0f, 0.0f, 0.0f};
-                        if (ok) {
-                            v = *(const vt_f4*)s;
-                        }
-                        vt_h4 h;
-                        h.x = vt_bf16(v.x);
-                        h.y = vt_bf16(v.y);
-                        h.z = vt_bf16(v.z);
-                        h.w = vt_bf16(v.w);
-                        *(vt_h4*)dst = h;
-                    } else {
-                        dst[0] = ok ? vt_bf16(*s) : (unsigned short)0;
-                    }
-                    dst += in_c;
-                }
-            }
-        }
-    }
+    vt_vol2col_groups(x, vt_col_bf16{col}, vec, in_d, in_h, in_w, in_c, kd_, kh_, kw_,
+                      sd, sh, sw, pd, ph, pw, m0, rows);
 }
 
 // vt_tap returns the output coordinate o whose tap k reads input coordinate
