@@ -40,6 +40,23 @@
 // sum is unchanged, so results are bit-identical to the scalar path.
 #include "common.cuh"
 
+// vt_out_size is a convolution's output length along one axis.
+__device__ __forceinline__ int vt_out_size(int in, int pad, int k, int stride)
+{
+    return (in + 2 * pad - k) / stride + 1;
+}
+
+// vt_unflatten splits a flat (n, d, h, w) index m over a d_ × h_ × w_ grid.
+__device__ __forceinline__ void vt_unflatten(int m, int d_, int h_, int w_, int& n, int& d, int& h, int& w)
+{
+    w = m % w_;
+    m /= w_;
+    h = m % h_;
+    m /= h_;
+    d = m % d_;
+    n = m / d_;
+}
+
 // vt_col_f32 and vt_col_bf16 store vol2col matrix elements, one at a
 // time or in groups of 4 (16 bytes of float32, 8 of bfloat16).
 struct vt_col_f32 {
@@ -74,22 +91,17 @@ __device__ __forceinline__ void vt_vol2col_groups(const float* x, Col col, int v
                                                   int pd, int ph, int pw,
                                                   int m0, int rows)
 {
-    const int od_ = (in_d + 2 * pd - kd_) / sd + 1;
-    const int oh_ = (in_h + 2 * ph - kh_) / sh + 1;
-    const int ow_ = (in_w + 2 * pw - kw_) / sw + 1;
+    const int od_ = vt_out_size(in_d, pd, kd_, sd);
+    const int oh_ = vt_out_size(in_h, ph, kh_, sh);
+    const int ow_ = vt_out_size(in_w, pw, kw_, sw);
     const int kk = kd_ * kh_ * kw_ * in_c;
     const int groups = in_c / vec;
     const long long total = (long long)rows * groups;
     for (long long e = vt_gid(); e < total; e += vt_gstride()) {
         const int r = (int)e / groups;
         const int ci = ((int)e - r * groups) * vec;
-        int m = m0 + r;
-        const int ow = m % ow_;
-        m /= ow_;
-        const int oh = m % oh_;
-        m /= oh_;
-        const int od = m % od_;
-        const int n = m / od_;
+        int n, od, oh, ow;
+        vt_unflatten(m0 + r, od_, oh_, ow_, n, od, oh, ow);
         long long dst = (long long)r * kk + ci;
         const float* src = x + ci;
         for (int kd = 0; kd < kd_; kd++) {
@@ -127,9 +139,9 @@ VT_KERNEL vol2col(const float* x, float* col,
                   int pd, int ph, int pw,
                   int m0, int rows)
 {
-    const int od_ = (in_d + 2 * pd - kd_) / sd + 1;
-    const int oh_ = (in_h + 2 * ph - kh_) / sh + 1;
-    const int ow_ = (in_w + 2 * pw - kw_) / sw + 1;
+    const int od_ = vt_out_size(in_d, pd, kd_, sd);
+    const int oh_ = vt_out_size(in_h, ph, kh_, sh);
+    const int ow_ = vt_out_size(in_w, pw, kw_, sw);
     const int kk = kd_ * kh_ * kw_ * in_c;
     if (in_c % 4 == 0 && vt_aligned16(x) && vt_aligned16(col)) {
         vt_vol2col_groups(x, vt_col_f32{col}, 4, in_d, in_h, in_w, in_c, kd_, kh_, kw_,
@@ -150,13 +162,8 @@ VT_KERNEL vol2col(const float* x, float* col,
         k /= kw_;
         const int kh = k % kh_;
         const int kd = k / kh_;
-        int m = m0 + r;
-        const int ow = m % ow_;
-        m /= ow_;
-        const int oh = m % oh_;
-        m /= oh_;
-        const int od = m % od_;
-        const int n = m / od_;
+        int n, od, oh, ow;
+        vt_unflatten(m0 + r, od_, oh_, ow_, n, od, oh, ow);
         const int id = od * sd - pd + kd;
         const int ih = oh * sh - ph + kh;
         const int iw = ow * sw - pw + kw;
@@ -215,9 +222,9 @@ VT_KERNEL col2vol(const float* dcol, float* dx,
                   int pd, int ph, int pw,
                   int m0, int rows, int vlo, int vcount)
 {
-    const int od_ = (in_d + 2 * pd - kd_) / sd + 1;
-    const int oh_ = (in_h + 2 * ph - kh_) / sh + 1;
-    const int ow_ = (in_w + 2 * pw - kw_) / sw + 1;
+    const int od_ = vt_out_size(in_d, pd, kd_, sd);
+    const int oh_ = vt_out_size(in_h, ph, kh_, sh);
+    const int ow_ = vt_out_size(in_w, pw, kw_, sw);
     const int kk = kd_ * kh_ * kw_ * in_c;
     const int mhi = m0 + rows;
     const int vec = in_c % 4 == 0 && vt_aligned16(dcol) && vt_aligned16(dx) ? 4 : 1;
@@ -227,13 +234,8 @@ VT_KERNEL col2vol(const float* dcol, float* dx,
         const int g = (int)e / groups;
         const int vox = vlo + g;
         const int ci = ((int)e - g * groups) * vec;
-        int t = vox;
-        const int iw = t % in_w;
-        t /= in_w;
-        const int ih = t % in_h;
-        t /= in_h;
-        const int id = t % in_d;
-        const int n = t / in_d;
+        int n, id, ih, iw;
+        vt_unflatten(vox, in_d, in_h, in_w, n, id, ih, iw);
         float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
         for (int kd = 0; kd < kd_; kd++) {
             const int od = vt_tap(id, pd, kd, sd, od_);
