@@ -119,7 +119,7 @@ func Run(ctx context.Context, cfg *Config, o Options) (res *Result, err error) {
 
 	total := cfg.Train.Epochs * cfg.Train.IterationsPerEpoch
 	st := State{TotalSteps: total, Seed: cfg.Seed, DataSeed: cfg.Data.Seed, ConfigSHA256: sha256Hex(text), Version: o.Version}
-	if err := resume(o.Resume, run, model, learner, &st, log); err != nil {
+	if err := resume(o.Resume, run, model, learner, &st, text, log); err != nil {
 		return nil, err
 	}
 	st.TotalSteps = total
@@ -143,8 +143,10 @@ func Run(ctx context.Context, cfg *Config, o Options) (res *Result, err error) {
 }
 
 // resume loads the checkpoint o.Resume names into the model, optimiser and
-// state; "" and "auto" without a checkpoint start fresh.
-func resume(what string, run checkpoint.Run, model *nn.UNet, learner *nn.Learner, st *State, log *slog.Logger) error {
+// state; "" and "auto" without a checkpoint start fresh. text is the
+// run's resolved config: when it differs from the checkpoint's, the
+// changed keys are logged as a warning.
+func resume(what string, run checkpoint.Run, model *nn.UNet, learner *nn.Learner, st *State, text string, log *slog.Logger) error {
 	if what == "" {
 		if hasCheckpoints(run.Checkpoints) {
 			return fmt.Errorf("%s already holds checkpoints: resume with --resume auto, or choose another --run-id or --output-dir", run.Checkpoints)
@@ -188,9 +190,18 @@ func resume(what string, run checkpoint.Run, model *nn.UNet, learner *nn.Learner
 	if l.State == nil {
 		return fmt.Errorf("resume %s: no training state (a bare weights file cannot be resumed; use it to fine-tune instead)", l.Dir)
 	}
+	now := st.ConfigSHA256
 	if err := json.Unmarshal(l.State, st); err != nil {
 		return fmt.Errorf("resume %s: state.json: %w", l.Dir, err)
 	}
+	if st.ConfigSHA256 != "" && st.ConfigSHA256 != now {
+		// Allowed (more epochs, a new learning rate), but the run is no
+		// longer the one the checkpoint began: say what changed.
+		changes := configChanges(l.Config, text)
+		log.Warn("resume: the config differs from the checkpoint's; continuing with the new one",
+			"checkpoint", l.Dir, "changed", strings.Join(changes, "; "))
+	}
+	st.ConfigSHA256 = now
 	learner.Opt.SetSteps(int(st.Step))
 	log.Info("resumed", "checkpoint", l.Dir, "epoch", st.Epoch, "step_in_epoch", st.StepInEpoch, "step", st.Step)
 	return nil

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/voxtrain/voxtrain/checkpoint"
@@ -249,5 +250,32 @@ func TestCancelStopsCleanly(t *testing.T) {
 	model, opt := expectedTensors(t, c)
 	if _, err := checkpoint.Load(filepath.Join(res.RunDir, "checkpoints", "last"), model, opt); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestResumeWithChangedConfigWarns: resuming with a different config is
+// allowed, logs which keys changed, and the checkpoints saved afterwards
+// carry the new config's fingerprint (so a further resume is quiet).
+func TestResumeWithChangedConfigWarns(t *testing.T) {
+	out := t.TempDir()
+	c := tinyConfig(t, out)
+	c.Train.Epochs = 1
+	runTiny(t, c, Options{})
+	c.Train.Epochs = 2
+	c.Optim.LR *= 0.5
+	var log bytes.Buffer
+	res := runTiny(t, c, Options{Resume: "auto", Out: &log})
+	text, _ := os.ReadFile(filepath.Join(res.RunDir, "train.log"))
+	all := log.String() + string(text)
+	for _, want := range []string{"config differs", "train.epochs: 1 → 2", "optim.lr:"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("resume with a changed config: log lacks %q:\n%s", want, all)
+		}
+	}
+	log.Reset()
+	res = runTiny(t, c, Options{Resume: "auto", Out: &log})
+	text, _ = os.ReadFile(filepath.Join(res.RunDir, "train.log"))
+	if strings.Count(log.String()+string(text), "config differs") > 1 {
+		t.Errorf("a resume with the same config warned again:\n%s", log.String())
 	}
 }
