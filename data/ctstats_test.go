@@ -351,36 +351,22 @@ func TestCTStatisticsInPipeline(t *testing.T) {
 		t.Errorf("second prepare: %+v, %v", rep2, err)
 	}
 	opt := Options{Patch: [3]int{8, 8, 8}, Batch: 2, Augment: nnunetAug(t)}
-	var ref string
-	for _, src := range []string{"store", "cache", "gz"} {
-		for _, w := range []int{0, 2} {
-			c := cfg
-			c.Source, c.Workers = src, workers(w)
-			l := openLoader(t, c, opt)
-			if l.prep.CTMean != rep.CT.Stats.Mean || l.prep.CTWindow[0] != rep.CT.Stats.Lower {
-				t.Errorf("%s: loader prep %+v", src, l.prep)
-			}
-			v, err := l.LoadCase(context.Background(), 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			lo := float32((rep.CT.Stats.Lower - rep.CT.Stats.Mean) / rep.CT.Stats.Std)
-			hi := float32((rep.CT.Stats.Upper - rep.CT.Stats.Mean) / rep.CT.Stats.Std)
-			for _, x := range v.Image[0] {
-				if x < lo-1e-5 || x > hi+1e-5 {
-					t.Fatalf("%s: value %v outside the normalised window [%v, %v]", src, x, lo, hi)
-				}
-			}
-			s, _ := l.Train(StreamOptions{Epochs: 2})
-			d := digestStream(t, s, 4)
-			l.Close()
-			if ref == "" {
-				ref = d
-			} else if d != ref {
-				t.Errorf("%s workers %d: batches differ from the store's", src, w)
+	sameBatchesEverywhere(t, cfg, opt, []string{"store", "cache", "gz"}, []int{0, 2}, 2, 4, func(src string, _ int, l *Loader) {
+		if l.prep.CTMean != rep.CT.Stats.Mean || l.prep.CTWindow[0] != rep.CT.Stats.Lower {
+			t.Errorf("%s: loader prep %+v", src, l.prep)
+		}
+		v, err := l.LoadCase(context.Background(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lo := float32((rep.CT.Stats.Lower - rep.CT.Stats.Mean) / rep.CT.Stats.Std)
+		hi := float32((rep.CT.Stats.Upper - rep.CT.Stats.Mean) / rep.CT.Stats.Std)
+		for _, x := range v.Image[0] {
+			if x < lo-1e-5 || x > hi+1e-5 {
+				t.Fatalf("%s: value %v outside the normalised window [%v, %v]", src, x, lo, hi)
 			}
 		}
-	}
+	})
 	// ReadCase (prediction without a loader) uses the cached statistics.
 	ds, _ := OpenDataset(cfg)
 	v, err := ReadCase(cfg, ds.Cases[0], 0)

@@ -97,6 +97,44 @@ func digestStream(t *testing.T, s *Stream, n int) string {
 
 func workers(n int) Workers { return Workers{N: n, Set: true} }
 
+// sameBatchesEverywhere opens a loader for every source × worker count,
+// reads batches training batches over epochs epochs (and then expects the
+// end), calls check (when not nil) with the open loader, and fails unless
+// every digest equals the first one, which it returns.
+func sameBatchesEverywhere(t *testing.T, base Config, opt Options, sources []string, workerCounts []int, epochs, batches int, check func(src string, w int, l *Loader)) string {
+	t.Helper()
+	var ref, refName string
+	for _, src := range sources {
+		for _, w := range workerCounts {
+			cfg := base
+			cfg.Source, cfg.Workers = src, workers(w)
+			l := openLoader(t, cfg, opt)
+			if l.Source != src {
+				t.Fatalf("source %s, want %s", l.Source, src)
+			}
+			s, err := l.Train(StreamOptions{Epochs: epochs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := digestStream(t, s, batches)
+			if _, err := s.Next(context.Background()); err != io.EOF {
+				t.Errorf("%s, %d workers: after %d epochs × %d batches: %v, want EOF", src, w, epochs, batches/epochs, err)
+			}
+			if check != nil {
+				check(src, w, l)
+			}
+			l.Close()
+			name := fmt.Sprintf("%s/%d workers", src, w)
+			if ref == "" {
+				ref, refName = d, name
+			} else if d != ref {
+				t.Errorf("%s: digest %s, %s gave %s", name, d[:12], refName, ref[:12])
+			}
+		}
+	}
+	return ref
+}
+
 func TestLoaderByteIdenticalAcrossWorkersAndSources(t *testing.T) {
 	dir := demoDataset(t, 6)
 	base := Config{Dataset: dir, Fold: 0, NumFolds: 3, Seed: 11, IterationsPerEpoch: 3}
@@ -105,31 +143,11 @@ func TestLoaderByteIdenticalAcrossWorkersAndSources(t *testing.T) {
 	if _, err := Prepare(context.Background(), base, PrepareOptions{Logger: discard()}); err != nil {
 		t.Fatal(err)
 	}
-	var ref string
-	for _, src := range []string{"cache", "gz", "store"} {
-		for _, w := range []int{1, 2, 8} {
-			if testing.Short() && w == 8 {
-				continue
-			}
-			cfg := base
-			cfg.Source, cfg.Workers = src, workers(w)
-			l := openLoader(t, cfg, opt)
-			s, err := l.Train(StreamOptions{Epochs: 2})
-			if err != nil {
-				t.Fatal(err)
-			}
-			d := digestStream(t, s, 6)
-			if _, err := s.Next(context.Background()); err != io.EOF {
-				t.Errorf("after 2 epochs × 3 batches: %v, want EOF", err)
-			}
-			l.Close()
-			if ref == "" {
-				ref = d
-			} else if d != ref {
-				t.Errorf("source %s workers %d: digest %s, cache/1 worker gave %s", src, w, d[:12], ref[:12])
-			}
-		}
+	ws := []int{1, 2, 8}
+	if testing.Short() {
+		ws = ws[:2]
 	}
+	sameBatchesEverywhere(t, base, opt, []string{"cache", "gz", "store"}, ws, 2, 6, nil)
 }
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -790,11 +808,7 @@ func TestCTNormalisationSameOnEverySource(t *testing.T) {
 	base := Config{Dataset: dir, Fold: -1, Seed: 2, IterationsPerEpoch: 2, Workers: workers(1),
 		Normalization: StringList{"ct"}, CTWindow: []float64{100, 600}, CTMean: 300, CTStd: 80}
 	opt := Options{Patch: [3]int{20, 20, 20}, Batch: 2, Augment: nnunetAug(t)}
-	var ref string
-	for _, src := range []string{"cache", "gz", "store"} {
-		cfg := base
-		cfg.Source = src
-		l := openLoader(t, cfg, opt)
+	sameBatchesEverywhere(t, base, opt, []string{"cache", "gz", "store"}, []int{1}, 1, 2, func(src string, _ int, l *Loader) {
 		v, err := l.LoadCase(context.Background(), 0)
 		if err != nil {
 			t.Fatal(err)
@@ -805,15 +819,7 @@ func TestCTNormalisationSameOnEverySource(t *testing.T) {
 				t.Fatalf("%s: value %v outside the window [%v, %v]", src, x, lo, hi)
 			}
 		}
-		s, _ := l.Train(StreamOptions{Epochs: 1})
-		d := digestStream(t, s, 2)
-		l.Close()
-		if ref == "" {
-			ref = d
-		} else if d != ref {
-			t.Errorf("%s: batches differ from the cache's", src)
-		}
-	}
+	})
 }
 
 // TestReadCaseMatchesLoader: the loader-free read used by predict gives the

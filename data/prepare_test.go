@@ -2,7 +2,6 @@ package data
 
 import (
 	"context"
-	"io"
 	"strings"
 	"testing"
 
@@ -34,34 +33,12 @@ func TestTargetSpacingSameOnEverySource(t *testing.T) {
 	if !strings.Contains(strings.Join(strings.Fields(string(ix.Prep)), ""), `"target_spacing":[1.6,0.7,1.3]`) {
 		t.Errorf("the store's fingerprint lacks the target spacing: %s", ix.Prep)
 	}
-	var ref string
-	for _, src := range []string{"store", "cache", "gz"} {
-		for _, w := range []int{1, 3} {
-			cfg := base
-			cfg.Source, cfg.Workers = src, workers(w)
-			l := openLoader(t, cfg, opt)
-			if l.Source != src {
-				t.Fatalf("source %s, want %s", l.Source, src)
-			}
-			s, err := l.Train(StreamOptions{Epochs: 3}) // cases read several times: the gz source's region path
-			if err != nil {
-				t.Fatal(err)
-			}
-			d := digestStream(t, s, 9)
-			if _, err := s.Next(context.Background()); err != io.EOF {
-				t.Errorf("after 3 epochs: %v, want EOF", err)
-			}
-			for c := range l.Dataset().Cases {
-				checkResampledCase(t, l, c, [3]float64{1.6, 0.7, 1.3})
-			}
-			l.Close()
-			if ref == "" {
-				ref = d
-			} else if d != ref {
-				t.Errorf("source %s, workers %d: digest %s, store/1 worker gave %s", src, w, d[:12], ref[:12])
-			}
+	// Cases are read several times (3 epochs): the gz source's region path.
+	ref := sameBatchesEverywhere(t, base, opt, []string{"store", "cache", "gz"}, []int{1, 3}, 3, 9, func(_ string, _ int, l *Loader) {
+		for c := range l.Dataset().Cases {
+			checkResampledCase(t, l, c, [3]float64{1.6, 0.7, 1.3})
 		}
-	}
+	})
 	// Without resampling the batches differ (the test would prove nothing
 	// otherwise).
 	cfg := base
