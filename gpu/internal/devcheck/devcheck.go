@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/voxtrain/voxtrain/cpu"
@@ -98,8 +99,9 @@ type Options struct {
 	Shape [4]int
 	Tol   Tolerances
 	Seed  uint64
-	// Skip lists op names (as the subtests are named) not to run.
-	Skip []string
+	// Only, when not empty, names the ops to run (as the subtests are
+	// named, "Conv3D" say); a name Ops does not know fails the test.
+	Only []string
 }
 
 // checker compares a device with the CPU reference.
@@ -230,16 +232,22 @@ func Ops(t *testing.T, dev nn.Device, o Options) {
 	if o.Tol == (Tolerances{}) {
 		o.Tol = FP32
 	}
-	skip := map[string]bool{}
-	for _, s := range o.Skip {
-		skip[s] = true
+	only := map[string]bool{}
+	for _, s := range o.Only {
+		only[s] = true
+	}
+	for _, tc := range opTests {
+		delete(only, tc.name)
+	}
+	for name := range only {
+		t.Fatalf("devcheck.Ops: no op %q to run", name)
 	}
 	ref := cpu.New(cpu.Options{Threads: 2, ReferenceConv: true})
 	for _, tc := range opTests {
+		if len(o.Only) > 0 && !slices.Contains(o.Only, tc.name) {
+			continue
+		}
 		t.Run(tc.name, func(t *testing.T) {
-			if skip[tc.name] {
-				t.Skip("skipped by the caller")
-			}
 			k := &checker{t: t, dev: dev, ref: ref, r: rand.New(rand.NewPCG(o.Seed, hash(tc.name))), tol: o.Tol, name: dev.Name()}
 			tc.run(k, o.Shape)
 			if err := dev.Err(); err != nil {
