@@ -102,3 +102,12 @@ func BenchmarkForegroundIndex(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSpatialScaleOnly is scaling (0.85–1.15) and flips without
+// rotation: the axis-aligned sampler (sampleRowAligned).
+func BenchmarkSpatialScaleOnly(b *testing.B) {
+	c, _ := Preset(PresetNone)
+	c.Scaling = Scaling{P: 1, Range: [2]float64{0.85, 1.15}}
+	c.Mirror = Mirror{P: 0.5, Axes: []int{0, 1, 2}}
+	runBench(b, c, 1)
+}
