@@ -18,35 +18,91 @@ import (
 // value, as nnU-Net's ZScoreNormalization with use_mask_for_norm (it relies
 // on them being 0 already: the region outside the non-zero crop).
 func ZScore(x []float32, mask []uint8) (mean, std float64, err error) {
+	mean, std, err = MeanStd(x, mask)
+	if err != nil {
+		return 0, 0, err
+	}
+	if mask == nil {
+		// The same arithmetic as CTNormalize with an unbounded window, so a
+		// caller may normalise any part of x later with CTNormalize and get
+		// these bytes.
+		return mean, std, CTNormalize(x, CTStats{Mean: mean, Std: std, Lower: math.Inf(-1), Upper: math.Inf(1)})
+	}
+	inv := 1 / math.Max(std, 1e-8)
+	for i, v := range x {
+		if mask[i] != 0 {
+			x[i] = float32(float64(float64(v)-mean) * inv)
+		}
+	}
+	return mean, std, nil
+}
+
+// statLanes is how many independent partial sums MeanStd keeps. One
+// float64 accumulator makes the loop wait on the adder's latency every
+// voxel; eight keep it busy (about 4× faster on a 5-million-voxel MRI).
+const statLanes = 8
+
+// MeanStd returns the mean and population standard deviation of x (of the
+// voxels where mask is non-zero, with a mask of the same length), two
+// passes in float64, as ZScore uses them. The partial sums are combined in
+// a fixed order, so the result depends only on x and mask.
+func MeanStd(x []float32, mask []uint8) (mean, std float64, err error) {
 	if mask != nil && len(mask) != len(x) {
 		return 0, 0, fmt.Errorf("augment: ZScore: mask has %d voxels, image %d", len(mask), len(x))
 	}
-	n, sum := 0, 0.0
-	for i, v := range x {
-		if mask == nil || mask[i] != 0 {
-			sum += float64(v)
-			n++
+	var sum, m2 [statLanes]float64
+	n := 0
+	if mask == nil {
+		n = len(x)
+		full := len(x) - len(x)%statLanes
+		for i := 0; i < full; i += statLanes {
+			v := x[i : i+statLanes : i+statLanes]
+			for l := range statLanes {
+				sum[l] += float64(v[l])
+			}
+		}
+		for i := full; i < len(x); i++ {
+			sum[i%statLanes] += float64(x[i])
+		}
+	} else {
+		for i, v := range x {
+			if mask[i] != 0 {
+				sum[i%statLanes] += float64(v)
+				n++
+			}
 		}
 	}
 	if n == 0 {
 		return 0, 0, errors.New("augment: ZScore: no voxel to normalise (empty image or mask)")
 	}
-	mean = sum / float64(n)
-	m2 := 0.0
-	for i, v := range x {
-		if mask == nil || mask[i] != 0 {
-			d := float64(v) - mean
-			m2 += float64(d * d)
+	mean = combineLanes(&sum) / float64(n)
+	if mask == nil {
+		full := len(x) - len(x)%statLanes
+		for i := 0; i < full; i += statLanes {
+			v := x[i : i+statLanes : i+statLanes]
+			for l := range statLanes {
+				d := float64(v[l]) - mean
+				m2[l] += float64(d * d) // rounded before the add: no FMA on any GOARCH
+			}
+		}
+		for i := full; i < len(x); i++ {
+			d := float64(x[i]) - mean
+			m2[i%statLanes] += float64(d * d) // rounded before the add: no FMA on any GOARCH
+		}
+	} else {
+		for i, v := range x {
+			if mask[i] != 0 {
+				d := float64(v) - mean
+				m2[i%statLanes] += float64(d * d) // rounded before the add: no FMA on any GOARCH
+			}
 		}
 	}
-	std = math.Sqrt(m2 / float64(n))
-	inv := 1 / math.Max(std, 1e-8)
-	for i, v := range x {
-		if mask == nil || mask[i] != 0 {
-			x[i] = float32(float64(float64(v)-mean) * inv)
-		}
-	}
-	return mean, std, nil
+	return mean, math.Sqrt(combineLanes(&m2) / float64(n)), nil
+}
+
+// combineLanes adds the partial sums pairwise, always in the same order.
+func combineLanes(s *[statLanes]float64) float64 {
+	return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
 }
 
 // CTStats are a dataset's foreground intensity statistics, as nnU-Net
@@ -67,6 +123,15 @@ func CTNormalize(x []float32, st CTStats) error {
 	lo, hi := float32(st.Lower), float32(st.Upper)
 	mean := st.Mean
 	inv := 1 / math.Max(st.Std, 1e-8)
+	if math.IsInf(st.Lower, -1) && math.IsInf(st.Upper, 1) {
+		// A z-score: clipping to (-Inf, +Inf) changes no value (NaN
+		// included), and skipping Go's NaN-aware min/max makes this loop
+		// about twice as fast.
+		for i, v := range x {
+			x[i] = float32(float64(float64(v)-mean) * inv)
+		}
+		return nil
+	}
 	for i, v := range x {
 		v = min(max(v, lo), hi)
 		x[i] = float32(float64(float64(v)-mean) * inv)

@@ -146,21 +146,21 @@ type gzSource struct {
 
 func (s *gzSource) voxels(w *worker, c int, p *planner) (augment.Source, error) {
 	ps := w.scratch()
+	v := &ps.vol
 	m := s.meta[c].Load()
+	decoded := false
 	if m == nil {
-		v, st, err := readCase(s.l.ds.Cases[c], s.l.channels, &s.l.prep, &ps.vol, &ps.bufs)
-		if err != nil {
+		if s.l.prep.Target != nil {
+			return s.firstResampled(ps, c, p)
+		}
+		// The first read of a case decodes it whole for what the later
+		// reads keep: its statistics and foreground index. Only the
+		// sample's region is normalised, as on any other read.
+		var err error
+		if m, err = s.learn(ps, c); err != nil {
 			return augment.Source{}, err
 		}
-		m := &caseMeta{shape: v.Shape, fg: v.FG, stats: st, srcShape: v.SourceShape}
-		if v.SourceShape != v.Shape {
-			m.rs = newResampler(v.SourceShape, v.Shape)
-		}
-		s.meta[c].Store(m)
-		if _, err := p.plan(v.Shape, v.FG); err != nil {
-			return augment.Source{}, err
-		}
-		return augment.Source{Image: v.Image, Label: v.Label, Shape: v.Shape}, nil
+		decoded = true
 	}
 	box, err := p.plan(m.shape, m.fg)
 	if err != nil {
@@ -171,12 +171,13 @@ func (s *gzSource) voxels(w *worker, c int, p *planner) (augment.Source, error) 
 	}
 	// Inflate only up to the last plane the sample reads.
 	planes := max(box.Hi[0], 1)
-	v := &ps.vol
-	if err := decodeCase(s.l.ds.Cases[c], s.l.channels, v, &ps.bufs, planes); err != nil {
-		return augment.Source{}, err
-	}
-	if v.Shape != m.shape {
-		return augment.Source{}, fmt.Errorf("case %s changed shape while training (%v, was %v)", s.l.ds.Cases[c].ID, v.Shape, m.shape)
+	if !decoded {
+		if err := decodeCase(s.l.ds.Cases[c], s.l.channels, v, &ps.bufs, planes); err != nil {
+			return augment.Source{}, err
+		}
+		if v.Shape != m.shape {
+			return augment.Source{}, fmt.Errorf("case %s changed shape while training (%v, was %v)", s.l.ds.Cases[c].ID, v.Shape, m.shape)
+		}
 	}
 	for ch := range v.Image {
 		s.l.prep.applyBox(ch, v.Image[ch], v.Shape, box, m.stats[ch])
@@ -191,6 +192,53 @@ func (s *gzSource) voxels(w *worker, c int, p *planner) (augment.Source, error) 
 		lbl = v.Label[:n]
 	}
 	return augment.Source{Image: ps.srcImg, Label: lbl, Shape: [3]int{planes, v.Shape[1], v.Shape[2]}}, nil
+}
+
+// learn decodes case c whole into the worker's volume, unnormalised, and
+// records what later reads reuse: its shape, per-channel normalisation
+// statistics and foreground index (the same readCase computes).
+func (s *gzSource) learn(ps *pipeScratch, c int) (*caseMeta, error) {
+	cs := s.l.ds.Cases[c]
+	v := &ps.vol
+	if err := decodeCase(cs, s.l.channels, v, &ps.bufs, 0); err != nil {
+		return nil, err
+	}
+	st := make([]chanStats, len(v.Image))
+	for ch := range v.Image {
+		var err error
+		if st[ch], err = s.l.prep.stats(ch, v.Image[ch]); err != nil {
+			return nil, fmt.Errorf("case %s channel %d: %w", cs.ID, ch, err)
+		}
+	}
+	if v.Label != nil {
+		fg, err := augment.BuildForegroundIndex(v.Label, v.Shape, s.l.prep.FGSamples)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", cs.Label, err)
+		}
+		v.FG = fg
+	}
+	m := &caseMeta{shape: v.Shape, fg: v.FG, stats: st, srcShape: v.SourceShape}
+	s.meta[c].Store(m)
+	return m, nil
+}
+
+// firstResampled is the first read of a case resampled to a target
+// spacing: the whole case is decoded, normalised and resampled (readCase),
+// and its resampler kept for later reads.
+func (s *gzSource) firstResampled(ps *pipeScratch, c int, p *planner) (augment.Source, error) {
+	v, st, err := readCase(s.l.ds.Cases[c], s.l.channels, &s.l.prep, &ps.vol, &ps.bufs)
+	if err != nil {
+		return augment.Source{}, err
+	}
+	m := &caseMeta{shape: v.Shape, fg: v.FG, stats: st, srcShape: v.SourceShape}
+	if v.SourceShape != v.Shape {
+		m.rs = newResampler(v.SourceShape, v.Shape)
+	}
+	s.meta[c].Store(m)
+	if _, err := p.plan(v.Shape, v.FG); err != nil {
+		return augment.Source{}, err
+	}
+	return augment.Source{Image: v.Image, Label: v.Label, Shape: v.Shape}, nil
 }
 
 // resampledRegion returns the voxels of box (on the resampled grid) of

@@ -17,7 +17,7 @@ import (
 
 // prepVersion changes whenever the preprocessing code changes what it
 // produces, so stores made by older code are rebuilt.
-const prepVersion = 2
+const prepVersion = 3
 
 // PrepareOptions configures Prepare.
 type PrepareOptions struct {

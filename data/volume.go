@@ -111,16 +111,27 @@ type chanStats = augment.CTStats
 // normalize normalises channel ch of a whole volume in place with
 // augment's nnU-Net schemes and returns the parameters it used.
 func (p *prep) normalize(ch int, x []float32) (chanStats, error) {
+	st, err := p.stats(ch, x)
+	if err != nil || p.scheme(ch) == "none" {
+		return st, err
+	}
+	return st, augment.CTNormalize(x, st)
+}
+
+// stats returns the normalisation parameters of channel ch of a whole
+// volume x without changing x: the volume's mean and std for a z-score
+// (with an unbounded window, so CTNormalize applies it), the dataset's for
+// ct.
+func (p *prep) stats(ch int, x []float32) (chanStats, error) {
 	switch p.scheme(ch) {
 	case "zscore":
-		m, sd, err := augment.ZScore(x, nil)
+		m, sd, err := augment.MeanStd(x, nil)
 		return chanStats{Mean: m, Std: sd, Lower: math.Inf(-1), Upper: math.Inf(1)}, err
 	case "ct":
 		if len(p.CTWindow) != 2 {
 			return chanStats{}, errors.New("ct normalisation without a window (data.ct_window unresolved)")
 		}
-		st := chanStats{Mean: p.CTMean, Std: p.CTStd, Lower: p.CTWindow[0], Upper: p.CTWindow[1]}
-		return st, augment.CTNormalize(x, st)
+		return chanStats{Mean: p.CTMean, Std: p.CTStd, Lower: p.CTWindow[0], Upper: p.CTWindow[1]}, nil
 	}
 	return chanStats{}, nil
 }
