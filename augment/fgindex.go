@@ -1,6 +1,7 @@
 package augment
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 )
@@ -51,9 +52,23 @@ func BuildForegroundIndex(label []uint8, shape [3]int, maxPerClass int) (*Foregr
 		return nil, fmt.Errorf("augment: foreground index: label has %d voxels, shape %v needs %d", len(label), shape, n)
 	}
 	var counts [256]int
-	for _, v := range label {
-		counts[v]++
+	// Labels are mostly background: a whole word of zeros is counted at
+	// once, which also spares the loop the store-to-load chain of
+	// incrementing counts[0] for every voxel.
+	zeros := 0
+	for i := 0; i < n; {
+		if i+8 <= n && binary.LittleEndian.Uint64(label[i:]) == 0 {
+			zeros += 8
+			i += 8
+			continue
+		}
+		end := min(i+8, n)
+		for _, v := range label[i:end] {
+			counts[v]++
+		}
+		i = end
 	}
+	counts[0] += zeros
 	f := &ForegroundIndex{Shape: shape}
 	var slot [256]int // class -> index in f.Classes, -1 if absent
 	var need, left [256]uint64
@@ -79,7 +94,12 @@ func BuildForegroundIndex(label []uint8, shape [3]int, maxPerClass int) (*Foregr
 	// probability need/left, which keeps exactly `need` voxels, uniformly,
 	// already in ascending order.
 	rng := rand.New(rand.NewPCG(foregroundSeed, 0))
-	for i, v := range label {
+	for i := 0; i < n; i++ {
+		if i&7 == 0 && i+8 <= n && binary.LittleEndian.Uint64(label[i:]) == 0 {
+			i += 7 // with the loop's i++: the next word
+			continue
+		}
+		v := label[i]
 		if v == 0 || need[v] == 0 {
 			continue
 		}
