@@ -55,12 +55,21 @@ func MeanStd(x []float32, mask []uint8) (mean, std float64, err error) {
 	if mask == nil {
 		n = len(x)
 		full := len(x) - len(x)%statLanes
+		// Eight named accumulators, so they live in registers (the
+		// compiler keeps an indexed array on the stack).
+		var s0, s1, s2, s3, s4, s5, s6, s7 float64
 		for i := 0; i < full; i += statLanes {
 			v := x[i : i+statLanes : i+statLanes]
-			for l := range statLanes {
-				sum[l] += float64(v[l])
-			}
+			s0 += float64(v[0])
+			s1 += float64(v[1])
+			s2 += float64(v[2])
+			s3 += float64(v[3])
+			s4 += float64(v[4])
+			s5 += float64(v[5])
+			s6 += float64(v[6])
+			s7 += float64(v[7])
 		}
+		sum = [statLanes]float64{s0, s1, s2, s3, s4, s5, s6, s7}
 		for i := full; i < len(x); i++ {
 			sum[i%statLanes] += float64(x[i])
 		}
@@ -78,13 +87,21 @@ func MeanStd(x []float32, mask []uint8) (mean, std float64, err error) {
 	mean = combineLanes(&sum) / float64(n)
 	if mask == nil {
 		full := len(x) - len(x)%statLanes
+		var s0, s1, s2, s3, s4, s5, s6, s7 float64
+		// sq rounds d·d before the add: no FMA on any GOARCH.
+		sq := func(v float32) float64 { d := float64(v) - mean; return float64(d * d) }
 		for i := 0; i < full; i += statLanes {
 			v := x[i : i+statLanes : i+statLanes]
-			for l := range statLanes {
-				d := float64(v[l]) - mean
-				m2[l] += float64(d * d) // rounded before the add: no FMA on any GOARCH
-			}
+			s0 += sq(v[0])
+			s1 += sq(v[1])
+			s2 += sq(v[2])
+			s3 += sq(v[3])
+			s4 += sq(v[4])
+			s5 += sq(v[5])
+			s6 += sq(v[6])
+			s7 += sq(v[7])
 		}
+		m2 = [statLanes]float64{s0, s1, s2, s3, s4, s5, s6, s7}
 		for i := full; i < len(x); i++ {
 			d := float64(x[i]) - mean
 			m2[i%statLanes] += float64(d * d) // rounded before the add: no FMA on any GOARCH
