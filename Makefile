@@ -61,16 +61,20 @@ cuda-check:
 # Tests that skip themselves under the race detector, run once without it:
 # the README's demo (configs/demo.yaml, fold 0) trained end to end and held
 # to its validation Dice threshold, nn's training on the demo data, and the
-# trainer's SIGKILL-during-saves test (50 kills of a training process).
+# trainer's SIGKILL-during-saves test (50 kills of a training process),
+# and the gzip decoder's full equivalence matrices (reduced under -race).
 slow:
 	$(GO) test -count=1 -timeout 20m -run '^(TestDemo|TestDemoTrainingLearns|TestSIGKILLDuringSaves)$$' -v ./cmd/train ./nn ./trainer \
 		| grep -E '^(=== RUN|--- |ok|FAIL|PASS)|demo|kills|loss|Dice'
+	$(GO) test -count=1 -run '^(TestMatrix|TestLarge)$$' ./internal/inflate
 
 # Run each fuzz target for FUZZTIME (go test -fuzz takes one target at a time).
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseHeader$$' -fuzztime $(FUZZTIME) ./nifti
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./nifti
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./checkpoint/safetensors
+	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./internal/inflate
+	$(GO) test -run '^$$' -fuzz '^FuzzReaderStream$$' -fuzztime $(FUZZTIME) ./internal/inflate
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./nifti
