@@ -174,59 +174,15 @@ func decodeCase(c Case, channels int, v *Volume, bufs *readBufs, planes int) err
 	var shape3 [3]int
 	ch := 0
 	for fi, path := range c.Images {
-		h, err := rd.ReadHeader(path)
+		// One open per file: the header decides how much to read.
+		f, err := rd.Open(path)
 		if err != nil {
 			return err
 		}
-		sh := h.Shape()
-		s3, n4, err := spatialShape(sh)
+		err = decodeImage(f, fi, path, c, channels, v, bufs, planes, &shape3, &ch)
+		f.Close()
 		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		if fi == 0 {
-			shape3 = s3
-			v.Shape, v.SourceShape = s3, s3
-			v.Spacing = [3]float64{h.Pixdim[3], h.Pixdim[2], h.Pixdim[1]}
-			if a, err := h.Affine(); err == nil {
-				v.Affine = a
-			}
-			nch := channels
-			if nch == 0 {
-				nch = n4 * len(c.Images)
-			}
-			if len(c.Images) > 1 && n4 != 1 {
-				return fmt.Errorf("%s: a 4D image (%d volumes) in a case listed as one file per channel", path, n4)
-			}
-			if nch != n4*len(c.Images) {
-				return fmt.Errorf("case %s: the files hold %d channels, the dataset declares %d", c.ID, n4*len(c.Images), nch)
-			}
-			v.Image = resizeChannels(v.Image, nch, s3[0]*s3[1]*s3[2])
-		} else if s3 != shape3 || n4 != 1 {
-			return fmt.Errorf("%s: shape %v differs from the first channel's (%d, %d, %d)", path, sh, shape3[2], shape3[1], shape3[0])
-		}
-		vox := s3[0] * s3[1] * s3[2]
-		if n4 == 1 && planes > 0 && planes < s3[0] && h.Datatype.Scalar() {
-			// Only the first planes are needed: stop inflating after them.
-			if _, err := rd.ReadFloat32Prefix(path, v.Image[ch][:planes*s3[1]*s3[2]]); err != nil {
-				return err
-			}
-			ch++
-			continue
-		}
-		if n4 == 1 {
-			if _, err := rd.ReadFloat32Into(path, v.Image[ch]); err != nil {
-				return err
-			}
-			ch++
-			continue
-		}
-		bufs.raw = grow(bufs.raw, vox*n4)
-		if _, err := rd.ReadFloat32Into(path, bufs.raw); err != nil {
 			return err
-		}
-		for t := 0; t < n4; t++ {
-			copy(v.Image[ch], bufs.raw[t*vox:(t+1)*vox])
-			ch++
 		}
 	}
 	v.FG = nil
@@ -234,10 +190,12 @@ func decodeCase(c Case, channels int, v *Volume, bufs *readBufs, planes int) err
 		v.Label = nil
 		return nil
 	}
-	h, err := rd.ReadHeader(c.Label)
+	f, err := rd.Open(c.Label)
 	if err != nil {
 		return err
 	}
+	defer f.Close()
+	h := f.Header()
 	s3, n4, err := spatialShape(h.Shape())
 	if err != nil || n4 != 1 || s3 != shape3 {
 		return fmt.Errorf("%s: label shape %v does not match the image's (%d, %d, %d)", c.Label, h.Shape(), shape3[2], shape3[1], shape3[0])
@@ -251,11 +209,10 @@ func decodeCase(c Case, channels int, v *Volume, bufs *readBufs, planes int) err
 		if planes > 0 && planes < s3[0] {
 			n = planes * s3[1] * s3[2]
 		}
-		_, err := rd.ReadRawPrefix(c.Label, v.Label[:n])
-		return err
+		return f.ReadRawPrefix(v.Label[:n])
 	}
 	bufs.lbl = grow(bufs.lbl, vox)
-	if _, err := rd.ReadFloat32Into(c.Label, bufs.lbl); err != nil {
+	if err := f.ReadFloat32Into(bufs.lbl); err != nil {
 		return err
 	}
 	v.Label = grow(v.Label, vox)
@@ -265,6 +222,64 @@ func decodeCase(c Case, channels int, v *Volume, bufs *readBufs, planes int) err
 			return fmt.Errorf("%s: voxel %d has value %g, not a class index 0..255", c.Label, i, x)
 		}
 		v.Label[i] = uint8(u)
+	}
+	return nil
+}
+
+// decodeImage reads image file fi of case c (open as f) into v's channels
+// from *ch on, advancing *ch; the first file sets v's grid (*shape3), the
+// others must match it.
+func decodeImage(f *nifti.File, fi int, path string, c Case, channels int, v *Volume, bufs *readBufs, planes int, shape3 *[3]int, ch *int) error {
+	h := f.Header()
+	sh := h.Shape()
+	s3, n4, err := spatialShape(sh)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if fi == 0 {
+		*shape3 = s3
+		v.Shape, v.SourceShape = s3, s3
+		v.Spacing = [3]float64{h.Pixdim[3], h.Pixdim[2], h.Pixdim[1]}
+		if a, err := h.Affine(); err == nil {
+			v.Affine = a
+		}
+		nch := channels
+		if nch == 0 {
+			nch = n4 * len(c.Images)
+		}
+		if len(c.Images) > 1 && n4 != 1 {
+			return fmt.Errorf("%s: a 4D image (%d volumes) in a case listed as one file per channel", path, n4)
+		}
+		if nch != n4*len(c.Images) {
+			return fmt.Errorf("case %s: the files hold %d channels, the dataset declares %d", c.ID, n4*len(c.Images), nch)
+		}
+		v.Image = resizeChannels(v.Image, nch, s3[0]*s3[1]*s3[2])
+	} else if s3 != *shape3 || n4 != 1 {
+		return fmt.Errorf("%s: shape %v differs from the first channel's (%d, %d, %d)", path, sh, shape3[2], shape3[1], shape3[0])
+	}
+	vox := s3[0] * s3[1] * s3[2]
+	if n4 == 1 && planes > 0 && planes < s3[0] && h.Datatype.Scalar() {
+		// Only the first planes are needed: stop inflating after them.
+		if err := f.ReadFloat32Prefix(v.Image[*ch][:planes*s3[1]*s3[2]]); err != nil {
+			return err
+		}
+		*ch++
+		return nil
+	}
+	if n4 == 1 {
+		if err := f.ReadFloat32Into(v.Image[*ch]); err != nil {
+			return err
+		}
+		*ch++
+		return nil
+	}
+	bufs.raw = grow(bufs.raw, vox*n4)
+	if err := f.ReadFloat32Into(bufs.raw); err != nil {
+		return err
+	}
+	for t := 0; t < n4; t++ {
+		copy(v.Image[*ch], bufs.raw[t*vox:(t+1)*vox])
+		*ch++
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/gzip"
+	"github.com/voxtrain/voxtrain/internal/inflate"
 )
 
 // benchVolume writes a 160×192×160 int16 MRI-like volume (smooth anatomy-like
@@ -84,11 +85,12 @@ func BenchmarkDecodeFloat32(b *testing.B) {
 
 // BenchmarkInflate is the ceiling for .nii.gz decoding: inflating the same
 // file (opened and read like the decoder does) into a preallocated buffer,
-// with klauspost/compress and with the standard library.
+// with internal/inflate (what Reader uses), klauspost/compress and the
+// standard library.
 func BenchmarkInflate(b *testing.B) {
 	path := filepath.Join(benchDir(b), "vol.nii.gz")
 	out := make([]byte, benchRawBytes+1024)
-	inflate := func(b *testing.B, open func(io.Reader) (io.Reader, error)) {
+	run := func(b *testing.B, open func(io.Reader) (io.Reader, error)) {
 		b.SetBytes(benchRawBytes)
 		for b.Loop() {
 			f, err := os.Open(path)
@@ -105,11 +107,15 @@ func BenchmarkInflate(b *testing.B) {
 			f.Close()
 		}
 	}
+	b.Run("inflate", func(b *testing.B) {
+		var zr inflate.Reader
+		run(b, func(r io.Reader) (io.Reader, error) { return &zr, zr.ResetReader(r) })
+	})
 	b.Run("klauspost", func(b *testing.B) {
-		inflate(b, func(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) })
+		run(b, func(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) })
 	})
 	b.Run("stdlib", func(b *testing.B) {
-		inflate(b, func(r io.Reader) (io.Reader, error) { return stdgzip.NewReader(r) })
+		run(b, func(r io.Reader) (io.Reader, error) { return stdgzip.NewReader(r) })
 	})
 }
 

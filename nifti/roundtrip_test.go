@@ -3,10 +3,14 @@ package nifti
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -257,5 +261,86 @@ func TestReadFloat32PrefixMatchesWholeRead(t *testing.T) {
 	}
 	if _, err := r.ReadFloat32Prefix("testdata/synth/dt_RGB24_le.nii", make([]float32, 3)); err == nil {
 		t.Fatal("RGB prefix accepted")
+	}
+}
+
+// TestFileReadsOnce checks Reader.Open: the header is there before any
+// voxel is read, a prefix read gives the whole read's first values, and a
+// second read of the same open file is an error naming it.
+func TestFileReadsOnce(t *testing.T) {
+	dir := t.TempDir()
+	h, _ := NewHeader([]int{9, 8, 7}, Int16)
+	raw := randomRaw(rand.New(rand.NewPCG(3, 4)), Int16, int(h.NumVoxels()))
+	p := filepath.Join(dir, "vol.nii.gz")
+	if err := WriteRaw(p, h, raw); err != nil {
+		t.Fatal(err)
+	}
+	_, whole, err := ReadFloat32(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Reader
+	f, err := r.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if got := f.Header().Shape(); !slices.Equal(got, []int{9, 8, 7}) {
+		t.Fatalf("shape %v", got)
+	}
+	dst := make([]float32, 72)
+	if err := f.ReadFloat32Prefix(dst); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(dst, whole[:72]) {
+		t.Fatal("prefix differs from the whole read")
+	}
+	if err := f.ReadFloat32Into(make([]float32, len(whole))); err == nil || !strings.Contains(err.Error(), p) {
+		t.Fatalf("second read: %v, want an error naming %s", err, p)
+	}
+}
+
+// TestConcurrentGzipReads decodes gzip files from many goroutines at once
+// through the pooled decoders: every read must give its own file's values.
+func TestConcurrentGzipReads(t *testing.T) {
+	dir := t.TempDir()
+	const files = 6
+	want := make([][]float32, files)
+	paths := make([]string, files)
+	for i := range files {
+		h, _ := NewHeader([]int{20 + i, 16, 12}, Int16)
+		raw := randomRaw(rand.New(rand.NewPCG(uint64(i), 9)), Int16, int(h.NumVoxels()))
+		paths[i] = filepath.Join(dir, fmt.Sprintf("v%d.nii.gz", i))
+		if err := WriteRaw(paths[i], h, raw); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if _, want[i], err = ReadFloat32(paths[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range 30 {
+				i := (g + k) % files
+				_, got, err := ReadFloat32(paths[i])
+				if err == nil && !slices.Equal(got, want[i]) {
+					err = fmt.Errorf("%s: values differ", paths[i])
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }

@@ -19,8 +19,8 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/klauspost/compress/gzip"
 	"github.com/voxtrain/voxtrain/data"
+	"github.com/voxtrain/voxtrain/internal/inflate"
 )
 
 // Options configures a benchmark run.
@@ -305,7 +305,7 @@ func peakRSS() int64 {
 
 // InflateBound measures the inflate-bound limit of a `.nii.gz` pipeline on
 // this machine: the median time to inflate one case's image and label
-// files (klauspost/compress gzip, the library the NIfTI reader uses, into
+// files (internal/inflate, the gzip decoder the NIfTI reader uses, into
 // io.Discard, files in the page cache), and cores × 1000 / that.
 func InflateBound(f *File) (msPerCase float64, limit float64, err error) {
 	ds, err := data.OpenDataset(f.Data)
@@ -313,8 +313,7 @@ func InflateBound(f *File) (msPerCase float64, limit float64, err error) {
 		return 0, 0, err
 	}
 	var times []float64
-	buf := make([]byte, 1<<20)
-	zr := new(gzip.Reader)
+	zr := new(inflate.Reader)
 	for _, c := range ds.Cases {
 		var raws [][]byte
 		var names []string
@@ -333,10 +332,10 @@ func InflateBound(f *File) (msPerCase float64, limit float64, err error) {
 			t0 := time.Now()
 			for i, raw := range raws {
 				p := names[i]
-				if err := zr.Reset(bytes.NewReader(raw)); err != nil {
+				if err := zr.Reset(raw); err != nil {
 					return 0, 0, fmt.Errorf("inflate %s: %w", p, err)
 				}
-				if _, err := io.CopyBuffer(io.Discard, zr, buf); err != nil {
+				if _, err := zr.WriteTo(io.Discard); err != nil {
 					return 0, 0, fmt.Errorf("inflate %s: %w", p, err)
 				}
 			}
