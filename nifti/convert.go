@@ -41,38 +41,13 @@ func convertFast(dt Datatype, le bool, src []byte, dst []float32) bool {
 			dst[i] = float32(int8(src[i]))
 		}
 	case dt == Int16 && le:
-		// Eight voxels per step through fixed-length subslices, so the
-		// loads carry no per-voxel bounds check (the common MRI and CT
-		// type: 2-3x faster).
-		full := len(dst) - len(dst)%8
-		src := src[:2*len(dst)]
-		for i := 0; i < full; i += 8 {
-			d := dst[i : i+8 : i+8]
-			b := src[2*i : 2*i+16 : 2*i+16]
-			for k := range 8 {
-				d[k] = float32(int16(uint16(b[2*k]) | uint16(b[2*k+1])<<8))
-			}
-		}
-		for i := full; i < len(dst); i++ {
-			dst[i] = float32(int16(binary.LittleEndian.Uint16(src[2*i:])))
-		}
+		convert16LE[int16](src, dst)
 	case dt == Int16:
 		for i := range dst {
 			dst[i] = float32(int16(binary.BigEndian.Uint16(src[2*i:])))
 		}
 	case dt == Uint16 && le:
-		full := len(dst) - len(dst)%8
-		src := src[:2*len(dst)]
-		for i := 0; i < full; i += 8 {
-			d := dst[i : i+8 : i+8]
-			b := src[2*i : 2*i+16 : 2*i+16]
-			for k := range 8 {
-				d[k] = float32(uint16(b[2*k]) | uint16(b[2*k+1])<<8)
-			}
-		}
-		for i := full; i < len(dst); i++ {
-			dst[i] = float32(binary.LittleEndian.Uint16(src[2*i:]))
-		}
+		convert16LE[uint16](src, dst)
 	case dt == Uint16:
 		for i := range dst {
 			dst[i] = float32(binary.BigEndian.Uint16(src[2*i:]))
@@ -133,4 +108,22 @@ func u64(b []byte, le bool) uint64 {
 		return binary.LittleEndian.Uint64(b)
 	}
 	return binary.BigEndian.Uint64(b)
+}
+
+// convert16LE converts little-endian 16-bit voxels (the common MRI and CT
+// types) eight a step through fixed-length subslices, so the loads carry
+// no per-voxel bounds check: 2-3x faster than one voxel a step.
+func convert16LE[T int16 | uint16](src []byte, dst []float32) {
+	full := len(dst) - len(dst)%8
+	src = src[:2*len(dst)]
+	for i := 0; i < full; i += 8 {
+		d := dst[i : i+8 : i+8]
+		b := src[2*i : 2*i+16 : 2*i+16]
+		for k := range 8 {
+			d[k] = float32(T(uint16(b[2*k]) | uint16(b[2*k+1])<<8))
+		}
+	}
+	for i := full; i < len(dst); i++ {
+		dst[i] = float32(T(binary.LittleEndian.Uint16(src[2*i:])))
+	}
 }

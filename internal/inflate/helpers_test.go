@@ -82,23 +82,18 @@ var generators = []struct {
 }
 
 func gzipStd(t testing.TB, data []byte, level int) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	w, err := stdgzip.NewWriterLevel(&buf, level)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Write(data)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+	return gzipWith(t, data, func(w io.Writer) (io.WriteCloser, error) { return stdgzip.NewWriterLevel(w, level) })
 }
 
 func gzipKP(t testing.TB, data []byte, level int) []byte {
+	return gzipWith(t, data, func(w io.Writer) (io.WriteCloser, error) { return kpgzip.NewWriterLevel(w, level) })
+}
+
+// gzipWith compresses data with the writer newWriter makes.
+func gzipWith(t testing.TB, data []byte, newWriter func(io.Writer) (io.WriteCloser, error)) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	w, err := kpgzip.NewWriterLevel(&buf, level)
+	w, err := newWriter(&buf)
 	if err != nil {
 		t.Fatal(err)
 	}
