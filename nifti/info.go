@@ -3,8 +3,8 @@ package nifti
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"math"
+
+	"github.com/voxtrain/voxtrain/internal/jsonfloat"
 )
 
 // Info is the machine-readable description of one NIfTI file that
@@ -38,31 +38,9 @@ type StatsJSON struct {
 	Sum  Float `json:"sum"`
 }
 
-// Float is a float64 that encodes NaN and ±Inf as JSON null.
-type Float float64
-
-// MarshalJSON implements json.Marshaler.
-func (f Float) MarshalJSON() ([]byte, error) {
-	v := float64(f)
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return []byte("null"), nil
-	}
-	return json.Marshal(v)
-}
-
-// UnmarshalJSON implements json.Unmarshaler (null reads as NaN).
-func (f *Float) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		*f = Float(math.NaN())
-		return nil
-	}
-	var v float64
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	*f = Float(v)
-	return nil
-}
+// Float is a float64 that encodes NaN and ±Inf as JSON null (null reads
+// back as NaN).
+type Float = jsonfloat.Float
 
 func toFloats(m Matrix4) [4][4]Float {
 	var out [4][4]Float

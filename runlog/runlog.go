@@ -8,34 +8,16 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"sort"
+
+	"github.com/voxtrain/voxtrain/internal/jsonfloat"
 )
 
 // Float is a float64 that is written as JSON null when NaN or infinite (a
-// Dice of a class absent from every validation case is NaN).
-type Float float64
-
-// MarshalJSON implements json.Marshaler.
-func (f Float) MarshalJSON() ([]byte, error) {
-	if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
-		return []byte("null"), nil
-	}
-	return json.Marshal(float64(f))
-}
-
-// UnmarshalJSON implements json.Unmarshaler; null reads as NaN.
-func (f *Float) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		*f = Float(math.NaN())
-		return nil
-	}
-	var v float64
-	err := json.Unmarshal(b, &v)
-	*f = Float(v)
-	return err
-}
+// Dice of a class absent from every validation case is NaN); null reads
+// back as NaN.
+type Float = jsonfloat.Float
 
 // Timing splits an epoch's wall time. The parts are measured on the
 // training loop's thread: DataWait is time blocked on the next batch (the
