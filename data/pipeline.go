@@ -203,19 +203,12 @@ func (s *gzSource) learn(ps *pipeScratch, c int) (*caseMeta, error) {
 	if err := decodeCase(cs, s.l.channels, v, &ps.bufs, 0); err != nil {
 		return nil, err
 	}
-	st := make([]chanStats, len(v.Image))
-	for ch := range v.Image {
-		var err error
-		if st[ch], err = s.l.prep.stats(ch, v.Image[ch]); err != nil {
-			return nil, fmt.Errorf("case %s channel %d: %w", cs.ID, ch, err)
-		}
+	st, err := s.l.prep.caseStats(cs, v)
+	if err != nil {
+		return nil, err
 	}
-	if v.Label != nil {
-		fg, err := augment.BuildForegroundIndex(v.Label, v.Shape, s.l.prep.FGSamples)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", cs.Label, err)
-		}
-		v.FG = fg
+	if err := s.l.prep.indexForeground(cs, v); err != nil {
+		return nil, err
 	}
 	m := &caseMeta{shape: v.Shape, fg: v.FG, stats: st, srcShape: v.SourceShape}
 	s.meta[c].Store(m)

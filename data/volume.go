@@ -108,14 +108,31 @@ func (p *prep) scheme(ch int) string {
 // window and the volume's mean and std.
 type chanStats = augment.CTStats
 
-// normalize normalises channel ch of a whole volume in place with
-// augment's nnU-Net schemes and returns the parameters it used.
-func (p *prep) normalize(ch int, x []float32) (chanStats, error) {
-	st, err := p.stats(ch, x)
-	if err != nil || p.scheme(ch) == "none" {
-		return st, err
+// caseStats returns the normalisation parameters of every image channel
+// of v, a whole decoded case, without changing v.
+func (p *prep) caseStats(c Case, v *Volume) ([]chanStats, error) {
+	st := make([]chanStats, len(v.Image))
+	for i, im := range v.Image {
+		var err error
+		if st[i], err = p.stats(i, im); err != nil {
+			return nil, fmt.Errorf("case %s channel %d: %w", c.ID, i, err)
+		}
 	}
-	return st, augment.CTNormalize(x, st)
+	return st, nil
+}
+
+// indexForeground sets v.FG from v's label (none without one).
+func (p *prep) indexForeground(c Case, v *Volume) error {
+	v.FG = nil
+	if v.Label == nil {
+		return nil
+	}
+	fg, err := augment.BuildForegroundIndex(v.Label, v.Shape, p.FGSamples)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.Label, err)
+	}
+	v.FG = fg
+	return nil
 }
 
 // stats returns the normalisation parameters of channel ch of a whole
@@ -175,12 +192,59 @@ func decodeCase(c Case, channels int, v *Volume, bufs *readBufs, planes int) err
 	ch := 0
 	for fi, path := range c.Images {
 		// One open per file: the header decides how much to read.
-		f, err := rd.Open(path)
-		if err != nil {
-			return err
-		}
-		err = decodeImage(f, fi, path, c, channels, v, bufs, planes, &shape3, &ch)
-		f.Close()
+		err := func() error {
+			f, err := rd.Open(path)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			h := f.Header()
+			sh := h.Shape()
+			s3, n4, err := spatialShape(sh)
+			if err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			if fi == 0 {
+				shape3 = s3
+				v.Shape, v.SourceShape = s3, s3
+				v.Spacing = [3]float64{h.Pixdim[3], h.Pixdim[2], h.Pixdim[1]}
+				if a, err := h.Affine(); err == nil {
+					v.Affine = a
+				}
+				nch := channels
+				if nch == 0 {
+					nch = n4 * len(c.Images)
+				}
+				if len(c.Images) > 1 && n4 != 1 {
+					return fmt.Errorf("%s: a 4D image (%d volumes) in a case listed as one file per channel", path, n4)
+				}
+				if nch != n4*len(c.Images) {
+					return fmt.Errorf("case %s: the files hold %d channels, the dataset declares %d", c.ID, n4*len(c.Images), nch)
+				}
+				v.Image = resizeChannels(v.Image, nch, s3[0]*s3[1]*s3[2])
+			} else if s3 != shape3 || n4 != 1 {
+				return fmt.Errorf("%s: shape %v differs from the first channel's (%d, %d, %d)", path, sh, shape3[2], shape3[1], shape3[0])
+			}
+			vox := s3[0] * s3[1] * s3[2]
+			if n4 == 1 && planes > 0 && planes < s3[0] && h.Datatype.Scalar() {
+				// Only the first planes are needed: stop inflating after them.
+				ch++
+				return f.ReadFloat32Prefix(v.Image[ch-1][:planes*s3[1]*s3[2]])
+			}
+			if n4 == 1 {
+				ch++
+				return f.ReadFloat32Into(v.Image[ch-1])
+			}
+			bufs.raw = grow(bufs.raw, vox*n4)
+			if err := f.ReadFloat32Into(bufs.raw); err != nil {
+				return err
+			}
+			for t := 0; t < n4; t++ {
+				copy(v.Image[ch], bufs.raw[t*vox:(t+1)*vox])
+				ch++
+			}
+			return nil
+		}()
 		if err != nil {
 			return err
 		}
@@ -222,64 +286,6 @@ func decodeCase(c Case, channels int, v *Volume, bufs *readBufs, planes int) err
 			return fmt.Errorf("%s: voxel %d has value %g, not a class index 0..255", c.Label, i, x)
 		}
 		v.Label[i] = uint8(u)
-	}
-	return nil
-}
-
-// decodeImage reads image file fi of case c (open as f) into v's channels
-// from *ch on, advancing *ch; the first file sets v's grid (*shape3), the
-// others must match it.
-func decodeImage(f *nifti.File, fi int, path string, c Case, channels int, v *Volume, bufs *readBufs, planes int, shape3 *[3]int, ch *int) error {
-	h := f.Header()
-	sh := h.Shape()
-	s3, n4, err := spatialShape(sh)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if fi == 0 {
-		*shape3 = s3
-		v.Shape, v.SourceShape = s3, s3
-		v.Spacing = [3]float64{h.Pixdim[3], h.Pixdim[2], h.Pixdim[1]}
-		if a, err := h.Affine(); err == nil {
-			v.Affine = a
-		}
-		nch := channels
-		if nch == 0 {
-			nch = n4 * len(c.Images)
-		}
-		if len(c.Images) > 1 && n4 != 1 {
-			return fmt.Errorf("%s: a 4D image (%d volumes) in a case listed as one file per channel", path, n4)
-		}
-		if nch != n4*len(c.Images) {
-			return fmt.Errorf("case %s: the files hold %d channels, the dataset declares %d", c.ID, n4*len(c.Images), nch)
-		}
-		v.Image = resizeChannels(v.Image, nch, s3[0]*s3[1]*s3[2])
-	} else if s3 != *shape3 || n4 != 1 {
-		return fmt.Errorf("%s: shape %v differs from the first channel's (%d, %d, %d)", path, sh, shape3[2], shape3[1], shape3[0])
-	}
-	vox := s3[0] * s3[1] * s3[2]
-	if n4 == 1 && planes > 0 && planes < s3[0] && h.Datatype.Scalar() {
-		// Only the first planes are needed: stop inflating after them.
-		if err := f.ReadFloat32Prefix(v.Image[*ch][:planes*s3[1]*s3[2]]); err != nil {
-			return err
-		}
-		*ch++
-		return nil
-	}
-	if n4 == 1 {
-		if err := f.ReadFloat32Into(v.Image[*ch]); err != nil {
-			return err
-		}
-		*ch++
-		return nil
-	}
-	bufs.raw = grow(bufs.raw, vox*n4)
-	if err := f.ReadFloat32Into(bufs.raw); err != nil {
-		return err
-	}
-	for t := 0; t < n4; t++ {
-		copy(v.Image[*ch], bufs.raw[t*vox:(t+1)*vox])
-		*ch++
 	}
 	return nil
 }
@@ -326,10 +332,15 @@ func readCase(c Case, channels int, p *prep, into *Volume, bufs *readBufs) (*Vol
 	if err := decodeCase(c, channels, dec, bufs, 0); err != nil {
 		return nil, nil, err
 	}
-	st := make([]chanStats, len(dec.Image))
-	for i := range dec.Image {
-		var err error
-		if st[i], err = p.normalize(i, dec.Image[i]); err != nil {
+	st, err := p.caseStats(c, dec)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, im := range dec.Image {
+		if p.scheme(i) == "none" {
+			continue
+		}
+		if err := augment.CTNormalize(im, st[i]); err != nil {
 			return nil, nil, fmt.Errorf("case %s channel %d: %w", c.ID, i, err)
 		}
 	}
@@ -338,12 +349,8 @@ func readCase(c Case, channels int, p *prep, into *Volume, bufs *readBufs) (*Vol
 			return nil, nil, fmt.Errorf("case %s (%s): %w", c.ID, c.Images[0], err)
 		}
 	}
-	if v.Label != nil {
-		fg, err := augment.BuildForegroundIndex(v.Label, v.Shape, p.FGSamples)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", c.Label, err)
-		}
-		v.FG = fg
+	if err := p.indexForeground(c, v); err != nil {
+		return nil, nil, err
 	}
 	return v, st, nil
 }
