@@ -14,6 +14,8 @@ import (
 	"reflect"
 	"sync"
 
+	"github.com/voxtrain/voxtrain/config"
+
 	"github.com/voxtrain/voxtrain/augment"
 	"github.com/voxtrain/voxtrain/checkpoint"
 )
@@ -65,56 +67,25 @@ type CTStatistics struct {
 }
 
 // CTStatsPath is where computed ct statistics of cfg's dataset are cached:
-// ct_statistics.json in the store folder (StoreDir).
-func CTStatsPath(cfg Config) string {
-	return filepath.Join(StoreDir(cfg), CTStatsFile)
-}
-
-// needsCTStats reports whether a defaulted config uses ct normalisation
-// and leaves some of its statistics to compute: no ct_window, or no
-// ct_std (ct_mean goes with ct_std).
-func needsCTStats(cfg Config) bool {
-	if len(cfg.CTWindow) != 0 && cfg.CTStd != 0 {
-		return false
-	}
-	for _, n := range cfg.Normalization {
-		if n == "ct" {
-			return true
-		}
-	}
-	return false
+// ct_statistics.json in the store folder (config.Data.StoreDir).
+func CTStatsPath(cfg config.Data) string {
+	return filepath.Join(cfg.StoreDir(), CTStatsFile)
 }
 
 // ResolveCTStatistics returns cfg with the ct statistics it leaves to
-// compute (ct_window, ct_std and ct_mean; see Config.CTStd) filled in from
-// the dataset, reading the cached ct_statistics.json or computing and
-// caching it. Values given in cfg are kept. A cfg without ct
-// normalisation, or with every statistic given, is returned unchanged;
-// no other field is changed (defaults are not applied), so the result can
-// be saved as a run's resolved config, which then preprocesses without
-// the dataset. log (nil: slog.Default()) receives the statistics.
-func ResolveCTStatistics(ctx context.Context, cfg Config, log *slog.Logger) (Config, error) {
-	d := cfg.Defaults()
-	if !needsCTStats(d) {
-		return cfg, nil
-	}
-	if err := d.Validate(); err != nil {
-		return cfg, err
+// compute (ct_window, ct_std and ct_mean; see config.Data.CTStd) filled in
+// from the dataset, reading the cached ct_statistics.json or computing and
+// caching it, and the statistics themselves (nil when cfg does not leave
+// any to compute). Values given in cfg are kept; no other field changes,
+// so the result can be saved as a run's config, which then preprocesses
+// without the dataset. log (nil: slog.Default()) receives the statistics.
+func ResolveCTStatistics(ctx context.Context, cfg config.Data, log *slog.Logger) (config.Data, *CTStatistics, error) {
+	if !cfg.NeedsCTStatistics() {
+		return cfg, nil, nil
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	r, _, err := resolveCTConfig(ctx, d, log, slog.LevelInfo)
-	if err != nil {
-		return cfg, err
-	}
-	cfg.CTWindow, cfg.CTMean, cfg.CTStd = r.CTWindow, r.CTMean, r.CTStd
-	return cfg, nil
-}
-
-// resolveCTConfig opens cfg's dataset (cfg defaulted) and resolves its ct
-// statistics (see resolveCT).
-func resolveCTConfig(ctx context.Context, cfg Config, log *slog.Logger, cachedLevel slog.Level) (Config, *CTStatistics, error) {
 	ds, err := OpenDataset(cfg)
 	if err != nil {
 		return cfg, nil, fmt.Errorf("data: ct normalisation: the config has no ct_window/ct_std and the dataset to compute them from cannot be read: %w", err)
@@ -123,16 +94,15 @@ func resolveCTConfig(ctx context.Context, cfg Config, log *slog.Logger, cachedLe
 	if err != nil {
 		return cfg, nil, err
 	}
-	return resolveCT(ctx, cfg, ds, ch, cfg.WorkerCount(), log, cachedLevel)
+	return resolveCT(ctx, cfg, ds, ch, max(1, cfg.WorkerCount()), log)
 }
 
-// resolveCT fills the ct statistics a defaulted, validated cfg leaves to
-// compute, from the cache file when it is current, else computed over ds
-// by workers goroutines and cached. It logs them (at cachedLevel when
-// they came from the cache, Info when computed) and returns them (nil
-// when nothing was needed).
-func resolveCT(ctx context.Context, cfg Config, ds *Dataset, channels, workers int, log *slog.Logger, cachedLevel slog.Level) (Config, *CTStatistics, error) {
-	if !needsCTStats(cfg) {
+// resolveCT fills the ct statistics a validated cfg leaves to compute,
+// from the cache file when it is current, else computed over ds by workers
+// goroutines and cached. It logs and returns them (nil when nothing was
+// needed).
+func resolveCT(ctx context.Context, cfg config.Data, ds *Dataset, channels, workers int, log *slog.Logger) (config.Data, *CTStatistics, error) {
+	if !cfg.NeedsCTStatistics() {
 		return cfg, nil, nil
 	}
 	if w := cfg.CTWindow; len(w) != 0 && len(w) != 2 {
@@ -170,11 +140,7 @@ func resolveCT(ctx context.Context, cfg Config, ds *Dataset, channels, workers i
 		return cfg, nil, fmt.Errorf("data.ct_window: the foreground intensities of channel %d are constant (window [%g, %g], std %g from %s): give ct_window, ct_mean and ct_std",
 			st.Channel, cfg.CTWindow[0], cfg.CTWindow[1], cfg.CTStd, path)
 	}
-	lvl := slog.LevelInfo
-	if cached {
-		lvl = cachedLevel
-	}
-	log.Log(ctx, lvl, fmt.Sprintf("data: ct statistics from %d cases: window [%.6g, %.6g], mean %.6g, std %.6g",
+	log.Info(fmt.Sprintf("data: ct statistics from %d cases: window [%.6g, %.6g], mean %.6g, std %.6g",
 		st.Cases, st.Stats.Lower, st.Stats.Upper, st.Stats.Mean, st.Stats.Std),
 		"channel", st.Channel, "samples", st.Samples, "file", path, "cached", cached)
 	return cfg, &st, nil

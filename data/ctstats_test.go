@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/data/store"
 	"github.com/voxtrain/voxtrain/nifti"
 )
@@ -24,7 +25,7 @@ var ctShape = []int{10, 9, 8}
 // box of tissue (class 1, about 40+10·k HU) with a core of class 2
 // (about 300 HU); fg false writes an all-background label. int16 stores
 // the image as scaled int16, as CT scanners do.
-func writeCTCase(t *testing.T, dir, id string, k int, fg, int16 bool) CaseSpec {
+func writeCTCase(t *testing.T, dir, id string, k int, fg, int16 bool) config.CaseSpec {
 	t.Helper()
 	n := ctShape[0] * ctShape[1] * ctShape[2]
 	r := rand.New(rand.NewPCG(uint64(k), 99))
@@ -53,7 +54,7 @@ func writeCTCase(t *testing.T, dir, id string, k int, fg, int16 bool) CaseSpec {
 		hi.SclSlope, hi.SclInter = 0.5, -1024
 	}
 	hl, _ := nifti.NewHeader(ctShape, nifti.Uint8)
-	spec := CaseSpec{ID: id, Image: StringList{filepath.Join(dir, id+"_ct.nii.gz")}, Label: filepath.Join(dir, id+"_seg.nii.gz")}
+	spec := config.CaseSpec{ID: id, Image: config.StringList{filepath.Join(dir, id+"_ct.nii.gz")}, Label: filepath.Join(dir, id+"_seg.nii.gz")}
 	if err := nifti.WriteFloat32(spec.Image[0], hi, img); err != nil {
 		t.Fatal(err)
 	}
@@ -65,9 +66,9 @@ func writeCTCase(t *testing.T, dir, id string, k int, fg, int16 bool) CaseSpec {
 
 // ctDataset writes six cases: four with foreground (one stored as scaled
 // int16), one whose label is all background, and one without a label.
-func ctDataset(t *testing.T) Config {
+func ctDataset(t *testing.T) config.Data {
 	dir := t.TempDir()
-	var cases []CaseSpec
+	var cases []config.CaseSpec
 	for k := range 6 {
 		cs := writeCTCase(t, dir, "ct_"+string(rune('a'+k)), k, k != 4, k == 2)
 		if k == 5 {
@@ -75,15 +76,15 @@ func ctDataset(t *testing.T) Config {
 		}
 		cases = append(cases, cs)
 	}
-	return Config{Cases: cases, Store: filepath.Join(dir, "store"), Fold: -1, Seed: 3, IterationsPerEpoch: 2,
-		Normalization: StringList{"ct"}}
+	return filled(config.Data{Cases: cases, Store: filepath.Join(dir, "store"), Fold: -1,
+		Normalization: config.StringList{"ct"}})
 }
 
 // directCTStats computes the statistics as documented, from nifti reads:
 // per labelled case, CTSamplesPerCase foreground intensities drawn with
 // replacement by PCG(1234, FNV-1a(case ID)); pooled; numpy's percentiles
 // (linear), mean and population std.
-func directCTStats(t *testing.T, cfg Config) (lo, hi, mean, std float64, cases int) {
+func directCTStats(t *testing.T, cfg config.Data) (lo, hi, mean, std float64, cases int) {
 	t.Helper()
 	var pool []float64
 	for _, cs := range cfg.Cases {
@@ -171,7 +172,7 @@ func TestCTStatisticsMatchDirectAndWorkers(t *testing.T) {
 func TestCTStatisticsCachedAndLogged(t *testing.T) {
 	cfg := ctDataset(t)
 	log, lb := testLogger()
-	got, err := ResolveCTStatistics(context.Background(), cfg, log)
+	got, _, err := ResolveCTStatistics(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +195,7 @@ func TestCTStatisticsCachedAndLogged(t *testing.T) {
 	}
 	// Second time: read from the file, not recomputed.
 	log2, lb2 := testLogger()
-	again, err := ResolveCTStatistics(context.Background(), cfg, log2)
+	again, _, err := ResolveCTStatistics(context.Background(), cfg, log2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +216,7 @@ func TestCTStatisticsCachedAndLogged(t *testing.T) {
 	f["statistics"].(map[string]any)["statistics"].(map[string]any)["mean"] = 12345.0
 	b, _ = json.Marshal(f)
 	os.WriteFile(path, b, 0o644)
-	edited, err := ResolveCTStatistics(context.Background(), cfg, discard())
+	edited, _, err := ResolveCTStatistics(context.Background(), cfg, discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +228,7 @@ func TestCTStatisticsCachedAndLogged(t *testing.T) {
 	later := time.Now().Add(time.Minute)
 	os.Chtimes(cfg.Cases[1].Image[0], later, later)
 	log3, lb3 := testLogger()
-	fresh, err := ResolveCTStatistics(context.Background(), cfg, log3)
+	fresh, _, err := ResolveCTStatistics(context.Background(), cfg, log3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +265,7 @@ func TestCTStatisticsGivenValuesWin(t *testing.T) {
 		c := cfg
 		c.CTWindow, c.CTMean, c.CTStd = tc.window, tc.mean, tc.std
 		log, lb := testLogger()
-		got, err := ResolveCTStatistics(context.Background(), c, log)
+		got, _, err := ResolveCTStatistics(context.Background(), c, log)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -278,50 +279,16 @@ func TestCTStatisticsGivenValuesWin(t *testing.T) {
 	}
 	// No ct normalisation: nothing computed, nothing written.
 	c := cfg
-	c.Normalization = StringList{"zscore"}
-	if got, err := ResolveCTStatistics(context.Background(), c, discard()); err != nil || got.CTWindow != nil || got.CTStd != 0 {
+	c.Normalization = config.StringList{"zscore"}
+	if got, _, err := ResolveCTStatistics(context.Background(), c, discard()); err != nil || got.CTWindow != nil || got.CTStd != 0 {
 		t.Errorf("zscore config: %+v, %v", got, err)
 	}
 }
 
-func TestCTConfigValidation(t *testing.T) {
-	for _, in := range []string{
-		"normalization: ct",
-		"normalization: [ct]\nct_window: [-100, 300]",
-		"normalization: [ct]\nct_std: 80\nct_mean: 40",
-		"normalization: [ct]\nct_window: [-100, 300]\nct_mean: 40\nct_std: 80",
-	} {
-		c, err := ParseConfig([]byte("dataset: x\n" + in + "\n"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Defaults().Validate(); err != nil {
-			t.Errorf("%q: %v", in, err)
-		}
-	}
-	for in, key := range map[string]string{
-		"ct_window: [300, -100]":       "data.ct_window",
-		"ct_window: [1, 2, 3]":         "data.ct_window",
-		"ct_window: [5]":               "data.ct_window",
-		"ct_window: [-.inf, 10]":       "data.ct_window",
-		"ct_std: -1":                   "data.ct_std",
-		"ct_std: .nan":                 "data.ct_std",
-		"ct_mean: .nan\nct_std: 1":     "data.ct_mean",
-		"ct_window: [3, 3]\nct_std: 1": "data.ct_window",
-	} {
-		c, err := ParseConfig([]byte("dataset: x\nnormalization: [ct]\n" + in + "\n"))
-		if err == nil {
-			err = c.Defaults().Validate()
-		}
-		if err == nil || !strings.Contains(err.Error(), key) {
-			t.Errorf("%q: %v, want an error naming %s", in, err, key)
-		}
-	}
-}
-
-// TestCTStatisticsInPipeline: a loader (any source) and prepare compute
-// the same statistics once, cache them, put them in the store's
-// fingerprint, and give identical batches.
+// TestCTStatisticsInPipeline: prepare and Setup compute the same
+// statistics once, cache them, put them in the store's fingerprint, and
+// loaders over every source give identical batches; Open and ReadCase
+// refuse a config whose statistics are unresolved.
 func TestCTStatisticsInPipeline(t *testing.T) {
 	cfg := ctDataset(t)
 	cfg.Cases = cfg.Cases[:5] // training needs labels
@@ -333,7 +300,7 @@ func TestCTStatisticsInPipeline(t *testing.T) {
 	if rep.CT == nil || rep.CT.Cases != 4 || rep.Written != 5 {
 		t.Fatalf("prepare: %+v (ct %+v)\n%s", rep, rep.CT, lb.String())
 	}
-	ix, err := store.ReadIndex(StoreDir(cfg))
+	ix, err := store.ReadIndex(cfg.StoreDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +317,21 @@ func TestCTStatisticsInPipeline(t *testing.T) {
 	if rep2, err := Prepare(context.Background(), cfg, PrepareOptions{Logger: discard()}); err != nil || rep2.Written != 0 || *rep2.CT != *rep.CT {
 		t.Errorf("second prepare: %+v, %v", rep2, err)
 	}
-	opt := Options{Patch: [3]int{8, 8, 8}, Batch: 2, Augment: nnunetAug(t)}
+	opt := Options{Seed: 3, Iterations: 2, Patch: [3]int{8, 8, 8}, Batch: 2, Augment: nnunetAug(t)}
+	if _, err := Open(cfg, opt); err == nil || !strings.Contains(err.Error(), "ct_window") {
+		t.Errorf("Open with unresolved ct statistics: %v", err)
+	}
+	ds, _ := OpenDataset(cfg)
+	if _, err := ReadCase(cfg, ds.Cases[0], 0); err == nil || !strings.Contains(err.Error(), "ct_window") {
+		t.Errorf("ReadCase with unresolved ct statistics: %v", err)
+	}
+	unresolved := cfg
+	if cfg, err = Setup(context.Background(), cfg, SetupOptions{Logger: discard()}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.CTStd != rep.CT.Stats.Std || unresolved.CTStd != 0 {
+		t.Fatalf("Setup gave ct_std %v, want %v", cfg.CTStd, rep.CT.Stats.Std)
+	}
 	sameBatchesEverywhere(t, cfg, opt, []string{"store", "cache", "gz"}, []int{0, 2}, 2, 4, func(src string, _ int, l *Loader) {
 		if l.prep.CTMean != rep.CT.Stats.Mean || l.prep.CTWindow[0] != rep.CT.Stats.Lower {
 			t.Errorf("%s: loader prep %+v", src, l.prep)
@@ -367,14 +348,13 @@ func TestCTStatisticsInPipeline(t *testing.T) {
 			}
 		}
 	})
-	// ReadCase (prediction without a loader) uses the cached statistics.
-	ds, _ := OpenDataset(cfg)
+	// ReadCase (prediction without a loader) with the resolved config.
 	v, err := ReadCase(cfg, ds.Cases[0], 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := prepFrom(Config{Normalization: StringList{"ct"}, CTWindow: []float64{rep.CT.Stats.Lower, rep.CT.Stats.Upper},
-		CTMean: rep.CT.Stats.Mean, CTStd: rep.CT.Stats.Std})
+	p := prepFrom(filled(config.Data{Normalization: config.StringList{"ct"}, CTWindow: []float64{rep.CT.Stats.Lower, rep.CT.Stats.Upper},
+		CTMean: rep.CT.Stats.Mean, CTStd: rep.CT.Stats.Std}))
 	want, _, err := readCase(ds.Cases[0], 0, &p, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -388,30 +368,30 @@ func TestCTStatisticsErrors(t *testing.T) {
 	cfg := ctDataset(t)
 	// No case with foreground.
 	c := cfg
-	c.Cases = []CaseSpec{cfg.Cases[4], cfg.Cases[5]}
-	if _, err := ResolveCTStatistics(context.Background(), c, discard()); err == nil || !strings.Contains(err.Error(), "no case") {
+	c.Cases = []config.CaseSpec{cfg.Cases[4], cfg.Cases[5]}
+	if _, _, err := ResolveCTStatistics(context.Background(), c, discard()); err == nil || !strings.Contains(err.Error(), "no case") {
 		t.Errorf("no foreground: %v", err)
 	}
 	// Two channels both ct: statistics are per channel, the config holds one set.
 	c = cfg
 	c.Cases = nil
 	for _, cs := range cfg.Cases[:4] {
-		cs.Image = StringList{cs.Image[0], cs.Image[0]}
+		cs.Image = config.StringList{cs.Image[0], cs.Image[0]}
 		c.Cases = append(c.Cases, cs)
 	}
-	if _, err := ResolveCTStatistics(context.Background(), c, discard()); err == nil || !strings.Contains(err.Error(), "data.normalization") {
+	if _, _, err := ResolveCTStatistics(context.Background(), c, discard()); err == nil || !strings.Contains(err.Error(), "data.normalization") {
 		t.Errorf("two ct channels: %v", err)
 	}
 	// One ct channel of two works.
-	c.Normalization = StringList{"zscore", "ct"}
-	got, err := ResolveCTStatistics(context.Background(), c, discard())
+	c.Normalization = config.StringList{"zscore", "ct"}
+	got, _, err := ResolveCTStatistics(context.Background(), c, discard())
 	if err != nil || len(got.CTWindow) != 2 {
 		t.Errorf("second channel ct: %+v, %v", got.CTWindow, err)
 	}
 	// A corrupt cache file is ignored and replaced.
 	os.WriteFile(CTStatsPath(cfg), []byte("{not json"), 0o644)
 	log, lb := testLogger()
-	if _, err := ResolveCTStatistics(context.Background(), cfg, log); err != nil || !strings.Contains(lb.String(), "unreadable") {
+	if _, _, err := ResolveCTStatistics(context.Background(), cfg, log); err != nil || !strings.Contains(lb.String(), "unreadable") {
 		t.Errorf("corrupt cache: %v\n%s", err, lb.String())
 	}
 	if b, _ := os.ReadFile(CTStatsPath(cfg)); !json.Valid(b) {

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/voxtrain/voxtrain/config"
 )
 
 // Case is one training case: image channels and a label map.
@@ -64,8 +66,7 @@ func (d *Dataset) Index(id string) int {
 // OpenDataset finds the cases a config describes: its explicit case list,
 // else the MSD or nnU-Net layout under cfg.Dataset. Every listed file must
 // exist. Case weights from cfg.CaseWeights are applied.
-func OpenDataset(cfg Config) (*Dataset, error) {
-	cfg = cfg.Defaults()
+func OpenDataset(cfg config.Data) (*Dataset, error) {
 	var (
 		ds  *Dataset
 		err error
@@ -269,7 +270,7 @@ func LoadNNUNet(dir string) (*Dataset, error) {
 
 // FromList builds a dataset from explicit case specs; relative paths are
 // taken relative to root.
-func FromList(root string, specs []CaseSpec) (*Dataset, error) {
+func FromList(root string, specs []config.CaseSpec) (*Dataset, error) {
 	ds := &Dataset{Root: root, Format: "list"}
 	for i, s := range specs {
 		if len(s.Image) == 0 {

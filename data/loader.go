@@ -5,18 +5,26 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync/atomic"
+
+	"github.com/voxtrain/voxtrain/config"
 
 	"github.com/voxtrain/voxtrain/augment"
 	"github.com/voxtrain/voxtrain/data/store"
 	"github.com/voxtrain/voxtrain/nifti"
 )
 
-// Options are what the data section does not hold: the trainer's patch
-// and batch size, the augmentation, and where batch memory comes from.
+// Options are what the data section does not hold: the run's seed, the
+// trainer's patch and batch size, the augmentation, and where batch
+// memory comes from.
 type Options struct {
+	// Seed drives shuffling and every sample's randomness (the run's seed).
+	Seed uint64
+	// Iterations is the number of training batches per epoch, cases drawn
+	// with replacement (nnU-Net's 250; train.iterations_per_epoch); 0
+	// makes an epoch one pass over the training cases in a fresh random
+	// order.
+	Iterations int
 	// Patch is the patch size (D, H, W); Batch the batch size.
 	Patch [3]int
 	Batch int
@@ -36,7 +44,7 @@ type Options struct {
 // pool, a voxel source (NIfTI files, the memory cache or the prepared
 // store) and the streams made from them.
 type Loader struct {
-	cfg      Config
+	cfg      config.Data
 	opt      Options
 	ds       *Dataset
 	train    []int
@@ -55,12 +63,16 @@ type Loader struct {
 	Source string
 }
 
-// Open opens the dataset of cfg, loads or creates its splits, picks the
-// voxel source and starts the worker pool.
-func Open(cfg Config, opt Options) (*Loader, error) {
-	cfg = cfg.Defaults()
+// Open opens the dataset of cfg for training: its folds, the voxel source
+// and the worker pool. It only reads: the splits file, ct statistics and
+// prepared store it uses are made by Setup (a missing splits file gives
+// the folds Setup would write; ct statistics must be resolved).
+func Open(cfg config.Data, opt Options) (*Loader, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.NeedsCTStatistics() {
+		return nil, errUnresolvedCT(cfg)
 	}
 	if opt.Batch < 1 {
 		return nil, fmt.Errorf("data: batch size %d, want ≥ 1", opt.Batch)
@@ -81,10 +93,6 @@ func Open(cfg Config, opt Options) (*Loader, error) {
 	}
 	ch, err := channelCount(ds)
 	if err != nil {
-		return nil, err
-	}
-	// ct statistics left to compute come from the dataset (cached).
-	if cfg, _, err = resolveCT(context.Background(), cfg, ds, ch, max(1, cfg.WorkerCount()), opt.Logger, slog.LevelInfo); err != nil {
 		return nil, err
 	}
 	l := &Loader{cfg: cfg, opt: opt, ds: ds, train: train, val: val, channels: ch,
@@ -129,32 +137,31 @@ func channelCount(ds *Dataset) (int, error) {
 	return n4, nil
 }
 
-// StoreDir is the prepared store's folder for cfg.
-func StoreDir(cfg Config) string {
-	if cfg.Store != "" {
-		return cfg.Store
-	}
-	return filepath.Join(cfg.Dataset, ".voxtrain-store")
-}
-
+// pickSource opens the voxel source cfg names. "auto" reads the prepared
+// store when it is there and current, else decodes into the memory cache.
 func (l *Loader) pickSource() error {
 	src := l.cfg.Source
 	if src == "auto" {
 		src = "cache"
-		if _, err := os.Stat(filepath.Join(StoreDir(l.cfg), "index.json")); err == nil {
-			src = "store"
+		if usesStore(l.cfg) {
+			s, err := l.openStore()
+			if err == nil {
+				l.src, l.Source = s, "store"
+				return nil
+			}
+			l.log.Warn("data: not reading the prepared store (train prepare brings it up to date); decoding into the memory cache instead", "store", l.cfg.StoreDir(), "reason", err)
 		}
 	}
 	switch src {
 	case "gz":
 		l.src = &gzSource{l: l, meta: make([]atomic.Pointer[caseMeta], len(l.ds.Cases))}
 	case "cache":
-		l.cache = newVolumeCache(l.cfg.CacheBytes.N, func(c int) (*Volume, error) { return l.read(c) })
+		l.cache = newVolumeCache(int64(l.cfg.CacheBytes), func(c int) (*Volume, error) { return l.read(c) })
 		l.src = &cacheSource{l: l, cache: l.cache}
 	case "store":
 		s, err := l.openStore()
 		if err != nil {
-			return err
+			return fmt.Errorf("%w (train prepare brings the store up to date)", err)
 		}
 		l.src = s
 	}
@@ -162,37 +169,49 @@ func (l *Loader) pickSource() error {
 	return nil
 }
 
-// openStore brings the store up to date (rebuilding the cases whose
-// source files or preprocessing changed) and opens every case in it.
+// openStore opens the prepared store and every case in it, after checking
+// that it was made with this preprocessing, chunk and codec, from the
+// dataset's files as they are now.
 func (l *Loader) openStore() (*storeSource, error) {
-	rep, err := Prepare(context.Background(), l.cfg, PrepareOptions{Logger: l.log, Quiet: true})
+	dir := l.cfg.StoreDir()
+	st, err := store.Open(dir)
 	if err != nil {
 		return nil, err
 	}
-	if rep.Written > 0 {
-		l.log.Info("data: prepared store refreshed", "store", StoreDir(l.cfg), "rebuilt", rep.Written, "current", rep.Current)
-	}
-	st, err := store.Open(StoreDir(l.cfg))
-	if err != nil {
-		return nil, err
+	ix := st.Index()
+	switch {
+	case ix.PrepHash != store.HashPrep(fingerprint(l.prep, l.channels)):
+		err = fmt.Errorf("store %s was made with other preprocessing", dir)
+	case ix.Chunk != l.cfg.StoreChunk || ix.Codec != l.cfg.StoreCodec:
+		err = fmt.Errorf("store %s has %d³ %s chunks, the config asks for %d³ %s", dir, ix.Chunk, ix.Codec, l.cfg.StoreChunk, l.cfg.StoreCodec)
 	}
 	s := &storeSource{l: l, cases: make([]*store.Case, len(l.ds.Cases)), meta: make([]caseMeta, len(l.ds.Cases))}
 	for i, c := range l.ds.Cases {
-		sc, err := st.Case(c.ID)
 		if err != nil {
-			st.Close()
-			return nil, err
+			break
 		}
-		if sc.Channels != l.channels {
-			st.Close()
-			return nil, fmt.Errorf("store %s: case %s has %d channels, the dataset %d", StoreDir(l.cfg), c.ID, sc.Channels, l.channels)
+		ok, _, why, cerr := store.Current(ix.Cases[c.ID], c.Files())
+		if cerr != nil || !ok {
+			err = fmt.Errorf("store %s: case %s is not current (%s)", dir, c.ID, errors.Join(cerr, errors.New(why)))
+			break
 		}
-		m, err := decodeMeta(sc.Extra, sc.Shape)
-		if err != nil {
-			st.Close()
-			return nil, fmt.Errorf("store %s: case %s: %w", StoreDir(l.cfg), c.ID, err)
+		sc, cerr := st.Case(c.ID)
+		switch {
+		case cerr != nil:
+			err = cerr
+		case sc.Channels != l.channels:
+			err = fmt.Errorf("store %s: case %s has %d channels, the dataset %d", dir, c.ID, sc.Channels, l.channels)
+		default:
+			m, merr := decodeMeta(sc.Extra, sc.Shape)
+			if merr != nil {
+				err = fmt.Errorf("store %s: case %s: %w", dir, c.ID, merr)
+			}
+			s.cases[i], s.meta[i] = sc, m
 		}
-		s.cases[i], s.meta[i] = sc, m
+	}
+	if err != nil {
+		st.Close()
+		return nil, err
 	}
 	l.st = st
 	return s, nil
@@ -245,21 +264,21 @@ type StreamOptions struct {
 	// Epochs is how many epochs the stream delivers before io.EOF (0: no
 	// end).
 	Epochs int
-	// Iterations overrides the batches per epoch (validation: 0 = one
-	// pass over the validation cases).
+	// Iterations overrides the batches per epoch (training:
+	// Options.Iterations; validation: 0 = one pass over the cases).
 	Iterations int
 }
 
-// Train returns the training stream: cases of the fold's training split,
-// shuffled per epoch from (seed, epoch), augmented, with the last
-// round(batch × oversample_foreground) slots of each batch centred on
-// foreground.
-func (l *Loader) Train(o StreamOptions) (*Stream, error) {
-	smp := &Sampler{Cases: l.train, Seed: l.cfg.Seed, Batch: l.opt.Batch, Iterations: l.cfg.IterationsPerEpoch,
-		Oversample: *l.cfg.OversampleForeground}
-	if o.Iterations > 0 {
-		smp.Iterations = o.Iterations
-	}
+// TrainBatchesPerEpoch returns the number of batches in a training
+// epoch: Options.Iterations, or one pass over the training cases.
+func (l *Loader) TrainBatchesPerEpoch() int {
+	return l.trainSampler().Batches()
+}
+
+// trainSampler draws the training stream's samples.
+func (l *Loader) trainSampler() *Sampler {
+	smp := &Sampler{Cases: l.train, Seed: l.opt.Seed, Batch: l.opt.Batch, Iterations: l.opt.Iterations,
+		Oversample: l.cfg.OversampleForeground}
 	for _, c := range l.train {
 		if l.ds.Cases[c].Weight != 1 {
 			smp.Weights = make([]float64, len(l.train))
@@ -268,6 +287,18 @@ func (l *Loader) Train(o StreamOptions) (*Stream, error) {
 			}
 			break
 		}
+	}
+	return smp
+}
+
+// Train returns the training stream: cases of the fold's training split,
+// shuffled per epoch from (seed, epoch), augmented, with the last
+// round(batch × oversample_foreground) slots of each batch centred on
+// foreground.
+func (l *Loader) Train(o StreamOptions) (*Stream, error) {
+	smp := l.trainSampler()
+	if o.Iterations > 0 {
+		smp.Iterations = o.Iterations
 	}
 	return l.stream("train", smp, &patchTask{l: l, aug: l.aug, src: l.src}, 0, o, l.cfg.Workers.Auto)
 }
@@ -280,8 +311,8 @@ func (l *Loader) Validation(o StreamOptions) (*Stream, error) {
 	if len(l.val) == 0 {
 		return nil, errors.New("data: no validation cases (fold -1 trains on all)")
 	}
-	smp := &Sampler{Cases: l.val, Seed: l.cfg.Seed, Batch: l.opt.Batch, Iterations: o.Iterations,
-		Oversample: *l.cfg.OversampleForeground, Sequential: true, Salt: 1}
+	smp := &Sampler{Cases: l.val, Seed: l.opt.Seed, Batch: l.opt.Batch, Iterations: o.Iterations,
+		Oversample: l.cfg.OversampleForeground, Sequential: true, Salt: 1}
 	return l.stream("val", smp, &patchTask{l: l, aug: l.valAug, src: l.src}, 1, o, false)
 }
 

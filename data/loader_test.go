@@ -5,18 +5,21 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/voxtrain/voxtrain/augment"
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/data/store"
 	"github.com/voxtrain/voxtrain/nifti"
 )
@@ -66,10 +69,16 @@ func nnunetAug(t *testing.T) augment.Config {
 	return c
 }
 
-func openLoader(t *testing.T, cfg Config, opt Options) *Loader {
+// openLoader sets up cfg's dataset (splits, ct statistics, store) and
+// opens a loader, as a run does.
+func openLoader(t *testing.T, cfg config.Data, opt Options) *Loader {
 	t.Helper()
 	if opt.Logger == nil {
 		opt.Logger, _ = testLogger()
+	}
+	cfg, err := Setup(context.Background(), cfg, SetupOptions{Logger: opt.Logger})
+	if err != nil {
+		t.Fatal(err)
 	}
 	l, err := Open(cfg, opt)
 	if err != nil {
@@ -95,13 +104,13 @@ func digestStream(t *testing.T, s *Stream, n int) string {
 	return fmt.Sprintf("%x", h.Sum(nil))
 }
 
-func workers(n int) Workers { return Workers{N: n, Set: true} }
+func workers(n int) config.Workers { return config.Workers{N: n, Set: true} }
 
 // sameBatchesEverywhere opens a loader for every source × worker count,
 // reads batches training batches over epochs epochs (and then expects the
 // end), calls check (when not nil) with the open loader, and fails unless
 // every digest equals the first one, which it returns.
-func sameBatchesEverywhere(t *testing.T, base Config, opt Options, sources []string, workerCounts []int, epochs, batches int, check func(src string, w int, l *Loader)) string {
+func sameBatchesEverywhere(t *testing.T, base config.Data, opt Options, sources []string, workerCounts []int, epochs, batches int, check func(src string, w int, l *Loader)) string {
 	t.Helper()
 	var ref, refName string
 	for _, src := range sources {
@@ -137,8 +146,8 @@ func sameBatchesEverywhere(t *testing.T, base Config, opt Options, sources []str
 
 func TestLoaderByteIdenticalAcrossWorkersAndSources(t *testing.T) {
 	dir := demoDataset(t, 6)
-	base := Config{Dataset: dir, Fold: 0, NumFolds: 3, Seed: 11, IterationsPerEpoch: 3}
-	opt := Options{Patch: [3]int{40, 40, 40}, Batch: 3, Augment: nnunetAug(t)} // larger than some volumes: padding
+	base := filled(config.Data{Dataset: dir, Fold: 0, NumFolds: 3})
+	opt := Options{Seed: 11, Iterations: 3, Patch: [3]int{40, 40, 40}, Batch: 3, Augment: nnunetAug(t)} // larger than some volumes: padding
 	// Prepare the store first so "store" does not build it inside the loop.
 	if _, err := Prepare(context.Background(), base, PrepareOptions{Logger: discard()}); err != nil {
 		t.Fatal(err)
@@ -154,8 +163,8 @@ func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, ni
 
 func TestBatchContents(t *testing.T) {
 	dir := demoDataset(t, 4)
-	cfg := Config{Dataset: dir, Fold: -1, Seed: 3, IterationsPerEpoch: 4, Workers: workers(2)}
-	opt := Options{Patch: [3]int{16, 24, 16}, Batch: 3} // no augmentation: plain crops
+	cfg := filled(config.Data{Dataset: dir, Fold: -1, Workers: workers(2)})
+	opt := Options{Seed: 3, Iterations: 4, Patch: [3]int{16, 24, 16}, Batch: 3} // no augmentation: plain crops
 	l := openLoader(t, cfg, opt)
 	s, err := l.Train(StreamOptions{Epochs: 1})
 	if err != nil {
@@ -236,12 +245,12 @@ func isCropOf(img, lbl []float32, v *Volume, p [3]int) bool {
 
 func TestStorePatchReadsEqualFullDecodeCrops(t *testing.T) {
 	dir := demoDataset(t, 3)
-	cfg := Config{Dataset: dir, Fold: -1, StoreChunk: 16}.Defaults()
+	cfg := filled(config.Data{Dataset: dir, Fold: -1, StoreChunk: 16})
 	if _, err := Prepare(context.Background(), cfg, PrepareOptions{Logger: discard()}); err != nil {
 		t.Fatal(err)
 	}
 	ds, _ := OpenDataset(cfg)
-	st, err := store.Open(StoreDir(cfg))
+	st, err := store.Open(cfg.StoreDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +307,7 @@ func TestStorePatchReadsEqualFullDecodeCrops(t *testing.T) {
 func TestStoreRebuiltWhenSourceChanges(t *testing.T) {
 	dir := demoDataset(t, 3)
 	log, lb := testLogger()
-	cfg := Config{Dataset: dir, Fold: -1, Source: "store", Workers: workers(1)}
+	cfg := filled(config.Data{Dataset: dir, Fold: -1, Source: "store", Workers: workers(1)})
 	rep, err := Prepare(context.Background(), cfg, PrepareOptions{Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -306,7 +315,7 @@ func TestStoreRebuiltWhenSourceChanges(t *testing.T) {
 	if rep.Written != 3 || rep.Current != 0 {
 		t.Fatalf("first prepare wrote %d, kept %d", rep.Written, rep.Current)
 	}
-	ixPath := filepath.Join(StoreDir(cfg), "index.json")
+	ixPath := filepath.Join(cfg.StoreDir(), "index.json")
 	st0, _ := os.Stat(ixPath)
 	rep, _ = Prepare(context.Background(), cfg, PrepareOptions{Logger: log})
 	if rep.Written != 0 || rep.Current != 3 {
@@ -322,8 +331,10 @@ func TestStoreRebuiltWhenSourceChanges(t *testing.T) {
 	if rep, _ = Prepare(context.Background(), cfg, PrepareOptions{Logger: log}); rep.Written != 0 {
 		t.Errorf("a touched, unchanged file rebuilt %d cases", rep.Written)
 	}
-	// Replace case 1's image with a modified volume: the loader rebuilds
-	// that case (only) and serves the new voxels.
+	// Replace case 1's image with a modified volume: Open (which only
+	// reads) refuses the stale store, or with source auto decodes into the
+	// cache instead; Setup rebuilds that case (only) and the loader then
+	// serves the new voxels.
 	h, data, err := nifti.ReadFloat32(img1)
 	if err != nil {
 		t.Fatal(err)
@@ -334,18 +345,32 @@ func TestStoreRebuiltWhenSourceChanges(t *testing.T) {
 	if err := nifti.WriteFloat32(img1, h, data); err != nil {
 		t.Fatal(err)
 	}
-	l := openLoader(t, cfg, Options{Patch: [3]int{8, 8, 8}, Batch: 1, Logger: log})
-	if l.Source != "store" {
-		t.Fatalf("source %s", l.Source)
+	opt := Options{Patch: [3]int{8, 8, 8}, Batch: 1, Logger: log}
+	if _, err := Open(cfg, opt); err == nil || !strings.Contains(err.Error(), "not current") || !strings.Contains(err.Error(), "train prepare") {
+		t.Fatalf("Open of a stale store: %v, want an error naming the stale case and train prepare", err)
+	}
+	auto := cfg
+	auto.Source = "auto"
+	if l, err := Open(auto, opt); err != nil || l.Source != "cache" || !strings.Contains(lb.String(), "not reading the prepared store") {
+		t.Errorf("source auto over a stale store: %v, log:\n%s", err, lb.String())
+	} else {
+		l.Close()
+	}
+	if _, err := Setup(context.Background(), cfg, SetupOptions{Logger: log}); err != nil {
+		t.Fatal(err)
 	}
 	if !strings.Contains(lb.String(), "rebuilt=1") {
-		t.Errorf("loader did not report rebuilding one case:\n%s", lb.String())
+		t.Errorf("Setup did not report rebuilding one case:\n%s", lb.String())
+	}
+	l := openLoader(t, cfg, opt)
+	if l.Source != "store" {
+		t.Fatalf("source %s", l.Source)
 	}
 	v, err := l.LoadCase(context.Background(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := prepFrom(cfg.Defaults())
+	p := prepFrom(cfg)
 	want, _, err := readCase(l.ds.Cases[1], 1, &p, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -357,7 +382,7 @@ func TestStoreRebuiltWhenSourceChanges(t *testing.T) {
 	}
 	// A different preprocessing config rebuilds everything.
 	cfg2 := cfg
-	cfg2.Normalization = StringList{"none"}
+	cfg2.Normalization = config.StringList{"none"}
 	if rep, _ = Prepare(context.Background(), cfg2, PrepareOptions{Logger: log}); rep.Written != 3 {
 		t.Errorf("changed normalisation rebuilt %d cases, want 3", rep.Written)
 	}
@@ -379,9 +404,9 @@ func TestCorruptFileFailAndSkip(t *testing.T) {
 	dir := demoDataset(t, 4)
 	bad := filepath.Join(dir, "imagesTr", demoIDs[2]+".nii.gz")
 	corruptFile(t, bad)
-	opt := Options{Patch: [3]int{16, 16, 16}, Batch: 2, Augment: nnunetAug(t)}
+	opt := Options{Seed: 1, Iterations: 6, Patch: [3]int{16, 16, 16}, Batch: 2, Augment: nnunetAug(t)}
 
-	cfg := Config{Dataset: dir, Fold: -1, Seed: 1, IterationsPerEpoch: 6, Workers: workers(2), Source: "gz"}
+	cfg := filled(config.Data{Dataset: dir, Fold: -1, Workers: workers(2), Source: "gz"})
 	l := openLoader(t, cfg, opt)
 	s, _ := l.Train(StreamOptions{Epochs: 1})
 	var err error
@@ -424,8 +449,8 @@ func TestCorruptFileFailAndSkip(t *testing.T) {
 
 func TestValidationStreamAndLoadCase(t *testing.T) {
 	dir := demoDataset(t, 6)
-	cfg := Config{Dataset: dir, Fold: 1, NumFolds: 3, Workers: workers(2), Seed: 9, IterationsPerEpoch: 2}
-	l := openLoader(t, cfg, Options{Patch: [3]int{16, 16, 16}, Batch: 2, Augment: nnunetAug(t)})
+	cfg := filled(config.Data{Dataset: dir, Fold: 1, NumFolds: 3, Workers: workers(2)})
+	l := openLoader(t, cfg, Options{Seed: 9, Iterations: 2, Patch: [3]int{16, 16, 16}, Batch: 2, Augment: nnunetAug(t)})
 	if len(l.ValCases()) != 2 || len(l.TrainCases()) != 4 {
 		t.Fatalf("fold 1 of 3 over 6 cases: %d train, %d val", len(l.TrainCases()), len(l.ValCases()))
 	}
@@ -478,10 +503,10 @@ func TestPipelineSteadyStateAllocs(t *testing.T) {
 	}
 	dir := demoDataset(t, 3)
 	for _, src := range []string{"cache", "store"} {
-		cfg := Config{Dataset: dir, Fold: -1, Workers: workers(2), Seed: 4, IterationsPerEpoch: 1 << 20, Source: src}
+		cfg := filled(config.Data{Dataset: dir, Fold: -1, Workers: workers(2), Source: src})
 		aug := nnunetAug(t)
 		aug.Elastic.P = 0.3 // exercise every transform
-		l := openLoader(t, cfg, Options{Patch: [3]int{24, 24, 24}, Batch: 2, Augment: aug})
+		l := openLoader(t, cfg, Options{Seed: 4, Iterations: 1 << 20, Patch: [3]int{24, 24, 24}, Batch: 2, Augment: aug})
 		s, _ := l.Train(StreamOptions{})
 		ctx := context.Background()
 		for i := 0; i < 200; i++ { // warm up: every case cached, scratch grown
@@ -505,21 +530,31 @@ func TestPipelineSteadyStateAllocs(t *testing.T) {
 	}
 }
 
-func TestSplitsCreatedOnceAndReused(t *testing.T) {
+func TestSplitsWrittenOnceAndReused(t *testing.T) {
 	dir := demoDataset(t, 7)
-	cfg := Config{Dataset: dir, NumFolds: 3, Fold: 0}
+	cfg := filled(config.Data{Dataset: dir, NumFolds: 3, Fold: 0})
 	ds, err := OpenDataset(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := SplitsPath(cfg)
+	path := cfg.SplitsPath()
+	// Reading folds writes nothing; Setup writes the file.
 	tr0, va0, err := FoldCases(ds, cfg)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("FoldCases wrote %s (%v): reading folds must not write", path, err)
+	}
+	if _, err := Setup(context.Background(), cfg, SetupOptions{Logger: discard()}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("splits file not written: %v", err)
+	}
+	if tr, va, _ := FoldCases(ds, cfg); fmt.Sprint(tr, va) != fmt.Sprint(tr0, va0) {
+		t.Errorf("folds from the written file %v %v differ from those read before it %v %v", tr, va, tr0, va0)
 	}
 	var folds []Fold
 	json.Unmarshal(b, &folds)
@@ -612,7 +647,7 @@ func TestNNUNetLayoutAndMultiChannel(t *testing.T) {
 		}
 		os.Symlink(filepath.Join(src, "labelsTr", id+".nii.gz"), filepath.Join(dir, "labelsTr", id+".nii.gz"))
 	}
-	cfg := Config{Dataset: dir, Fold: -1, Workers: workers(1)}
+	cfg := filled(config.Data{Dataset: dir, Fold: -1, Workers: workers(1)})
 	ds, err := OpenDataset(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -652,8 +687,8 @@ func TestNNUNetLayoutAndMultiChannel(t *testing.T) {
 	if err := nifti.WriteFloat32(filepath.Join(dir4, "c4d.nii.gz"), h4, d); err != nil {
 		t.Fatal(err)
 	}
-	cfg4 := Config{Fold: -1, Workers: workers(0), Cases: []CaseSpec{{
-		Image: StringList{filepath.Join(dir4, "c4d.nii.gz")}, Label: filepath.Join(src, "labelsTr", demoIDs[0]+".nii.gz")}}}
+	cfg4 := filled(config.Data{Fold: -1, Workers: workers(0), Cases: []config.CaseSpec{{
+		Image: config.StringList{filepath.Join(dir4, "c4d.nii.gz")}, Label: filepath.Join(src, "labelsTr", demoIDs[0]+".nii.gz")}}})
 	l4 := openLoader(t, cfg4, Options{Patch: [3]int{8, 8, 8}, Batch: 1})
 	if l4.Channels() != 2 {
 		t.Fatalf("4D case: %d channels", l4.Channels())
@@ -724,62 +759,17 @@ func TestVolumeCache(t *testing.T) {
 	}
 }
 
-func TestConfigYAML(t *testing.T) {
-	good := `
-dataset: /data/x
-workers: auto
-cache_bytes: 512MiB
-oversample_foreground: 0
-normalization: [zscore]
-watchdog_timeout: 30s
-on_error: skip
-`
-	c, err := ParseConfig([]byte(good))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c = c.Defaults()
-	if !c.Workers.Auto || c.CacheBytes.N != 512<<20 || *c.OversampleForeground != 0 || c.WatchdogTimeout != 30*time.Second || c.OnError != "skip" {
-		t.Errorf("parsed %+v", c)
-	}
-	if err := c.Validate(); err != nil {
-		t.Error(err)
-	}
-	for in, want := range map[string]string{
-		"dataset: x\nworkrs: 2\n":         "line 2",
-		"dataset: x\nworkers: many\n":     "workers",
-		"dataset: x\ncache_bytes: lots\n": "byte size",
-		"dataset: x\non_error: retry\n":   "on_error",
-		"dataset: x\nsource: s3\n":        "source",
-		"dataset: x\nfold: 7\n":           "fold",
-	} {
-		c, err := ParseConfig([]byte(in))
-		if err == nil {
-			err = c.Defaults().Validate()
-		}
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: %v, want an error mentioning %q", in, err, want)
-		}
-	}
-	if w, _ := ParseWorkers("0"); !w.Set || w.N != 0 {
-		t.Errorf("workers 0: %+v", w)
-	}
-	if (Config{}).Defaults().WorkerCount() < 1 {
-		t.Error("default workers < 1")
-	}
-}
-
 func TestDatasetErrors(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "dataset.json"), []byte(`{"training":[{"image":"./imagesTr/x.nii.gz","label":"./labelsTr/x.nii.gz"}]}`), 0o644)
-	_, err := OpenDataset(Config{Dataset: dir})
+	_, err := OpenDataset(filled(config.Data{Dataset: dir}))
 	if err == nil || !strings.Contains(err.Error(), "x.nii.gz") {
 		t.Errorf("missing file: %v", err)
 	}
-	if _, err := OpenDataset(Config{Dataset: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "imagesTr") {
+	if _, err := OpenDataset(filled(config.Data{Dataset: t.TempDir()})); err == nil || !strings.Contains(err.Error(), "imagesTr") {
 		t.Errorf("empty folder: %v", err)
 	}
-	_, err = OpenDataset(Config{Cases: []CaseSpec{{ID: "a", Image: StringList{"/nonexistent/a.nii"}}}})
+	_, err = OpenDataset(filled(config.Data{Cases: []config.CaseSpec{{ID: "a", Image: config.StringList{"/nonexistent/a.nii"}}}}))
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/a.nii") {
 		t.Errorf("explicit list: %v", err)
 	}
@@ -787,7 +777,7 @@ func TestDatasetErrors(t *testing.T) {
 
 func TestDemoDatasetOrder(t *testing.T) {
 	src, _ := filepath.Abs(demoDir)
-	ds, err := OpenDataset(Config{Dataset: src})
+	ds, err := OpenDataset(filled(config.Data{Dataset: src}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -805,9 +795,9 @@ func TestDemoDatasetOrder(t *testing.T) {
 
 func TestCTNormalisationSameOnEverySource(t *testing.T) {
 	dir := demoDataset(t, 2)
-	base := Config{Dataset: dir, Fold: -1, Seed: 2, IterationsPerEpoch: 2, Workers: workers(1),
-		Normalization: StringList{"ct"}, CTWindow: []float64{100, 600}, CTMean: 300, CTStd: 80}
-	opt := Options{Patch: [3]int{20, 20, 20}, Batch: 2, Augment: nnunetAug(t)}
+	base := filled(config.Data{Dataset: dir, Fold: -1, Workers: workers(1),
+		Normalization: config.StringList{"ct"}, CTWindow: []float64{100, 600}, CTMean: 300, CTStd: 80})
+	opt := Options{Seed: 2, Iterations: 2, Patch: [3]int{20, 20, 20}, Batch: 2, Augment: nnunetAug(t)}
 	sameBatchesEverywhere(t, base, opt, []string{"cache", "gz", "store"}, []int{1}, 1, 2, func(src string, _ int, l *Loader) {
 		v, err := l.LoadCase(context.Background(), 0)
 		if err != nil {
@@ -826,8 +816,8 @@ func TestCTNormalisationSameOnEverySource(t *testing.T) {
 // same preprocessed voxels as the loader's LoadCase.
 func TestReadCaseMatchesLoader(t *testing.T) {
 	dir := demoDataset(t, 2)
-	cfg := Config{Dataset: dir, Fold: -1, Seed: 1, IterationsPerEpoch: 1, Workers: workers(1), Source: "gz"}
-	l := openLoader(t, cfg, Options{Patch: [3]int{16, 16, 16}, Batch: 1, Augment: nnunetAug(t)})
+	cfg := filled(config.Data{Dataset: dir, Fold: -1, Workers: workers(1), Source: "gz"})
+	l := openLoader(t, cfg, Options{Seed: 1, Iterations: 1, Patch: [3]int{16, 16, 16}, Batch: 1, Augment: nnunetAug(t)})
 	want, err := l.LoadCase(context.Background(), 1)
 	if err != nil {
 		t.Fatal(err)
@@ -851,4 +841,18 @@ func TestReadCaseMatchesLoader(t *testing.T) {
 			t.Fatalf("label voxel %d", i)
 		}
 	}
+}
+
+// filled returns c with every zero field taken from config.Default().Data,
+// so a test names only the fields it is about (an explicit zero that
+// differs from the default cannot be written this way: set it after).
+func filled(c config.Data) config.Data {
+	d := config.Default().Data
+	cv, dv := reflect.ValueOf(&c).Elem(), reflect.ValueOf(d)
+	for i := 0; i < cv.NumField(); i++ {
+		if cv.Field(i).IsZero() {
+			cv.Field(i).Set(dv.Field(i))
+		}
+	}
+	return c
 }

@@ -47,8 +47,8 @@ type PoolOptions struct {
 	// Logger receives watchdog and quarantine reports (default
 	// slog.Default()).
 	Logger *slog.Logger
-	// Watchdog reports a sample running longer than this (0: the default
-	// 120s; negative: off).
+	// Watchdog reports a sample running longer than this (0: off;
+	// data.watchdog_timeout, 120s by default, in a run).
 	Watchdog time.Duration
 	// HardTimeout fails the sample's stream when one sample runs longer
 	// (0: off).
@@ -81,9 +81,6 @@ func NewPool(n int, opt PoolOptions) *Pool {
 	}
 	if p.log == nil {
 		p.log = slog.Default()
-	}
-	if p.watchdog == 0 {
-		p.watchdog = DefaultWatchdogTimeout
 	}
 	p.cond = sync.NewCond(&p.mu)
 	for i := 0; i < n; i++ {
@@ -236,7 +233,7 @@ func (p *Pool) park(id int) {
 // file and the elapsed time, and fails the stream past the hard timeout.
 func (p *Pool) watch() {
 	defer close(p.wdDone)
-	if p.watchdog < 0 && p.hard <= 0 {
+	if p.watchdog <= 0 && p.hard <= 0 {
 		<-p.wdStop
 		return
 	}

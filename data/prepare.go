@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/voxtrain/voxtrain/config"
+
 	"github.com/voxtrain/voxtrain/augment"
 	"github.com/voxtrain/voxtrain/data/store"
 )
@@ -67,9 +69,8 @@ func fingerprint(p prep, channels int) []byte {
 // computed first (see Config.CTStd). A case is rebuilt when
 // one of its files changed (size and mtime, confirmed by content hash) or
 // the preprocessing changed; the rest are kept.
-func Prepare(ctx context.Context, cfg Config, opt PrepareOptions) (*PrepareReport, error) {
+func Prepare(ctx context.Context, cfg config.Data, opt PrepareOptions) (*PrepareReport, error) {
 	t0 := time.Now()
-	cfg = cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -89,12 +90,12 @@ func Prepare(ctx context.Context, cfg Config, opt PrepareOptions) (*PrepareRepor
 	}
 	// ct statistics left to compute come from the dataset (cached), and
 	// enter the fingerprint through prep like given ones.
-	cfg, ct, err := resolveCT(ctx, cfg, ds, ch, opt.Workers, opt.Logger, slog.LevelInfo)
+	cfg, ct, err := resolveCT(ctx, cfg, ds, ch, opt.Workers, opt.Logger)
 	if err != nil {
 		return nil, err
 	}
 	p := prepFrom(cfg)
-	dir := StoreDir(cfg)
+	dir := cfg.StoreDir()
 	w, err := store.NewWriter(dir, fingerprint(p, ch), cfg.StoreChunk, cfg.StoreCodec)
 	if err != nil {
 		return nil, err

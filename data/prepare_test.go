@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/data/store"
 	"github.com/voxtrain/voxtrain/nifti"
 )
@@ -17,8 +18,8 @@ func TestTargetSpacingSameOnEverySource(t *testing.T) {
 	dir := demoDataset(t, 4)
 	// Down along D, up along H, off-integer along W (the demo is 1 mm).
 	target := []float64{1.6, 0.7, 1.3}
-	base := Config{Dataset: dir, Fold: -1, Seed: 21, IterationsPerEpoch: 3, TargetSpacing: target}
-	opt := Options{Patch: [3]int{24, 40, 24}, Batch: 3, Augment: nnunetAug(t)} // larger than some resampled volumes
+	base := filled(config.Data{Dataset: dir, Fold: -1, TargetSpacing: target})
+	opt := Options{Seed: 21, Iterations: 3, Patch: [3]int{24, 40, 24}, Batch: 3, Augment: nnunetAug(t)} // larger than some resampled volumes
 	rep, err := Prepare(context.Background(), base, PrepareOptions{Logger: discard()})
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +27,7 @@ func TestTargetSpacingSameOnEverySource(t *testing.T) {
 	if rep.Written != 4 || rep.TargetSpacing == nil || *rep.TargetSpacing != [3]float64{1.6, 0.7, 1.3} {
 		t.Fatalf("prepare: %+v", rep)
 	}
-	ix, err := store.ReadIndex(StoreDir(base))
+	ix, err := store.ReadIndex(base.StoreDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func checkResampledCase(t *testing.T, l *Loader, c int, target [3]float64) {
 func TestTargetSpacingFingerprint(t *testing.T) {
 	dir := demoDataset(t, 2)
 	log, lb := testLogger()
-	cfg := Config{Dataset: dir, Fold: -1, Workers: workers(1)}
+	cfg := filled(config.Data{Dataset: dir, Fold: -1, Workers: workers(1)})
 	for i, step := range []struct {
 		target  []float64
 		written int

@@ -72,6 +72,12 @@ type Batch struct {
 	err            error // first sample error (fail mode)
 }
 
+// HostArrays returns the batch's image and label arrays and sizes (what
+// package feed uploads; see feed.HostBatch).
+func (b *Batch) HostArrays() (image, label []float32, n, c int, patch [3]int) {
+	return b.Image, b.Label, b.N, b.C, b.Patch
+}
+
 // ImageSlot returns sample i's image (C×D×H×W) inside the batch.
 func (b *Batch) ImageSlot(i int) []float32 {
 	n := b.C * b.Patch[0] * b.Patch[1] * b.Patch[2]

@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/voxtrain/voxtrain/checkpoint"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"sort"
+
+	"github.com/voxtrain/voxtrain/checkpoint"
+	"github.com/voxtrain/voxtrain/config"
 )
 
 // Fold is one cross-validation fold: case IDs to train on and to validate
@@ -54,24 +55,44 @@ func MakeFolds(ids []string, k int) ([]Fold, error) {
 	return folds, nil
 }
 
-// LoadOrCreateSplits returns the folds in path, creating the file from
-// MakeFolds on first use. An existing file must have k folds and name only
-// cases of the dataset, and every case must appear in it: a dataset that
-// changed under a splits file is an error rather than silently new folds.
-func LoadOrCreateSplits(ds *Dataset, k int, path string) ([]Fold, error) {
+// caseIDs returns the dataset's case IDs in order.
+func caseIDs(ds *Dataset) []string {
+	ids := make([]string, len(ds.Cases))
+	for i, c := range ds.Cases {
+		ids[i] = c.ID
+	}
+	return ids
+}
+
+// WriteSplits writes the folds of ds to path, from MakeFolds, unless the
+// file exists (it is then left as it is, so a fold stays the same cases
+// on every machine and in every run).
+func WriteSplits(ds *Dataset, k int, path string) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	folds, err := MakeFolds(caseIDs(ds), k)
+	if err != nil {
+		return fmt.Errorf("splits %s: %w", path, err)
+	}
+	out, _ := json.MarshalIndent(folds, "", "  ")
+	if err := checkpoint.WriteFileAtomic(path, append(out, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write splits %s: %w", path, err)
+	}
+	return nil
+}
+
+// ReadSplits returns the folds in path, or those MakeFolds gives the
+// dataset when there is no file yet (what WriteSplits would write). An
+// existing file must have k folds and name only cases of the dataset, and
+// every case must appear in it: a dataset that changed under a splits
+// file is an error rather than silently new folds.
+func ReadSplits(ds *Dataset, k int, path string) ([]Fold, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		ids := make([]string, len(ds.Cases))
-		for i, c := range ds.Cases {
-			ids[i] = c.ID
-		}
-		folds, err := MakeFolds(ids, k)
+		folds, err := MakeFolds(caseIDs(ds), k)
 		if err != nil {
 			return nil, fmt.Errorf("splits %s: %w", path, err)
-		}
-		out, _ := json.MarshalIndent(folds, "", "  ")
-		if err := checkpoint.WriteFileAtomic(path, append(out, '\n'), 0o644); err != nil {
-			return nil, fmt.Errorf("write splits %s: %w", path, err)
 		}
 		return folds, nil
 	}
@@ -104,24 +125,10 @@ func LoadOrCreateSplits(ds *Dataset, k int, path string) ([]Fold, error) {
 	return folds, nil
 }
 
-// SplitsPath is where the splits file lives for a config: splits_file, else
-// the store folder when set, else the dataset folder.
-func SplitsPath(cfg Config) string {
-	switch {
-	case cfg.SplitsFile != "":
-		return cfg.SplitsFile
-	case cfg.Store != "":
-		return filepath.Join(cfg.Store, "splits_final.json")
-	case cfg.Dataset != "":
-		return filepath.Join(cfg.Dataset, "splits_final.json")
-	}
-	return "splits_final.json"
-}
-
 // FoldCases returns the indices of the training and validation cases of
-// cfg.Fold (fold -1: every case trains, none validates).
-func FoldCases(ds *Dataset, cfg Config) (train, val []int, err error) {
-	cfg = cfg.Defaults()
+// cfg.Fold (fold -1: every case trains, none validates), from the splits
+// file (see ReadSplits).
+func FoldCases(ds *Dataset, cfg config.Data) (train, val []int, err error) {
 	if cfg.Fold == -1 {
 		train = make([]int, len(ds.Cases))
 		for i := range train {
@@ -129,7 +136,7 @@ func FoldCases(ds *Dataset, cfg Config) (train, val []int, err error) {
 		}
 		return train, nil, nil
 	}
-	folds, err := LoadOrCreateSplits(ds, cfg.NumFolds, SplitsPath(cfg))
+	folds, err := ReadSplits(ds, cfg.NumFolds, cfg.SplitsPath())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,11 +1,11 @@
 package data
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
+
+	"github.com/voxtrain/voxtrain/config"
 
 	"github.com/voxtrain/voxtrain/augment"
 	"github.com/voxtrain/voxtrain/nifti"
@@ -84,7 +84,7 @@ type prep struct {
 
 // prepFrom returns the preprocessing of a defaulted, validated config
 // whose ct statistics are resolved (see resolveCT).
-func prepFrom(cfg Config) prep {
+func prepFrom(cfg config.Data) prep {
 	p := prep{Norm: cfg.Normalization, CTWindow: cfg.CTWindow, CTMean: cfg.CTMean, CTStd: cfg.CTStd,
 		FGSamples: augment.DefaultForegroundSamples}
 	if len(cfg.TargetSpacing) == 3 {
@@ -296,17 +296,11 @@ func decodeCase(c Case, channels int, v *Volume, bufs *readBufs, planes int) err
 // and for evaluation. channels is the expected channel count (0: whatever
 // the files hold).
 //
-// With ct normalisation and ct statistics missing from cfg, they are read
-// from the dataset's cached ct_statistics.json (computed first when
-// absent or stale, which needs the dataset): a config saved by a training
-// run holds them already.
-func ReadCase(cfg Config, c Case, channels int) (*Volume, error) {
-	cfg = cfg.Defaults()
-	if needsCTStats(cfg) {
-		var err error
-		if cfg, _, err = resolveCTConfig(context.Background(), cfg, slog.Default(), slog.LevelDebug); err != nil {
-			return nil, err
-		}
+// ct normalisation needs its statistics in cfg (a run's config.yaml holds
+// them; see Setup).
+func ReadCase(cfg config.Data, c Case, channels int) (*Volume, error) {
+	if cfg.NeedsCTStatistics() {
+		return nil, errUnresolvedCT(cfg)
 	}
 	p := prepFrom(cfg)
 	v, _, err := readCase(c, channels, &p, nil, nil)

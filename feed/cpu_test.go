@@ -10,6 +10,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/cpu"
 	"github.com/voxtrain/voxtrain/data"
 	"github.com/voxtrain/voxtrain/feed"
@@ -43,7 +44,7 @@ func TestFeederOnCPUDevice(t *testing.T) {
 		}
 		steps++
 	}
-	trainLoop(t, f, total, func() feed.Host { return ring.next(nil, nil) }, check, func() {}, check)
+	trainLoop(t, f, total, func() feed.HostBatch { return ring.next(nil, nil) }, check, func() {}, check)
 	for _, v := range ring.violations {
 		t.Error(v)
 	}
@@ -66,8 +67,9 @@ func TestFeederWithDataRing(t *testing.T) {
 		t.Skip("reads NIfTI cases; skipped with -short")
 	}
 	dir := demoCases(t, 3)
-	cfg := data.Config{Dataset: dir, Fold: -1, Seed: 5, IterationsPerEpoch: 6, Workers: data.Workers{N: 2, Set: true}}
-	l, err := data.Open(cfg, data.Options{Patch: [3]int{16, 16, 16}, Batch: 2,
+	cfg := config.Default().Data
+	cfg.Dataset, cfg.Fold, cfg.Workers = dir, -1, config.Workers{N: 2, Set: true}
+	l, err := data.Open(cfg, data.Options{Seed: 5, Iterations: 6, Patch: [3]int{16, 16, 16}, Batch: 2,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +92,7 @@ func TestFeederWithDataRing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fb, err := f.Upload(feed.Host{Image: b.Image, Label: b.Label, N: b.N, C: b.C, Patch: b.Patch, Release: b.Release})
+		fb, err := f.Upload(b)
 		if err != nil {
 			t.Fatal(err)
 		}

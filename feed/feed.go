@@ -7,7 +7,7 @@
 // One step of the trainer, with f a Feeder and ring batches from package
 // data (pinned host memory on CUDA):
 //
-//	next, _ := f.Upload(host(b))   // batch i+1: queued until step i starts
+//	next, _ := f.Upload(b)         // batch i+1: queued until step i starts
 //	x, y := f.Acquire(cur)         // compute waits for "copied(i)", records "start(i)";
 //	                               // copy stream: wait start(i) and "free" of i+1's slot, H2D, record "copied(i+1)"
 //	learner.Step(x, y, lr)         // compute stream
@@ -37,16 +37,45 @@ import (
 	"github.com/voxtrain/voxtrain/nn"
 )
 
-// Host is one batch in host memory, as package data's ring delivers it.
-type Host struct {
-	Image []float32 // N×C×D×H×W
-	Label []float32 // N×D×H×W, class indices
-	N, C  int
-	Patch [3]int // (D, H, W)
-	// Release gives the host buffer back to its ring; the Feeder calls it
-	// exactly once, after the copy out of Image and Label has completed.
-	// May be nil.
-	Release func()
+// HostBatch is one batch in host memory; *data.Batch, which package
+// data's ring delivers, is one.
+type HostBatch interface {
+	// HostArrays returns the image (N×C×D×H×W) and label (N×D×H×W, class
+	// indices) arrays, N samples of C channels, and the patch (D, H, W).
+	HostArrays() (image, label []float32, n, c int, patch [3]int)
+	// Release gives the arrays back to their owner (the ring); the Feeder
+	// calls it exactly once, after the copy out of them has completed.
+	Release()
+}
+
+// Arrays is a HostBatch of plain arrays, for callers without a ring
+// (tests, benchmarks).
+type Arrays struct {
+	Image, Label []float32
+	N, C         int
+	Patch        [3]int
+	// OnRelease, when set, is called by Release.
+	OnRelease func()
+}
+
+// HostArrays implements HostBatch.
+func (a *Arrays) HostArrays() (image, label []float32, n, c int, patch [3]int) {
+	return a.Image, a.Label, a.N, a.C, a.Patch
+}
+
+// Release implements HostBatch.
+func (a *Arrays) Release() {
+	if a.OnRelease != nil {
+		a.OnRelease()
+	}
+}
+
+// host is a HostBatch's arrays, as Upload read them.
+type host struct {
+	image, label []float32
+	n, c         int
+	patch        [3]int
+	src          HostBatch
 }
 
 // Batch is a batch uploaded to the device: Image (N, C, D, H, W) and
@@ -57,7 +86,7 @@ type Batch struct {
 	Seq          int64 // upload order, from 0
 
 	slot     *slot
-	host     Host
+	host     host
 	copied   nn.Event // on the copy stream, after the upload (nil until issued)
 	released bool
 	acquired bool
@@ -176,30 +205,32 @@ func New(dev nn.Device, o Options) *Feeder {
 func (f *Feeder) CopyStream() nn.Stream { return f.copyS }
 
 // check validates a host batch's sizes.
-func (h Host) check() error {
-	v := h.Patch[0] * h.Patch[1] * h.Patch[2]
-	if h.N <= 0 || h.C <= 0 || h.Patch[0] <= 0 || h.Patch[1] <= 0 || h.Patch[2] <= 0 {
-		return fmt.Errorf("feed: batch of %d samples, %d channels, patch %v: sizes must be positive", h.N, h.C, h.Patch)
+func (h host) check() error {
+	v := h.patch[0] * h.patch[1] * h.patch[2]
+	if h.n <= 0 || h.c <= 0 || h.patch[0] <= 0 || h.patch[1] <= 0 || h.patch[2] <= 0 {
+		return fmt.Errorf("feed: batch of %d samples, %d channels, patch %v: sizes must be positive", h.n, h.c, h.patch)
 	}
-	if len(h.Image) != h.N*h.C*v {
-		return fmt.Errorf("feed: image has %d floats, %d samples × %d channels × %v need %d", len(h.Image), h.N, h.C, h.Patch, h.N*h.C*v)
+	if len(h.image) != h.n*h.c*v {
+		return fmt.Errorf("feed: image has %d floats, %d samples × %d channels × %v need %d", len(h.image), h.n, h.c, h.patch, h.n*h.c*v)
 	}
-	if len(h.Label) != h.N*v {
-		return fmt.Errorf("feed: label has %d floats, %d samples × %v need %d", len(h.Label), h.N, h.Patch, h.N*v)
+	if len(h.label) != h.n*v {
+		return fmt.Errorf("feed: label has %d floats, %d samples × %v need %d", len(h.label), h.n, h.patch, h.n*v)
 	}
 	return nil
 }
 
-// Upload queues h for the next device slot and returns the device batch.
+// Upload queues hb for the next device slot and returns the device batch.
 // The copy is issued on the copy stream at once when every earlier batch
 // has been acquired, otherwise when the batch before it is (Acquire): so
 // the copy of batch i+1 starts with step i, never in the idle gap before
 // it, and it waits (on the device) for the step that last read its slot.
-// The caller keeps h's buffers untouched until the Feeder releases them.
-func (f *Feeder) Upload(h Host) (*Batch, error) {
+// The caller keeps hb's arrays untouched until the Feeder releases them.
+func (f *Feeder) Upload(hb HostBatch) (*Batch, error) {
 	if f.closed {
 		return nil, errors.New("feed: Upload on a closed Feeder")
 	}
+	h := host{src: hb}
+	h.image, h.label, h.n, h.c, h.patch = hb.HostArrays()
 	if err := h.check(); err != nil {
 		return nil, err
 	}
@@ -212,15 +243,15 @@ func (f *Feeder) Upload(h Host) (*Batch, error) {
 	for len(f.pending) >= f.maxPend {
 		f.waitOldest()
 	}
-	key := shapeKey{h.N, h.C, h.Patch}
+	key := shapeKey{h.n, h.c, h.patch}
 	bufs, ok := s.bufs[key]
 	if !ok {
-		p := h.Patch
-		bufs = [2]nn.Tensor{f.dev.Alloc(nn.Shape{h.N, h.C, p[0], p[1], p[2]}), f.dev.Alloc(nn.Shape{h.N, p[0], p[1], p[2]})}
+		p := h.patch
+		bufs = [2]nn.Tensor{f.dev.Alloc(nn.Shape{h.n, h.c, p[0], p[1], p[2]}), f.dev.Alloc(nn.Shape{h.n, p[0], p[1], p[2]})}
 		s.bufs[key] = bufs
 		s.shapes = append(s.shapes, key)
 	}
-	b := &Batch{Image: bufs[0], Label: bufs[1], N: h.N, Seq: f.seq, slot: s, host: h}
+	b := &Batch{Image: bufs[0], Label: bufs[1], N: h.n, Seq: f.seq, slot: s, host: h}
 	s.inUse = b
 	f.next = (f.next + 1) % len(f.slots)
 	f.seq++
@@ -248,10 +279,10 @@ func (f *Feeder) issue(b *Batch, after nn.Event) error {
 		b.copyStart = f.tl.RecordTimed(f.copyS)
 	}
 	h := b.host
-	if err := f.dev.Upload(f.copyS, b.Image, h.Image); err != nil {
+	if err := f.dev.Upload(f.copyS, b.Image, h.image); err != nil {
 		return fmt.Errorf("feed: upload image of batch %d: %w", b.Seq, err)
 	}
-	if err := f.dev.Upload(f.copyS, b.Label, h.Label); err != nil {
+	if err := f.dev.Upload(f.copyS, b.Label, h.label); err != nil {
 		return fmt.Errorf("feed: upload label of batch %d: %w", b.Seq, err)
 	}
 	if f.tl != nil {
@@ -260,7 +291,7 @@ func (f *Feeder) issue(b *Batch, after nn.Event) error {
 		b.copied = f.copyS.Record()
 	}
 	f.stats.Batches++
-	f.stats.Bytes += 4 * int64(len(h.Image)+len(h.Label))
+	f.stats.Bytes += 4 * int64(len(h.image)+len(h.label))
 	return nil
 }
 
@@ -376,10 +407,8 @@ func (f *Feeder) release(b *Batch) {
 		panic(fmt.Sprintf("feed: batch %d released twice", b.Seq))
 	}
 	b.released = true
-	if b.host.Release != nil {
-		b.host.Release()
-	}
-	b.host = Host{}
+	b.host.src.Release()
+	b.host = host{}
 	f.stats.Released++
 	if f.tl != nil {
 		f.timedCopies = append(f.timedCopies, b)

@@ -77,9 +77,9 @@ func newFakeRing(buffers, total, n, c int, patch [3]int, maxHeld int) *fakeRing 
 	return r
 }
 
-// next hands out the next batch (in order) as a feed.Host whose Release
+// next hands out the next batch (in order) as a feed.Arrays whose Release
 // checks it is released once, after its copy (copyDone).
-func (r *fakeRing) next(copyDone func(seq int64) bool, hostNow func() time.Duration) feed.Host {
+func (r *fakeRing) next(copyDone func(seq int64) bool, hostNow func() time.Duration) feed.HostBatch {
 	b := <-r.ready
 	r.mu.Lock()
 	if b.state != "ready" {
@@ -93,7 +93,7 @@ func (r *fakeRing) next(copyDone func(seq int64) bool, hostNow func() time.Durat
 	}
 	seq := b.seq
 	r.mu.Unlock()
-	return feed.Host{Image: b.img, Label: b.lbl, N: r.n, C: r.c, Patch: r.patch, Release: func() {
+	return &feed.Arrays{Image: b.img, Label: b.lbl, N: r.n, C: r.c, Patch: r.patch, OnRelease: func() {
 		r.mu.Lock()
 		if b.state != "held" || b.seq != seq {
 			r.violations = append(r.violations, fmt.Sprintf("batch %d released twice (buffer %d in state %s)", seq, b.id, b.state))
@@ -126,7 +126,7 @@ func (r *fakeRing) next(copyDone func(seq int64) bool, hostNow func() time.Durat
 // With acquireFirst the loop acquires batch i before uploading i+1 (the
 // upload is then issued at once and only the slot's "free" event keeps it
 // off the buffer step i-1 may still read).
-func trainLoop(t *testing.T, f *feed.Feeder, total int, next func() feed.Host, fwd func(x, y nn.Tensor, seq int64), sync func(), bwd func(x, y nn.Tensor, seq int64), acquireFirst ...bool) {
+func trainLoop(t *testing.T, f *feed.Feeder, total int, next func() feed.HostBatch, fwd func(x, y nn.Tensor, seq int64), sync func(), bwd func(x, y nn.Tensor, seq int64), acquireFirst ...bool) {
 	t.Helper()
 	cur, err := f.Upload(next())
 	if err != nil {
@@ -182,7 +182,7 @@ func runSim(t *testing.T, d *simDevice, total int, acquireFirst ...bool) (*feed.
 		}
 		return n == 2 && copyEnd[seq] <= d.hostNow()
 	}
-	trainLoop(t, f, total, func() feed.Host { return ring.next(copyDone, d.hostNow) },
+	trainLoop(t, f, total, func() feed.HostBatch { return ring.next(copyDone, d.hostNow) },
 		func(x, y nn.Tensor, seq int64) { d.stepHalf("fwd", x, y, seq) },
 		func() { d.compute.Synchronize() },
 		func(x, y nn.Tensor, seq int64) { d.stepHalf("bwd", x, y, seq) }, acquireFirst...)
@@ -359,11 +359,11 @@ func TestUploadAfterAcquire(t *testing.T) {
 func TestFeederMisuse(t *testing.T) {
 	d := newSim(1e9, time.Millisecond, time.Millisecond)
 	f := feed.New(d, feed.Options{})
-	h := func() feed.Host {
-		return feed.Host{Image: make([]float32, 2*8), Label: make([]float32, 2*8), N: 2, C: 1, Patch: [3]int{2, 2, 2}}
+	h := func() feed.HostBatch {
+		return &feed.Arrays{Image: make([]float32, 2*8), Label: make([]float32, 2*8), N: 2, C: 1, Patch: [3]int{2, 2, 2}}
 	}
 	bad := h()
-	bad.Label = bad.Label[:5]
+	bad.(*feed.Arrays).Label = bad.(*feed.Arrays).Label[:5]
 	if _, err := f.Upload(bad); err == nil || !strings.Contains(err.Error(), "label has 5 floats") {
 		t.Errorf("short label: %v", err)
 	}

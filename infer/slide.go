@@ -2,24 +2,27 @@
 // does: overlapping patches on a regular grid (step = patch × (1 − overlap),
 // nnU-Net's tile_step_size 0.5), each patch's logits weighted by a Gaussian
 // importance map (σ = patch/8) so patch borders count less, optional test-time
-// mirroring, and argmax to labels. It knows nothing of the network: a Model
-// is anything that maps a batch of patches to logits.
+// mirroring, and argmax to labels. The sliding window (slide.go) knows
+// nothing of the network: a Network is anything that maps a batch of
+// patches to logits; DeviceNet runs a U-Net that way, Model is one loaded
+// from a checkpoint with its config, and Evaluate scores it on a fold.
 package infer
 
 import (
+	"context"
 	"fmt"
 	"math"
 )
 
-// Model computes logits for a batch of patches. in holds n patches of
+// Network computes logits for a batch of patches. in holds n patches of
 // inChannels × D × H × W (NCDHW, W fastest), out receives n × outChannels ×
 // D × H × W.
-type Model interface {
+type Network interface {
 	Forward(n int, in, out []float32) error
 }
 
-// Config describes a sliding-window run.
-type Config struct {
+// Window describes a sliding-window run.
+type Window struct {
 	// Patch is the (D, H, W) patch size the model was trained on.
 	Patch [3]int
 	// Overlap is the fraction by which neighbouring patches overlap; the
@@ -115,7 +118,9 @@ func GaussianMap(p [3]int) []float32 {
 // W fastest) and returns outC channels of averaged logits on the same grid.
 // Volumes smaller than the patch are zero-padded evenly on both sides (as
 // nnU-Net pads) and the result cropped back.
-func Predict(m Model, channels [][]float32, shape [3]int, outC int, cfg Config) ([]float32, error) {
+//
+// It stops between batches of patches, with ctx's error, when ctx ends.
+func Predict(ctx context.Context, m Network, channels [][]float32, shape [3]int, outC int, cfg Window) ([]float32, error) {
 	inC := len(channels)
 	if inC == 0 || outC <= 0 {
 		return nil, fmt.Errorf("infer: %d input and %d output channels", inC, outC)
@@ -191,6 +196,9 @@ func Predict(m Model, channels [][]float32, shape [3]int, outC int, cfg Config) 
 	flips := mirrorCombos(cfg.MirrorAxes)
 
 	for b0 := 0; b0 < len(starts); b0 += batch {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		nb := min(batch, len(starts)-b0)
 		clear(sum[:nb*outC*pv])
 		for _, flip := range flips {

@@ -1,6 +1,7 @@
 package infer
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"math/rand/v2"
@@ -89,7 +90,7 @@ func TestPredictPointwiseModelIsExact(t *testing.T) {
 			img[i] = float32(rng.NormFloat64())
 		}
 		m := &pointwise{inC: 1}
-		got, err := Predict(m, [][]float32{img}, tc.shape, 3, Config{Patch: tc.patch, Overlap: 0.5, BatchSize: tc.batch, MirrorAxes: tc.mirror})
+		got, err := Predict(context.Background(), m, [][]float32{img}, tc.shape, 3, Window{Patch: tc.patch, Overlap: 0.5, BatchSize: tc.batch, MirrorAxes: tc.mirror})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +126,7 @@ func (position) Forward(n int, in, out []float32) error {
 func TestMirroringAveragesFlips(t *testing.T) {
 	shape := [3]int{4, 4, 4}
 	img := make([]float32, 64)
-	got, err := Predict(position{}, [][]float32{img}, shape, 1, Config{Patch: shape, Overlap: 0.5, MirrorAxes: []int{0, 1, 2}, NoGaussian: true})
+	got, err := Predict(context.Background(), position{}, [][]float32{img}, shape, 1, Window{Patch: shape, Overlap: 0.5, MirrorAxes: []int{0, 1, 2}, NoGaussian: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,10 +150,10 @@ func TestArgmaxTiesGoLow(t *testing.T) {
 
 func TestPredictRejectsBadInput(t *testing.T) {
 	m := &pointwise{inC: 1}
-	if _, err := Predict(m, [][]float32{make([]float32, 10)}, [3]int{2, 2, 2}, 3, Config{Patch: [3]int{2, 2, 2}}); err == nil {
+	if _, err := Predict(context.Background(), m, [][]float32{make([]float32, 10)}, [3]int{2, 2, 2}, 3, Window{Patch: [3]int{2, 2, 2}}); err == nil {
 		t.Fatal("wrong channel length accepted")
 	}
-	if _, err := Predict(m, [][]float32{make([]float32, 8)}, [3]int{2, 2, 2}, 3, Config{Patch: [3]int{2, 2, 2}, Overlap: 1}); err == nil {
+	if _, err := Predict(context.Background(), m, [][]float32{make([]float32, 8)}, [3]int{2, 2, 2}, 3, Window{Patch: [3]int{2, 2, 2}, Overlap: 1}); err == nil {
 		t.Fatal("overlap 1 accepted")
 	}
 }

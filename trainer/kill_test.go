@@ -15,12 +15,14 @@ import (
 	"time"
 
 	"github.com/voxtrain/voxtrain/checkpoint"
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/cpu"
+	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 // killConfig saves a checkpoint after every step (one-step epochs, no
 // validation), so a kill at a random moment often lands inside a save.
-func killConfig(t *testing.T, out string) *Config {
+func killConfig(t *testing.T, out string) *config.Config {
 	c := tinyConfig(t, out)
 	c.Train.Epochs = 100000
 	c.Train.IterationsPerEpoch = 1
@@ -47,7 +49,7 @@ func TestKillChildTraining(t *testing.T) {
 // moments, at least 50 times; after every kill the latest checkpoint must
 // load, and its state must match the weights' step.
 func TestSIGKILLDuringSaves(t *testing.T) {
-	if testing.Short() || raceEnabled {
+	if testing.Short() || testutil.Race {
 		t.Skip("kills 50 training processes (about 30 s); the checkpoint package's own kill test runs under -race")
 	}
 	out := t.TempDir()
@@ -93,7 +95,7 @@ type latestInfo struct{ Step int64 }
 
 // loadFinalLatest loads the latest checkpoint in dir with the model's and
 // optimiser's expected tensors and checks state.json against the manifest.
-func loadFinalLatest(t *testing.T, c *Config, dir string) (latestInfo, []checkpoint.Tensor) {
+func loadFinalLatest(t *testing.T, c *config.Config, dir string) (latestInfo, []checkpoint.Tensor) {
 	t.Helper()
 	model, opt := expectedTensors(t, c)
 	l, err := checkpoint.LoadLatest(dir, model, opt)

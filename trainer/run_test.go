@@ -11,18 +11,20 @@ import (
 	"testing"
 
 	"github.com/voxtrain/voxtrain/checkpoint"
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/cpu"
+	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
 // tinyConfig is a small, fast run on the bundled demo data.
-func tinyConfig(t *testing.T, out string) *Config {
+func tinyConfig(t *testing.T, out string) *config.Config {
 	t.Helper()
 	doc := `
 experiment: tiny
 seed: 3
 data:
-  dataset: ../testdata/demo
+  dataset: ` + testutil.DemoDir(t) + `
   fold: 0
   num_folds: 5
   workers: 2
@@ -48,22 +50,19 @@ validation:
 	if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := LoadConfig(p)
+	c, err := config.Load(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The dataset path is relative to the test's working directory.
-	abs, _ := filepath.Abs("../testdata/demo")
-	c.Data.Dataset = abs
 	c.Data.SplitsFile = filepath.Join(t.TempDir(), "splits.json")
 	c.OutputDir = out
-	if err := c.Resolve(); err != nil {
+	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-func runTiny(t *testing.T, c *Config, o Options) *Result {
+func runTiny(t *testing.T, c *config.Config, o Options) *Result {
 	t.Helper()
 	if o.Device == nil {
 		o.Device = cpu.New(cpu.Options{Threads: 2})
@@ -80,7 +79,7 @@ func runTiny(t *testing.T, c *Config, o Options) *Result {
 
 // loadFinal reads the weights and optimiser state of a run's last
 // checkpoint.
-func loadFinal(t *testing.T, c *Config, runDir string) (model, opt []checkpoint.Tensor) {
+func loadFinal(t *testing.T, c *config.Config, runDir string) (model, opt []checkpoint.Tensor) {
 	t.Helper()
 	model, opt = expectedTensors(t, c)
 	if _, err := checkpoint.Load(filepath.Join(runDir, "checkpoints", "last"), model, opt); err != nil {
@@ -91,7 +90,7 @@ func loadFinal(t *testing.T, c *Config, runDir string) (model, opt []checkpoint.
 
 // expectedTensors returns the names and shapes (with buffers) of the
 // weights and optimiser state of c's model.
-func expectedTensors(t *testing.T, c *Config) (model, opt []checkpoint.Tensor) {
+func expectedTensors(t *testing.T, c *config.Config) (model, opt []checkpoint.Tensor) {
 	t.Helper()
 	dev := cpu.New(cpu.Options{Threads: 1})
 	net, err := nn.NewUNet(dev, c.Model, c.Seed)
@@ -104,7 +103,7 @@ func expectedTensors(t *testing.T, c *Config) (model, opt []checkpoint.Tensor) {
 	}
 	p, _ := nn.ExportParams(dev, net.Params())
 	s, _ := l.Opt.State()
-	return toCheckpoint(p), toCheckpoint(s)
+	return checkpoint.FromHost(p), checkpoint.FromHost(s)
 }
 
 func sameTensors(t *testing.T, what string, a, b []checkpoint.Tensor) {
@@ -137,7 +136,7 @@ func TestResumeIsExact(t *testing.T) {
 }
 
 func testResumeIsExact(t *testing.T, optimizer string) {
-	withOpt := func(c *Config) *Config {
+	withOpt := func(c *config.Config) *config.Config {
 		c.Optim = nn.OptimConfig{Name: optimizer}.WithDefaults()
 		return c
 	}

@@ -3,9 +3,6 @@ package trainer
 import (
 	"crypto/sha256"
 	"encoding/hex"
-
-	"github.com/voxtrain/voxtrain/checkpoint"
-	"github.com/voxtrain/voxtrain/nn"
 )
 
 // State is the training state saved beside the weights (state.json): all a
@@ -37,23 +34,4 @@ type State struct {
 func sha256Hex(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:])
-}
-
-// toCheckpoint converts host tensors (PyTorch layout) for the checkpoint
-// package.
-func toCheckpoint(ts []nn.HostTensor) []checkpoint.Tensor {
-	out := make([]checkpoint.Tensor, len(ts))
-	for i, t := range ts {
-		out[i] = checkpoint.Tensor{Name: t.Name, Shape: []int(t.Shape), Data: t.Data}
-	}
-	return out
-}
-
-// fromCheckpoint is toCheckpoint's inverse (sharing the data).
-func fromCheckpoint(ts []checkpoint.Tensor) []nn.HostTensor {
-	out := make([]nn.HostTensor, len(ts))
-	for i, t := range ts {
-		out[i] = nn.HostTensor{Name: t.Name, Shape: nn.Shape(t.Shape), Data: t.Data}
-	}
-	return out
 }

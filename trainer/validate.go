@@ -4,36 +4,108 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/data"
 	"github.com/voxtrain/voxtrain/infer"
 	"github.com/voxtrain/voxtrain/metrics"
 	"github.com/voxtrain/voxtrain/nn"
+	"github.com/voxtrain/voxtrain/runlog"
 )
 
-// PatchScores are the results of a patch-based validation: the mean loss
-// and, per foreground class, the Dice of the voxel counts summed over every
+// validator runs a run's validation after the epochs config.Validation
+// names: plain patches of the held-out cases through the worker pool
+// (nnU-Net's pseudo Dice, every epoch) and/or whole cases by sliding
+// window (nnU-Net's final validation). Its device buffers and the
+// validation stream are made on first use and kept.
+type validator struct {
+	cfg    config.Validation
+	batch  int
+	patch  [3]int
+	loss   nn.LossConfig
+	model  *nn.UNet
+	loader *data.Loader
+
+	// patch validation, made on first use
+	ws           *nn.Workspace
+	crit         *nn.Criterion
+	image, label nn.Tensor
+	batches      *data.Stream
+	// sliding-window validation, made on first use
+	net *infer.DeviceNet
+}
+
+// PatchScores are the results of a patch validation: the mean loss and,
+// per foreground class, the Dice of the voxel counts summed over every
 // validation patch (nnU-Net's "pseudo Dice").
 type PatchScores struct {
 	Loss float64
 	Dice []float64 // classes 1..K−1
 }
 
-// validatePatches runs the validation stream's next epoch (plain patches of
-// the held-out cases) through the model.
-func validatePatches(ctx context.Context, m *nn.UNet, ws *nn.Workspace, crit *nn.Criterion, s *data.Stream, x, y nn.Tensor) (PatchScores, error) {
-	dev := m.Device()
+// due reports whether validation runs after epoch (1-based) of epochs.
+func (v *validator) due(epoch, epochs int) bool {
+	return v.cfg.Validates(epoch, epochs) && len(v.loader.ValCases()) > 0
+}
+
+// run validates and fills rec; it returns the metric for best-checkpoint
+// tracking (the mean Dice; nil when it is NaN) and the time it took.
+func (v *validator) run(ctx context.Context, rec *runlog.Epoch) (*float64, time.Duration, error) {
+	t0 := time.Now()
+	var metric *float64
+	setDice := func(d []float64) {
+		rec.ValDice = nil
+		for _, x := range d {
+			rec.ValDice = append(rec.ValDice, runlog.Float(x))
+		}
+		mean := metrics.NanMean(d)
+		f := runlog.Float(mean)
+		rec.ValDiceMean = &f
+		if !math.IsNaN(mean) {
+			metric = &mean
+		}
+	}
+	if v.cfg.Mode == "patch" || v.cfg.Mode == "both" {
+		sc, err := v.patches(ctx)
+		if err != nil {
+			return nil, time.Since(t0), err
+		}
+		l := runlog.Float(sc.Loss)
+		rec.ValLoss = &l
+		setDice(sc.Dice)
+	}
+	if v.cfg.Mode == "sliding" || v.cfg.Mode == "both" {
+		sc, err := v.sliding(ctx)
+		if err != nil {
+			return nil, time.Since(t0), err
+		}
+		setDice(sc.MeanDice) // sliding-window Dice is the better estimate
+		for _, h := range sc.MeanHD95 {
+			rec.ValHD95 = append(rec.ValHD95, runlog.Float(h))
+		}
+	}
+	return metric, time.Since(t0), nil
+}
+
+// patches runs one epoch of the validation stream (plain patches of the
+// held-out cases; the same patches every time) through the model.
+func (v *validator) patches(ctx context.Context) (PatchScores, error) {
+	if err := v.preparePatches(); err != nil {
+		return PatchScores{}, err
+	}
+	dev := v.model.Device()
 	var tp, fp, fn []int64
 	lossSum, n := 0.0, 0
-	for i := 0; i < s.BatchesPerEpoch(); i++ {
-		b, err := s.Next(ctx)
+	for i := 0; i < v.batches.BatchesPerEpoch(); i++ {
+		b, err := v.batches.Next(ctx)
 		if err != nil {
 			return PatchScores{}, fmt.Errorf("validation batch %d: %w", i, err)
 		}
 		cs := dev.ComputeStream()
-		err = dev.Upload(cs, x, b.Image)
+		err = dev.Upload(cs, v.image, b.Image)
 		if err == nil {
-			err = dev.Upload(cs, y, b.Label)
+			err = dev.Upload(cs, v.label, b.Label)
 		}
 		if err == nil {
 			// The uploads read the host buffer asynchronously: release it only
@@ -44,12 +116,12 @@ func validatePatches(ctx context.Context, m *nn.UNet, ws *nn.Workspace, crit *nn
 		if err != nil {
 			return PatchScores{}, fmt.Errorf("validation upload: %w", err)
 		}
-		out := m.Forward(ws, x)
-		v, err := crit.Compute(out, y)
+		out := v.model.Forward(v.ws, v.image)
+		lv, err := v.crit.Compute(out, v.label)
 		if err != nil {
 			return PatchScores{}, fmt.Errorf("validation loss: %w", err)
 		}
-		t, f, g, err := dev.SegCounts(out[0], y)
+		t, f, g, err := dev.SegCounts(out[0], v.label)
 		if err != nil {
 			return PatchScores{}, fmt.Errorf("validation counts: %w", err)
 		}
@@ -61,7 +133,7 @@ func validatePatches(ctx context.Context, m *nn.UNet, ws *nn.Workspace, crit *nn
 			fp[c] += f[c]
 			fn[c] += g[c]
 		}
-		lossSum += v.Total
+		lossSum += lv.Total
 		n++
 	}
 	if err := dev.Err(); err != nil {
@@ -74,95 +146,88 @@ func validatePatches(ctx context.Context, m *nn.UNet, ws *nn.Workspace, crit *nn
 	return sc, nil
 }
 
-// CaseScores are one case's sliding-window results per foreground class
-// (summary.json writes them through summaryJSON, which turns NaN into null).
-type CaseScores struct {
-	ID   string
-	Dice []float64
-	HD95 []float64
-}
-
-// predictLabels predicts a whole volume: sliding window with Gaussian weighting
-// (and mirroring when asked), then argmax (or a threshold at 0 for a
-// one-channel sigmoid output).
-func predictLabels(p *predictor, v *data.Volume, vc ValidationConfig, patch [3]int) ([]uint8, error) {
-	cfg := infer.Config{Patch: patch, Overlap: vc.Overlap, BatchSize: p.batch}
-	if vc.Mirror {
-		cfg.MirrorAxes = []int{0, 1, 2}
+// preparePatches makes the validation stream, workspace and loss.
+func (v *validator) preparePatches() error {
+	if v.ws != nil {
+		return nil
 	}
-	logits, err := infer.Predict(p, v.Image, v.Shape, p.outC, cfg)
+	iters := v.cfg.Iterations
+	if iters == 0 {
+		iters = (len(v.loader.ValCases()) + v.batch - 1) / v.batch
+	}
+	s, err := v.loader.Validation(data.StreamOptions{Iterations: iters})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	n := v.Shape[0] * v.Shape[1] * v.Shape[2]
-	if p.outC == 1 {
-		out := make([]uint8, n)
-		for i, z := range logits {
-			if z > 0 {
-				out[i] = 1
-			}
-		}
-		return out, nil
-	}
-	return infer.Argmax(logits, p.outC, n), nil
-}
-
-// scoreCase compares a prediction with the case's label.
-func scoreCase(id string, pred []uint8, v *data.Volume, classes int, hd95 bool) (CaseScores, error) {
-	k := max(classes, 2)
-	conf, err := metrics.Confusions(pred, v.Label, k)
+	ws, err := v.model.NewWorkspace(v.batch, v.patch, false)
 	if err != nil {
-		return CaseScores{}, fmt.Errorf("case %s: %w", id, err)
+		s.Close()
+		return err
 	}
-	cs := CaseScores{ID: id}
-	for c := 1; c < k; c++ {
-		cs.Dice = append(cs.Dice, conf[c].Dice())
-		if hd95 {
-			a := make([]bool, len(pred))
-			b := make([]bool, len(pred))
-			for i := range pred {
-				a[i] = pred[i] == uint8(c)
-				b[i] = v.Label[i] == uint8(c)
-			}
-			h, err := metrics.HD95(a, b, metrics.Shape(v.Shape), v.Spacing)
-			if err != nil {
-				return CaseScores{}, fmt.Errorf("case %s: %w", id, err)
-			}
-			cs.HD95 = append(cs.HD95, h)
-		}
+	dev := v.model.Device()
+	crit, err := nn.NewCriterion(dev, v.loss, ws.OutputShapes())
+	if err != nil {
+		s.Close()
+		ws.Free()
+		return err
 	}
-	return cs, nil
+	v.batches, v.ws, v.crit = s, ws, crit
+	v.image = dev.Alloc(ws.InputShape())
+	v.label = dev.Alloc(ws.LabelShape())
+	return nil
 }
 
-// SlidingScores summarise a sliding-window validation: per-case scores
-// and, per class, the mean over cases (NaN cases left out, as nnU-Net).
-type SlidingScores struct {
-	Cases    []CaseScores
-	MeanDice []float64
-	MeanHD95 []float64
+// sliding predicts and scores the held-out cases whole (up to max_cases).
+func (v *validator) sliding(ctx context.Context) (infer.Scores, error) {
+	if v.net == nil {
+		net, err := infer.NewDeviceNet(v.model, v.batch, v.patch)
+		if err != nil {
+			return infer.Scores{}, err
+		}
+		v.net = net
+	}
+	cases := v.loader.ValCases()
+	if m := v.cfg.MaxCases; m > 0 && m < len(cases) {
+		cases = cases[:m]
+	}
+	var out []infer.CaseScores
+	for _, c := range cases {
+		if err := ctx.Err(); err != nil {
+			return infer.Scores{}, err
+		}
+		vol, err := v.loader.LoadCase(ctx, c)
+		if err != nil {
+			return infer.Scores{}, err
+		}
+		id := v.loader.Dataset().Cases[c].ID
+		if vol.Label == nil {
+			return infer.Scores{}, fmt.Errorf("validation case %s has no label", id)
+		}
+		pred, err := infer.Segment(ctx, v.net, vol, v.cfg)
+		if err != nil {
+			return infer.Scores{}, fmt.Errorf("validation case %s: %w", id, err)
+		}
+		cs, err := infer.ScoreCase(id, pred, vol, v.model.Config().NumClasses, v.cfg.HD95)
+		if err != nil {
+			return infer.Scores{}, err
+		}
+		out = append(out, cs)
+	}
+	return infer.Summarise(out), nil
 }
 
-// Mean returns the mean over classes of the per-class mean Dice.
-func (s SlidingScores) Mean() float64 { return metrics.NanMean(s.MeanDice) }
-
-func summarise(cases []CaseScores) SlidingScores {
-	s := SlidingScores{Cases: cases}
-	if len(cases) == 0 {
-		return s
+func (v *validator) close() {
+	if v.batches != nil {
+		v.batches.Close()
 	}
-	k := len(cases[0].Dice)
-	for c := 0; c < k; c++ {
-		var d, h []float64
-		for _, cs := range cases {
-			d = append(d, cs.Dice[c])
-			if len(cs.HD95) > c && !math.IsInf(cs.HD95[c], 0) {
-				h = append(h, cs.HD95[c])
-			}
-		}
-		s.MeanDice = append(s.MeanDice, metrics.NanMean(d))
-		if len(cases[0].HD95) > 0 {
-			s.MeanHD95 = append(s.MeanHD95, metrics.NanMean(h))
-		}
+	if v.ws != nil {
+		dev := v.model.Device()
+		v.crit.Free()
+		v.ws.Free()
+		dev.Free(v.image)
+		dev.Free(v.label)
 	}
-	return s
+	if v.net != nil {
+		v.net.Free()
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -9,25 +10,36 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/voxtrain/voxtrain/data"
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/data/databench"
 )
 
-func newBenchDataCmd() *cobra.Command {
+// BenchDataOptions are `train bench-data`'s.
+type BenchDataOptions struct {
+	IO *IOStreams
+	// ConfigPath is --config; Config the loaded file, with --patch and
+	// --batch written over train.patch_size and train.batch_size.
+	ConfigPath string
+	Config     *config.Config
+	// Bench holds the sweep: worker counts, consumer step, digest,
+	// source, epochs, iterations, repeats.
+	Bench databench.Options
+	// InflateBound also measures the inflate-bound limit (always with
+	// --source gz).
+	InflateBound bool
+	// CPUProfile writes a CPU profile of the runs there ("": none).
+	CPUProfile string
+}
+
+// NewCmdBenchData builds `train bench-data`; runF (nil: benchDataRun)
+// receives the options.
+func NewCmdBenchData(f *Factory, runF func(context.Context, *BenchDataOptions) error) *cobra.Command {
+	opts := &BenchDataOptions{IO: f.IO}
 	var (
-		cfgPath    string
-		workers    string
-		consumerMs float64
-		digest     bool
-		source     string
-		epochs     int
-		iters      int
-		repeats    int
-		patch      []int
-		batch      int
-		inflate    bool
-		verbose    bool
-		cpuprof    string
+		workers string
+		patch   []int
+		batch   int
+		verbose bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench-data --config C",
@@ -45,94 +57,117 @@ batch byte of each run, so determinism can be checked from outside: the
 digests of any worker counts and of every source must agree. --source
 picks where voxels come from: gz (decode the NIfTI files for every
 sample), cache (decode once, keep in memory) or store (the prepared
-chunked store; run train prepare first, or it is built).
+chunked store; brought up to date first, as training does).
 
-The config needs data: (dataset, ...), augment: and train: with
-patch_size [D, H, W] and batch_size; --patch and --batch override them.`,
+The config's data:, augment: and train: sections (patch_size, batch_size,
+iterations_per_epoch) and seed describe the pipeline; --patch and --batch
+override the train section.`,
 		Example: `  train bench-data --config bench.yaml --workers 0,1,2,4
   train bench-data --config bench.yaml --source store --consumer-ms 150 --digest`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f, err := databench.LoadFile(cfgPath)
-			if err != nil {
-				return err
-			}
-			if len(patch) > 0 {
-				f.Train.PatchSize = patch
-			}
-			if batch > 0 {
-				f.Train.BatchSize = batch
-			}
-			o := databench.Options{ConsumerMs: consumerMs, Digest: digest, Source: source,
-				Epochs: epochs, Iterations: iters, Repeats: repeats}
+			b := &opts.Bench
 			if workers != "" {
 				for _, w := range strings.Split(workers, ",") {
-					n, err := data.ParseWorkers(w)
+					n, err := config.ParseWorkers(w)
 					if err != nil {
 						return fmt.Errorf("--workers: %q: want a comma-separated list of counts or auto", w)
 					}
 					if n.Auto {
 						n.N = -1
 					}
-					o.Workers = append(o.Workers, n.N)
+					b.Workers = append(b.Workers, n.N)
 				}
 			}
+			switch b.Source {
+			case "", "gz", "cache", "store":
+			default:
+				return fmt.Errorf("--source: %q, want gz, cache or store", b.Source)
+			}
+			if b.Epochs < 1 || b.Repeats < 1 || b.Iterations < 0 || b.ConsumerMs < 0 {
+				return fmt.Errorf("--epochs %d, --repeats %d, --iterations %d, --consumer-ms %g: want epochs and repeats ≥ 1, the others ≥ 0",
+					b.Epochs, b.Repeats, b.Iterations, b.ConsumerMs)
+			}
+			cfg, err := config.Load(opts.ConfigPath)
+			if err != nil {
+				return err
+			}
+			if len(patch) > 0 {
+				if len(patch) != 3 {
+					return fmt.Errorf("--patch: %v, want D,H,W", patch)
+				}
+				cfg.Train.PatchSize = [3]int{patch[0], patch[1], patch[2]}
+			}
+			if cmd.Flags().Changed("batch") {
+				cfg.Train.BatchSize = batch
+			}
+			if err := cfg.Validate(); err != nil {
+				return fmt.Errorf("%s with the flags given: %w", opts.ConfigPath, err)
+			}
+			opts.Config = cfg
 			lvl := slog.LevelWarn
 			if verbose {
 				lvl = slog.LevelInfo
 			}
-			o.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl}))
-			out := cmd.OutOrStdout()
-			p, _ := f.Patch()
-			fmt.Fprintf(out, "machine: %s, %d logical CPUs, GOMAXPROCS %d\n", databench.CPUModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0))
-			fmt.Fprintf(out, "config: %s, patch %v, batch %d, epochs %d, repeats %d\n", cfgPath, p, f.Train.BatchSize, max(epochs, 1), max(repeats, 1))
-			if inflate || source == "gz" {
-				msCase, limit, err := databench.InflateBound(f)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(out, "inflate-bound limit: %.2f samples/s (%d cores × 1000 / %.1f ms to inflate one case's image and label)\n",
-					limit, runtime.NumCPU(), msCase)
+			b.Logger = slog.New(slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: lvl}))
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			if cpuprof != "" {
-				pf, err := os.Create(cpuprof)
-				if err != nil {
-					return err
-				}
-				defer pf.Close()
-				if err := pprof.StartCPUProfile(pf); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
-			}
-			rs, err := databench.Run(cmd.Context(), f, o)
-			if err != nil {
-				return err
-			}
-			ss := databench.Summarize(rs)
-			fmt.Fprintln(out)
-			databench.WriteTable(out, ss, consumerMs)
-			if digest {
-				fmt.Fprintln(out)
-				databench.WriteDigests(out, ss)
-			}
-			return nil
+			return benchDataRun(cmd.Context(), opts)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&cfgPath, "config", "", "config file (YAML with data:, augment: and train: sections)")
+	fl.StringVar(&opts.ConfigPath, "config", "", "config file (YAML with data:, augment: and train: sections)")
 	fl.StringVar(&workers, "workers", "", "worker counts to sweep, e.g. 0,1,2,4 or auto (default: the config's)")
-	fl.Float64Var(&consumerMs, "consumer-ms", 0, "simulated training step per batch, in ms (sleep)")
-	fl.BoolVar(&digest, "digest", false, "print the SHA-256 of every batch byte of each run")
-	fl.StringVar(&source, "source", "", "voxel source: gz, cache or store (default: the config's data.source)")
-	fl.IntVar(&epochs, "epochs", 2, "epochs per run")
-	fl.IntVar(&iters, "iterations", 0, "batches per epoch (default: data.iterations_per_epoch, or one pass)")
-	fl.IntVar(&repeats, "repeats", 1, "run the sweep this many times and report medians")
+	fl.Float64Var(&opts.Bench.ConsumerMs, "consumer-ms", 0, "simulated training step per batch, in ms (sleep)")
+	fl.BoolVar(&opts.Bench.Digest, "digest", false, "print the SHA-256 of every batch byte of each run")
+	fl.StringVar(&opts.Bench.Source, "source", "", "voxel source: gz, cache or store (default: the config's data.source)")
+	fl.IntVar(&opts.Bench.Epochs, "epochs", 2, "epochs per run")
+	fl.IntVar(&opts.Bench.Iterations, "iterations", 0, "batches per epoch (default: train.iterations_per_epoch; 0 there is one pass)")
+	fl.IntVar(&opts.Bench.Repeats, "repeats", 1, "run the sweep this many times and report medians")
 	fl.IntSliceVar(&patch, "patch", nil, "patch size D,H,W (overrides train.patch_size)")
 	fl.IntVar(&batch, "batch", 0, "batch size (overrides train.batch_size)")
-	fl.BoolVar(&inflate, "inflate-bound", false, "also measure the inflate-bound limit (always with --source gz)")
+	fl.BoolVar(&opts.InflateBound, "inflate-bound", false, "also measure the inflate-bound limit (always with --source gz)")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log the pipeline's info messages")
-	fl.StringVar(&cpuprof, "cpuprofile", "", "write a CPU profile of the runs to this file")
+	fl.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the runs to this file")
 	cmd.MarkFlagRequired("config")
 	return cmd
+}
+
+// benchDataRun runs the sweep and prints the table (and digests).
+func benchDataRun(ctx context.Context, opts *BenchDataOptions) error {
+	cfg, b, out := opts.Config, opts.Bench, opts.IO.Out
+	fmt.Fprintf(out, "machine: %s, %d logical CPUs, GOMAXPROCS %d\n", databench.CPUModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0))
+	fmt.Fprintf(out, "config: %s, patch %v, batch %d, epochs %d, repeats %d\n", opts.ConfigPath, cfg.Train.PatchSize, cfg.Train.BatchSize, b.Epochs, b.Repeats)
+	if opts.InflateBound || b.Source == "gz" {
+		msCase, limit, err := databench.InflateBound(cfg)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "inflate-bound limit: %.2f samples/s (%d cores × 1000 / %.1f ms to inflate one case's image and label)\n",
+			limit, runtime.NumCPU(), msCase)
+	}
+	if opts.CPUProfile != "" {
+		pf, err := os.Create(opts.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	rs, err := databench.Run(ctx, cfg, b)
+	if err != nil {
+		return err
+	}
+	ss := databench.Summarize(rs)
+	fmt.Fprintln(out)
+	databench.WriteTable(out, ss, b.ConsumerMs)
+	if b.Digest {
+		fmt.Fprintln(out)
+		databench.WriteDigests(out, ss)
+	}
+	return nil
 }

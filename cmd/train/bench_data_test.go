@@ -1,42 +1,33 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 // TestPrepareAndBenchData runs `train prepare` and `train bench-data` on a
 // few demo cases: the store is written, and the digests of two worker
 // counts and two sources agree.
 func TestPrepareAndBenchData(t *testing.T) {
-	demo, _ := filepath.Abs(filepath.Join("..", "..", "..", "shared", "data", "demo"))
-	if _, err := os.Stat(filepath.Join(demo, "dataset.json")); err != nil {
-		t.Skip("no demo data")
-	}
+	demo := testutil.DemoDir(t)
 	dir := t.TempDir()
 	var cases strings.Builder
-	for _, id := range []string{"hippocampus_001", "hippocampus_003", "hippocampus_004"} {
+	for _, id := range []string{"hippocampus_001", "hippocampus_006", "hippocampus_011"} {
 		cases.WriteString("    - {image: " + filepath.Join(demo, "imagesTr", id+".nii.gz") +
 			", label: " + filepath.Join(demo, "labelsTr", id+".nii.gz") + "}\n")
 	}
 	cfg := filepath.Join(dir, "c.yaml")
-	os.WriteFile(cfg, []byte("data:\n  fold: -1\n  store: store\n  iterations_per_epoch: 2\n  cases:\n"+cases.String()+
-		"augment:\n  preset: nnunet\ntrain:\n  patch_size: [16, 16, 16]\n  batch_size: 2\n"), 0o644)
+	os.WriteFile(cfg, []byte("data:\n  fold: -1\n  store: store\n  cases:\n"+cases.String()+
+		"augment:\n  preset: nnunet\ntrain:\n  iterations_per_epoch: 2\n  patch_size: [16, 16, 16]\n  batch_size: 2\n"), 0o644)
 
 	run := func(args ...string) string {
-		var out, errb bytes.Buffer
-		var cmd = newPrepareCmd()
-		if args[0] == "bench-data" {
-			cmd = newBenchDataCmd()
-		}
-		cmd.SetArgs(args[1:])
-		cmd.SetOut(&out)
-		cmd.SetErr(&errb)
-		if err := cmd.Execute(); err != nil {
+		out, errb, err := runCmd(t, args...)
+		if err != nil {
 			t.Fatalf("%v: %v\n%s", args, err, errb.String())
 		}
 		return out.String()

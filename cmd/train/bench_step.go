@@ -1,104 +1,130 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/internal/procstat"
+
 	"github.com/spf13/cobra"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
-func newBenchStepCmd() *cobra.Command {
-	var (
-		cfgPath string
-		batch   int
-		patch   string
-		device  string
-		threads int
-		steps   int
-		warmup  int
-		seed    uint64
-		asJSON  bool
-		verbose bool
-	)
+// BenchStepOptions are `train bench-step`'s.
+type BenchStepOptions struct {
+	IO         *IOStreams
+	OpenDevice func(spec string, threads int) (*ComputeDevice, error)
+
+	// Model is the U-Net: the model: section of --config, or the
+	// reference network.
+	Model nn.UNetConfig
+	// Bench holds the batch, patch, steps, warm-up and seed.
+	Bench   nn.BenchOptions
+	Device  string
+	Threads int
+	JSON    bool
+	Verbose bool
+}
+
+// NewCmdBenchStep builds `train bench-step`; runF (nil: benchStepRun)
+// receives the options.
+func NewCmdBenchStep(f *Factory, runF func(context.Context, *BenchStepOptions) error) *cobra.Command {
+	opts := &BenchStepOptions{IO: f.IO, OpenDevice: f.OpenDevice}
+	var cfgPath, patch string
 	cmd := &cobra.Command{
 		Use:   "bench-step [--config C]",
 		Short: "Time U-Net training steps (forward, loss, backward, optimiser) on synthetic input",
-		Long: `bench-step builds the U-Net of the model: section of --config (other
-top-level keys are ignored; without --config, the reference network of
-bench/torch_unet_step.py: features 16-32-64-128, 1,401,986 parameters) and
-times training steps on a synthetic batch: a random normal image with one
-cubic "lesion" per sample as class 1, loss CE + batch soft Dice of the
-foreground, SGD lr 0.01 with Nesterov momentum 0.99 — the work
-torch_unet_step.py does. It reports the median, min and max ms per step,
-the forward+loss share, GFLOP/s counted analytically (convolutions only,
-2 x multiply-adds, a step = 3 x forward), the peak of device tensor memory
-and the process's peak resident set.`,
+		Long: `bench-step builds the U-Net of the model: section of --config (without
+--config, the reference network of bench/torch_unet_step.py: features
+16-32-64-128, 1,401,986 parameters) and times training steps on a synthetic
+batch: a random normal image with one cubic "lesion" per sample as class 1,
+loss CE + batch soft Dice of the foreground, SGD lr 0.01 with Nesterov
+momentum 0.99 — the work torch_unet_step.py does. It reports the median,
+min and max ms per step, the forward+loss share, GFLOP/s counted
+analytically (convolutions only, 2 x multiply-adds, a step = 3 x forward),
+the peak of device tensor memory and the process's peak resident set.`,
 		Example: `  train bench-step --threads 2
   train bench-step --batch 1 --patch 96,96,96 --threads 2
-  train bench-step --config configs/hippocampus.yaml --patch 40,56,40 --json`,
+  train bench-step --config configs/nnunet_3d_fullres.yaml --patch 40,56,40 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var cfg nn.UNetConfig
+			opts.Model = config.Default().Model
 			if cfgPath != "" {
-				c, err := nn.LoadModelConfig(cfgPath)
+				c, err := config.Load(cfgPath)
 				if err != nil {
 					return err
 				}
-				cfg = c
+				opts.Model = c.Model
 			}
 			p, err := parseBenchPatch(patch)
 			if err != nil {
 				return err
 			}
-			if threads < 0 {
-				return fmt.Errorf("--threads: %d, want >= 0 (0 = all cores)", threads)
-			}
-			if threads > 0 {
-				// Like torch.set_num_threads: the whole process uses this many cores.
-				runtime.GOMAXPROCS(threads)
-			}
-			dev, closeDev, err := openComputeDevice(device, threads)
-			if err != nil {
+			opts.Bench.Patch = p
+			if _, err := parseDeviceSpec(opts.Device); err != nil {
 				return err
 			}
-			defer closeDev()
-			o := nn.BenchOptions{Batch: batch, Patch: p, Steps: steps, Warmup: warmup, Seed: seed}
-			errw := cmd.ErrOrStderr()
-			if verbose {
-				o.Progress = func(s int, w bool, d time.Duration, loss float64) {
-					tag := ""
-					if w {
-						tag = " (warm-up)"
-					}
-					fmt.Fprintf(errw, "  step %d%s: %.0f ms, loss %.4f\n", s, tag, benchMs(d), loss)
-				}
+			b := opts.Bench
+			switch {
+			case opts.Threads < 0:
+				return fmt.Errorf("--threads: %d, want >= 0 (0 = all cores)", opts.Threads)
+			case b.Batch < 1 || b.Steps < 1 || b.Warmup < 0:
+				return fmt.Errorf("--batch %d, --steps %d, --warmup %d: want batch and steps >= 1, warmup >= 0", b.Batch, b.Steps, b.Warmup)
 			}
-			r, err := nn.BenchStep(dev, cfg, o)
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			return printBenchStep(cmd.OutOrStdout(), r, asJSON)
+			return benchStepRun(opts)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&cfgPath, "config", "", "run YAML whose model: section describes the U-Net (default: the reference U-Net)")
-	f.IntVar(&batch, "batch", 2, "samples per step")
-	f.StringVar(&patch, "patch", "64,64,64", "patch size D,H,W (or one number for a cube)")
-	f.StringVar(&device, "device", "cpu", "cpu, cuda, cuda:N, cuda:N,tf32 or cuda:N,bf16")
-	f.IntVar(&threads, "threads", 0, "CPU threads (also GOMAXPROCS); 0 = all cores")
-	f.IntVar(&steps, "steps", 12, "timed steps")
-	f.IntVar(&warmup, "warmup", 3, "untimed warm-up steps")
-	f.Uint64Var(&seed, "seed", 0, "seed of the weights and the synthetic batch")
-	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
-	f.BoolVarP(&verbose, "verbose", "v", false, "print every step to stderr")
+	fl := cmd.Flags()
+	fl.StringVar(&cfgPath, "config", "", "run config whose model: section describes the U-Net (default: the reference U-Net)")
+	fl.IntVar(&opts.Bench.Batch, "batch", 2, "samples per step")
+	fl.StringVar(&patch, "patch", "64,64,64", "patch size D,H,W (or one number for a cube)")
+	fl.StringVar(&opts.Device, "device", "cpu", "cpu, cuda, cuda:N, cuda:N,tf32 or cuda:N,bf16")
+	fl.IntVar(&opts.Threads, "threads", 0, "CPU threads (also GOMAXPROCS); 0 = all cores")
+	fl.IntVar(&opts.Bench.Steps, "steps", 12, "timed steps")
+	fl.IntVar(&opts.Bench.Warmup, "warmup", 3, "untimed warm-up steps")
+	fl.Uint64Var(&opts.Bench.Seed, "seed", 0, "seed of the weights and the synthetic batch")
+	fl.BoolVar(&opts.JSON, "json", false, "print the result as JSON")
+	fl.BoolVarP(&opts.Verbose, "verbose", "v", false, "print every step to stderr")
 	return cmd
+}
+
+// benchStepRun times the steps and prints the result.
+func benchStepRun(opts *BenchStepOptions) error {
+	if opts.Threads > 0 {
+		// Like torch.set_num_threads: the whole process uses this many cores.
+		runtime.GOMAXPROCS(opts.Threads)
+	}
+	dev, err := opts.OpenDevice(opts.Device, opts.Threads)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	o := opts.Bench
+	if opts.Verbose {
+		errw := opts.IO.ErrOut
+		o.Progress = func(s int, w bool, d time.Duration, loss float64) {
+			tag := ""
+			if w {
+				tag = " (warm-up)"
+			}
+			fmt.Fprintf(errw, "  step %d%s: %.0f ms, loss %.4f\n", s, tag, benchMs(d), loss)
+		}
+	}
+	r, err := nn.BenchStep(dev.Dev, opts.Model, o)
+	if err != nil {
+		return err
+	}
+	return printBenchStep(opts.IO.Out, r, opts.JSON)
 }
 
 // parseBenchPatch parses "D,H,W" or "S".
@@ -123,29 +149,8 @@ func parseBenchPatch(s string) ([3]int, error) {
 
 func benchMs(d time.Duration) float64 { return float64(d) / 1e6 }
 
-// benchPeakRSS returns the process's peak resident set in bytes from
-// /proc/self/status (0 where unavailable).
-func benchPeakRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			f := strings.Fields(rest)
-			if len(f) >= 1 {
-				kb, err := strconv.ParseInt(f[0], 10, 64)
-				if err == nil {
-					return kb * 1024
-				}
-			}
-		}
-	}
-	return 0
-}
-
 func printBenchStep(w io.Writer, r nn.BenchResult, asJSON bool) error {
-	rss := benchPeakRSS()
+	rss := procstat.PeakRSS()
 	if asJSON {
 		out := map[string]any{
 			"device": r.Device, "params": r.Params, "batch": r.Batch, "patch": r.Patch,

@@ -7,14 +7,22 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
-	"github.com/voxtrain/voxtrain/trainer"
+	"github.com/voxtrain/voxtrain/infer"
 )
 
 // demoConfig is the bundled demo's config, relative to the repository root.
 const demoConfig = "configs/demo.yaml"
 
-func newDemoCmd() *cobra.Command {
-	var f trainFlags
+// DemoOptions are the demo's: a training run (the root command's options,
+// with configs/demo.yaml and --resume auto by default), then a validation
+// of its best checkpoint.
+type DemoOptions struct {
+	Train *TrainOptions
+}
+
+// NewCmdDemo builds `train demo`; runF (nil: demoRun) receives the options.
+func NewCmdDemo(f *Factory, runF func(context.Context, *DemoOptions) error) *cobra.Command {
+	var tf trainFlags
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Train on the bundled hippocampus MRI data, validate by sliding window and plot (minutes on a laptop CPU)",
@@ -28,49 +36,65 @@ repository root. Running it again resumes (or just re-validates) the same run.`,
   go run ./cmd/train demo --output-dir /tmp/runs --epochs 2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if f.config == "" {
-				f.config = demoConfig
+			if tf.config == "" {
+				tf.config = demoConfig
 			}
-			if _, err := os.Stat(f.config); err != nil {
-				return fmt.Errorf("%s not found: run the demo from the voxtrain repository root (%w)", f.config, err)
+			if _, err := os.Stat(tf.config); err != nil {
+				return fmt.Errorf("%s not found: run the demo from the voxtrain repository root (%w)", tf.config, err)
 			}
-			if f.resume == "" {
-				f.resume = "auto"
+			if tf.resume == "" {
+				tf.resume = "auto"
 			}
-			res, cfg, err := runTraining(cmd, &f)
+			topts, err := tf.options(f, cmd.Flags())
 			if err != nil {
 				return err
 			}
-			if res.Interrupted {
-				return nil
+			opts := &DemoOptions{Train: topts}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			ckpt := filepath.Join(res.RunDir, "checkpoints", "best")
-			if _, err := os.Stat(ckpt); err != nil {
-				ckpt = filepath.Join(res.RunDir, "checkpoints", "last")
-			}
-			dev, closeDev, err := openComputeDevice(cfg.Device, cfg.Threads)
-			if err != nil {
-				return err
-			}
-			defer closeDev()
-			m, err := trainer.LoadModel(ckpt, dev, 0)
-			if err != nil {
-				return err
-			}
-			defer m.Close()
-			out := cmd.OutOrStdout()
-			valDir := filepath.Join(res.RunDir, "validation")
-			fmt.Fprintf(out, "validating %s on fold %d by sliding window\n", m.Dir, cfg.Data.Fold)
-			sc, err := m.Evaluate(context.Background(), trainer.EvalOptions{Fold: -1, OutputDir: valDir,
-				Validation: trainer.ValidationConfig{Overlap: 0.5}})
-			if err != nil {
-				return err
-			}
-			printScores(out, sc)
-			fmt.Fprintf(out, "predictions and summary.json: %s\nplots: %s\n", valDir, filepath.Join(res.RunDir, "plots"))
-			return nil
+			return demoRun(cmd.Context(), opts)
 		},
 	}
-	addTrainFlags(cmd, &f)
+	tf.register(cmd.Flags())
 	return cmd
+}
+
+// demoRun trains, then validates the best checkpoint (the last when there
+// is no best) on the fold's held-out cases by sliding window.
+func demoRun(ctx context.Context, opts *DemoOptions) error {
+	res, err := trainRun(ctx, opts.Train)
+	if err != nil {
+		return err
+	}
+	if res.Interrupted {
+		return nil
+	}
+	ckpt := filepath.Join(res.RunDir, "checkpoints", "best")
+	if _, err := os.Stat(ckpt); err != nil {
+		ckpt = filepath.Join(res.RunDir, "checkpoints", "last")
+	}
+	cfg := opts.Train.Config
+	dev, err := opts.Train.OpenDevice(cfg.Device, cfg.Threads)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	m, err := infer.LoadModel(ckpt, dev.Dev, 0)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	out := opts.Train.IO.Out
+	valDir := filepath.Join(res.RunDir, "validation")
+	fmt.Fprintf(out, "validating %s on fold %d by sliding window\n", m.Dir, cfg.Data.Fold)
+	v := m.Config.Validation
+	v.Mirror, v.HD95 = false, false
+	sc, err := m.Evaluate(ctx, infer.EvalOptions{Fold: -1, OutputDir: valDir, Validation: v})
+	if err != nil {
+		return err
+	}
+	printScores(out, sc)
+	fmt.Fprintf(out, "predictions and summary.json: %s\nplots: %s\n", valDir, filepath.Join(res.RunDir, "plots"))
+	return nil
 }

@@ -1,11 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"regexp"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 // demoDiceThreshold is the mean sliding-window validation Dice (over the
@@ -20,18 +21,14 @@ const demoDiceThreshold = 0.70
 // repository root, fold 0, configs/demo.yaml) and checks the validation
 // Dice it prints. `make test` runs it without the race detector.
 func TestDemo(t *testing.T) {
-	if testing.Short() || raceEnabled {
+	if testing.Short() || testutil.Race {
 		t.Skip("trains the full demo: minutes (make slow runs it)")
 	}
-	t.Chdir("../..")
-	var out bytes.Buffer
-	cmd := newRootCmd()
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetArgs([]string{"demo", "--output-dir", t.TempDir()})
+	t.Chdir(testutil.RepoRoot())
 	start := time.Now()
-	if err := cmd.Execute(); err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
+	out, errb, err := runCmd(t, "demo", "--output-dir", t.TempDir())
+	if err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out.String(), errb.String())
 	}
 	t.Logf("demo took %s", time.Since(start).Round(time.Second))
 	m := regexp.MustCompile(`mean Dice over classes: ([0-9.]+)`).FindStringSubmatch(out.String())

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/voxtrain/voxtrain/cpu"
-	"github.com/voxtrain/voxtrain/nn"
+	"github.com/voxtrain/voxtrain/data"
 )
 
 // deviceSpec is a parsed --device value:
@@ -52,18 +52,18 @@ func parseDeviceSpec(s string) (deviceSpec, error) {
 	return spec, nil
 }
 
-// openComputeDevice returns the compute device named by a --device value
-// and a function that releases it (the CUDA device's context and memory).
-// threads is the CPU device's goroutines (0: GOMAXPROCS). In a binary built
-// without the cuda tag, a CUDA device is an error that says how to build
-// one.
-func openComputeDevice(name string, threads int) (nn.Device, func() error, error) {
+// openComputeDevice opens the compute device named by a --device value.
+// threads is the CPU device's goroutines (0: GOMAXPROCS). In a binary
+// built without the cuda tag, a CUDA device is an error that says how to
+// build one.
+func openComputeDevice(name string, threads int) (*ComputeDevice, error) {
 	spec, err := parseDeviceSpec(name)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if spec.kind == "cpu" {
-		return cpu.New(cpu.Options{Threads: threads}), func() error { return nil }, nil
+		return &ComputeDevice{Dev: cpu.New(cpu.Options{Threads: threads}), Alloc: data.AlignedAllocator{},
+			Close: func() error { return nil }}, nil
 	}
 	return openCUDA(spec)
 }

@@ -2,34 +2,21 @@
 
 package main
 
-import (
-	"github.com/voxtrain/voxtrain/data"
-	"github.com/voxtrain/voxtrain/gpu"
-	"github.com/voxtrain/voxtrain/nn"
-)
+import "github.com/voxtrain/voxtrain/gpu"
 
 // cudaBuilt reports whether this binary has the CUDA device.
 const cudaBuilt = true
 
-// openCUDA opens GPU spec.ordinal with the GEMM precision spec.math.
-func openCUDA(spec deviceSpec) (nn.Device, func() error, error) {
+// openCUDA opens GPU spec.ordinal with the GEMM precision spec.math; batch
+// buffers come from pinned host memory (asynchronous DMA uploads).
+func openCUDA(spec deviceSpec) (*ComputeDevice, error) {
 	m, err := gpu.ParseMath(spec.math)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	d, err := gpu.New(gpu.Options{Ordinal: spec.ordinal, Math: m})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return d, d.Close, nil
-}
-
-// hostAllocator returns the allocator of batch buffers for dev: pinned
-// host memory for the CUDA device (asynchronous DMA uploads), aligned Go
-// memory otherwise.
-func hostAllocator(dev nn.Device) data.Allocator {
-	if g, ok := dev.(*gpu.Device); ok {
-		return g.PinnedAllocator(false)
-	}
-	return data.AlignedAllocator{}
+	return &ComputeDevice{Dev: d, Alloc: d.PinnedAllocator(false), Close: d.Close}, nil
 }

@@ -32,17 +32,17 @@ func TestParseDeviceSpec(t *testing.T) {
 }
 
 func TestOpenComputeDevice(t *testing.T) {
-	dev, closeDev, err := openComputeDevice("cpu", 1)
-	if err != nil || dev == nil {
-		t.Fatalf("cpu: %v", err)
+	dev, err := openComputeDevice("cpu", 1)
+	if err != nil || dev.Dev == nil || dev.Alloc == nil {
+		t.Fatalf("cpu: %+v, %v", dev, err)
 	}
-	if err := closeDev(); err != nil {
+	if err := dev.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if cudaBuilt {
 		t.Skip("CUDA build: opening a GPU is the GPU suite's job")
 	}
-	_, _, err = openComputeDevice("cuda", 0)
+	_, err = openComputeDevice("cuda", 0)
 	if err == nil || !strings.Contains(err.Error(), "built without CUDA support; build with -tags cuda (see docs/GPU.md)") {
 		t.Errorf("cuda in the default build: %v", err)
 	}

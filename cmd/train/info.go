@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -12,9 +13,20 @@ import (
 	"github.com/voxtrain/voxtrain/nifti"
 )
 
-func newInfoCmd() *cobra.Command {
-	var asJSON bool
-	var maxGzip int64
+// InfoOptions are `train info`'s.
+type InfoOptions struct {
+	IO    *IOStreams
+	Files []string
+	// JSON prints one JSON object per file.
+	JSON bool
+	// MaxGzipBytes refuses gzipped files whose header describes more
+	// decompressed bytes.
+	MaxGzipBytes int64
+}
+
+// NewCmdInfo builds `train info`; runF (nil: infoRun) receives the options.
+func NewCmdInfo(f *Factory, runF func(context.Context, *InfoOptions) error) *cobra.Command {
+	opts := &InfoOptions{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "info FILE...",
 		Short: "Describe NIfTI files: header, affines, orientation and data statistics",
@@ -32,35 +44,48 @@ when the quaternion is invalid; stats is null for complex data.`,
   train info --json imagesTr/*.nii.gz | jq .shape`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r := nifti.Reader{MaxGzipBytes: maxGzip}
-			out := cmd.OutOrStdout()
-			failed := 0
-			for _, path := range args {
-				info, hdr, err := r.Inspect(path)
-				if err != nil {
-					fmt.Fprintln(cmd.ErrOrStderr(), "train info:", err)
-					failed++
-					continue
-				}
-				if asJSON {
-					b, err := json.Marshal(info)
-					if err != nil {
-						return fmt.Errorf("encode %s: %w", path, err)
-					}
-					fmt.Fprintln(out, string(b))
-					continue
-				}
-				printInfo(out, info, hdr)
+			opts.Files = args
+			if opts.MaxGzipBytes <= 0 {
+				return fmt.Errorf("--max-gzip-bytes: %d, want > 0", opts.MaxGzipBytes)
 			}
-			if failed > 0 {
-				return fmt.Errorf("%d of %d files could not be read", failed, len(args))
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			return nil
+			return infoRun(opts)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per file")
-	cmd.Flags().Int64Var(&maxGzip, "max-gzip-bytes", nifti.DefaultMaxGzipBytes, "refuse gzipped files whose header describes more decompressed bytes than this")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print one JSON object per file")
+	cmd.Flags().Int64Var(&opts.MaxGzipBytes, "max-gzip-bytes", nifti.DefaultMaxGzipBytes, "refuse gzipped files whose header describes more decompressed bytes than this")
 	return cmd
+}
+
+// infoRun describes every file; a file that cannot be read is reported
+// and the others still described.
+func infoRun(opts *InfoOptions) error {
+	r := nifti.Reader{MaxGzipBytes: opts.MaxGzipBytes}
+	out := opts.IO.Out
+	failed := 0
+	for _, path := range opts.Files {
+		info, hdr, err := r.Inspect(path)
+		if err != nil {
+			fmt.Fprintln(opts.IO.ErrOut, "train info:", err)
+			failed++
+			continue
+		}
+		if opts.JSON {
+			b, err := json.Marshal(info)
+			if err != nil {
+				return fmt.Errorf("encode %s: %w", path, err)
+			}
+			fmt.Fprintln(out, string(b))
+			continue
+		}
+		printInfo(out, info, hdr)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d files could not be read", failed, len(opts.Files))
+	}
+	return nil
 }
 
 var xformNames = map[int32]string{0: "unknown", 1: "scanner", 2: "aligned", 3: "talairach", 4: "mni_152", 5: "template"}

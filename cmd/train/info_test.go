@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"math"
 	"os"
@@ -10,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 // TestInfoJSONKeysAndValues runs `train info --json` on real files written
@@ -37,17 +38,13 @@ func TestInfoJSONKeysAndValues(t *testing.T) {
 			args = append(args, p)
 		}
 	}
-	var out, errb bytes.Buffer
-	cmd := newRootCmd()
-	cmd.SetOut(&out)
-	cmd.SetErr(&errb)
-	cmd.SetArgs(append([]string{"info", "--json"}, args...))
-	if err := cmd.Execute(); err != nil {
+	out, errb, err := runCmd(t, append([]string{"info", "--json"}, args...)...)
+	if err != nil {
 		t.Fatalf("%v: %s", err, errb.String())
 	}
 	keys := []string{"affine", "bitpix", "datatype", "dim", "file", "nifti_version", "pixdim", "qform", "qform_code",
 		"raw_sha256", "scl_inter", "scl_slope", "sform", "sform_code", "shape", "stats", "vox_offset"}
-	sc := bufio.NewScanner(&out)
+	sc := bufio.NewScanner(out)
 	sc.Buffer(nil, 1<<20)
 	n := 0
 	for sc.Scan() {
@@ -117,13 +114,8 @@ func approxEqual(a, b any) bool {
 func TestInfoReportsBadFileAndContinues(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "broken.nii")
 	os.WriteFile(bad, []byte("not a nifti file at all, clearly"), 0o644)
-	good := filepath.Join("..", "..", "testdata", "demo", "imagesTr", "hippocampus_001.nii.gz")
-	var out, errb bytes.Buffer
-	cmd := newRootCmd()
-	cmd.SetOut(&out)
-	cmd.SetErr(&errb)
-	cmd.SetArgs([]string{"info", bad, good})
-	err := cmd.Execute()
+	good := filepath.Join(testutil.DemoDir(t), "imagesTr", "hippocampus_001.nii.gz")
+	out, errb, err := runCmd(t, "info", bad, good)
 	if err == nil {
 		t.Fatal("no error for a broken file")
 	}

@@ -4,20 +4,38 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
-	"github.com/voxtrain/voxtrain/data"
+	"github.com/spf13/pflag"
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/trainer"
 )
 
-// trainFlags are the root command's flags; set ones override the YAML.
+// TrainOptions are the root command's: a run config with the flags the
+// user set written over it.
+type TrainOptions struct {
+	IO         *IOStreams
+	OpenDevice func(spec string, threads int) (*ComputeDevice, error)
+	Factory    *Factory
+
+	// ConfigPath is --config; Config is that file with the flags merged
+	// in, validated.
+	ConfigPath string
+	Config     *config.Config
+	// Resume is "" (fresh), "auto" or a checkpoint path.
+	Resume string
+	// StopAfterSteps ends the run after that many steps, saving last (a
+	// hidden flag, for tests and time-boxed jobs).
+	StopAfterSteps int
+	// ResumeCommand is printed when the run is interrupted.
+	ResumeCommand string
+}
+
+// trainFlags are the training flags that override the config file.
 type trainFlags struct {
 	config    string
 	fold      int
@@ -33,76 +51,157 @@ type trainFlags struct {
 	stopAfter int
 }
 
-func addTrainFlags(cmd *cobra.Command, f *trainFlags) {
-	fl := cmd.Flags()
-	fl.StringVarP(&f.config, "config", "c", "", "run config (YAML)")
-	fl.IntVar(&f.fold, "fold", 0, "cross-validation fold (-1: train on every case)")
-	fl.IntVar(&f.runID, "run-id", 0, "run number within experiment and fold")
-	fl.StringVar(&f.outputDir, "output-dir", "", "directory of runs (default: the config's output_dir, else ./runs)")
-	fl.IntVar(&f.epochs, "epochs", 0, "number of epochs")
-	fl.IntVar(&f.batchSize, "batch-size", 0, "batch size")
-	fl.StringVar(&f.workers, "workers", "", "data worker goroutines, or auto")
-	fl.StringVar(&f.device, "device", "", "cpu, cuda, cuda:N, cuda:N,tf32 or cuda:N,bf16")
-	fl.Uint64Var(&f.seed, "seed", 0, "random seed")
-	fl.StringVar(&f.resume, "resume", "", "resume from a checkpoint path, or auto (the run's latest)")
-	fl.IntVar(&f.threads, "threads", 0, "CPU threads (0: all cores)")
-	fl.IntVar(&f.stopAfter, "stop-after-steps", 0, "stop (saving last, as on SIGTERM) after this many steps")
+func (tf *trainFlags) register(fl *pflag.FlagSet) {
+	fl.StringVarP(&tf.config, "config", "c", "", "run config (YAML)")
+	fl.IntVar(&tf.fold, "fold", 0, "cross-validation fold (-1: train on every case)")
+	fl.IntVar(&tf.runID, "run-id", 0, "run number within experiment and fold")
+	fl.StringVar(&tf.outputDir, "output-dir", "", "directory of runs (default: the config's output_dir, else ./runs)")
+	fl.IntVar(&tf.epochs, "epochs", 0, "number of epochs")
+	fl.IntVar(&tf.batchSize, "batch-size", 0, "batch size")
+	fl.StringVar(&tf.workers, "workers", "", "data worker goroutines, or auto")
+	fl.StringVar(&tf.device, "device", "", "cpu, cuda, cuda:N, cuda:N,tf32 or cuda:N,bf16")
+	fl.Uint64Var(&tf.seed, "seed", 0, "random seed")
+	fl.StringVar(&tf.resume, "resume", "", "resume from a checkpoint path, or auto (the run's latest)")
+	fl.IntVar(&tf.threads, "threads", 0, "CPU threads (0: all cores)")
+	fl.IntVar(&tf.stopAfter, "stop-after-steps", 0, "stop (saving last, as on SIGTERM) after this many steps")
 	fl.MarkHidden("stop-after-steps")
 }
 
-// loadRunConfig reads the config and applies the flags the user set.
-func loadRunConfig(cmd *cobra.Command, f *trainFlags) (*trainer.Config, error) {
-	if f.config == "" {
+// options loads the config and writes the flags the user set over it
+// (a flag given as 0 means 0: validation then says what is wrong).
+func (tf *trainFlags) options(f *Factory, fl *pflag.FlagSet) (*TrainOptions, error) {
+	if tf.config == "" {
 		return nil, errors.New("--config is required (try: train --config configs/demo.yaml)")
 	}
-	cfg, err := trainer.LoadConfig(f.config)
+	cfg, err := config.Load(tf.config)
 	if err != nil {
 		return nil, err
 	}
-	ch := cmd.Flags().Changed
-	if ch("fold") {
-		cfg.Data.Fold = f.fold
+	set := fl.Changed
+	if set("fold") {
+		cfg.Data.Fold = tf.fold
 	}
-	if ch("run-id") {
-		cfg.RunID = f.runID
+	if set("run-id") {
+		cfg.RunID = tf.runID
 	}
-	if ch("output-dir") {
-		cfg.OutputDir = f.outputDir
+	if set("output-dir") {
+		cfg.OutputDir = tf.outputDir
 	}
-	if ch("epochs") {
-		cfg.Train.Epochs = f.epochs
+	if set("epochs") {
+		cfg.Train.Epochs = tf.epochs
 	}
-	if ch("batch-size") {
-		cfg.Train.BatchSize = f.batchSize
+	if set("batch-size") {
+		cfg.Train.BatchSize = tf.batchSize
 	}
-	if ch("workers") {
-		w, err := data.ParseWorkers(f.workers)
-		if err != nil {
+	if set("workers") {
+		if cfg.Data.Workers, err = config.ParseWorkers(tf.workers); err != nil {
 			return nil, fmt.Errorf("--workers: %w", err)
 		}
-		cfg.Data.Workers = w
 	}
-	if ch("device") {
-		cfg.Device = f.device
+	if set("device") {
+		cfg.Device = tf.device
 	}
-	if ch("seed") {
-		cfg.Seed = f.seed
-		cfg.Data.Seed = f.seed
+	if set("seed") {
+		cfg.Seed = tf.seed
 	}
-	if ch("threads") {
-		cfg.Threads = f.threads
+	if set("threads") {
+		cfg.Threads = tf.threads
 	}
-	if err := cfg.Resolve(); err != nil {
-		return nil, fmt.Errorf("%s: %w", f.config, err)
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%s with the flags given: %w", tf.config, err)
 	}
-	return cfg, nil
+	return &TrainOptions{IO: f.IO, OpenDevice: f.OpenDevice, Factory: f, ConfigPath: tf.config, Config: cfg,
+		Resume: tf.resume, StopAfterSteps: tf.stopAfter, ResumeCommand: resumeCommand(f.Args)}, nil
 }
 
-// resumeCommand is the command line that continues this run.
-func resumeCommand() string {
-	var args []string
+// NewCmdTrain builds the root command, which trains; runF (nil: trainRun)
+// receives the options.
+func NewCmdTrain(f *Factory, runF func(context.Context, *TrainOptions) error) *cobra.Command {
+	var tf trainFlags
+	cmd := &cobra.Command{
+		Use:   "train --config C [flags] | train COMMAND",
+		Short: "Train 3D U-Nets on NIfTI volumes, with a data pipeline that never lets the GPU wait",
+		Long: `train is voxtrain's single binary: it reads NIfTI volumes (.nii, .nii.gz,
+.hdr/.img), prepares and augments patches with persistent goroutine workers,
+and trains 3D U-Nets on the CPU or on CUDA GPUs.`,
+		Example: `  # The bundled demo: train, validate, plot
+  train demo
+
+  # Train; flags override the YAML; Ctrl-C saves and prints the resume command
+  train --config configs/nnunet_3d_fullres.yaml --fold 2 --run-id 1 --device cuda
+  train --config configs/nnunet_3d_fullres.yaml --fold 2 --run-id 1 --resume auto
+
+  # Describe NIfTI files like nib-ls / fslhd, or as JSON
+  train info testdata/demo/imagesTr/hippocampus_001.nii.gz
+  train info --json scan.nii.gz
+
+  # Shell completion
+  source <(train completion bash)`,
+		Version:       f.Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if tf.config == "" {
+				return cmd.Help()
+			}
+			opts, err := tf.options(f, cmd.Flags())
+			if err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			_, err = trainRun(cmd.Context(), opts)
+			return err
+		},
+	}
+	cmd.SetOut(f.IO.Out)
+	cmd.SetErr(f.IO.ErrOut)
+	tf.register(cmd.Flags())
+	return cmd
+}
+
+// trainRun trains on the device the config names and prints where the run
+// is and its best Dice.
+func trainRun(ctx context.Context, opts *TrainOptions) (*trainer.Result, error) {
+	cfg := opts.Config
+	if cfg.Threads > 0 {
+		runtime.GOMAXPROCS(cfg.Threads)
+	}
+	dev, err := opts.OpenDevice(cfg.Device, cfg.Threads)
+	if err != nil {
+		return nil, err
+	}
+	defer dev.Close()
+	mon := opts.Factory.Monitor(cfg.Device)
+	defer mon.Close()
+	res, err := trainer.Run(ctx, cfg, trainer.Options{Device: dev.Dev, Alloc: dev.Alloc, Resume: opts.Resume,
+		Out: opts.IO.Out, Version: opts.Factory.Version, ResumeCommand: opts.ResumeCommand,
+		StopAfterSteps: opts.StopAfterSteps, Monitor: mon})
+	if err != nil {
+		return nil, err
+	}
+	best := "none yet"
+	if res.BestDice == res.BestDice {
+		best = fmt.Sprintf("%.4f", res.BestDice)
+	}
+	fmt.Fprintf(opts.IO.Out, "run %s: %d epochs, %d steps, best validation Dice %s\n", res.RunDir, res.Epochs, res.Steps, best)
+	if len(res.Plots) > 0 {
+		fmt.Fprintf(opts.IO.Out, "plots: %s\n", filepath.Dir(res.Plots[0]))
+	}
+	return res, nil
+}
+
+// resumeCommand is the command line that continues this run: args (the
+// program first) without --resume, with --resume auto.
+func resumeCommand(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	var out []string
 	skip := false
-	for _, a := range os.Args[1:] {
+	for _, a := range args[1:] {
 		if skip {
 			skip = false
 			continue
@@ -114,13 +213,13 @@ func resumeCommand() string {
 		if strings.HasPrefix(a, "--resume=") {
 			continue
 		}
-		args = append(args, quoteArg(a))
+		out = append(out, quoteArg(a))
 	}
-	exe := os.Args[0]
+	exe := args[0]
 	if strings.Contains(exe, "go-build") {
 		exe = "go run ./cmd/train" // started with go run
 	}
-	return exe + " " + strings.Join(append(args, "--resume", "auto"), " ")
+	return exe + " " + strings.Join(append(out, "--resume", "auto"), " ")
 }
 
 func quoteArg(a string) string {
@@ -128,61 +227,4 @@ func quoteArg(a string) string {
 		return strconv.Quote(a)
 	}
 	return a
-}
-
-// signalContext is cancelled by the first SIGINT/SIGTERM (the run then
-// finishes its step, saves last and exits 0); a second one exits at once.
-func signalContext(errw *os.File) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	ch := make(chan os.Signal, 2)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		n := 0
-		for sig := range ch {
-			n++
-			if n == 1 {
-				fmt.Fprintf(errw, "\n%v: finishing the current step and saving last (again to abandon at once)\n", sig)
-				cancel()
-				continue
-			}
-			fmt.Fprintf(errw, "\n%v again: abandoning the run; the last saved checkpoint is intact\n", sig)
-			os.Exit(130)
-		}
-	}()
-	return ctx, func() { signal.Stop(ch); cancel() }
-}
-
-func runTraining(cmd *cobra.Command, f *trainFlags) (*trainer.Result, *trainer.Config, error) {
-	cfg, err := loadRunConfig(cmd, f)
-	if err != nil {
-		return nil, nil, err
-	}
-	if cfg.Threads > 0 {
-		runtime.GOMAXPROCS(cfg.Threads)
-	}
-	dev, closeDev, err := openComputeDevice(cfg.Device, cfg.Threads)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer closeDev()
-	mon := startMonitor(cfg.Device, os.Stderr)
-	defer mon.Close()
-	ctx, stop := signalContext(os.Stderr)
-	defer stop()
-	res, err := trainer.Run(ctx, cfg, trainer.Options{Device: dev, Alloc: hostAllocator(dev), Resume: f.resume,
-		Out: cmd.OutOrStdout(), Version: buildVersion(), ResumeCommand: resumeCommand(), StopAfterSteps: f.stopAfter,
-		Monitor: mon})
-	if err != nil {
-		return nil, cfg, err
-	}
-	out := cmd.OutOrStdout()
-	best := "none yet"
-	if res.BestDice == res.BestDice {
-		best = fmt.Sprintf("%.4f", res.BestDice)
-	}
-	fmt.Fprintf(out, "run %s: %d epochs, %d steps, best validation Dice %s\n", res.RunDir, res.Epochs, res.Steps, best)
-	if len(res.Plots) > 0 {
-		fmt.Fprintf(out, "plots: %s\n", filepath.Dir(res.Plots[0]))
-	}
-	return res, cfg, nil
 }

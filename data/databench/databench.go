@@ -1,8 +1,12 @@
+// Package databench measures the data pipeline alone, with no model: the
+// engine behind `train bench-data`. It opens a config's dataset as
+// training does (data.Setup, then data.Open per worker count) and reports
+// samples/s, first batch, epoch-boundary gaps, per-stage times, the
+// consumer's wait, CPU time, peak RSS and, optionally, a digest of every
+// batch byte to check determinism across worker counts and sources.
 package databench
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,10 +18,12 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unsafe"
+
+	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/internal/procstat"
 
 	"github.com/voxtrain/voxtrain/data"
 	"github.com/voxtrain/voxtrain/internal/inflate"
@@ -106,14 +112,13 @@ func (r *Result) SteadyWaitFraction() float64 {
 	return float64(r.Wait-r.FirstWait) / float64(r.Wall-r.FirstWait)
 }
 
-// Run benchmarks the pipeline described by f for every worker count.
-func Run(ctx context.Context, f *File, o Options) ([]Result, error) {
-	patch, err := f.Patch()
-	if err != nil {
+// Run benchmarks the pipeline of cfg (its data, augment and train
+// sections and seed) for every worker count. The dataset is set up first
+// (data.Setup: splits, ct statistics, the prepared store when the source
+// reads it), outside the measurement.
+func Run(ctx context.Context, cfg *config.Config, o Options) ([]Result, error) {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
-	}
-	if f.Train.BatchSize < 1 {
-		return nil, fmt.Errorf("train.batch_size: %d, want ≥ 1", f.Train.BatchSize)
 	}
 	if o.Epochs <= 0 {
 		o.Epochs = 2
@@ -126,12 +131,20 @@ func Run(ctx context.Context, f *File, o Options) ([]Result, error) {
 	}
 	ws := o.Workers
 	if len(ws) == 0 {
-		ws = []int{f.Data.Defaults().WorkerCount()}
+		ws = []int{cfg.Data.WorkerCount()}
+	}
+	dc := cfg.Data
+	if o.Source != "" {
+		dc.Source = o.Source
+	}
+	dc, err := data.Setup(ctx, dc, data.SetupOptions{Logger: o.Logger})
+	if err != nil {
+		return nil, err
 	}
 	var out []Result
 	for rep := 0; rep < o.Repeats; rep++ {
 		for _, w := range ws {
-			r, err := runOne(ctx, f, o, patch, w)
+			r, err := runOne(ctx, cfg, dc, o, w)
 			if err != nil {
 				return out, fmt.Errorf("workers %d: %w", w, err)
 			}
@@ -142,22 +155,21 @@ func Run(ctx context.Context, f *File, o Options) ([]Result, error) {
 	return out, nil
 }
 
-func runOne(ctx context.Context, f *File, o Options, patch [3]int, workers int) (*Result, error) {
-	cfg := f.Data
-	cfg.Workers = data.Workers{N: workers, Set: true}
+// runOne measures one worker count over dc, cfg's data section after
+// Setup.
+func runOne(ctx context.Context, cfg *config.Config, dc config.Data, o Options, workers int) (*Result, error) {
+	dc.Workers = config.Workers{N: workers, Set: true}
 	if workers < 0 {
-		cfg.Workers = data.Workers{Auto: true, Set: true}
-	}
-	if o.Source != "" {
-		cfg.Source = o.Source
+		dc.Workers = config.Workers{Auto: true, Set: true}
 	}
 	runtime.GC()
 	debug.FreeOSMemory()
-	resetPeakRSS()
+	procstat.ResetPeakRSS()
 
-	cpu0 := cpuTime()
+	cpu0 := procstat.CPUTime()
 	t0 := time.Now()
-	l, err := data.Open(cfg, data.Options{Patch: patch, Batch: f.Train.BatchSize, Augment: f.Augment, Logger: o.Logger})
+	l, err := data.Open(dc, data.Options{Seed: cfg.Seed, Iterations: cfg.Train.IterationsPerEpoch,
+		Patch: cfg.Train.PatchSize, Batch: cfg.Train.BatchSize, Augment: cfg.Augment, Logger: o.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -216,12 +228,12 @@ func runOne(ctx context.Context, f *File, o Options, patch [3]int, workers int) 
 		b.Release()
 	}
 	res.Wall = arrivals[len(arrivals)-1].Sub(wallStart)
-	res.CPU = cpuTime() - cpu0
+	res.CPU = procstat.CPUTime() - cpu0
 	if h != nil {
 		res.Digest = hex.EncodeToString(h.Sum(nil))
 	}
 	n := len(arrivals)
-	bs := f.Train.BatchSize
+	bs := cfg.Train.BatchSize
 	if n > 1 {
 		res.SamplesPerSec = float64(res.Samples-bs) / arrivals[n-1].Sub(arrivals[0]).Seconds()
 	}
@@ -265,7 +277,7 @@ func runOne(ctx context.Context, f *File, o Options, patch [3]int, workers int) 
 	}
 	res.Cache = l.CacheStats()
 	res.Active = l.Pool().Active()
-	res.PeakRSS = peakRSS()
+	res.PeakRSS = procstat.PeakRSS()
 	return res, nil
 }
 
@@ -276,39 +288,12 @@ func f32bytes(f []float32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
 }
 
-// resetPeakRSS resets the kernel's resident-set high-water mark (Linux:
-// writing 5 to /proc/self/clear_refs); elsewhere it does nothing and the
-// peak is the process's.
-func resetPeakRSS() {
-	os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
-}
-
-// peakRSS reads VmHWM from /proc/self/status (bytes; 0 where absent).
-func peakRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "VmHWM:") {
-			f := strings.Fields(line)
-			if len(f) >= 2 {
-				kb, _ := strconv.ParseInt(f[1], 10, 64)
-				return kb << 10
-			}
-		}
-	}
-	return 0
-}
-
 // InflateBound measures the inflate-bound limit of a `.nii.gz` pipeline on
 // this machine: the median time to inflate one case's image and label
 // files (internal/inflate, the gzip decoder the NIfTI reader uses, into
 // io.Discard, files in the page cache), and cores × 1000 / that.
-func InflateBound(f *File) (msPerCase float64, limit float64, err error) {
-	ds, err := data.OpenDataset(f.Data)
+func InflateBound(cfg *config.Config) (msPerCase float64, limit float64, err error) {
+	ds, err := data.OpenDataset(cfg.Data)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 func writeConfig(t *testing.T, body string) string {
@@ -20,67 +23,23 @@ func writeConfig(t *testing.T, body string) string {
 	return p
 }
 
-func demo(t *testing.T) string {
-	d, _ := filepath.Abs("../../testdata/demo")
-	if _, err := os.Stat(filepath.Join(d, "dataset.json")); err != nil {
-		t.Fatal("no demo data at ", d)
-	}
-	return d
-}
-
 // TestBenchConfigParses keeps the side-by-side config of
 // docs/bench/data.md valid and equal in work to torch_pipeline.py.
 func TestBenchConfigParses(t *testing.T) {
-	f, err := LoadFile("testdata/torch_pipeline.yaml")
+	f, err := config.Load("testdata/torch_pipeline.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _ := f.Patch()
+	p := f.Train.PatchSize
 	a := f.Augment
-	if p != [3]int{128, 128, 128} || f.Train.BatchSize != 2 || a.Rotation.P != 0.2 || a.Rotation.Degrees != [2]float64{-15, 15} ||
+	if p != [3]int{128, 128, 128} || f.Train.BatchSize != 2 || f.Train.IterationsPerEpoch != 0 || f.Seed != 51 || a.Rotation.P != 0.2 || a.Rotation.Degrees != [2]float64{-15, 15} ||
 		a.Scaling.P != 0.2 || a.Scaling.Range != [2]float64{0.85, 1.15} || a.Mirror.P != 0.5 || a.Elastic.P != 0 || a.Noise.P != 0 {
 		t.Errorf("bench config drifted from torch_pipeline.py: patch %v batch %d augment %+v", p, f.Train.BatchSize, a)
-	}
-	if err := f.Data.Defaults().Validate(); err != nil {
-		t.Error(err)
-	}
-}
-
-func TestLoadFile(t *testing.T) {
-	p := writeConfig(t, `
-model: {features: [16, 32]}   # another section: ignored here
-data:
-  dataset: rel/ds
-  workers: 2
-augment:
-  preset: light
-train:
-  patch_size: [8, 16, 24]
-  batch_size: 3
-  lr: 0.01
-`)
-	f, err := LoadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f.Data.Dataset != filepath.Join(filepath.Dir(p), "rel/ds") {
-		t.Errorf("dataset %q not resolved against the config's folder", f.Data.Dataset)
-	}
-	if pt, err := f.Patch(); err != nil || pt != [3]int{8, 16, 24} || f.Train.BatchSize != 3 || f.Augment.Mirror.P != 0.5 {
-		t.Errorf("patch %v %v, batch %d, augment %+v", pt, err, f.Train.BatchSize, f.Augment.Mirror)
-	}
-	bad := writeConfig(t, "data:\n  dataset: x\n  prefetch: 3\n")
-	if _, err := LoadFile(bad); err == nil || !strings.Contains(err.Error(), "line 3") {
-		t.Errorf("unknown data key: %v, want its line number", err)
-	}
-	badAug := writeConfig(t, "augment:\n  rotaton: {p: 1}\n")
-	if _, err := LoadFile(badAug); err == nil || !strings.Contains(err.Error(), "rotaton") {
-		t.Errorf("unknown augment key: %v", err)
 	}
 }
 
 func TestRunDigestsAgree(t *testing.T) {
-	d := demo(t)
+	d := testutil.DemoDir(t)
 	var cases strings.Builder
 	for _, id := range []string{"hippocampus_001", "hippocampus_006", "hippocampus_011", "hippocampus_019"} {
 		cases.WriteString("    - {image: " + filepath.Join(d, "imagesTr", id+".nii.gz") +
@@ -90,14 +49,14 @@ func TestRunDigestsAgree(t *testing.T) {
 data:
   fold: -1
   cases:
-`+cases.String()+`  iterations_per_epoch: 3
-augment:
+`+cases.String()+`augment:
   preset: nnunet
 train:
+  iterations_per_epoch: 3
   patch_size: [24, 32, 24]
   batch_size: 2
 `)
-	f, err := LoadFile(p)
+	f, err := config.Load(p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,12 +8,19 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/cpu"
+	"github.com/voxtrain/voxtrain/infer"
+	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/nifti"
 )
 
+// The tests here check that a run's checkpoints serve package infer:
+// prediction keeps the input's geometry, and validation's Dice equals Dice
+// counted from the files it writes.
+
 // trainedTiny trains the tiny config for one epoch and returns its run.
-func trainedTiny(t *testing.T) (*Config, *Result) {
+func trainedTiny(t *testing.T) (*config.Config, *Result) {
 	c := tinyConfig(t, t.TempDir())
 	c.Train.Epochs = 1
 	return c, runTiny(t, c, Options{})
@@ -23,14 +30,14 @@ func trainedTiny(t *testing.T) (*Config, *Result) {
 // carries the input's dimensions, voxel sizes, qform and sform.
 func TestPredictKeepsInputGeometry(t *testing.T) {
 	_, res := trainedTiny(t)
-	m, err := LoadModel(filepath.Join(res.RunDir, "checkpoints", "last"), cpu.New(cpu.Options{}), 0)
+	m, err := infer.LoadModel(filepath.Join(res.RunDir, "checkpoints", "last"), cpu.New(cpu.Options{}), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
 	// A demo case whose origin is not zero, and a copy with an oblique,
 	// reflected geometry so every field is exercised.
-	in := "../testdata/demo/imagesTr/hippocampus_001.nii.gz"
+	in := filepath.Join(testutil.DemoDir(t), "imagesTr", "hippocampus_001.nii.gz")
 	h, vals, err := nifti.ReadFloat32(in)
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +50,7 @@ func TestPredictKeepsInputGeometry(t *testing.T) {
 	}
 	for _, input := range []string{in, oblique} {
 		out := filepath.Join(t.TempDir(), "pred.nii.gz")
-		if err := m.PredictFile([]string{input}, out, ValidationConfig{}); err != nil {
+		if err := m.PredictFile(context.Background(), []string{input}, out, config.Default().Validation); err != nil {
 			t.Fatal(err)
 		}
 		hi, err := nifti.ReadHeader(input)
@@ -98,13 +105,13 @@ func TestValidateResampledScoresTheFilesGrid(t *testing.T) {
 
 func checkValidateAgainstFiles(t *testing.T, res *Result) {
 	t.Helper()
-	m, err := LoadModel(filepath.Join(res.RunDir, "checkpoints", "last"), cpu.New(cpu.Options{}), 0)
+	m, err := infer.LoadModel(filepath.Join(res.RunDir, "checkpoints", "last"), cpu.New(cpu.Options{}), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
 	out := t.TempDir()
-	sc, err := m.Evaluate(context.Background(), EvalOptions{Fold: -1, OutputDir: out})
+	sc, err := m.Evaluate(context.Background(), infer.EvalOptions{Fold: -1, OutputDir: out, Validation: config.Default().Validation})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +139,7 @@ func checkValidateAgainstFiles(t *testing.T, res *Result) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, ref, err := nifti.ReadFloat32(filepath.Join("../testdata/demo/labelsTr", c.ID+".nii.gz"))
+		_, ref, err := nifti.ReadFloat32(filepath.Join(testutil.DemoDir(t), "labelsTr", c.ID+".nii.gz"))
 		if err != nil {
 			t.Fatal(err)
 		}

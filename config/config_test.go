@@ -1,4 +1,4 @@
-package trainer
+package config
 
 import (
 	"os"
@@ -7,32 +7,29 @@ import (
 	"testing"
 )
 
-// TestConfigsResolveAndRoundTrip loads every bundled config, resolves it,
-// and checks the resolved YAML (written into run directories and
-// checkpoints) reads back to the same config.
-func TestConfigsResolveAndRoundTrip(t *testing.T) {
+// TestConfigsLoadAndRoundTrip loads every bundled config and checks that
+// its YAML (written into run directories and checkpoints, defaults
+// included) reads back to the same config.
+func TestConfigsLoadAndRoundTrip(t *testing.T) {
 	files, _ := filepath.Glob("../configs/*.yaml")
 	if len(files) == 0 {
 		t.Fatal("no configs")
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			c, err := LoadConfig(f)
+			c, err := Load(f)
 			if err != nil {
-				t.Fatal(err)
-			}
-			if err := c.Resolve(); err != nil {
 				t.Fatal(err)
 			}
 			text, err := c.YAML()
 			if err != nil {
 				t.Fatal(err)
 			}
-			back, err := ParseConfig([]byte(text), "resolved")
+			back, err := Parse([]byte(text), "resolved", "")
 			if err != nil {
 				t.Fatalf("%v\n%s", err, text)
 			}
-			if err := back.Resolve(); err != nil {
+			if err := back.Validate(); err != nil {
 				t.Fatal(err)
 			}
 			again, err := back.YAML()
@@ -51,16 +48,16 @@ func TestConfigsResolveAndRoundTrip(t *testing.T) {
 
 func TestConfigUnknownKeyNamesLine(t *testing.T) {
 	doc := "experiment: x\ntrain:\n  epochs: 2\n  epoch_count: 3\n"
-	_, err := ParseConfig([]byte(doc), "bad.yaml")
+	_, err := Parse([]byte(doc), "bad.yaml", "")
 	if err == nil || !strings.Contains(err.Error(), "line 4") || !strings.Contains(err.Error(), "epoch_count") {
 		t.Fatalf("err = %v", err)
 	}
 	doc = "model:\n  in_channels: 1\n  featurez: [1]\n"
-	if _, err := ParseConfig([]byte(doc), "bad.yaml"); err == nil || !strings.Contains(err.Error(), "line 3") {
+	if _, err := Parse([]byte(doc), "bad.yaml", ""); err == nil || !strings.Contains(err.Error(), "line 3") {
 		t.Fatalf("err = %v", err)
 	}
 	doc = "augment:\n  preset: light\n  mirrror: {}\n"
-	if _, err := ParseConfig([]byte(doc), "bad.yaml"); err == nil || !strings.Contains(err.Error(), "line 3") {
+	if _, err := Parse([]byte(doc), "bad.yaml", ""); err == nil || !strings.Contains(err.Error(), "line 3") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -70,7 +67,7 @@ func TestConfigRelativePathsFollowTheFile(t *testing.T) {
 	p := filepath.Join(dir, "sub", "run.yaml")
 	os.MkdirAll(filepath.Dir(p), 0o755)
 	os.WriteFile(p, []byte("data:\n  dataset: ../data\ntrain:\n  patch_size: [8, 8, 8]\n"), 0o644)
-	c, err := LoadConfig(p)
+	c, err := Load(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,9 +76,9 @@ func TestConfigRelativePathsFollowTheFile(t *testing.T) {
 	}
 }
 
-func TestResolveRejectsBadValues(t *testing.T) {
-	c, _ := ParseConfig([]byte("device: tpu\ntrain:\n  patch_size: [8, 0, 8]\nvalidation:\n  mode: full\n"), "x")
-	err := c.Resolve()
+func TestValidateRejectsBadValues(t *testing.T) {
+	c, _ := Parse([]byte("device: tpu\ntrain:\n  patch_size: [8, 0, 8]\nvalidation:\n  mode: full\n"), "x", "")
+	err := c.Validate()
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -92,9 +89,9 @@ func TestResolveRejectsBadValues(t *testing.T) {
 	}
 }
 
-func TestResolveChecksPatchAgainstStrides(t *testing.T) {
-	c, _ := ParseConfig([]byte("data:\n  dataset: d\nmodel:\n  features: [4, 8, 16]\ntrain:\n  patch_size: [10, 16, 16]\n"), "x")
-	if err := c.Resolve(); err == nil || !strings.Contains(err.Error(), "divisible by 4") {
+func TestValidateChecksPatchAgainstStrides(t *testing.T) {
+	c, _ := Parse([]byte("data:\n  dataset: d\nmodel:\n  features: [4, 8, 16]\ntrain:\n  patch_size: [10, 16, 16]\n"), "x", "")
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "divisible by 4") {
 		t.Fatalf("err = %v", err)
 	}
 }

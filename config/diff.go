@@ -1,4 +1,4 @@
-package trainer
+package config
 
 import (
 	"fmt"
@@ -7,14 +7,14 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// maxConfigChanges bounds the changes configChanges lists.
-const maxConfigChanges = 12
+// maxChanges bounds the changes Changes lists.
+const maxChanges = 12
 
-// configChanges lists the keys whose values differ between two resolved
+// Changes lists the keys whose values differ between two resolved
 // configs (YAML), as "section.key: old → new", sorted; at most
-// maxConfigChanges, then a count of the rest. A config that does not parse
+// maxChanges, then a count of the rest. A config that does not parse
 // (or is empty: a checkpoint saved without one) is reported as such.
-func configChanges(old, now string) []string {
+func Changes(old, now string) []string {
 	var a, b map[string]any
 	if old == "" || yaml.Unmarshal([]byte(old), &a) != nil {
 		return []string{"the checkpoint's config is missing or unreadable"}
@@ -39,8 +39,8 @@ func configChanges(old, now string) []string {
 		}
 	}
 	sort.Strings(out)
-	if len(out) > maxConfigChanges {
-		out = append(out[:maxConfigChanges], fmt.Sprintf("and %d more", len(out)-maxConfigChanges))
+	if len(out) > maxChanges {
+		out = append(out[:maxChanges], fmt.Sprintf("and %d more", len(out)-maxChanges))
 	}
 	return out
 }

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/internal/testutil"
+)
+
+// Each command's flags, parsed in process: the runF the test passes keeps
+// the options the command would run with, or the error comes back first.
+
+func wantErr(t *testing.T, err error, sub string) {
+	t.Helper()
+	if err == nil || !strings.Contains(err.Error(), sub) {
+		t.Errorf("error %v, want one mentioning %q", err, sub)
+	}
+}
+
+func TestNewCmdTrainMergesFlagsOverTheConfig(t *testing.T) {
+	cfg := writeConfig(t, "seed: 4\nexperiment: e\ntrain:\n  epochs: 7\n  batch_size: 3\n  patch_size: [16, 16, 16]\n")
+	o, err := capture(t, NewCmdTrain, "--config", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.Config
+	if c.Seed != 4 || c.Train.Epochs != 7 || c.Train.BatchSize != 3 || c.Data.Fold != 0 || c.Device != "cpu" || o.Resume != "" {
+		t.Errorf("config as written: %+v", c)
+	}
+	o, err = capture(t, NewCmdTrain, "--config", cfg, "--fold", "2", "--run-id", "1", "--epochs", "9", "--batch-size", "5",
+		"--workers", "auto", "--device", "cuda:1,bf16", "--seed", "0", "--threads", "2", "--output-dir", "out", "--resume", "auto",
+		"--stop-after-steps", "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = o.Config
+	if c.Data.Fold != 2 || c.RunID != 1 || c.Train.Epochs != 9 || c.Train.BatchSize != 5 || !c.Data.Workers.Auto ||
+		c.Device != "cuda:1,bf16" || c.Seed != 0 || c.Threads != 2 || c.OutputDir != "out" || o.Resume != "auto" || o.StopAfterSteps != 3 {
+		t.Errorf("flags over the config: %+v, resume %q", c, o.Resume)
+	}
+	if o.ResumeCommand != "train --config "+cfg+" --fold 2 --run-id 1 --epochs 9 --batch-size 5 --workers auto --device cuda:1,bf16 --seed 0 --threads 2 --output-dir out --stop-after-steps 3 --resume auto" {
+		t.Errorf("resume command %q", o.ResumeCommand)
+	}
+	// Flags given as 0 mean 0, and the merged config is validated.
+	_, err = capture(t, NewCmdTrain, "--config", cfg, "--epochs", "0")
+	wantErr(t, err, "train.epochs")
+	_, err = capture(t, NewCmdTrain, "--config", cfg, "--fold", "5")
+	wantErr(t, err, "data.fold")
+	_, err = capture(t, NewCmdTrain, "--config", cfg, "--workers", "many")
+	wantErr(t, err, "--workers")
+	_, err = capture(t, NewCmdTrain, "--config", filepath.Join(t.TempDir(), "missing.yaml"))
+	wantErr(t, err, "missing.yaml")
+	if o, err := capture(t, NewCmdTrain); err != nil || o != nil {
+		t.Errorf("no --config: %+v, %v (want the help, no run)", o, err)
+	}
+}
+
+func TestNewCmdDemo(t *testing.T) {
+	t.Chdir(testutil.RepoRoot())
+	o, err := capture(t, NewCmdDemo, "--epochs", "2", "--output-dir", "/tmp/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.Train.Config
+	if o.Train.ConfigPath != demoConfig || o.Train.Resume != "auto" || c.Experiment != "demo" || c.Train.Epochs != 2 || c.OutputDir != "/tmp/x" {
+		t.Errorf("demo options: %+v", o.Train)
+	}
+	t.Chdir(t.TempDir())
+	_, err = capture(t, NewCmdDemo)
+	wantErr(t, err, "repository root")
+}
+
+func TestNewCmdValidate(t *testing.T) {
+	o, err := capture(t, NewCmdValidate, "--checkpoint", "ck", "--fold", "3", "--output", "preds", "--hd95", "--mirror", "--overlap", "0.25", "--batch", "4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Model.Checkpoint != "ck" || o.Fold != 3 || o.Output != "preds" || !o.Model.Window.HD95 || !o.Model.Window.Mirror ||
+		o.Model.Window.Overlap != 0.25 || o.Model.Batch != 4 || o.Model.Device != "cpu" {
+		t.Errorf("validate options: %+v", o)
+	}
+	o, _ = capture(t, NewCmdValidate, "--checkpoint", "ck")
+	if o.Fold != -1 || o.Model.Window.Overlap != config.Default().Validation.Overlap || o.Model.Window.Mirror || o.Data != "" {
+		t.Errorf("validate defaults: %+v", o)
+	}
+	_, err = capture(t, NewCmdValidate)
+	wantErr(t, err, "checkpoint")
+	_, err = capture(t, NewCmdValidate, "--checkpoint", "ck", "--fold", "-2")
+	wantErr(t, err, "--fold")
+	_, err = capture(t, NewCmdValidate, "--checkpoint", "ck", "--fold", "1", "--data", "d")
+	wantErr(t, err, "--data")
+	_, err = capture(t, NewCmdValidate, "--checkpoint", "ck", "--overlap", "1")
+	wantErr(t, err, "--overlap")
+	_, err = capture(t, NewCmdValidate, "--checkpoint", "ck", "--device", "tpu")
+	wantErr(t, err, "--device")
+}
+
+func TestNewCmdPredict(t *testing.T) {
+	o, err := capture(t, NewCmdPredict, "--checkpoint", "ck", "--input", "a.nii.gz", "--input", "b.nii.gz", "--output", "o.nii.gz", "--threads", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Model.Checkpoint != "ck" || len(o.Inputs) != 2 || o.Inputs[1] != "b.nii.gz" || o.Output != "o.nii.gz" || o.Model.Threads != 2 {
+		t.Errorf("predict options: %+v", o)
+	}
+	_, err = capture(t, NewCmdPredict, "--checkpoint", "ck", "--input", "a.nii.gz")
+	wantErr(t, err, "--output")
+	_, err = capture(t, NewCmdPredict, "--checkpoint", "ck", "--input", "a", "--output", "b", "--batch", "-1")
+	wantErr(t, err, "--batch")
+}
+
+func TestNewCmdPlot(t *testing.T) {
+	o, err := capture(t, NewCmdPlot, "runs/x")
+	if err != nil || o.RunDir != "runs/x" {
+		t.Fatalf("plot options %+v, %v", o, err)
+	}
+	_, err = capture(t, NewCmdPlot)
+	wantErr(t, err, "arg")
+}
+
+func TestNewCmdInfo(t *testing.T) {
+	o, err := capture(t, NewCmdInfo, "--json", "a.nii", "b.nii.gz")
+	if err != nil || !o.JSON || len(o.Files) != 2 || o.MaxGzipBytes <= 0 {
+		t.Fatalf("info options %+v, %v", o, err)
+	}
+	_, err = capture(t, NewCmdInfo)
+	wantErr(t, err, "arg")
+	_, err = capture(t, NewCmdInfo, "--max-gzip-bytes", "0", "a.nii")
+	wantErr(t, err, "--max-gzip-bytes")
+}
+
+func TestNewCmdPrepare(t *testing.T) {
+	cfg := writeConfig(t, "  store_codec: raw\ntrain:\n  patch_size: [16, 16, 16]\n")
+	o, err := capture(t, NewCmdPrepare, "--config", cfg, "--workers", "3", "-q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Workers != 3 || !o.Quiet || o.Config.Data.StoreCodec != "raw" {
+		t.Errorf("prepare options: %+v", o)
+	}
+	_, err = capture(t, NewCmdPrepare)
+	wantErr(t, err, "config")
+	_, err = capture(t, NewCmdPrepare, "--config", cfg, "--workers", "-1")
+	wantErr(t, err, "--workers")
+}
+
+func TestNewCmdBenchData(t *testing.T) {
+	cfg := writeConfig(t, "seed: 51\ntrain:\n  iterations_per_epoch: 0\n  patch_size: [16, 16, 16]\n  batch_size: 2\n")
+	o, err := capture(t, NewCmdBenchData, "--config", cfg, "--workers", "0,2,auto", "--source", "gz", "--digest", "--consumer-ms", "50",
+		"--patch", "8,16,24", "--batch", "3", "--epochs", "3", "--repeats", "2", "--iterations", "4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := o.Bench
+	if len(b.Workers) != 3 || b.Workers[2] != -1 || b.Source != "gz" || !b.Digest || b.ConsumerMs != 50 || b.Epochs != 3 ||
+		b.Repeats != 2 || b.Iterations != 4 || o.Config.Train.PatchSize != [3]int{8, 16, 24} || o.Config.Train.BatchSize != 3 || o.Config.Seed != 51 {
+		t.Errorf("bench-data options: %+v, train %+v", b, o.Config.Train)
+	}
+	for args, sub := range map[string]string{
+		"--workers x":  "--workers",
+		"--source s3":  "--source",
+		"--patch 8,8":  "--patch",
+		"--batch 0":    "train.batch_size",
+		"--epochs 0":   "--epochs",
+		"--repeats -1": "--repeats",
+	} {
+		_, err := capture(t, NewCmdBenchData, append([]string{"--config", cfg}, strings.Fields(args)...)...)
+		wantErr(t, err, sub)
+	}
+}
+
+func TestNewCmdBenchStep(t *testing.T) {
+	o, err := capture(t, NewCmdBenchStep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := config.Default().Model
+	if o.Bench.Batch != 2 || o.Bench.Patch != [3]int{64, 64, 64} || o.Bench.Steps != 12 || o.Bench.Warmup != 3 || o.Device != "cpu" ||
+		len(o.Model.Features) != 4 || o.Model.Features[3] != ref.Features[3] {
+		t.Errorf("bench-step defaults: %+v", o)
+	}
+	cfg := writeConfig(t, "model:\n  features: [8, 16, 32]\n  num_classes: 4\ntrain:\n  patch_size: [16, 16, 16]\n")
+	o, err = capture(t, NewCmdBenchStep, "--config", cfg, "--patch", "40", "--batch", "1", "--threads", "2", "--json", "--seed", "9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Model.Features) != 3 || o.Model.NumClasses != 4 || o.Bench.Patch != [3]int{40, 40, 40} || o.Bench.Batch != 1 ||
+		o.Threads != 2 || !o.JSON || o.Bench.Seed != 9 {
+		t.Errorf("bench-step options: %+v", o)
+	}
+	for args, sub := range map[string]string{
+		"--patch 1,2":    "--patch",
+		"--threads -1":   "--threads",
+		"--steps 0":      "--steps",
+		"--device cuda:": "--device",
+	} {
+		_, err := capture(t, NewCmdBenchStep, strings.Fields(args)...)
+		wantErr(t, err, sub)
+	}
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/infer"
+	"github.com/voxtrain/voxtrain/metrics"
+)
+
+// modelFlags are validate's and predict's: which checkpoint, on which
+// device, and how the sliding window runs.
+type modelFlags struct {
+	Checkpoint string
+	Device     string
+	Threads    int
+	// Batch is the patches per forward pass (0: the training batch size).
+	Batch int
+	// Window holds the overlap and mirroring (and, for validate, HD95).
+	Window config.Validation
+}
+
+func (m *modelFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&m.Checkpoint, "checkpoint", "", "checkpoint directory, or a run's checkpoints/best or checkpoints/last")
+	fl.StringVar(&m.Device, "device", "cpu", "cpu, cuda, cuda:N, cuda:N,tf32 or cuda:N,bf16")
+	fl.IntVar(&m.Threads, "threads", 0, "CPU threads (0: all cores)")
+	fl.IntVar(&m.Batch, "batch", 0, "patches per forward pass (0: the training batch size)")
+	fl.Float64Var(&m.Window.Overlap, "overlap", config.Default().Validation.Overlap, "overlap of neighbouring sliding windows")
+	fl.BoolVar(&m.Window.Mirror, "mirror", false, "test-time mirroring along every axis (8 passes)")
+	cmd.MarkFlagRequired("checkpoint")
+}
+
+// check validates the flags that need no file.
+func (m *modelFlags) check(fl *pflag.FlagSet) error {
+	if _, err := parseDeviceSpec(m.Device); err != nil {
+		return err
+	}
+	switch {
+	case m.Threads < 0:
+		return fmt.Errorf("--threads: %d, want ≥ 0 (0: all cores)", m.Threads)
+	case m.Batch < 0:
+		return fmt.Errorf("--batch: %d, want ≥ 1 (or 0: the training batch size)", m.Batch)
+	case !(m.Window.Overlap >= 0 && m.Window.Overlap < 1):
+		return fmt.Errorf("--overlap: %v, want 0 ≤ overlap < 1", m.Window.Overlap)
+	}
+	return nil
+}
+
+// load opens the device and the checkpoint's model; done releases both.
+func (m *modelFlags) load(open func(string, int) (*ComputeDevice, error)) (*infer.Model, func(), error) {
+	dev, err := open(m.Device, m.Threads)
+	if err != nil {
+		return nil, nil, err
+	}
+	model, err := infer.LoadModel(m.Checkpoint, dev.Dev, m.Batch)
+	if err != nil {
+		dev.Close()
+		return nil, nil, err
+	}
+	return model, func() { model.Close(); dev.Close() }, nil
+}
+
+// ValidateOptions are `train validate`'s.
+type ValidateOptions struct {
+	IO         *IOStreams
+	OpenDevice func(spec string, threads int) (*ComputeDevice, error)
+
+	Model modelFlags
+	// Fold scores that fold's validation cases (-1: the checkpoint's
+	// fold); Data scores every labelled case of another dataset instead.
+	Fold int
+	Data string
+	// Output receives predictions and summary.json ("": none).
+	Output string
+}
+
+// NewCmdValidate builds `train validate`; runF (nil: validateRun) receives
+// the options.
+func NewCmdValidate(f *Factory, runF func(context.Context, *ValidateOptions) error) *cobra.Command {
+	opts := &ValidateOptions{IO: f.IO, OpenDevice: f.OpenDevice}
+	cmd := &cobra.Command{
+		Use:   "validate --checkpoint C [--fold k | --data D]",
+		Short: "Segment whole validation cases by sliding window and score them (Dice, HD95)",
+		Long: `validate loads a checkpoint (with the config it was trained with), predicts
+every validation case of a fold — or every labelled case of another dataset
+folder with --data — by sliding window with Gaussian weighting (nnU-Net's
+inference), and prints per-case and mean Dice per class. With --output it
+also writes each prediction as <case>.nii.gz (on the case's grid, with its
+affine) and summary.json.`,
+		Example: `  train validate --checkpoint runs/demo/fold_0/run_0/checkpoints/best
+  train validate --checkpoint runs/demo/fold_0/run_0/checkpoints/best --data /data/Task04_Hippocampus --output preds/ --hd95`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := opts.Model.check(cmd.Flags()); err != nil {
+				return err
+			}
+			if opts.Fold < -1 {
+				return fmt.Errorf("--fold: %d, want a fold ≥ 0 (or -1: the checkpoint's own)", opts.Fold)
+			}
+			if cmd.Flags().Changed("fold") && opts.Data != "" {
+				return fmt.Errorf("--fold and --data: give one (a fold of the training dataset, or another dataset)")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return validateRun(cmd.Context(), opts)
+		},
+	}
+	opts.Model.register(cmd)
+	cmd.Flags().IntVar(&opts.Fold, "fold", -1, "score this fold's validation cases (default: the fold the checkpoint was trained on)")
+	cmd.Flags().StringVar(&opts.Data, "data", "", "score every labelled case of this dataset folder instead")
+	cmd.Flags().StringVar(&opts.Output, "output", "", "write predictions and summary.json here")
+	cmd.Flags().BoolVar(&opts.Model.Window.HD95, "hd95", false, "also compute the 95th-percentile Hausdorff distance")
+	return cmd
+}
+
+// validateRun scores the checkpoint and prints per-case and mean Dice.
+func validateRun(ctx context.Context, opts *ValidateOptions) error {
+	m, done, err := opts.Model.load(opts.OpenDevice)
+	if err != nil {
+		return err
+	}
+	defer done()
+	out := opts.IO.Out
+	fmt.Fprintf(out, "checkpoint %s\n", m.Dir)
+	res, err := m.Evaluate(ctx, infer.EvalOptions{Fold: opts.Fold, Dataset: opts.Data, OutputDir: opts.Output,
+		Validation: opts.Model.Window, Log: out})
+	if err != nil {
+		return err
+	}
+	printScores(out, res)
+	if opts.Output != "" {
+		fmt.Fprintf(out, "predictions and summary.json in %s\n", opts.Output)
+	}
+	return nil
+}
+
+func printScores(w io.Writer, s infer.Scores) {
+	fmt.Fprintf(w, "%d cases\n", len(s.Cases))
+	for c, d := range s.MeanDice {
+		line := fmt.Sprintf("  class %d: mean Dice %.4f", c+1, d)
+		if c < len(s.MeanHD95) {
+			line += fmt.Sprintf("  mean HD95 %.2f", s.MeanHD95[c])
+		}
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintf(w, "mean Dice over classes: %.4f\n", metrics.NanMean(s.MeanDice))
+}

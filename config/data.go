@@ -1,0 +1,313 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Data is the `data:` section: where the cases are, how folds are drawn,
+// how samples are made and from which voxel source.
+type Data struct {
+	// Dataset is a folder holding either an MSD dataset.json with a
+	// "training" list, or the nnU-Net layout (imagesTr/CASE_0000.nii.gz,
+	// labelsTr/CASE.nii.gz).
+	Dataset string `yaml:"dataset"`
+	// Format is "auto" (MSD when dataset.json has a training list, else
+	// nnU-Net), "msd" or "nnunet".
+	Format string `yaml:"format"`
+	// Cases lists the cases explicitly instead of discovering them under
+	// Dataset; relative paths are relative to Dataset (or, without one, to
+	// the config file's folder).
+	Cases []CaseSpec `yaml:"cases"`
+
+	// Fold selects the validation fold, 0 ≤ fold < num_folds; -1 trains
+	// on every case and validates on none.
+	Fold int `yaml:"fold"`
+	// NumFolds is k of the k-fold split.
+	NumFolds int `yaml:"num_folds"`
+	// SplitsFile holds the folds; written on first use, then reused so a
+	// fold is the same cases on every machine (empty:
+	// <store or dataset>/splits_final.json).
+	SplitsFile string `yaml:"splits_file"`
+
+	// Workers is the number of worker goroutines, or "auto" (unset: the
+	// default, min(8, cores−1), at least 1; 0 makes every sample on the
+	// consumer's goroutine, as PyTorch's num_workers=0).
+	Workers Workers `yaml:"workers"`
+	// PrefetchFactor is the number of batches per worker that may be in
+	// flight: prefetch depth = workers × prefetch_factor.
+	PrefetchFactor int `yaml:"prefetch_factor"`
+	// OversampleForeground is the fraction of each batch (its last
+	// round(batch × p) slots) whose patch is centred on foreground
+	// (nnU-Net's oversample_foreground_percent).
+	OversampleForeground float64 `yaml:"oversample_foreground"`
+	// CaseWeights gives per-case sampling weights by case ID (default 1).
+	CaseWeights map[string]float64 `yaml:"case_weights"`
+
+	// Source is where voxels come from: "auto" (the prepared store when it
+	// exists, else "cache"), "gz" (decode the NIfTI files for every
+	// sample), "cache" (decode once, keep decoded volumes in memory within
+	// cache_bytes) or "store".
+	Source string `yaml:"source"`
+	// CacheBytes is the byte budget of the decoded-volume cache, e.g.
+	// "4GiB" (0 disables the cache).
+	CacheBytes ByteSize `yaml:"cache_bytes"`
+	// Store is the prepared-store folder (empty: <dataset>/.voxtrain-store).
+	Store string `yaml:"store"`
+	// StoreChunk is the edge of the store's cubic chunks.
+	StoreChunk int `yaml:"store_chunk"`
+	// StoreCodec is the store's chunk compression: "s2-shuffle" (S2 over
+	// float32 byte planes, the fastest compressed codec to read by
+	// measurement), "s2", "zstd" or "zstd-shuffle" (smaller, slower to
+	// read), or "raw": uncompressed chunks read through a memory map, the
+	// fastest of all at 4 bytes a voxel on disk (see docs/BENCHMARKS.md).
+	StoreCodec string `yaml:"store_codec"`
+
+	// Normalization is the deterministic intensity normalisation per image
+	// channel, nnU-Net's schemes: "zscore" (the case's mean and std), "ct"
+	// (clip to ct_window, then subtract ct_mean and divide by ct_std: the
+	// dataset's foreground 0.5/99.5 percentiles, mean and std, as in
+	// nnU-Net's dataset fingerprint) or "none". One value applies to every
+	// channel.
+	Normalization StringList `yaml:"normalization"`
+	// CTWindow is [low, high] for "ct" normalisation. When absent it is
+	// computed from the dataset (see CTStd).
+	CTWindow []float64 `yaml:"ct_window"`
+	// CTMean and CTStd are the dataset foreground statistics for "ct".
+	// When ct_std is absent (0), the mean and std are computed from the
+	// dataset, as is ct_window when absent, and a given non-zero ct_mean
+	// is kept; when ct_std is given, ct_mean is taken as given (0 when
+	// unset). Computed statistics follow nnU-Net's dataset fingerprint
+	// (see package data) and are written into the run's config.yaml.
+	CTMean float64 `yaml:"ct_mean"`
+	CTStd  float64 `yaml:"ct_std"`
+	// TargetSpacing, when set, resamples every case after normalisation to
+	// this voxel size, [d, h, w] in the files' units in (D, H, W) = NIfTI
+	// (z, y, x) order, as nnU-Net's preprocessing (images trilinear,
+	// labels nearest). Absent: no resampling.
+	TargetSpacing []float64 `yaml:"target_spacing,omitempty"`
+
+	// OnError is "fail" (stop with an error naming the file) or "skip"
+	// (log once, quarantine the case, draw a replacement).
+	OnError string `yaml:"on_error"`
+	// WatchdogTimeout reports a sample that takes longer.
+	WatchdogTimeout time.Duration `yaml:"watchdog_timeout"`
+	// HardTimeout, when set, makes the stream fail when one sample takes
+	// longer.
+	HardTimeout time.Duration `yaml:"hard_timeout"`
+}
+
+// CaseSpec is one explicitly listed case.
+type CaseSpec struct {
+	// ID names the case (default: the label's, else the first image's,
+	// file name without extension).
+	ID string `yaml:"id"`
+	// Image is one file (3D, or 4D with channels on the 4th axis) or a
+	// list of 3D files, one per channel.
+	Image StringList `yaml:"image"`
+	// Label is the label map ("" for none).
+	Label string `yaml:"label"`
+	// Weight is the sampling weight (default 1).
+	Weight float64 `yaml:"weight"`
+}
+
+// WorkerCount resolves Workers to the number of pool goroutines: the
+// default when unset, and for "auto" the default as the ceiling the tuner
+// may use. 0 means synchronous (samples made inside Next).
+func (d Data) WorkerCount() int {
+	if d.Workers.Auto || !d.Workers.Set {
+		return DefaultWorkers()
+	}
+	return d.Workers.N
+}
+
+// StoreDir is the prepared store's folder: store, else
+// <dataset>/.voxtrain-store.
+func (d Data) StoreDir() string {
+	if d.Store != "" {
+		return d.Store
+	}
+	return filepath.Join(d.Dataset, ".voxtrain-store")
+}
+
+// SplitsPath is where the folds are kept: splits_file, else the store
+// folder when set, else the dataset folder.
+func (d Data) SplitsPath() string {
+	switch {
+	case d.SplitsFile != "":
+		return d.SplitsFile
+	case d.Store != "":
+		return filepath.Join(d.Store, "splits_final.json")
+	case d.Dataset != "":
+		return filepath.Join(d.Dataset, "splits_final.json")
+	}
+	return "splits_final.json"
+}
+
+// NeedsCTStatistics reports whether the section uses ct normalisation and
+// leaves some of its statistics to compute from the dataset: no ct_window,
+// or no ct_std (ct_mean goes with ct_std).
+func (d Data) NeedsCTStatistics() bool {
+	if len(d.CTWindow) != 0 && d.CTStd != 0 {
+		return false
+	}
+	for _, n := range d.Normalization {
+		if n == "ct" {
+			return true
+		}
+	}
+	return false
+}
+
+// Target returns target_spacing as (D, H, W), or nil when unset.
+func (d Data) Target() *[3]float64 {
+	if len(d.TargetSpacing) != 3 {
+		return nil
+	}
+	return &[3]float64{d.TargetSpacing[0], d.TargetSpacing[1], d.TargetSpacing[2]}
+}
+
+// Workers is a worker count or "auto". The zero value (not set) means the
+// default count, min(8, cores−1), at least 1; an explicit 0 runs every
+// sample on the consumer's goroutine inside Next (no prefetch, as
+// PyTorch's num_workers=0).
+type Workers struct {
+	N    int
+	Auto bool
+	Set  bool
+}
+
+// UnmarshalYAML accepts an integer ≥ 0, "auto" or "default".
+func (w *Workers) UnmarshalYAML(n *yaml.Node) error {
+	v, err := ParseWorkers(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: workers: %w", n.Line, err)
+	}
+	*w = v
+	return nil
+}
+
+// MarshalYAML writes "auto", the count, or "default" when unset, so a
+// resolved config reads back as it was.
+func (w Workers) MarshalYAML() (any, error) {
+	switch {
+	case w.Auto:
+		return "auto", nil
+	case !w.Set:
+		return "default", nil
+	}
+	return w.N, nil
+}
+
+// ParseWorkers parses "auto", "default" (unset) or a non-negative integer.
+func ParseWorkers(s string) (Workers, error) {
+	s = strings.TrimSpace(s)
+	switch s {
+	case "auto":
+		return Workers{Auto: true, Set: true}, nil
+	case "default":
+		return Workers{}, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return Workers{}, fmt.Errorf("%q is not a worker count (an integer ≥ 0, or auto)", s)
+	}
+	return Workers{N: n, Set: true}, nil
+}
+
+// String returns "auto", "default" or the count.
+func (w Workers) String() string {
+	if w.Auto {
+		return "auto"
+	}
+	if !w.Set {
+		return "default"
+	}
+	return strconv.Itoa(w.N)
+}
+
+// DefaultWorkers is the worker count when data.workers is unset:
+// min(8, cores−1), at least 1.
+func DefaultWorkers() int {
+	return max(1, min(8, runtime.NumCPU()-1))
+}
+
+// ByteSize is a size in bytes that YAML may give as an integer or with a
+// unit ("512MiB", "4GiB", "2GB").
+type ByteSize int64
+
+// UnmarshalYAML parses an integer or a size with a unit.
+func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
+	v, err := ParseByteSize(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*b = ByteSize(v)
+	return nil
+}
+
+// MarshalYAML writes whole binary units ("4GiB") where exact, else bytes.
+func (b ByteSize) MarshalYAML() (any, error) {
+	for _, u := range []struct {
+		suf string
+		mul int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if b > 0 && int64(b)%u.mul == 0 {
+			return strconv.FormatInt(int64(b)/u.mul, 10) + u.suf, nil
+		}
+	}
+	return int64(b), nil
+}
+
+// ParseByteSize parses "123", "64KiB", "512MiB", "4GiB", "1TiB" or the
+// decimal "KB", "MB", "GB", "TB".
+func ParseByteSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	units := []struct {
+		suf string
+		mul int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	mul := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(t, u.suf) {
+			t, mul = strings.TrimSpace(strings.TrimSuffix(t, u.suf)), u.mul
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(t, 64)
+	if err != nil || f < 0 || f*float64(mul) > 1<<62 || math.IsNaN(f) {
+		return 0, fmt.Errorf("%q is not a byte size (e.g. 512MiB, 4GiB)", s)
+	}
+	return int64(f * float64(mul)), nil
+}
+
+// StringList is a YAML scalar or sequence of strings.
+type StringList []string
+
+// UnmarshalYAML accepts "a" or [a, b].
+func (l *StringList) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		*l = StringList{n.Value}
+		return nil
+	case yaml.SequenceNode:
+		out := make(StringList, 0, len(n.Content))
+		for _, c := range n.Content {
+			if c.Kind != yaml.ScalarNode {
+				return fmt.Errorf("line %d: want a string", c.Line)
+			}
+			out = append(out, c.Value)
+		}
+		*l = out
+		return nil
+	}
+	return fmt.Errorf("line %d: want a string or a list of strings", n.Line)
+}

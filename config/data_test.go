@@ -1,0 +1,107 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// parseData parses a data: section body through the whole loader.
+func parseData(t *testing.T, body string) (Data, error) {
+	t.Helper()
+	doc := "data:\n  " + strings.ReplaceAll(strings.TrimSpace(body), "\n", "\n  ") + "\ntrain:\n  patch_size: [8, 8, 8]\n"
+	c, err := Parse([]byte(doc), "test.yaml", "")
+	if err != nil {
+		return Data{}, err
+	}
+	return c.Data, c.Validate()
+}
+
+func TestDataSectionYAML(t *testing.T) {
+	c, err := parseData(t, `
+dataset: /data/x
+workers: auto
+cache_bytes: 512MiB
+oversample_foreground: 0
+normalization: [zscore]
+watchdog_timeout: 30s
+on_error: skip
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Workers.Auto || c.CacheBytes != 512<<20 || c.OversampleForeground != 0 || c.WatchdogTimeout != 30*time.Second || c.OnError != "skip" {
+		t.Errorf("parsed %+v", c)
+	}
+	for in, want := range map[string]string{
+		"dataset: x\nworkrs: 2":         "line 3",
+		"dataset: x\nworkers: many":     "workers",
+		"dataset: x\ncache_bytes: lots": "byte size",
+		"dataset: x\non_error: retry":   "on_error",
+		"dataset: x\nsource: s3":        "source",
+		"dataset: x\nfold: 7":           "fold",
+	} {
+		if _, err := parseData(t, in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error mentioning %q", in, err, want)
+		}
+	}
+	if w, _ := ParseWorkers("0"); !w.Set || w.N != 0 {
+		t.Errorf("workers 0: %+v", w)
+	}
+	if Default().Data.WorkerCount() < 1 {
+		t.Error("default workers < 1")
+	}
+}
+
+func TestCTSettings(t *testing.T) {
+	for _, in := range []string{
+		"normalization: ct",
+		"normalization: [ct]\nct_window: [-100, 300]",
+		"normalization: [ct]\nct_std: 80\nct_mean: 40",
+		"normalization: [ct]\nct_window: [-100, 300]\nct_mean: 40\nct_std: 80",
+	} {
+		if _, err := parseData(t, "dataset: x\n"+in); err != nil {
+			t.Errorf("%q: %v", in, err)
+		}
+	}
+	for in, key := range map[string]string{
+		"ct_window: [300, -100]":       "data.ct_window",
+		"ct_window: [1, 2, 3]":         "data.ct_window",
+		"ct_window: [5]":               "data.ct_window",
+		"ct_window: [-.inf, 10]":       "data.ct_window",
+		"ct_std: -1":                   "data.ct_std",
+		"ct_std: .nan":                 "data.ct_std",
+		"ct_mean: .nan\nct_std: 1":     "data.ct_mean",
+		"ct_window: [3, 3]\nct_std: 1": "data.ct_window",
+	} {
+		if _, err := parseData(t, "dataset: x\nnormalization: [ct]\n"+in); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%q: %v, want an error naming %s", in, err, key)
+		}
+	}
+}
+
+func TestTargetSpacing(t *testing.T) {
+	c, err := parseData(t, "dataset: x\ntarget_spacing: [3, 0.8, 0.8]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Target(); p == nil || *p != [3]float64{3, 0.8, 0.8} {
+		t.Errorf("target %v", p)
+	}
+	for _, in := range []string{
+		"target_spacing: [1, 1]",
+		"target_spacing: [1, 1, 1, 1]",
+		"target_spacing: [1, 0, 1]",
+		"target_spacing: [1, -2, 1]",
+		"target_spacing: [1, .nan, 1]",
+		"target_spacing: [1, .inf, 1]",
+		"target_spacing: []",
+	} {
+		if _, err := parseData(t, "dataset: x\n"+in); err == nil || !strings.Contains(err.Error(), "data.target_spacing") {
+			t.Errorf("%s: %v, want an error naming data.target_spacing", in, err)
+		}
+	}
+	if c, _ := parseData(t, "dataset: x"); c.Target() != nil {
+		t.Error("absent target_spacing gives a target")
+	}
+}

@@ -1,0 +1,122 @@
+package infer
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/voxtrain/voxtrain/checkpoint"
+	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/data"
+	"github.com/voxtrain/voxtrain/nn"
+)
+
+// Model is a trained U-Net loaded from a checkpoint, with the config it
+// was trained with, ready for sliding-window prediction.
+type Model struct {
+	Config *config.Config
+	Dir    string // the checkpoint loaded
+	net    *nn.UNet
+	dnet   *DeviceNet
+}
+
+// checkpointDir resolves what LoadModel accepts (a checkpoint directory, a
+// last/best pointer, or the model.safetensors inside one) to the
+// directory holding config.yaml.
+func checkpointDir(path string) (string, error) {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("checkpoint: %w", err)
+	}
+	if !fi.IsDir() {
+		path = filepath.Dir(path)
+	}
+	if _, err := os.Stat(filepath.Join(path, "config.yaml")); err != nil {
+		return "", fmt.Errorf("checkpoint %s: no config.yaml beside the weights (give a checkpoint directory saved by train, or its last/best pointer)", path)
+	}
+	return path, nil
+}
+
+// LoadModel builds the model of the checkpoint at path on dev and loads
+// its weights. Inference runs batches of batch patches (0: the training
+// batch size).
+func LoadModel(path string, dev nn.Device, batch int) (*Model, error) {
+	dir, err := checkpointDir(path)
+	if err != nil {
+		return nil, err
+	}
+	cfgPath := filepath.Join(dir, "config.yaml")
+	text, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	cfg, err := config.Parse(text, cfgPath, "")
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", cfgPath, err)
+	}
+	net, err := nn.NewUNet(dev, cfg.Model, cfg.Seed)
+	if err != nil {
+		return nil, err
+	}
+	params, err := nn.ExportParams(dev, net.Params())
+	if err != nil {
+		net.Free()
+		return nil, err
+	}
+	weights := checkpoint.FromHost(params)
+	if _, err := checkpoint.Load(dir, weights, nil); err != nil {
+		net.Free()
+		return nil, err
+	}
+	if err := nn.ImportParams(dev, net.Params(), checkpoint.ToHost(weights)); err != nil {
+		net.Free()
+		return nil, fmt.Errorf("checkpoint %s: %w", dir, err)
+	}
+	if batch <= 0 {
+		batch = cfg.Train.BatchSize
+	}
+	dnet, err := NewDeviceNet(net, batch, cfg.Train.PatchSize)
+	if err != nil {
+		net.Free()
+		return nil, err
+	}
+	return &Model{Config: cfg, Dir: dir, net: net, dnet: dnet}, nil
+}
+
+// Close releases the model's device memory.
+func (m *Model) Close() {
+	m.dnet.Free()
+	m.net.Free()
+}
+
+// Segment predicts the label map of a preprocessed volume (see Segment).
+func (m *Model) Segment(ctx context.Context, v *data.Volume, vc config.Validation) ([]uint8, error) {
+	return Segment(ctx, m.dnet, v, vc)
+}
+
+// PredictFile segments the image file(s) (one per channel, or one 4D file)
+// and writes the labels to output as uint8 with the first input's header:
+// dimensions, voxel sizes, qform and sform unchanged, so viewers (ITK-SNAP,
+// 3D Slicer, FSLeyes) overlay it on the input.
+func (m *Model) PredictFile(ctx context.Context, inputs []string, output string, vc config.Validation) error {
+	v, err := data.ReadCase(m.Config.Data, data.Case{ID: filepath.Base(inputs[0]), Images: inputs}, 0)
+	if err != nil {
+		return err
+	}
+	labels, err := m.Segment(ctx, v, vc)
+	if err != nil {
+		return fmt.Errorf("predict %s: %w", inputs[0], err)
+	}
+	// Back onto the input's grid when data.target_spacing resampled it.
+	if labels, err = v.LabelsOnSourceGrid(labels); err != nil {
+		return fmt.Errorf("predict %s: %w", inputs[0], err)
+	}
+	return WriteLabels(output, inputs[0], labels)
+}

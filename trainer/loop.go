@@ -1,0 +1,226 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/voxtrain/voxtrain/data"
+	"github.com/voxtrain/voxtrain/gpumon"
+	"github.com/voxtrain/voxtrain/runlog"
+)
+
+// train is the loop, nnU-Net's run_training: the run starts, then every
+// epoch starts, takes its steps and ends (metrics, validation,
+// checkpoint), and the run ends. A cancelled ctx or StopAfterSteps stops
+// it after the current step; onTrainEnd then saves `last`.
+func (t *trainer) train(ctx context.Context) (*Result, error) {
+	if t.state.Epoch >= t.cfg.Train.Epochs {
+		t.log.Info("nothing to do: the run already completed its epochs", "epochs", t.state.Epoch)
+		return t.onTrainEnd()
+	}
+	if err := t.onTrainStart(ctx); err != nil {
+		return nil, err
+	}
+	for t.state.Epoch < t.cfg.Train.Epochs && !t.stopped {
+		t.onEpochStart()
+		for step := t.state.StepInEpoch; step < t.iters && !t.stopped; step++ {
+			if err := t.trainStep(ctx, step); err != nil {
+				return nil, err
+			}
+		}
+		t.console.endEpoch()
+		if t.stopped {
+			break
+		}
+		if err := t.onEpochEnd(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return t.onTrainEnd()
+}
+
+// onTrainStart opens the training stream at the state's data cursor and
+// prefetches the first batch.
+func (t *trainer) onTrainStart(ctx context.Context) error {
+	batches, err := t.loader.Train(data.StreamOptions{StartEpoch: t.state.Epoch, StartStep: t.state.StepInEpoch})
+	if err != nil {
+		return err
+	}
+	t.feed = newPrefetcher(batches, t.opt.Device)
+	t.clock.startRun(t.state.Step)
+	t.feed.fetch(ctx)
+	return nil
+}
+
+// onEpochStart resets the epoch's timing, loss and progress bar.
+func (t *trainer) onEpochStart() {
+	t.clock.startEpoch()
+	t.lossSum, t.losses = 0, 0
+	t.console.startEpoch(t.state.Epoch+1, t.cfg.Train.Epochs, t.iters)
+	t.opt.Monitor.TakeMean() // start the epoch's GPU averaging period (nil-safe)
+}
+
+// trainStep takes optimiser step step of the current epoch on the batch
+// prefetched for it, fetching the next one while it computes.
+func (t *trainer) trainStep(ctx context.Context, step int) error {
+	epoch, cfg := t.state.Epoch, t.cfg.Train
+	cur := t.feed.take()
+	t.clock.dataWait(cur.wait)
+	if cur.err != nil {
+		if ctx.Err() != nil {
+			t.stopped = true
+			return nil
+		}
+		return fmt.Errorf("data: %w", cur.err)
+	}
+	if cur.epoch != epoch || cur.step != step {
+		return fmt.Errorf("trainer: data stream delivered epoch %d step %d, expected epoch %d step %d", cur.epoch, cur.step, epoch, step)
+	}
+	start := time.Now()
+	x, y := t.feed.acquire(cur)
+	t.clock.copyWait(time.Since(start))
+	lastOfRun := epoch == cfg.Epochs-1 && step == t.iters-1
+	stopNow := t.opt.StopAfterSteps > 0 && t.state.Step+1-t.clock.firstStep >= int64(t.opt.StopAfterSteps)
+	if !lastOfRun && !stopNow && ctx.Err() == nil {
+		t.feed.fetch(ctx)
+	}
+	computeStart := time.Now()
+	lr := t.cfg.Optim.Schedule.LR(t.cfg.Optim.LR, int(t.state.Step), int(t.total))
+	sr, err := t.learner.Step(x, y, lr)
+	t.feed.done(cur)
+	if err != nil {
+		return fmt.Errorf("epoch %d step %d: %w", epoch+1, step+1, err)
+	}
+	t.clock.compute(time.Since(computeStart))
+	t.state.Step++
+	t.state.StepInEpoch = step + 1
+	if loss := sr.Loss.Total; math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return fmt.Errorf("epoch %d step %d: the loss is %v (lower optim.lr, or check the labels and the normalisation)", epoch+1, step+1, loss)
+	}
+	t.lossSum += sr.Loss.Total
+	t.losses++
+	t.clock.stepDone(time.Since(start))
+	t.showProgress(step)
+	if stopNow || ctx.Err() != nil {
+		t.stopped = true
+	}
+	return nil
+}
+
+// onEpochEnd closes a completed epoch: validation when due, the epoch's
+// record in metrics.jsonl and the log, a checkpoint (best tracked by the
+// validation metric).
+func (t *trainer) onEpochEnd(ctx context.Context) error {
+	t.state.Epoch++
+	t.state.StepInEpoch = 0
+	rec := runlog.Epoch{Epoch: t.state.Epoch, Step: t.state.Step, Time: time.Now().UTC().Format(time.RFC3339),
+		LR:        t.cfg.Optim.Schedule.LR(t.cfg.Optim.LR, int(t.state.Step), int(t.total)),
+		TrainLoss: runlog.Float(t.lossSum / float64(max(t.losses, 1)))}
+	var metric *float64
+	if t.val.due(t.state.Epoch, t.cfg.Train.Epochs) {
+		m, took, err := t.val.run(ctx, &rec)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		t.stopped = t.stopped || err != nil
+		metric = m
+		t.clock.validated(took)
+	}
+	t.clock.endEpoch(&rec, t.losses*t.cfg.Train.BatchSize, t.state.Step, t.total)
+	if g, ok := t.opt.Monitor.TakeMean(); ok {
+		rec.GPU = &runlog.GPU{UtilPct: g.UtilPct, MemUsedMiB: g.MemUsedMiB, MemTotalMiB: g.MemTotalMiB, PowerW: g.PowerW, TempC: g.TempC}
+	}
+	if err := runlog.Append(t.run.Metrics, rec); err != nil {
+		return err
+	}
+	t.logEpoch(rec)
+	if metric != nil {
+		t.res.LastDice = *metric
+	}
+	if err := t.ckpts.save(&t.state, false, metric); err != nil {
+		return err
+	}
+	if t.state.BestMetric != nil {
+		t.res.BestDice = *t.state.BestMetric
+	}
+	if t.opt.OnEpochEnd != nil {
+		t.opt.OnEpochEnd(t.state.Epoch)
+	}
+	return nil
+}
+
+// onTrainEnd saves `last` after an interruption mid-epoch (and says how to
+// resume), draws the curves and returns the run's result.
+func (t *trainer) onTrainEnd() (*Result, error) {
+	t.res.Epochs, t.res.Steps = t.state.Epoch, t.state.Step
+	if t.state.BestMetric != nil {
+		t.res.BestDice = *t.state.BestMetric
+	}
+	if t.stopped {
+		t.res.Interrupted = true
+		if t.state.StepInEpoch > 0 {
+			if err := t.ckpts.save(&t.state, true, nil); err != nil {
+				return nil, err
+			}
+		}
+		t.log.Info("interrupted: saved last", "epoch", t.state.Epoch, "step_in_epoch", t.state.StepInEpoch, "step", t.state.Step)
+		if t.opt.ResumeCommand != "" {
+			fmt.Fprintf(t.console, "to resume: %s\n", t.opt.ResumeCommand)
+		}
+	}
+	t.res.Plots = t.plot()
+	return &t.res, nil
+}
+
+// showProgress updates the progress bar (or prints a line) after a step.
+func (t *trainer) showProgress(step int) {
+	elapsed := t.clock.epochElapsed().Seconds()
+	t.console.step(progress{epoch: t.state.Epoch + 1, epochs: t.cfg.Train.Epochs, step: step + 1, steps: t.iters,
+		loss: t.lossSum / float64(t.losses), samplesPerS: float64(t.losses*t.cfg.Train.BatchSize) / elapsed,
+		dataWaitPct: 100 * t.clock.timing.DataWaitS / elapsed, eta: t.clock.stepETA(t.total - t.state.Step),
+		gpu: gpuString(t.opt.Monitor)})
+}
+
+func gpuString(m *gpumon.Monitor) string {
+	s, ok := m.Latest()
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("GPU %.0f%% %.1f/%.1f GiB", s.UtilPct, s.MemUsedMiB/1024, s.MemTotalMiB/1024)
+}
+
+// logEpoch writes an epoch's record to the log.
+func (t *trainer) logEpoch(e runlog.Epoch) {
+	args := []any{"epoch", e.Epoch, "step", e.Step, "train_loss", fmt.Sprintf("%.4f", float64(e.TrainLoss)),
+		"lr", fmt.Sprintf("%.3g", e.LR), "samples_per_s", fmt.Sprintf("%.2f", e.SamplesPerS),
+		"epoch_s", fmt.Sprintf("%.1f", e.Timing.EpochS), "data_wait_s", fmt.Sprintf("%.2f", e.Timing.DataWaitS),
+		"copy_s", fmt.Sprintf("%.2f", e.Timing.CopyS), "compute_s", fmt.Sprintf("%.1f", e.Timing.ComputeS),
+		"validation_s", fmt.Sprintf("%.1f", e.Timing.ValidationS), "eta", fmtDuration(time.Duration(e.ETAS * float64(time.Second)))}
+	if e.ValLoss != nil {
+		args = append(args, "val_loss", fmt.Sprintf("%.4f", float64(*e.ValLoss)))
+	}
+	if e.ValDiceMean != nil {
+		args = append(args, "val_dice", fmt.Sprintf("%.4f", float64(*e.ValDiceMean)), "val_dice_per_class", fmt.Sprint(e.ValDice))
+	}
+	if e.GPU != nil {
+		args = append(args, "gpu_util_pct", fmt.Sprintf("%.0f", e.GPU.UtilPct), "gpu_mem_mib", fmt.Sprintf("%.0f", e.GPU.MemUsedMiB))
+	}
+	t.log.Info("epoch", args...)
+}
+
+// plot draws the run's curves from metrics.jsonl (a failure is logged).
+func (t *trainer) plot() []string {
+	eps, err := runlog.Read(t.run.Metrics)
+	if err != nil || len(eps) == 0 {
+		return nil
+	}
+	files, err := runlog.Plot(eps, t.run.Plots)
+	if err != nil {
+		t.log.Warn("plot", "error", err)
+	}
+	return files
+}
+
+func nanFloat() float64 { return math.NaN() }
