@@ -5,9 +5,14 @@
 // The bytes go to a temporary file in the destination's directory (the
 // same filesystem, so the final rename is atomic), named TempPrefix +
 // base + "-" + random suffix so that whoever owns the directory can
-// recognise and remove the leftovers of a killed writer. Commit fsyncs the
-// file, renames it over the destination and fsyncs the directory, so the
-// new file also survives a power loss once Commit returns.
+// recognise and remove the leftovers of a killed writer. The file is
+// fsynced before it is renamed over the destination, so even a power loss
+// leaves the old file or the complete new one.
+//
+// That the new name itself survives a power loss takes one more fsync, of
+// the directory (SyncDir). WriteFile does it for its one file; a writer of
+// many files through Create (a dataset, a batch of predictions) does it
+// once after the batch when it needs it, rather than once a file.
 //
 // Like os.WriteFile, nothing here creates missing directories.
 package atomicfile
@@ -33,10 +38,11 @@ func TempName(path string) string {
 	return filepath.Join(filepath.Dir(path), TempPrefix+filepath.Base(path)+"-"+rand.Text())
 }
 
-// WriteFile writes data to path atomically (see the package
-// documentation), with permissions exactly perm (the umask does not apply).
-// On error the previous file, if any, is untouched and no temporary file
-// is left behind.
+// WriteFile writes data to path atomically and durably: when it returns
+// nil the new file has replaced the old one and survives a power loss (the
+// directory is fsynced too). The file's permissions are exactly perm (the
+// umask does not apply). On error the previous file, if any, is untouched
+// and no temporary file is left behind.
 func WriteFile(path string, data []byte, perm os.FileMode) error {
 	f, err := Create(path, perm)
 	if err != nil {
@@ -46,7 +52,10 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	if _, err := f.Write(data); err != nil {
 		return err
 	}
-	return f.Commit()
+	if err := f.Commit(); err != nil {
+		return err
+	}
+	return SyncDir(filepath.Dir(path))
 }
 
 // File is a file being written under a temporary name; Commit puts it in
@@ -86,10 +95,10 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) { return f.f.WriteAt(p,
 // Seek sets the offset of the next Write (io.Seeker).
 func (f *File) Seek(offset int64, whence int) (int64, error) { return f.f.Seek(offset, whence) }
 
-// Commit fsyncs the temporary file, renames it over the destination and
-// fsyncs the directory. On an error before the rename the temporary file
-// is removed and the destination is untouched; an error after it (the
-// directory fsync) leaves the new file in place, possibly not yet durable.
+// Commit fsyncs the temporary file and renames it over the destination.
+// It does not fsync the directory (see the package documentation: call
+// SyncDir when the new name must survive a power loss). On error the
+// temporary file is removed and the destination is untouched.
 func (f *File) Commit() error {
 	if f.done {
 		return fmt.Errorf("commit %s: %w", f.path, os.ErrClosed)
@@ -105,9 +114,8 @@ func (f *File) Commit() error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return err
 	}
-	return SyncDir(filepath.Dir(f.path))
+	return err
 }
 
 // Close discards the temporary file unless Commit was called, leaving the
