@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/klauspost/compress/gzip"
+	"github.com/voxtrain/voxtrain/internal/atomicfile"
 )
 
 // Writer writes NIfTI files. The zero value is ready to use.
@@ -222,57 +221,53 @@ func validateForWrite(h *Header) error {
 	return nil
 }
 
-// atomicWrite writes a file through emit into a temporary file in the same
-// directory, gzip-compressed when the name ends in .gz, syncs it and renames
-// it over name.
-func (w *Writer) atomicWrite(name string, emit func(io.Writer) error) (err error) {
-	dir := filepath.Dir(name)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(name)+".tmp-*")
+// filePerm is the mode of the files Writer writes: owner read and write
+// only, the mode they had when the writer made its temporary files with
+// os.CreateTemp.
+const filePerm = 0o600
+
+// atomicWrite writes a file through emit, gzip-compressed when the name ends
+// in .gz, with atomicfile: a reader never sees a half-written file.
+func (w *Writer) atomicWrite(name string, emit func(io.Writer) error) error {
+	f, err := atomicfile.Create(name, filePerm)
 	if err != nil {
 		return fmt.Errorf("nifti: write %s: %w", name, err)
 	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	bw := bufio.NewWriterSize(f, 256<<10)
-	var out io.Writer = bw
-	var gz *gzip.Writer
-	if strings.HasSuffix(strings.ToLower(name), ".gz") {
-		level := w.GzipLevel
-		if level == 0 {
-			level = gzip.DefaultCompression
-		}
-		gz, err = gzip.NewWriterLevel(bw, level)
-		if err != nil {
-			return fmt.Errorf("nifti: write %s: %w", name, err)
-		}
-		out = gz
-	}
-	if err = emit(out); err != nil {
+	defer f.Close() // discards the temporary file unless committed
+	if err := w.encodeTo(f, name, emit); err != nil {
 		return fmt.Errorf("nifti: write %s: %w", name, err)
 	}
-	if gz != nil {
-		if err = gz.Close(); err != nil {
-			return fmt.Errorf("nifti: write %s: %w", name, err)
-		}
-	}
-	if err = bw.Flush(); err != nil {
-		return fmt.Errorf("nifti: write %s: %w", name, err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("nifti: write %s: %w", name, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("nifti: write %s: %w", name, err)
-	}
-	if err = os.Rename(tmp, name); err != nil {
+	if err := f.Commit(); err != nil {
 		return fmt.Errorf("nifti: write %s: %w", name, err)
 	}
 	return nil
+}
+
+// encodeTo runs emit into f through a write buffer and, for a .gz name, a
+// gzip stream at the Writer's level, and flushes both.
+func (w *Writer) encodeTo(f io.Writer, name string, emit func(io.Writer) error) error {
+	bw := bufio.NewWriterSize(f, 256<<10)
+	if !strings.HasSuffix(strings.ToLower(name), ".gz") {
+		if err := emit(bw); err != nil {
+			return err
+		}
+		return bw.Flush()
+	}
+	level := w.GzipLevel
+	if level == 0 {
+		level = gzip.DefaultCompression
+	}
+	gz, err := gzip.NewWriterLevel(bw, level)
+	if err != nil {
+		return err
+	}
+	if err := emit(gz); err != nil {
+		return err
+	}
+	if err := gz.Close(); err != nil {
+		return err
+	}
+	return bw.Flush()
 }
 
 // encode converts float32 values to stored voxels of type dt in dst.
