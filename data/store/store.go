@@ -38,7 +38,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/voxtrain/voxtrain/checkpoint"
 	"io"
 	"math"
 	"os"
@@ -50,6 +49,7 @@ import (
 
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
+	"github.com/voxtrain/voxtrain/internal/atomicfile"
 )
 
 // Version is the store format version.
@@ -227,6 +227,10 @@ const shuffleBit = 16
 // codecRawID is the raw codec's case-file code.
 const codecRawID = 3
 
+// casePerm is the mode of case files: owner read and write only, the mode
+// they had when the writer made them with os.CreateTemp.
+const casePerm = 0o600
+
 // rawAlign aligns a raw case file's first chunk (and so every float32
 // chunk, whose sizes are multiples of 4) for in-place float32 views.
 const rawAlign = 64
@@ -343,7 +347,7 @@ func (w *Writer) Close() error {
 		return err
 	}
 	idx := filepath.Join(w.dir, "index.json")
-	if err := checkpoint.WriteFileAtomic(idx, append(b, '\n'), 0o644); err != nil {
+	if err := atomicfile.WriteFile(idx, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", idx, err)
 	}
 	return nil
@@ -393,16 +397,11 @@ func (w *Writer) writeCase(path string, shape [3]int, image [][]float32, label [
 		headLen = (headLen + rawAlign - 1) / rawAlign * rawAlign
 	}
 
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*.vxs")
+	tmp, err := atomicfile.Create(path, casePerm)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
+	defer tmp.Close() // discards the temporary file unless committed
 	if _, err = tmp.Seek(headLen, io.SeekStart); err != nil {
 		return 0, 0, err
 	}
@@ -461,14 +460,10 @@ func (w *Writer) writeCase(path string, shape [3]int, image [][]float32, label [
 	if _, err = tmp.WriteAt(hb, 0); err != nil {
 		return 0, 0, err
 	}
-	if err = tmp.Sync(); err != nil {
+	if err = tmp.Commit(); err != nil {
 		return 0, 0, err
 	}
-	if err = tmp.Close(); err != nil {
-		return 0, 0, err
-	}
-	err = os.Rename(tmp.Name(), path)
-	return raw, stored, err
+	return raw, stored, nil
 }
 
 // shuffle writes the bytes of b's float32s as four planes into dst.
