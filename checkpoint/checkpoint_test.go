@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/voxtrain/voxtrain/checkpoint/safetensors"
+	"github.com/voxtrain/voxtrain/internal/atomicfile"
 )
 
 func TestSaveLoadRoundTrip(t *testing.T) {
@@ -490,7 +491,7 @@ func TestLoadBareWeightsAndPointerFiles(t *testing.T) {
 	s := &Saver{Dir: filepath.Join(dir, "ck")}
 	saved := mustSave(t, s, testCheckpoint(1, 5, 1, nil))
 	ptr := filepath.Join(s.Dir, "last-file")
-	if err := WriteFileAtomic(ptr, []byte(filepath.Base(saved.Dir)+"\n"), 0o644); err != nil {
+	if err := atomicfile.WriteFile(ptr, []byte(filepath.Base(saved.Dir)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	m2, o2 := testModel(0, 1)
@@ -506,24 +507,6 @@ func TestLoadBareWeightsAndPointerFiles(t *testing.T) {
 	}
 	if _, err := Load(filepath.Join(dir, "nope"), m2, o2); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing path: %v", err)
-	}
-}
-
-func TestWriteFileAtomic(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "new", "config.yaml")
-	if err := WriteFileAtomic(path, []byte("a: 1\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteFileAtomic(path, []byte("a: 2\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(path)
-	fi, _ := os.Stat(path)
-	if string(b) != "a: 2\n" || fi.Mode().Perm() != 0o644 {
-		t.Errorf("%q %v", b, fi.Mode())
-	}
-	if got := names(t, filepath.Dir(path)); !slices.Equal(got, []string{"config.yaml"}) {
-		t.Errorf("left %v", got)
 	}
 }
 
