@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 // applyWith plans sp at corner on vol and applies it; general forces the
@@ -112,7 +114,7 @@ func TestQuarterTurnsFourTimesIsIdentity(t *testing.T) {
 // voxels: measured max error ~0.02 of an amplitude ~3; the bound is 0.06.
 func TestRotationThenInverse(t *testing.T) {
 	n := 48
-	if raceEnabled {
+	if testutil.Race {
 		n = 24
 	}
 	shape := [3]int{n, n, n}
@@ -220,7 +222,7 @@ func TestFastSpatialMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	n := patch[0] * patch[1] * patch[2]
 	iters := 12
-	if raceEnabled {
+	if testutil.Race {
 		iters = 3
 	}
 	for it := 0; it < iters; it++ {

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 // crashEnv names the checkpoint directory for the child process of
@@ -23,7 +25,7 @@ const crashEnv = "VOXTRAIN_CHECKPOINT_CRASH_CHILD_DIR"
 // crashScale sizes the child's tensors: about 4 MB per checkpoint (model +
 // optimiser), 1 MB under the race detector.
 func crashScale() int {
-	if raceEnabled {
+	if testutil.Race {
 		return 50
 	}
 	return 200

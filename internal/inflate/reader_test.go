@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
+
+	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 var levels = []int{-2, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
@@ -492,4 +494,4 @@ func ExampleReader() {
 // under the race detector, which makes this single-goroutine decoder ~10×
 // slower without finding anything a plain run would not (the concurrency
 // code of the project is tested under it in full).
-func lighter() bool { return testing.Short() || raceEnabled }
+func lighter() bool { return testing.Short() || testutil.Race }
