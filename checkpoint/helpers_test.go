@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"testing"
 )
 
@@ -123,3 +124,36 @@ func mustSave(t *testing.T, s *Saver, c *Checkpoint) Saved {
 }
 
 func f64(v float64) *float64 { return &v }
+
+// names lists dir's entries, sorted.
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, de := range des {
+		out = append(out, de.Name())
+	}
+	return out
+}
+
+// corrupt damages the file at path: "truncate" cuts it in half, "flip"
+// flips a bit near its end.
+func corrupt(t *testing.T, path string, how string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch how {
+	case "truncate":
+		b = b[:len(b)/2]
+	case "flip":
+		b[len(b)-3] ^= 0x40
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
