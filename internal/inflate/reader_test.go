@@ -367,15 +367,7 @@ func TestReuse(t *testing.T) {
 			if err := z.Reset(src); err != nil {
 				t.Fatal(err)
 			}
-			for {
-				_, err := z.Read(buf)
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
+			discard(t, &z, buf)
 		}
 	})
 	if allocs != 0 {
@@ -400,15 +392,7 @@ func TestReuse(t *testing.T) {
 				if err := zr.ResetReader(br); err != nil {
 					t.Fatal(err)
 				}
-				for {
-					_, err := zr.Read(buf)
-					if err == io.EOF {
-						break
-					}
-					if err != nil {
-						t.Fatal(err)
-					}
-				}
+				discard(t, zr, buf)
 			}
 		})
 		if allocs != 0 {
@@ -423,6 +407,21 @@ func TestReuse(t *testing.T) {
 		})
 		if allocs != 0 {
 			t.Errorf("window %d: ResetReader+WriteTo allocates %v times per run, want 0", len(zr.win), allocs)
+		}
+	}
+}
+
+// discard reads z to the end through buf, without allocating (TestReuse
+// counts allocations).
+func discard(t *testing.T, z *Reader, buf []byte) {
+	t.Helper()
+	for {
+		_, err := z.Read(buf)
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }
@@ -493,9 +492,3 @@ func ExampleReader() {
 	fmt.Println(string(out), err)
 	// Output: hello, voxels <nil>
 }
-
-// lighter reports whether the big matrices run reduced: with -short, and
-// under the race detector, which makes this single-goroutine decoder ~10×
-// slower without finding anything a plain run would not (the concurrency
-// code of the project is tested under it in full).
-func lighter() bool { return testing.Short() || testutil.Race }
