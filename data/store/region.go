@@ -104,14 +104,20 @@ func (c *Case) chunkBytes(arr, ci int) int {
 	return n
 }
 
-// scatter copies the part of chunk [clo, chi) (data packed, W fastest)
-// that lies in the region [lo, hi) into dst (region-shaped bs).
-func scatter[T any](dst []T, bs, lo, hi [3]int, data []T, clo, chi [3]int) {
-	var a, b [3]int
+// overlap returns the part [a, b) of chunk [clo, chi) that lies in the
+// region [lo, hi).
+func overlap(lo, hi, clo, chi [3]int) (a, b [3]int) {
 	for i := range 3 {
 		a[i] = max(lo[i], clo[i])
 		b[i] = min(hi[i], chi[i])
 	}
+	return a, b
+}
+
+// scatter copies the part of chunk [clo, chi) (data packed, W fastest)
+// that lies in the region [lo, hi) into dst (region-shaped bs).
+func scatter[T any](dst []T, bs, lo, hi [3]int, data []T, clo, chi [3]int) {
+	a, b := overlap(lo, hi, clo, chi)
 	cw, ch := chi[2]-clo[2], chi[1]-clo[1]
 	w := b[2] - a[2]
 	for z := a[0]; z < b[0]; z++ {
@@ -124,13 +130,11 @@ func scatter[T any](dst []T, bs, lo, hi [3]int, data []T, clo, chi [3]int) {
 }
 
 // scatterShuffled is scatter for a byte-shuffled float32 chunk: it
-// reassembles each float from its four planes on the way.
+// reassembles each float from its four planes on the way. Its row loop is
+// scatter's with the copy written out, kept apart so that scatter's rows
+// stay one copy call each.
 func scatterShuffled(dst []float32, bs, lo, hi [3]int, data []byte, clo, chi [3]int) {
-	var a, b [3]int
-	for i := range 3 {
-		a[i] = max(lo[i], clo[i])
-		b[i] = min(hi[i], chi[i])
-	}
+	a, b := overlap(lo, hi, clo, chi)
 	n := len(data) / 4
 	p0, p1, p2, p3 := data[:n], data[n:2*n], data[2*n:3*n], data[3*n:]
 	cw, ch := chi[2]-clo[2], chi[1]-clo[1]
