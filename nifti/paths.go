@@ -6,25 +6,40 @@ import (
 	"strings"
 )
 
+// extensions are the NIfTI file name endings, lower case: a single file,
+// or either member of a .hdr/.img pair, each optionally gzipped.
+var extensions = []string{".nii", ".nii.gz", ".hdr", ".hdr.gz", ".img", ".img.gz"}
+
+// unknownExtension ends the error for a name with none of the extensions.
+const unknownExtension = "unknown file extension (want .nii, .nii.gz, .hdr, .img, .hdr.gz or .img.gz)"
+
+// splitExt splits path into what precedes its NIfTI extension and the
+// extension, lower case; ok is false when it has none.
+func splitExt(path string) (base, ext string, ok bool) {
+	lower := strings.ToLower(path)
+	for _, e := range extensions {
+		if strings.HasSuffix(lower, e) {
+			return path[:len(path)-len(e)], e, true
+		}
+	}
+	return "", "", false
+}
+
 // Paths returns the header and image file names of a NIfTI path: the same
 // name for .nii and .nii.gz, and the .hdr/.img pair (with .gz where given)
 // for either member of a pair.
 func Paths(path string) (hdr, img string, err error) {
-	lower := strings.ToLower(path)
-	trim := func(suffix string) string { return path[:len(path)-len(suffix)] }
+	base, ext, ok := splitExt(path)
 	switch {
-	case strings.HasSuffix(lower, ".nii"), strings.HasSuffix(lower, ".nii.gz"):
+	case !ok:
+		return "", "", fmt.Errorf("nifti: %s: %s", path, unknownExtension)
+	case ext == ".nii" || ext == ".nii.gz":
 		return path, path, nil
-	case strings.HasSuffix(lower, ".hdr"):
-		return path, pairPartner(trim(".hdr"), ".img"), nil
-	case strings.HasSuffix(lower, ".hdr.gz"):
-		return path, pairPartner(trim(".hdr.gz"), ".img"), nil
-	case strings.HasSuffix(lower, ".img"):
-		return pairPartner(trim(".img"), ".hdr"), path, nil
-	case strings.HasSuffix(lower, ".img.gz"):
-		return pairPartner(trim(".img.gz"), ".hdr"), path, nil
+	case ext == ".hdr" || ext == ".hdr.gz":
+		return path, pairPartner(base, ".img"), nil
+	default: // .img, .img.gz
+		return pairPartner(base, ".hdr"), path, nil
 	}
-	return "", "", fmt.Errorf("nifti: %s: unknown file extension (want .nii, .nii.gz, .hdr, .img, .hdr.gz or .img.gz)", path)
 }
 
 // pairPartner finds the other member of a pair: base+ext, else base+ext+".gz"
@@ -37,4 +52,24 @@ func pairPartner(base, ext string) string {
 		}
 	}
 	return base + ext
+}
+
+// writePaths returns the header and image file names to write: for a pair,
+// the other member is compressed as the named one is.
+func writePaths(path string) (hdr, img string, err error) {
+	base, ext, ok := splitExt(path)
+	gz := ""
+	if strings.HasSuffix(ext, ".gz") {
+		gz = ".gz"
+	}
+	switch {
+	case !ok:
+		return "", "", fmt.Errorf("nifti: write %s: %s", path, unknownExtension)
+	case ext == ".nii" || ext == ".nii.gz":
+		return path, path, nil
+	case ext == ".hdr" || ext == ".hdr.gz":
+		return path, base + ".img" + gz, nil
+	default: // .img, .img.gz
+		return base + ".hdr" + gz, path, nil
+	}
 }

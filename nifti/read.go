@@ -55,16 +55,7 @@ func (r *Reader) ReadHeader(path string) (*Header, error) {
 
 // ReadFloat32 is the package-level ReadFloat32 with this Reader's limits.
 func (r *Reader) ReadFloat32(path string) (*Header, []float32, error) {
-	src, err := r.open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer src.close()
-	out, err := src.float32s(nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	return src.hdr, out, nil
+	return allFloat32(r.open(path))
 }
 
 // ReadFloat32Into is ReadFloat32 decoding into dst, which must hold exactly
@@ -123,7 +114,12 @@ func (r *Reader) ReadRaw(path string) (*Header, []byte, error) {
 // recognised by the gzip magic) held in memory, as ReadFloat32 does. name is
 // used in error messages.
 func (r *Reader) DecodeFloat32(data []byte, name string) (*Header, []float32, error) {
-	src, err := r.openStream(bytes.NewReader(data), int64(len(data)), name, nil)
+	return allFloat32(r.openStream(bytes.NewReader(data), int64(len(data)), name, nil))
+}
+
+// allFloat32 decodes every voxel of a source just opened (what r.open or
+// r.openStream returned, passed straight in) and closes it.
+func allFloat32(src *source, err error) (*Header, []float32, error) {
 	if err != nil {
 		return nil, nil, err
 	}

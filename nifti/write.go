@@ -105,25 +105,6 @@ func (w *Writer) WriteRaw(path string, h *Header, raw []byte) error {
 	return w.write(path, h, emit)
 }
 
-// writePaths returns the header and image file names to write.
-func writePaths(path string) (hdr, img string, err error) {
-	lower := strings.ToLower(path)
-	cut := func(s string) string { return path[:len(path)-len(s)] }
-	switch {
-	case strings.HasSuffix(lower, ".nii"), strings.HasSuffix(lower, ".nii.gz"):
-		return path, path, nil
-	case strings.HasSuffix(lower, ".hdr.gz"):
-		return path, cut(".hdr.gz") + ".img.gz", nil
-	case strings.HasSuffix(lower, ".img.gz"):
-		return cut(".img.gz") + ".hdr.gz", path, nil
-	case strings.HasSuffix(lower, ".hdr"):
-		return path, cut(".hdr") + ".img", nil
-	case strings.HasSuffix(lower, ".img"):
-		return cut(".img") + ".hdr", path, nil
-	}
-	return "", "", fmt.Errorf("nifti: write %s: unknown file extension (want .nii, .nii.gz, .hdr, .img, .hdr.gz or .img.gz)", path)
-}
-
 func (w *Writer) write(path string, h *Header, emit func(io.Writer) error) error {
 	if err := validateForWrite(h); err != nil {
 		return fmt.Errorf("nifti: write %s: %w", path, err)
