@@ -67,30 +67,11 @@ func TestExactPathMatchesReference(t *testing.T) {
 	lab := labelOf(img)
 	patch := [3]int{9, 12, 7}
 	a := mustNew(t, mustPreset(t, PresetNone), patch, 1)
-	n := patch[0] * patch[1] * patch[2]
 	for k := 0; k < 4; k++ {
 		for _, plane := range [][2]int{{0, 1}, {0, 2}, {1, 2}} {
 			for m := 0; m < 8; m += 3 {
 				sp := SpatialParams{Rot90K: k, Rot90Axes: plane, Mirror: [3]bool{m&1 != 0, m&2 != 0, m&4 != 0}}
-				var s Sample
-				if err := a.PlanWith(&s, shape, [3]int{4, 3, 8}, sp); err != nil {
-					t.Fatal(err)
-				}
-				if !s.exact {
-					t.Fatalf("%+v: not on the exact path", sp)
-				}
-				d := newDest(a, true)
-				if err := a.Apply(&s, Source{Image: [][]float32{img}, Label: lab, Shape: shape}, d, &Workspace{}); err != nil {
-					t.Fatal(err)
-				}
-				ref, refLab := [][]float32{make([]float32, n)}, make([]float32, n)
-				spatialReference(&s, &region{img: [][]float32{img}, lab: lab, d: shape[0], h: shape[1], w: shape[2]}, ref, refLab, 0, 0)
-				if i, ok := equalBits(d.Image[0], ref[0]); !ok {
-					t.Fatalf("%+v: voxel %d %v, reference %v", sp, i, d.Image[0][i], ref[0][i])
-				}
-				if i, ok := equalBits(d.Label, refLab); !ok {
-					t.Fatalf("%+v: label voxel %d", sp, i)
-				}
+				d := exactMatchesReference(t, a, shape, [3]int{4, 3, 8}, sp, img, lab)
 				// Every output voxel is a source voxel: no interpolation.
 				for i, v := range d.Image[0] {
 					if v == 0 {
@@ -110,31 +91,40 @@ func TestExactPathAtVolumeBorders(t *testing.T) {
 	lab := labelOf(img)
 	patch := [3]int{9, 12, 7}
 	a := mustNew(t, mustPreset(t, PresetNone), patch, 1)
-	n := patch[0] * patch[1] * patch[2]
 	for _, c := range [][3]int{{0, 0, 0}, {16, 19, 22}, {8, 10, 1}, {8, 10, 21}, {2, 18, 3}, {8, 10, -5}, {8, 10, 30}} {
 		for m := 0; m < 8; m++ {
-			sp := SpatialParams{Mirror: [3]bool{m&1 != 0, m&2 != 0, m&4 != 0}}
-			var s Sample
-			if err := a.PlanWith(&s, shape, c, sp); err != nil {
-				t.Fatal(err)
-			}
-			if !s.exact {
-				t.Fatalf("%+v: not on the exact path", sp)
-			}
-			d := newDest(a, true)
-			if err := a.Apply(&s, Source{Image: [][]float32{img}, Label: lab, Shape: shape}, d, &Workspace{}); err != nil {
-				t.Fatal(err)
-			}
-			ref, refLab := [][]float32{make([]float32, n)}, make([]float32, n)
-			spatialReference(&s, &region{img: [][]float32{img}, lab: lab, d: shape[0], h: shape[1], w: shape[2]}, ref, refLab, 0, 0)
-			if i, ok := equalBits(d.Image[0], ref[0]); !ok {
-				t.Fatalf("centre %v %+v: voxel %d %v, reference %v", c, sp, i, d.Image[0][i], ref[0][i])
-			}
-			if i, ok := equalBits(d.Label, refLab); !ok {
-				t.Fatalf("centre %v %+v: label voxel %d", c, sp, i)
-			}
+			exactMatchesReference(t, a, shape, c, SpatialParams{Mirror: [3]bool{m&1 != 0, m&2 != 0, m&4 != 0}}, img, lab)
 		}
 	}
+}
+
+// exactMatchesReference plans sp with the patch's corner at corner, which
+// must take the exact path, applies it to the one-channel img and lab, and
+// fails unless image and label are bit for bit spatialReference's. It
+// returns the patch.
+func exactMatchesReference(t *testing.T, a *Augmenter, shape, corner [3]int, sp SpatialParams, img []float32, lab []uint8) Dest {
+	t.Helper()
+	var s Sample
+	if err := a.PlanWith(&s, shape, corner, sp); err != nil {
+		t.Fatal(err)
+	}
+	if !s.exact {
+		t.Fatalf("corner %v %+v: not on the exact path", corner, sp)
+	}
+	d := newDest(a, true)
+	if err := a.Apply(&s, Source{Image: [][]float32{img}, Label: lab, Shape: shape}, d, &Workspace{}); err != nil {
+		t.Fatal(err)
+	}
+	n := len(d.Label)
+	ref, refLab := [][]float32{make([]float32, n)}, make([]float32, n)
+	spatialReference(&s, &region{img: [][]float32{img}, lab: lab, d: shape[0], h: shape[1], w: shape[2]}, ref, refLab, 0, 0)
+	if i, ok := equalBits(d.Image[0], ref[0]); !ok {
+		t.Fatalf("corner %v %+v: voxel %d %v, reference %v", corner, sp, i, d.Image[0][i], ref[0][i])
+	}
+	if i, ok := equalBits(d.Label, refLab); !ok {
+		t.Fatalf("corner %v %+v: label voxel %d", corner, sp, i)
+	}
+	return d
 }
 
 // TestAlignedPathMatchesGeneral: samples scaled (per axis or not) and
