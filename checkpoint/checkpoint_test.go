@@ -127,17 +127,7 @@ func TestCheckpointDirRemovedMidRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustSave(t, s, testCheckpoint(3, 30, 1, nil))
-	model, opt := testModel(0, 1)
-	l, err := LoadLatest(run.Checkpoints, model, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l.Step != 30 {
-		t.Errorf("latest step %d, want 30", l.Step)
-	}
-	if err := verify(l, model, opt); err != nil {
-		t.Error(err)
-	}
+	mustLoadLatest(t, run.Checkpoints, 30)
 	if err := run.MkdirAll(); err != nil {
 		t.Fatal(err)
 	}

@@ -123,6 +123,24 @@ func mustSave(t *testing.T, s *Saver, c *Checkpoint) Saved {
 	return saved
 }
 
+// mustLoadLatest loads the newest usable checkpoint in dir into fresh
+// tensors and fails unless it is step want with intact values.
+func mustLoadLatest(t *testing.T, dir string, want int64) *Loaded {
+	t.Helper()
+	model, opt := testModel(0, 1)
+	l, err := LoadLatest(dir, model, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Step != want {
+		t.Fatalf("latest step %d, want %d", l.Step, want)
+	}
+	if err := verify(l, model, opt); err != nil {
+		t.Error(err)
+	}
+	return l
+}
+
 func f64(v float64) *float64 { return &v }
 
 // names lists dir's entries, sorted.

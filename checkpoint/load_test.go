@@ -81,17 +81,7 @@ func TestLoadLatestFallsBackPastDamage(t *testing.T) {
 	if err := os.Remove(filepath.Join(dirs[1], "state.json")); err != nil { // step 2: a file lost
 		t.Fatal(err)
 	}
-	model, opt := testModel(0, 1)
-	l, err := LoadLatest(dir, model, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l.Step != 1 {
-		t.Fatalf("loaded step %d, want 1", l.Step)
-	}
-	if err := verify(l, model, opt); err != nil {
-		t.Error(err)
-	}
+	l := mustLoadLatest(t, dir, 1)
 	if len(l.Skipped) != 4 {
 		t.Fatalf("skipped %v", l.Skipped)
 	}
@@ -101,7 +91,8 @@ func TestLoadLatestFallsBackPastDamage(t *testing.T) {
 		}
 	}
 	// Weights-only loads do not read the optimiser, so step 4 is usable for them.
-	l, err = LoadLatest(dir, model, nil)
+	model, opt := testModel(0, 1)
+	l, err := LoadLatest(dir, model, nil)
 	if err != nil || l.Step != 4 {
 		t.Errorf("weights only: step %v, %v", l, err)
 	}
