@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/voxtrain/voxtrain/checkpoint/safetensors"
+	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 func TestSaveLoadRoundTrip(t *testing.T) {
@@ -164,7 +165,7 @@ func TestStaleTemporariesRemoved(t *testing.T) {
 	}
 	s := &Saver{Dir: dir}
 	mustSave(t, s, testCheckpoint(1, 1, 1, nil))
-	if got := names(t, dir); !slices.Equal(got, []string{"ckpt-e0001-s000000001", "last"}) {
+	if got := testutil.DirNames(t, dir); !slices.Equal(got, []string{"ckpt-e0001-s000000001", "last"}) {
 		t.Errorf("left %v", got)
 	}
 }
@@ -185,7 +186,7 @@ func TestSaveErrors(t *testing.T) {
 		t.Errorf("bad state: %v", err)
 	}
 	// Nothing of the failed saves is left, and last still names the first.
-	if got := names(t, dir); !slices.Equal(got, []string{"ckpt-e0001-s000000001", "last"}) {
+	if got := testutil.DirNames(t, dir); !slices.Equal(got, []string{"ckpt-e0001-s000000001", "last"}) {
 		t.Errorf("left %v", got)
 	}
 	for _, p := range []Policy{{BestMode: "higher"}, {EveryEpochs: -1}, {Keep: -1}, {KeepRecent: -2}} {

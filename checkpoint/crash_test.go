@@ -170,7 +170,7 @@ func TestSIGKILLDuringSave(t *testing.T) {
 		}
 
 		// What the kill interrupted, judged by what it left behind.
-		for _, n := range names(t, dir) {
+		for _, n := range testutil.DirNames(t, dir) {
 			switch {
 			case strings.HasPrefix(n, ".tmp-ckpt"):
 				phases["writing files"]++
@@ -213,7 +213,7 @@ func TestSIGKILLDuringSave(t *testing.T) {
 	// The next save cleans up whatever the kills left behind.
 	s := &Saver{Dir: dir, Policy: crashPolicy}
 	mustSave(t, s, testCheckpoint(int(latest+1), latest+1, scale, nil))
-	for _, n := range names(t, dir) {
+	for _, n := range testutil.DirNames(t, dir) {
 		if strings.HasPrefix(n, ".") {
 			t.Errorf("left behind after a clean save: %s", n)
 		}

@@ -143,20 +143,6 @@ func mustLoadLatest(t *testing.T, dir string, want int64) *Loaded {
 
 func f64(v float64) *float64 { return &v }
 
-// names lists dir's entries, sorted.
-func names(t *testing.T, dir string) []string {
-	t.Helper()
-	des, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, de := range des {
-		out = append(out, de.Name())
-	}
-	return out
-}
-
 // corrupt damages the file at path: "truncate" cuts it in half, "flip"
 // flips a bit near its end.
 func corrupt(t *testing.T, path string, how string) {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 func TestPruneKeepsLastBestAndSnapshots(t *testing.T) {
@@ -25,7 +27,7 @@ func TestPruneKeepsLastBestAndSnapshots(t *testing.T) {
 	}
 	// Left: last (e11), best (e4), the two newest snapshots (e6, e9).
 	want := []string{"best", "ckpt-e0004-s000000040", "ckpt-e0006-s000000060", "ckpt-e0009-s000000090", "ckpt-e0011-s000000110", "last"}
-	if got := names(t, dir); !slices.Equal(got, want) {
+	if got := testutil.DirNames(t, dir); !slices.Equal(got, want) {
 		t.Errorf("left %v, want %v", got, want)
 	}
 	if len(pruned) != 7 {
@@ -51,7 +53,7 @@ func TestPruneKeepsLastBestAndSnapshots(t *testing.T) {
 		mustSave(t, s3, c)
 	}
 	want = []string{"ckpt-e0002-s000000002", "ckpt-e0006-s000000006", "last"}
-	if got := names(t, dir2); !slices.Equal(got, want) {
+	if got := testutil.DirNames(t, dir2); !slices.Equal(got, want) {
 		t.Errorf("keep-all: left %v, want %v", got, want)
 	}
 }
@@ -64,7 +66,7 @@ func TestDefaultPolicyKeepsTwoNewest(t *testing.T) {
 		mustSave(t, &s, testCheckpoint(int(step), step, 1, f64(float64(step))))
 	}
 	want := []string{"ckpt-e0003-s000000003", "ckpt-e0004-s000000004", "last"}
-	if got := names(t, dir); !slices.Equal(got, want) {
+	if got := testutil.DirNames(t, dir); !slices.Equal(got, want) {
 		t.Errorf("left %v, want %v", got, want)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 // TestWriteFileAtomic: the deprecated wrapper creates the missing
@@ -22,7 +24,7 @@ func TestWriteFileAtomic(t *testing.T) {
 	if string(b) != "a: 2\n" || fi.Mode().Perm() != 0o644 {
 		t.Errorf("%q %v", b, fi.Mode())
 	}
-	if got := names(t, filepath.Dir(path)); !slices.Equal(got, []string{"config.yaml"}) {
+	if got := testutil.DirNames(t, filepath.Dir(path)); !slices.Equal(got, []string{"config.yaml"}) {
 		t.Errorf("left %v", got)
 	}
 }

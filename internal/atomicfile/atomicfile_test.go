@@ -6,22 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// entries lists dir's names, so a test can see that no temporary file was
-// left behind.
-func entries(t *testing.T, dir string) []string {
-	t.Helper()
-	des, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, de := range des {
-		names = append(names, de.Name())
-	}
-	return names
-}
+	"github.com/voxtrain/voxtrain/internal/testutil"
+)
 
 // mustHold fails unless path holds exactly want with mode perm, and is the
 // only entry of its directory.
@@ -38,7 +25,7 @@ func mustHold(t *testing.T, path, want string, perm os.FileMode) {
 	if string(b) != want || fi.Mode().Perm() != perm {
 		t.Errorf("%s holds %q with mode %v, want %q with %v", path, b, fi.Mode().Perm(), want, perm)
 	}
-	if names := entries(t, filepath.Dir(path)); len(names) != 1 {
+	if names := testutil.DirNames(t, filepath.Dir(path)); len(names) != 1 {
 		t.Errorf("directory holds %v, want only %s", names, filepath.Base(path))
 	}
 }
@@ -79,7 +66,7 @@ func TestDiscardKeepsPrevious(t *testing.T) {
 	if _, err := f.Write([]byte("new, but only half of i")); err != nil {
 		t.Fatal(err)
 	}
-	if got := entries(t, filepath.Dir(path)); len(got) != 2 || !strings.HasPrefix(got[0], TempPrefix+"case.vxs-") {
+	if got := testutil.DirNames(t, filepath.Dir(path)); len(got) != 2 || !strings.HasPrefix(got[0], TempPrefix+"case.vxs-") {
 		t.Errorf("while writing the directory holds %v, want the file and %scase.vxs-*", got, TempPrefix)
 	}
 	if err := f.Close(); err != nil {
@@ -107,7 +94,7 @@ func TestFailedCommitKeepsPrevious(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(path, "inside")); err != nil || !fi.IsDir() {
 		t.Errorf("the destination changed: %v", err)
 	}
-	if names := entries(t, dir); len(names) != 1 {
+	if names := testutil.DirNames(t, dir); len(names) != 1 {
 		t.Errorf("directory holds %v, want only out", names)
 	}
 }
@@ -119,7 +106,7 @@ func TestMissingDirectory(t *testing.T) {
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("err = %v, want ErrNotExist", err)
 	}
-	if names := entries(t, dir); len(names) != 0 {
+	if names := testutil.DirNames(t, dir); len(names) != 0 {
 		t.Errorf("directory holds %v, want nothing", names)
 	}
 }
