@@ -16,6 +16,8 @@ type FormatError struct {
 	Msg    string
 }
 
+// Error formats the error as "nifti: FILE: FIELD (byte N): MSG", leaving
+// out what is unknown.
 func (e *FormatError) Error() string {
 	var sb strings.Builder
 	sb.WriteString("nifti: ")
