@@ -11,12 +11,12 @@ import (
 // headerField names a header field and its byte offset in each version, so
 // errors can say where in the file the problem is.
 type headerField struct {
-	name   string
-	off1   int64
-	off2   int64
-	suffix string
+	name string
+	off1 int64
+	off2 int64
 }
 
+// at returns the field's offset in a header of the given version.
 func (f headerField) at(version int) int64 {
 	if version == 2 {
 		return f.off2
@@ -25,15 +25,15 @@ func (f headerField) at(version int) int64 {
 }
 
 var (
-	fSizeof   = headerField{"sizeof_hdr", 0, 0, ""}
-	fMagic    = headerField{"magic", 344, 4, ""}
-	fDim      = headerField{"dim", 40, 16, ""}
-	fDatatype = headerField{"datatype", 70, 12, ""}
-	fBitpix   = headerField{"bitpix", 72, 14, ""}
-	fPixdim   = headerField{"pixdim", 76, 104, ""}
-	fVoxOff   = headerField{"vox_offset", 108, 168, ""}
-	fQform    = headerField{"qform_code", 252, 344, ""}
-	fSform    = headerField{"sform_code", 254, 348, ""}
+	fSizeof   = headerField{"sizeof_hdr", 0, 0}
+	fMagic    = headerField{"magic", 344, 4}
+	fDim      = headerField{"dim", 40, 16}
+	fDatatype = headerField{"datatype", 70, 12}
+	fBitpix   = headerField{"bitpix", 72, 14}
+	fPixdim   = headerField{"pixdim", 76, 104}
+	fVoxOff   = headerField{"vox_offset", 108, 168}
+	fQform    = headerField{"qform_code", 252, 344}
+	fSform    = headerField{"sform_code", 254, 348}
 )
 
 // fieldErr builds a FormatError for a header field.
@@ -96,14 +96,7 @@ func ParseHeader(b []byte, file string) (*Header, error) {
 	return h, nil
 }
 
-// isPairMagic reports whether the header's magic is the .hdr/.img one.
-func isPairMagic(b []byte, version int) bool {
-	if version == 1 {
-		return bytes.Equal(b[344:348], magic1Pair)
-	}
-	return bytes.Equal(b[4:12], magic2Pair)
-}
-
+// cstring is b up to its first NUL byte, as a string.
 func cstring(b []byte) string {
 	if i := bytes.IndexByte(b, 0); i >= 0 {
 		b = b[:i]
@@ -111,6 +104,8 @@ func cstring(b []byte) string {
 	return string(b)
 }
 
+// dec reads the fields of a header at their byte offsets, in its byte
+// order, widened to the NIfTI-2 types.
 type dec struct {
 	b []byte
 	o binary.ByteOrder
@@ -122,6 +117,7 @@ func (d dec) i64(off int) int64   { return int64(d.o.Uint64(d.b[off:])) }
 func (d dec) f32(off int) float64 { return float64(math.Float32frombits(d.o.Uint32(d.b[off:]))) }
 func (d dec) f64(off int) float64 { return math.Float64frombits(d.o.Uint64(d.b[off:])) }
 
+// parse1 fills h from a NIfTI-1 header.
 func parse1(h *Header, b []byte, o binary.ByteOrder) {
 	d := dec{b, o}
 	h.DimInfo = b[39]
@@ -154,6 +150,7 @@ func parse1(h *Header, b []byte, o binary.ByteOrder) {
 	h.IntentName = cstring(b[328:344])
 }
 
+// parse2 fills h from a NIfTI-2 header.
 func parse2(h *Header, b []byte, o binary.ByteOrder) {
 	d := dec{b, o}
 	h.Datatype = Datatype(d.i16(12))
