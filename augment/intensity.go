@@ -201,24 +201,12 @@ func blurW(x []float32, p [3]int, k []float32, line []float32, lo, hi int) {
 func blurH(x []float32, p [3]int, k []float32, tmp []float32, lo, hi int) {
 	h, w := p[1], p[2]
 	plane := h * w
-	r := len(k) / 2
 	tmp = tmp[:plane]
 	for z := lo; z < hi; z++ {
 		pl := x[z*plane : (z+1)*plane]
 		copy(tmp, pl)
 		for y := 0; y < h; y++ {
-			out := pl[y*w : (y+1)*w]
-			in := tmp[reflectIndex(y-r, h)*w:][:w]
-			for i := range out {
-				out[i] = float32(k[0] * in[i])
-			}
-			for j := 1; j < len(k); j++ {
-				in := tmp[reflectIndex(y+j-r, h)*w:][:w]
-				kj := k[j]
-				for i := range out {
-					out[i] += float32(kj * in[i])
-				}
-			}
+			blurLines(pl[y*w:(y+1)*w], tmp, w, h, y, k)
 		}
 	}
 }
@@ -228,19 +216,26 @@ func blurH(x []float32, p [3]int, k []float32, tmp []float32, lo, hi int) {
 func blurD(x, src []float32, p [3]int, k []float32, lo, hi int) {
 	d := p[0]
 	plane := p[1] * p[2]
-	r := len(k) / 2
 	for z := lo; z < hi; z++ {
-		out := x[z*plane : (z+1)*plane]
-		in := src[reflectIndex(z-r, d)*plane:][:plane]
+		blurLines(x[z*plane:(z+1)*plane], src, plane, d, z, k)
+	}
+}
+
+// blurLines is the convolution along H or D: it sets out to the sum over
+// taps j of k[j] times the line at index c+j-r (reflected into [0, n)) of
+// src, whose lines are stride apart and len(out) long. Each product is
+// rounded to float32 before it is added (see detmath.go).
+func blurLines(out, src []float32, stride, n, c int, k []float32) {
+	r := len(k) / 2
+	in := src[reflectIndex(c-r, n)*stride:][:len(out)]
+	for i := range out {
+		out[i] = float32(k[0] * in[i])
+	}
+	for j := 1; j < len(k); j++ {
+		in := src[reflectIndex(c+j-r, n)*stride:][:len(out)]
+		kj := k[j]
 		for i := range out {
-			out[i] = float32(k[0] * in[i])
-		}
-		for j := 1; j < len(k); j++ {
-			in := src[reflectIndex(z+j-r, d)*plane:][:plane]
-			kj := k[j]
-			for i := range out {
-				out[i] += float32(kj * in[i])
-			}
+			out[i] += float32(kj * in[i])
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 // applyWith plans sp at corner on vol and applies it; general forces the
@@ -112,7 +114,7 @@ func TestQuarterTurnsFourTimesIsIdentity(t *testing.T) {
 // voxels: measured max error ~0.02 of an amplitude ~3; the bound is 0.06.
 func TestRotationThenInverse(t *testing.T) {
 	n := 48
-	if raceEnabled {
+	if testutil.Race {
 		n = 24
 	}
 	shape := [3]int{n, n, n}
@@ -200,100 +202,6 @@ func TestZeroMagnitudeElasticIsIdentity(t *testing.T) {
 	}
 	if s.grid.maxAbs[0] != 3 && s.grid.maxAbs[1] != 3 && s.grid.maxAbs[2] != 3 {
 		t.Fatalf("field peak %v, want 3", s.grid.maxAbs)
-	}
-}
-
-// TestFastSpatialMatchesReference holds the row-incremental sampler to the
-// per-voxel float64 reference on random rotation + scaling + elastic
-// plans, including patches hanging over the volume's edges.
-func TestFastSpatialMatchesReference(t *testing.T) {
-	shape := [3]int{30, 34, 28}
-	img := smoothVolume(shape, 6)
-	lab := labelOf(img)
-	cfg := mustPreset(t, PresetNone)
-	cfg.Rotation.P, cfg.Scaling.P, cfg.Elastic.P, cfg.Mirror.P = 1, 1, 1, 0.5
-	cfg.Scaling.PerAxis = true
-	cfg.Elastic.Magnitude, cfg.Elastic.Scale = [2]float64{1, 4}, [2]float64{4, 9}
-	cfg.BorderValue = -2
-	patch := [3]int{24, 20, 26}
-	a := mustNew(t, cfg, patch, 1)
-	rng := rand.New(rand.NewPCG(3, 4))
-	n := patch[0] * patch[1] * patch[2]
-	iters := 12
-	if raceEnabled {
-		iters = 3
-	}
-	for it := 0; it < iters; it++ {
-		var s Sample
-		if err := a.Plan(&s, rng, shape, nil, false); err != nil {
-			t.Fatal(err)
-		}
-		d := newDest(a, true)
-		if err := a.Apply(&s, Source{Image: [][]float32{img}, Label: lab, Shape: shape}, d, &Workspace{}); err != nil {
-			t.Fatal(err)
-		}
-		ref := [][]float32{make([]float32, n)}
-		refLab := make([]float32, n)
-		reg := region{img: [][]float32{img}, lab: lab, d: shape[0], h: shape[1], w: shape[2]}
-		spatialReference(&s, &reg, ref, refLab, -2, 0)
-		labDiff := 0
-		for i := range ref[0] {
-			if diff := math.Abs(float64(d.Image[0][i] - ref[0][i])); diff > 2e-3 {
-				t.Fatalf("plan %d voxel %d: fast %v reference %v", it, i, d.Image[0][i], ref[0][i])
-			}
-			if d.Label[i] != refLab[i] {
-				labDiff++
-			}
-		}
-		// Labels differ only where float32 and float64 coordinates round a
-		// near-tie differently: rare.
-		if labDiff > n/2000 {
-			t.Fatalf("plan %d: %d of %d labels differ from the reference", it, labDiff, n)
-		}
-	}
-}
-
-// TestExactPathMatchesReference: flips and quarter turns (also between
-// axes of odd and even length) copy voxels exactly where the reference
-// map points.
-func TestExactPathMatchesReference(t *testing.T) {
-	shape := [3]int{17, 20, 23}
-	img := noiseVolume(shape, 12)
-	lab := labelOf(img)
-	patch := [3]int{9, 12, 7}
-	a := mustNew(t, mustPreset(t, PresetNone), patch, 1)
-	n := patch[0] * patch[1] * patch[2]
-	for k := 0; k < 4; k++ {
-		for _, plane := range [][2]int{{0, 1}, {0, 2}, {1, 2}} {
-			for m := 0; m < 8; m += 3 {
-				sp := SpatialParams{Rot90K: k, Rot90Axes: plane, Mirror: [3]bool{m&1 != 0, m&2 != 0, m&4 != 0}}
-				var s Sample
-				if err := a.PlanWith(&s, shape, [3]int{4, 3, 8}, sp); err != nil {
-					t.Fatal(err)
-				}
-				if !s.exact {
-					t.Fatalf("%+v: not on the exact path", sp)
-				}
-				d := newDest(a, true)
-				if err := a.Apply(&s, Source{Image: [][]float32{img}, Label: lab, Shape: shape}, d, &Workspace{}); err != nil {
-					t.Fatal(err)
-				}
-				ref, refLab := [][]float32{make([]float32, n)}, make([]float32, n)
-				spatialReference(&s, &region{img: [][]float32{img}, lab: lab, d: shape[0], h: shape[1], w: shape[2]}, ref, refLab, 0, 0)
-				if i, ok := equalBits(d.Image[0], ref[0]); !ok {
-					t.Fatalf("%+v: voxel %d %v, reference %v", sp, i, d.Image[0][i], ref[0][i])
-				}
-				if i, ok := equalBits(d.Label, refLab); !ok {
-					t.Fatalf("%+v: label voxel %d", sp, i)
-				}
-				// Every output voxel is a source voxel: no interpolation.
-				for i, v := range d.Image[0] {
-					if v == 0 {
-						t.Fatalf("%+v: voxel %d outside the volume", sp, i)
-					}
-				}
-			}
-		}
 	}
 }
 
@@ -490,6 +398,7 @@ func TestSubBoxSourceGivesSameBytes(t *testing.T) {
 	}
 }
 
+// extract copies box b of vol (shape) out, packed, W fastest.
 func extract(vol []float32, shape [3]int, b Box) []float32 {
 	sz := b.Size()
 	out := make([]float32, 0, sz[0]*sz[1]*sz[2])
@@ -499,128 +408,4 @@ func extract(vol []float32, shape [3]int, b Box) []float32 {
 		}
 	}
 	return out
-}
-
-func TestMaxBoxSizeBoundsEveryBox(t *testing.T) {
-	shape := [3]int{200, 210, 220}
-	cfg := allOn(t)
-	patch := [3]int{40, 32, 48}
-	a := mustNew(t, cfg, patch, 1)
-	bound := a.MaxBoxSize(shape)
-	rng := rand.New(rand.NewPCG(1, 3))
-	var s Sample
-	for it := 0; it < 200; it++ {
-		if err := a.Plan(&s, rng, shape, nil, false); err != nil {
-			t.Fatal(err)
-		}
-		sz := s.Box.Size()
-		for i := range 3 {
-			if sz[i] > bound[i] {
-				t.Fatalf("box %v exceeds bound %v", sz, bound)
-			}
-		}
-	}
-}
-
-func TestInitialPatchSizeMatchesNNUNet(t *testing.T) {
-	// nnU-Net v2, 3D, patch 128³, rotation ±30°, scale (0.85, 1.25):
-	// 128·(sin 30° + cos 30°)/0.85 = 205.7 -> 205.
-	got := InitialPatchSize([3]int{128, 128, 128}, [3]float64{30, 30, 30}, 0.85)
-	if got != [3]int{205, 205, 205} {
-		t.Fatalf("got %v, want [205 205 205]", got)
-	}
-	if got := InitialPatchSize([3]int{64, 64, 64}, [3]float64{}, 1); got != [3]int{64, 64, 64} {
-		t.Fatalf("no rotation: got %v", got)
-	}
-}
-
-// TestExactPathAtVolumeBorders puts plain and mirrored patches across every
-// border (rows partly outside the volume) and holds them to the reference.
-func TestExactPathAtVolumeBorders(t *testing.T) {
-	shape := [3]int{17, 20, 23}
-	img := noiseVolume(shape, 13)
-	lab := labelOf(img)
-	patch := [3]int{9, 12, 7}
-	a := mustNew(t, mustPreset(t, PresetNone), patch, 1)
-	n := patch[0] * patch[1] * patch[2]
-	for _, c := range [][3]int{{0, 0, 0}, {16, 19, 22}, {8, 10, 1}, {8, 10, 21}, {2, 18, 3}, {8, 10, -5}, {8, 10, 30}} {
-		for m := 0; m < 8; m++ {
-			sp := SpatialParams{Mirror: [3]bool{m&1 != 0, m&2 != 0, m&4 != 0}}
-			var s Sample
-			if err := a.PlanWith(&s, shape, c, sp); err != nil {
-				t.Fatal(err)
-			}
-			if !s.exact {
-				t.Fatalf("%+v: not on the exact path", sp)
-			}
-			d := newDest(a, true)
-			if err := a.Apply(&s, Source{Image: [][]float32{img}, Label: lab, Shape: shape}, d, &Workspace{}); err != nil {
-				t.Fatal(err)
-			}
-			ref, refLab := [][]float32{make([]float32, n)}, make([]float32, n)
-			spatialReference(&s, &region{img: [][]float32{img}, lab: lab, d: shape[0], h: shape[1], w: shape[2]}, ref, refLab, 0, 0)
-			if i, ok := equalBits(d.Image[0], ref[0]); !ok {
-				t.Fatalf("centre %v %+v: voxel %d %v, reference %v", c, sp, i, d.Image[0][i], ref[0][i])
-			}
-			if i, ok := equalBits(d.Label, refLab); !ok {
-				t.Fatalf("centre %v %+v: label voxel %d", c, sp, i)
-			}
-		}
-	}
-}
-
-// TestAlignedPathMatchesGeneral: samples scaled (per axis or not) and
-// flipped, without rotation or field, take sampleRowAligned; it must give
-// the bytes of the general row sampler, also where the patch reaches past
-// the volume (edge taps read the border).
-func TestAlignedPathMatchesGeneral(t *testing.T) {
-	shape := [3]int{19, 23, 21}
-	img := smoothVolume(shape, 5)
-	lab := labelOf(img)
-	cfg := mustPreset(t, PresetNone)
-	cfg.BorderValue = -3
-	patch := [3]int{16, 18, 20}
-	a := mustNew(t, cfg, patch, 1)
-	r := rand.New(rand.NewPCG(8, 9))
-	n := patch[0] * patch[1] * patch[2]
-	reg := region{img: [][]float32{img}, lab: lab, d: shape[0], h: shape[1], w: shape[2]}
-	aligned := 0
-	for it := 0; it < 40; it++ {
-		sp := SpatialParams{Scale: [3]float64{0.7 + 0.7*r.Float64(), 0.7 + 0.7*r.Float64(), 0.7 + 0.7*r.Float64()}}
-		if it%2 == 0 {
-			sp.Scale[1], sp.Scale[2] = sp.Scale[0], sp.Scale[0]
-		}
-		sp.Mirror = [3]bool{r.IntN(2) == 0, r.IntN(2) == 0, r.IntN(2) == 0}
-		corner := [3]int{r.IntN(12) - 6, r.IntN(12) - 6, r.IntN(12) - 6}
-		var s Sample
-		if err := a.PlanWith(&s, shape, corner, sp); err != nil {
-			t.Fatal(err)
-		}
-		if s.exact || !axisAligned(&s) {
-			continue
-		}
-		aligned++
-		d := newDest(a, true)
-		if err := a.Apply(&s, Source{Image: [][]float32{img}, Label: lab, Shape: shape}, d, &Workspace{}); err != nil {
-			t.Fatal(err)
-		}
-		want := [][]float32{make([]float32, n)}
-		wantLab := make([]float32, n)
-		var sc spatialScratch
-		for z := 0; z < patch[0]; z++ {
-			for y := 0; y < patch[1]; y++ {
-				segs := rowSegments(nil, &s, z, y, &sc)
-				sampleRowLinear(segs, 0, patch[2], &reg, want, wantLab, (z*patch[1]+y)*patch[2], float32(cfg.BorderValue), float32(cfg.LabelBorderValue), &sc.row)
-			}
-		}
-		for i := range want[0] {
-			if math.Float32bits(d.Image[0][i]) != math.Float32bits(want[0][i]) || d.Label[i] != wantLab[i] {
-				t.Fatalf("plan %d (scale %.3v, mirror %v, corner %v) voxel %d: aligned %v/%v, general %v/%v",
-					it, sp.Scale, sp.Mirror, corner, i, d.Image[0][i], d.Label[i], want[0][i], wantLab[i])
-			}
-		}
-	}
-	if aligned < 30 {
-		t.Fatalf("only %d of 40 plans were axis-aligned", aligned)
-	}
 }

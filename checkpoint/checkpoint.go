@@ -140,6 +140,8 @@ type MismatchError struct {
 	Mismatched []string // in both, with another shape or a non-float dtype: "name: ..."
 }
 
+// Error names the file and lists the missing, unexpected and mismatched
+// tensors.
 func (e *MismatchError) Error() string {
 	var parts []string
 	list := func(what string, names []string) {

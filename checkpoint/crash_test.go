@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 // crashEnv names the checkpoint directory for the child process of
@@ -23,7 +25,7 @@ const crashEnv = "VOXTRAIN_CHECKPOINT_CRASH_CHILD_DIR"
 // crashScale sizes the child's tensors: about 4 MB per checkpoint (model +
 // optimiser), 1 MB under the race detector.
 func crashScale() int {
-	if raceEnabled {
+	if testutil.Race {
 		return 50
 	}
 	return 200
@@ -168,7 +170,7 @@ func TestSIGKILLDuringSave(t *testing.T) {
 		}
 
 		// What the kill interrupted, judged by what it left behind.
-		for _, n := range names(t, dir) {
+		for _, n := range testutil.DirNames(t, dir) {
 			switch {
 			case strings.HasPrefix(n, ".tmp-ckpt"):
 				phases["writing files"]++
@@ -211,7 +213,7 @@ func TestSIGKILLDuringSave(t *testing.T) {
 	// The next save cleans up whatever the kills left behind.
 	s := &Saver{Dir: dir, Policy: crashPolicy}
 	mustSave(t, s, testCheckpoint(int(latest+1), latest+1, scale, nil))
-	for _, n := range names(t, dir) {
+	for _, n := range testutil.DirNames(t, dir) {
 		if strings.HasPrefix(n, ".") {
 			t.Errorf("left behind after a clean save: %s", n)
 		}

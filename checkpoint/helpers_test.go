@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"testing"
 )
 
@@ -122,4 +123,41 @@ func mustSave(t *testing.T, s *Saver, c *Checkpoint) Saved {
 	return saved
 }
 
+// mustLoadLatest loads the newest usable checkpoint in dir into fresh
+// tensors and fails unless it is step want with intact values.
+func mustLoadLatest(t *testing.T, dir string, want int64) *Loaded {
+	t.Helper()
+	model, opt := testModel(0, 1)
+	l, err := LoadLatest(dir, model, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Step != want {
+		t.Fatalf("latest step %d, want %d", l.Step, want)
+	}
+	if err := verify(l, model, opt); err != nil {
+		t.Error(err)
+	}
+	return l
+}
+
 func f64(v float64) *float64 { return &v }
+
+// corrupt damages the file at path: "truncate" cuts it in half, "flip"
+// flips a bit near its end.
+func corrupt(t *testing.T, path string, how string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch how {
+	case "truncate":
+		b = b[:len(b)/2]
+	case "flip":
+		b[len(b)-3] ^= 0x40
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"cmp"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/voxtrain/voxtrain/checkpoint/safetensors"
+	"github.com/voxtrain/voxtrain/internal/atomicfile"
 )
 
 // Saver writes checkpoints into a run's checkpoints directory and applies
@@ -174,7 +176,7 @@ func (s *Saver) Save(c *Checkpoint) (Saved, error) {
 
 	// Not os.MkdirTemp: its 0700 would make checkpoints unreadable to the
 	// user's group on a shared cluster; the random name is as unique.
-	tmp := filepath.Join(s.Dir, tmpName(".tmp-"+name+"-"))
+	tmp := atomicfile.TempName(final)
 	if err := os.Mkdir(tmp, 0o755); err != nil {
 		return Saved{}, fmt.Errorf("create checkpoint directory: %w", err)
 	}
@@ -186,7 +188,7 @@ func (s *Saver) Save(c *Checkpoint) (Saved, error) {
 		os.RemoveAll(tmp)
 		return Saved{}, fmt.Errorf("commit checkpoint: %w", err)
 	}
-	if err := syncDir(s.Dir); err != nil {
+	if err := atomicfile.SyncDir(s.Dir); err != nil {
 		return Saved{}, err
 	}
 	saved.Dir, saved.Snapshot = final, m.Snapshot
@@ -252,7 +254,7 @@ func writeFiles(dir string, c *Checkpoint, m *manifest) error {
 	if _, err := writeSynced(filepath.Join(dir, manifestFile), bytesWriter(append(mb, '\n'))); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	return atomicfile.SyncDir(dir)
 }
 
 func bytesWriter(b []byte) func(io.Writer) error {
@@ -272,7 +274,8 @@ func tensorsWriter(ts []Tensor, meta map[string]string) func(io.Writer) error {
 
 // removeStale deletes what interrupted saves and prunes left behind. Only
 // one process saves into a checkpoints directory, and Save holds the lock
-// of this one, so every .tmp-* and .trash-* entry is abandoned.
+// of this one, so every .tmp-* (atomicfile.TempPrefix) and .trash-* entry
+// is abandoned.
 func removeStale(dir string) []string {
 	des, err := os.ReadDir(dir)
 	if err != nil {
@@ -280,7 +283,7 @@ func removeStale(dir string) []string {
 	}
 	var warnings []string
 	for _, de := range des {
-		if n := de.Name(); strings.HasPrefix(n, ".tmp-") || strings.HasPrefix(n, ".trash-") {
+		if n := de.Name(); strings.HasPrefix(n, atomicfile.TempPrefix) || strings.HasPrefix(n, trashPrefix) {
 			if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
 				warnings = append(warnings, fmt.Sprintf("remove stale %s: %v", filepath.Join(dir, n), err))
 			}
@@ -294,16 +297,16 @@ func removeStale(dir string) []string {
 // one, or, where the filesystem has no symbolic links, a small file holding
 // the name, written the same way.
 func setPointer(dir, name, target string) error {
-	tmp := filepath.Join(dir, tmpName(".tmp-"+name+"-"))
 	path := filepath.Join(dir, name)
+	tmp := atomicfile.TempName(path)
 	if err := os.Symlink(target, tmp); err == nil {
 		if err := os.Rename(tmp, path); err != nil {
 			os.Remove(tmp)
 			return fmt.Errorf("update %s: %w", path, err)
 		}
-		return syncDir(dir)
+		return atomicfile.SyncDir(dir)
 	}
-	if err := WriteFileAtomic(path, []byte(target+"\n"), 0o644); err != nil {
+	if err := atomicfile.WriteFile(path, []byte(target+"\n"), 0o644); err != nil {
 		return fmt.Errorf("update %s: %w", path, err)
 	}
 	return nil
@@ -348,6 +351,10 @@ func currentBest(dir string) *float64 {
 	return m.Metric
 }
 
+// trashPrefix starts the name a pruned checkpoint is renamed to before its
+// files are deleted.
+const trashPrefix = ".trash-"
+
 // prune removes checkpoints the policy does not keep. A victim is first
 // renamed to .trash-* so that it vanishes from the set of checkpoints in
 // one atomic step; its files are deleted after.
@@ -377,12 +384,12 @@ func (s *Saver) prune() (pruned, warnings []string) {
 			continue
 		}
 		path := filepath.Join(s.Dir, e.name)
-		trash := filepath.Join(s.Dir, tmpName(".trash-"+e.name+"-"))
+		trash := filepath.Join(s.Dir, trashPrefix+e.name+"-"+rand.Text())
 		if err := os.Rename(path, trash); err != nil {
 			warnings = append(warnings, fmt.Sprintf("prune %s: %v", path, err))
 			continue
 		}
-		if err := syncDir(s.Dir); err != nil {
+		if err := atomicfile.SyncDir(s.Dir); err != nil {
 			warnings = append(warnings, fmt.Sprintf("prune %s: %v", path, err))
 		}
 		if err := os.RemoveAll(trash); err != nil {

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/klauspost/compress/gzip"
+	"github.com/voxtrain/voxtrain/internal/atomicfile"
 )
 
 // Writer writes NIfTI files. The zero value is ready to use.
@@ -104,25 +103,6 @@ func (w *Writer) WriteRaw(path string, h *Header, raw []byte) error {
 		return nil
 	}
 	return w.write(path, h, emit)
-}
-
-// writePaths returns the header and image file names to write.
-func writePaths(path string) (hdr, img string, err error) {
-	lower := strings.ToLower(path)
-	cut := func(s string) string { return path[:len(path)-len(s)] }
-	switch {
-	case strings.HasSuffix(lower, ".nii"), strings.HasSuffix(lower, ".nii.gz"):
-		return path, path, nil
-	case strings.HasSuffix(lower, ".hdr.gz"):
-		return path, cut(".hdr.gz") + ".img.gz", nil
-	case strings.HasSuffix(lower, ".img.gz"):
-		return cut(".img.gz") + ".hdr.gz", path, nil
-	case strings.HasSuffix(lower, ".hdr"):
-		return path, cut(".hdr") + ".img", nil
-	case strings.HasSuffix(lower, ".img"):
-		return cut(".img") + ".hdr", path, nil
-	}
-	return "", "", fmt.Errorf("nifti: write %s: unknown file extension (want .nii, .nii.gz, .hdr, .img, .hdr.gz or .img.gz)", path)
 }
 
 func (w *Writer) write(path string, h *Header, emit func(io.Writer) error) error {
@@ -222,57 +202,53 @@ func validateForWrite(h *Header) error {
 	return nil
 }
 
-// atomicWrite writes a file through emit into a temporary file in the same
-// directory, gzip-compressed when the name ends in .gz, syncs it and renames
-// it over name.
-func (w *Writer) atomicWrite(name string, emit func(io.Writer) error) (err error) {
-	dir := filepath.Dir(name)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(name)+".tmp-*")
+// filePerm is the mode of the files Writer writes: owner read and write
+// only, the mode they had when the writer made its temporary files with
+// os.CreateTemp.
+const filePerm = 0o600
+
+// atomicWrite writes a file through emit, gzip-compressed when the name ends
+// in .gz, with atomicfile: a reader never sees a half-written file.
+func (w *Writer) atomicWrite(name string, emit func(io.Writer) error) error {
+	f, err := atomicfile.Create(name, filePerm)
 	if err != nil {
 		return fmt.Errorf("nifti: write %s: %w", name, err)
 	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	bw := bufio.NewWriterSize(f, 256<<10)
-	var out io.Writer = bw
-	var gz *gzip.Writer
-	if strings.HasSuffix(strings.ToLower(name), ".gz") {
-		level := w.GzipLevel
-		if level == 0 {
-			level = gzip.DefaultCompression
-		}
-		gz, err = gzip.NewWriterLevel(bw, level)
-		if err != nil {
-			return fmt.Errorf("nifti: write %s: %w", name, err)
-		}
-		out = gz
-	}
-	if err = emit(out); err != nil {
+	defer f.Close() // discards the temporary file unless committed
+	if err := w.encodeTo(f, name, emit); err != nil {
 		return fmt.Errorf("nifti: write %s: %w", name, err)
 	}
-	if gz != nil {
-		if err = gz.Close(); err != nil {
-			return fmt.Errorf("nifti: write %s: %w", name, err)
-		}
-	}
-	if err = bw.Flush(); err != nil {
-		return fmt.Errorf("nifti: write %s: %w", name, err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("nifti: write %s: %w", name, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("nifti: write %s: %w", name, err)
-	}
-	if err = os.Rename(tmp, name); err != nil {
+	if err := f.Commit(); err != nil {
 		return fmt.Errorf("nifti: write %s: %w", name, err)
 	}
 	return nil
+}
+
+// encodeTo runs emit into f through a write buffer and, for a .gz name, a
+// gzip stream at the Writer's level, and flushes both.
+func (w *Writer) encodeTo(f io.Writer, name string, emit func(io.Writer) error) error {
+	bw := bufio.NewWriterSize(f, 256<<10)
+	if !strings.HasSuffix(strings.ToLower(name), ".gz") {
+		if err := emit(bw); err != nil {
+			return err
+		}
+		return bw.Flush()
+	}
+	level := w.GzipLevel
+	if level == 0 {
+		level = gzip.DefaultCompression
+	}
+	gz, err := gzip.NewWriterLevel(bw, level)
+	if err != nil {
+		return err
+	}
+	if err := emit(gz); err != nil {
+		return err
+	}
+	if err := gz.Close(); err != nil {
+		return err
+	}
+	return bw.Flush()
 }
 
 // encode converts float32 values to stored voxels of type dt in dst.

@@ -256,6 +256,7 @@ func (st *Reader) Lookup(name string) (Info, bool) {
 // modify it.
 func (st *Reader) Metadata() map[string]string { return st.metadata }
 
+// lookup is Lookup with a *FormatError naming the file for a missing tensor.
 func (st *Reader) lookup(name string) (Info, error) {
 	t, ok := st.Lookup(name)
 	if !ok {
@@ -264,6 +265,20 @@ func (st *Reader) lookup(name string) (Info, error) {
 	return t, nil
 }
 
+// lookupLen is lookup for a read into a destination of n elements, which
+// must be exactly the tensor's.
+func (st *Reader) lookupLen(name string, n int) (Info, error) {
+	t, err := st.lookup(name)
+	if err != nil {
+		return Info{}, err
+	}
+	if tn := t.NumElements(); n != tn {
+		return Info{}, &FormatError{File: st.name, Tensor: name, Msg: fmt.Sprintf("has %d elements (shape %v), destination holds %d", tn, t.Shape, n)}
+	}
+	return t, nil
+}
+
+// readAt fills buf with the data section's bytes from t.Begin on.
 func (st *Reader) readAt(t Info, buf []byte) error {
 	if len(buf) == 0 {
 		return nil
@@ -288,12 +303,9 @@ func (st *Reader) ReadRaw(name string) ([]byte, error) {
 // number of elements. F32 is read straight into dst; F16, BF16 and F64 are
 // converted to float32. Other dtypes are an error.
 func (st *Reader) ReadFloat32(name string, dst []float32) error {
-	t, err := st.lookup(name)
+	t, err := st.lookupLen(name, len(dst))
 	if err != nil {
 		return err
-	}
-	if n := t.NumElements(); len(dst) != n {
-		return &FormatError{File: st.name, Tensor: name, Msg: fmt.Sprintf("has %d elements (shape %v), destination holds %d", n, t.Shape, len(dst))}
 	}
 	switch t.DType {
 	case F32:
@@ -323,12 +335,9 @@ func (st *Reader) ReadFloat32(name string, dst []float32) error {
 // ReadInt64 reads the named I64, I32 or U8 tensor into dst, which must hold
 // exactly its number of elements.
 func (st *Reader) ReadInt64(name string, dst []int64) error {
-	t, err := st.lookup(name)
+	t, err := st.lookupLen(name, len(dst))
 	if err != nil {
 		return err
-	}
-	if n := t.NumElements(); len(dst) != n {
-		return &FormatError{File: st.name, Tensor: name, Msg: fmt.Sprintf("has %d elements (shape %v), destination holds %d", n, t.Shape, len(dst))}
 	}
 	if t.DType != I64 && t.DType != I32 && t.DType != U8 {
 		return &FormatError{File: st.name, Tensor: name, Msg: fmt.Sprintf("dtype %s cannot be read as int64", t.DType)}

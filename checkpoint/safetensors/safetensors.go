@@ -101,6 +101,7 @@ type FormatError struct {
 	Msg    string
 }
 
+// Error names the file, the tensor when there is one, and what is wrong.
 func (e *FormatError) Error() string {
 	f := e.File
 	if f == "" {

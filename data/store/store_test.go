@@ -41,6 +41,7 @@ func crop[T any](vol []T, shape, lo, hi [3]int) []T {
 	return out
 }
 
+// stats describes files with Stat.
 func stats(t *testing.T, files []string) []Source {
 	var out []Source
 	for _, f := range files {
@@ -53,6 +54,30 @@ func stats(t *testing.T, files []string) []Source {
 	return out
 }
 
+// writeOneCase makes the store dir/st (preprocessing prep, chunk edge 4,
+// S2) holding case "c": a random one-channel image of shape drawn with
+// seed, no label, made from the source file dir/i.nii. It returns the
+// store's folder.
+func writeOneCase(t *testing.T, dir, prep string, shape [3]int, seed uint64) string {
+	t.Helper()
+	src := writeSources(t, dir, "i.nii")
+	img, _ := randomCase(rand.New(rand.NewPCG(seed, seed)), shape, 1)
+	st := filepath.Join(dir, "st")
+	w, err := NewWriter(st, []byte(prep), 4, CodecS2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Put("c", stats(t, src), shape, img, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// writeSources writes small files with the given names into dir as a
+// case's source files and returns their paths.
 func writeSources(t *testing.T, dir string, names ...string) []string {
 	var out []string
 	for _, n := range names {
@@ -182,14 +207,7 @@ func TestCurrentDetectsChanges(t *testing.T) {
 }
 
 func TestWriterKeepsOnlyCompatibleCases(t *testing.T) {
-	dir := t.TempDir()
-	src := writeSources(t, dir, "i.nii")
-	r := rand.New(rand.NewPCG(3, 3))
-	img, _ := randomCase(r, [3]int{3, 3, 3}, 1)
-	st := filepath.Join(dir, "st")
-	w, _ := NewWriter(st, []byte(`{"norm":"zscore"}`), 4, CodecS2)
-	w.Put("c", stats(t, src), [3]int{3, 3, 3}, img, nil, nil)
-	w.Close()
+	st := writeOneCase(t, t.TempDir(), `{"norm":"zscore"}`, [3]int{3, 3, 3}, 3)
 	w2, _ := NewWriter(st, []byte(`{"norm":"zscore"}`), 4, CodecS2)
 	if w2.Entry("c") == nil {
 		t.Error("same preprocessing dropped the case")
@@ -201,14 +219,7 @@ func TestWriterKeepsOnlyCompatibleCases(t *testing.T) {
 }
 
 func TestCorruptCaseFile(t *testing.T) {
-	dir := t.TempDir()
-	src := writeSources(t, dir, "i.nii")
-	r := rand.New(rand.NewPCG(4, 4))
-	img, _ := randomCase(r, [3]int{9, 9, 9}, 1)
-	stDir := filepath.Join(dir, "st")
-	w, _ := NewWriter(stDir, []byte(`{}`), 4, CodecS2)
-	w.Put("c", stats(t, src), [3]int{9, 9, 9}, img, nil, nil)
-	w.Close()
+	stDir := writeOneCase(t, t.TempDir(), `{}`, [3]int{9, 9, 9}, 4)
 	path := filepath.Join(stDir, "c.vxs")
 	b, _ := os.ReadFile(path)
 	// Flip bytes in the middle of the chunk data.

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	kpgzip "github.com/klauspost/compress/gzip"
+	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 // Test data generators; all deterministic.
@@ -234,3 +235,9 @@ func (w *bitWriter) stored(data []byte, final bool) {
 	w.out = binary.LittleEndian.AppendUint16(w.out, ^uint16(len(data)))
 	w.out = append(w.out, data...)
 }
+
+// lighter reports whether the big matrices run reduced: with -short, and
+// under the race detector, which makes this single-goroutine decoder ~10×
+// slower without finding anything a plain run would not (the concurrency
+// code of the project is tested under it in full).
+func lighter() bool { return testing.Short() || testutil.Race }

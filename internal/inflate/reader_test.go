@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
+
+	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 var levels = []int{-2, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
@@ -365,15 +367,7 @@ func TestReuse(t *testing.T) {
 			if err := z.Reset(src); err != nil {
 				t.Fatal(err)
 			}
-			for {
-				_, err := z.Read(buf)
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
+			discard(t, &z, buf)
 		}
 	})
 	if allocs != 0 {
@@ -398,15 +392,7 @@ func TestReuse(t *testing.T) {
 				if err := zr.ResetReader(br); err != nil {
 					t.Fatal(err)
 				}
-				for {
-					_, err := zr.Read(buf)
-					if err == io.EOF {
-						break
-					}
-					if err != nil {
-						t.Fatal(err)
-					}
-				}
+				discard(t, zr, buf)
 			}
 		})
 		if allocs != 0 {
@@ -425,23 +411,46 @@ func TestReuse(t *testing.T) {
 	}
 }
 
-// TestRealFiles decodes real NIfTI files when present.
+// discard reads z to the end through buf, without allocating (TestReuse
+// counts allocations).
+func discard(t *testing.T, z *Reader, buf []byte) {
+	t.Helper()
+	for {
+		_, err := z.Read(buf)
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRealFiles decodes real NIfTI files: the demo cases bundled in
+// testdata/demo always, and the full demo dataset where it is present.
 func TestRealFiles(t *testing.T) {
-	files, _ := filepath.Glob("/work/shared/data/demo/*/*.nii.gz")
-	more, _ := filepath.Glob("/work/shared/data/demo/*.nii.gz")
-	files = append(files, more...)
+	t.Run("bundled", func(t *testing.T) { testRealFiles(t, testutil.DemoDir(t)) })
+	t.Run("full", func(t *testing.T) { testRealFiles(t, testutil.FullDemoDir(t)) })
+}
+
+// testRealFiles decodes the first ten .nii.gz files (by name) of a
+// dataset folder's imagesTr and labelsTr in three ways and compares each
+// with compress/gzip.
+func testRealFiles(t *testing.T, dir string) {
+	files, _ := filepath.Glob(filepath.Join(dir, "*", "*.nii.gz"))
 	sort.Strings(files)
 	if len(files) > 10 {
 		files = files[:10]
 	}
-	files = append(files, "/tmp/vxdata/bench/data/imagesTr/case_000.nii.gz")
+	if len(files) == 0 {
+		t.Fatalf("no .nii.gz files in %s/*/", dir)
+	}
 	var z Reader
 	zs := Reader{winSize: 5000}
-	tested := 0
-	for _, f := range files {
+	for i, f := range files {
 		src, err := os.ReadFile(f)
 		if err != nil {
-			continue
+			t.Fatal(err)
 		}
 		want, err := stdDecode(src, 1<<32)
 		if err != nil {
@@ -461,16 +470,12 @@ func TestRealFiles(t *testing.T) {
 		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("%s: ResetReader(*os.File): %v", f, err)
 		}
-		got, err = readAllKind(&zs, src, srcChunks, 0, uint64(tested))
+		got, err = readAllKind(&zs, src, srcChunks, 0, uint64(i))
 		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("%s: ResetReader(chunks) small window: %v", f, err)
 		}
-		tested++
 	}
-	if tested == 0 {
-		t.Skip("no real .nii.gz files present")
-	}
-	t.Logf("%d real files decoded identically", tested)
+	t.Logf("%d real files decoded identically", len(files))
 }
 
 func ExampleReader() {
@@ -487,9 +492,3 @@ func ExampleReader() {
 	fmt.Println(string(out), err)
 	// Output: hello, voxels <nil>
 }
-
-// lighter reports whether the big matrices run reduced: with -short, and
-// under the race detector, which makes this single-goroutine decoder ~10×
-// slower without finding anything a plain run would not (the concurrency
-// code of the project is tested under it in full).
-func lighter() bool { return testing.Short() || raceEnabled }

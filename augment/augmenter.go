@@ -1,0 +1,61 @@
+package augment
+
+import (
+	"fmt"
+	"math"
+)
+
+// Augmenter applies one validated Config to patches of one size and channel
+// count. It holds no mutable state: one Augmenter serves every worker
+// goroutine; per-goroutine state lives in a Sample and a Workspace.
+type Augmenter struct {
+	cfg      Config
+	patch    [3]int
+	channels int
+	cubic    bool
+	rotAxes  []int
+	mirAxes  []int
+	r90Axes  []int
+	lrAxes   [3]bool
+}
+
+// New checks cfg and returns an Augmenter for patches of the given (D, H, W)
+// size with the given number of image channels.
+func New(cfg Config, patch [3]int, channels int) (*Augmenter, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	for i, p := range patch {
+		if p <= 0 {
+			return nil, fmt.Errorf("augment: patch size %v: axis %d is %d, want > 0", patch, i, p)
+		}
+	}
+	if int64(patch[0])*int64(patch[1])*int64(patch[2]) > math.MaxInt32 {
+		return nil, fmt.Errorf("augment: patch size %v has more than 2^31-1 voxels", patch)
+	}
+	if channels <= 0 {
+		return nil, fmt.Errorf("augment: %d image channels, want > 0", channels)
+	}
+	a := &Augmenter{
+		cfg:      cfg,
+		patch:    patch,
+		channels: channels,
+		cubic:    cfg.Interpolation == "cubic",
+		rotAxes:  append([]int(nil), cfg.Rotation.Axes...),
+		mirAxes:  append([]int(nil), cfg.Mirror.Axes...),
+		r90Axes:  append([]int(nil), cfg.Rot90.Axes...),
+	}
+	for _, ax := range cfg.LowRes.Axes {
+		a.lrAxes[ax] = true
+	}
+	return a, nil
+}
+
+// Patch returns the output patch size (D, H, W).
+func (a *Augmenter) Patch() [3]int { return a.patch }
+
+// Channels returns the number of image channels.
+func (a *Augmenter) Channels() int { return a.channels }
+
+// Config returns the Augmenter's configuration.
+func (a *Augmenter) Config() Config { return a.cfg }

@@ -1,0 +1,41 @@
+package checkpoint
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestRunPaths(t *testing.T) {
+	r, err := RunPaths("out", "Task04", 3, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Run{
+		Dir:         filepath.Join("out", "Task04", "fold_3", "run_7"),
+		Checkpoints: filepath.Join("out", "Task04", "fold_3", "run_7", "checkpoints"),
+		Logs:        filepath.Join("out", "Task04", "fold_3", "run_7", "logs"),
+		Plots:       filepath.Join("out", "Task04", "fold_3", "run_7", "plots"),
+		Config:      filepath.Join("out", "Task04", "fold_3", "run_7", "config.yaml"),
+		TrainLog:    filepath.Join("out", "Task04", "fold_3", "run_7", "train.log"),
+		Metrics:     filepath.Join("out", "Task04", "fold_3", "run_7", "metrics.jsonl"),
+	}
+	if r != want {
+		t.Errorf("%+v", r)
+	}
+	for _, c := range []struct {
+		out, exp  string
+		fold, run int
+	}{{"", "e", 0, 0}, {"o", "", 0, 0}, {"o", "..", 0, 0}, {"o", "a/b", 0, 0}, {"o", "e", -2, 0}, {"o", "e", 0, -1}} {
+		if _, err := RunPaths(c.out, c.exp, c.fold, c.run); err == nil {
+			t.Errorf("%+v: no error", c)
+		}
+	}
+	if r, err := RunPaths("o", "e", -1, 0); err != nil || r.Dir != filepath.Join("o", "e", "fold_all", "run_0") {
+		t.Errorf("fold -1 (every case): %+v %v", r, err)
+	}
+	if _, err := os.Stat("out"); !errors.Is(err, os.ErrNotExist) {
+		t.Error("RunPaths touched the disk")
+	}
+}

@@ -1,5 +1,0 @@
-//go:build !race
-
-package inflate
-
-const raceEnabled = false
