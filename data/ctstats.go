@@ -17,7 +17,7 @@ import (
 	"github.com/voxtrain/voxtrain/config"
 
 	"github.com/voxtrain/voxtrain/augment"
-	"github.com/voxtrain/voxtrain/checkpoint"
+	"github.com/voxtrain/voxtrain/internal/atomicfile"
 )
 
 // CT normalisation statistics computed from the dataset, as nnU-Net's
@@ -214,7 +214,11 @@ func loadOrComputeCT(ctx context.Context, ds *Dataset, channels, ch, workers int
 	}
 	want.Statistics = st
 	b, _ := json.MarshalIndent(want, "", " ")
-	if err := checkpoint.WriteFileAtomic(path, append(b, '\n'), 0o644); err != nil {
+	err = os.MkdirAll(filepath.Dir(path), 0o755)
+	if err == nil {
+		err = atomicfile.WriteFile(path, append(b, '\n'), 0o644)
+	}
+	if err != nil {
 		log.Warn("data: cannot cache the ct statistics (they are recomputed next time)", "file", path, "err", fmt.Errorf("write %s: %w", path, err))
 	}
 	return st, false, nil

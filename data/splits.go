@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"sort"
 
-	"github.com/voxtrain/voxtrain/checkpoint"
 	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/internal/atomicfile"
 )
 
 // Fold is one cross-validation fold: case IDs to train on and to validate
@@ -76,7 +77,11 @@ func WriteSplits(ds *Dataset, k int, path string) error {
 		return fmt.Errorf("splits %s: %w", path, err)
 	}
 	out, _ := json.MarshalIndent(folds, "", "  ")
-	if err := checkpoint.WriteFileAtomic(path, append(out, '\n'), 0o644); err != nil {
+	err = os.MkdirAll(filepath.Dir(path), 0o755)
+	if err == nil {
+		err = atomicfile.WriteFile(path, append(out, '\n'), 0o644)
+	}
+	if err != nil {
 		return fmt.Errorf("write splits %s: %w", path, err)
 	}
 	return nil

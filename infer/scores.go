@@ -4,10 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 
-	"github.com/voxtrain/voxtrain/checkpoint"
 	"github.com/voxtrain/voxtrain/data"
+	"github.com/voxtrain/voxtrain/internal/atomicfile"
 	"github.com/voxtrain/voxtrain/metrics"
 	"github.com/voxtrain/voxtrain/runlog"
 )
@@ -115,5 +116,8 @@ func (s Scores) WriteSummary(dir string) error {
 	if err != nil {
 		return err
 	}
-	return checkpoint.WriteFileAtomic(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644)
 }

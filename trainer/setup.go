@@ -8,6 +8,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/voxtrain/voxtrain/internal/atomicfile"
+
 	"github.com/voxtrain/voxtrain/checkpoint"
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/data"
@@ -81,7 +83,7 @@ func newTrainer(ctx context.Context, cfg *config.Config, o Options) (_ *trainer,
 	if err != nil {
 		return nil, err
 	}
-	if err := checkpoint.WriteFileAtomic(t.run.Config, []byte(text), 0o644); err != nil {
+	if err := atomicfile.WriteFile(t.run.Config, []byte(text), 0o644); err != nil {
 		return nil, err
 	}
 	t.log.Info("run", "dir", t.run.Dir, "device", o.Device.Name(), "version", o.Version)
