@@ -3,13 +3,16 @@ package checkpoint
 import (
 	"fmt"
 	"testing"
+
+	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/nn"
 )
 
 // benchCheckpoint is a 3D U-Net-sized save: 4M float32 weights (16 MB)
 // and Adam's two moments (32 MB).
-func benchCheckpoint() (*Checkpoint, []Tensor, []Tensor) {
+func benchCheckpoint() (*Checkpoint, []nn.HostTensor, []nn.HostTensor) {
 	const layers, per = 16, 1 << 18
-	var model, opt []Tensor
+	var model, opt []nn.HostTensor
 	for i := range layers {
 		shape := []int{64, 64, 4, 4, 4} // per elements
 		w := make([]float32, per)
@@ -17,10 +20,10 @@ func benchCheckpoint() (*Checkpoint, []Tensor, []Tensor) {
 			w[j] = float32(j%1000) * 1e-3
 		}
 		name := fmt.Sprintf("encoder.stages.%d.conv.weight", i)
-		model = append(model, Tensor{Name: name, Shape: shape, Data: w})
+		model = append(model, nn.HostTensor{Name: name, Shape: shape, Data: w})
 		opt = append(opt,
-			Tensor{Name: name + ".exp_avg", Shape: shape, Data: make([]float32, per)},
-			Tensor{Name: name + ".exp_avg_sq", Shape: shape, Data: make([]float32, per)})
+			nn.HostTensor{Name: name + ".exp_avg", Shape: shape, Data: make([]float32, per)},
+			nn.HostTensor{Name: name + ".exp_avg_sq", Shape: shape, Data: make([]float32, per)})
 	}
 	return &Checkpoint{Epoch: 1, Step: 1, Model: model, Optimizer: opt, State: map[string]int{"step": 1}}, model, opt
 }
@@ -29,7 +32,7 @@ func benchCheckpoint() (*Checkpoint, []Tensor, []Tensor) {
 // pointer, prune) of a 48 MB checkpoint.
 func BenchmarkSave(b *testing.B) {
 	c, _, _ := benchCheckpoint()
-	s := &Saver{Dir: b.TempDir(), Policy: Policy{KeepRecent: 1}}
+	s := &Saver{Dir: b.TempDir(), Policy: config.Checkpoint{KeepRecent: 1}}
 	b.SetBytes(48 << 20)
 	for i := 0; b.Loop(); i++ {
 		c.Step = int64(i)
@@ -43,7 +46,7 @@ func BenchmarkSave(b *testing.B) {
 // same checkpoint into existing buffers.
 func BenchmarkLoadLatest(b *testing.B) {
 	c, model, opt := benchCheckpoint()
-	s := &Saver{Dir: b.TempDir()}
+	s := &Saver{Dir: b.TempDir(), Policy: config.Checkpoint{KeepRecent: 2}}
 	if _, err := s.Save(c); err != nil {
 		b.Fatal(err)
 	}

@@ -7,17 +7,9 @@ import (
 	"math"
 	"strings"
 	"time"
-)
 
-// Tensor is a named float32 tensor in PyTorch's layout: row-major, Shape as
-// PyTorch reports it (a convolution weight is (O, I, kD, kH, kW)), Name as
-// in PyTorch's state_dict ("encoder.stages.0.conv1.weight").
-// len(Data) == product of Shape.
-type Tensor struct {
-	Name  string
-	Shape []int
-	Data  []float32
-}
+	"github.com/voxtrain/voxtrain/nn"
+)
 
 // Checkpoint is what one save writes.
 type Checkpoint struct {
@@ -33,10 +25,10 @@ type Checkpoint struct {
 	// validation. A NaN or infinite metric is recorded as none.
 	Metric *float64
 	// Model holds the weights written to model.safetensors, in order.
-	Model []Tensor
+	Model []nn.HostTensor
 	// Optimizer holds the optimiser's state tensors (moments, momentum
 	// buffers), written to optimizer.safetensors. May be empty.
-	Optimizer []Tensor
+	Optimizer []nn.HostTensor
 	// State is the trainer's state (epoch, step, schedule, RNG and data
 	// cursor, ...), encoded with encoding/json into state.json; a
 	// json.RawMessage is written as is.
@@ -46,53 +38,6 @@ type Checkpoint struct {
 	Config string
 	// Version is the voxtrain version that wrote the checkpoint.
 	Version string
-}
-
-// Policy says which checkpoints to keep. The zero Policy keeps the two
-// newest saves and tracks no best.
-type Policy struct {
-	// BestMode is "max" when a higher validation metric is better, "min"
-	// when lower is; "" disables best tracking.
-	BestMode string `yaml:"best_mode"`
-	// EveryEpochs > 0 keeps the save made at the end of every
-	// EveryEpochs-th epoch as a snapshot.
-	EveryEpochs int `yaml:"every_epochs"`
-	// Keep is how many snapshots to keep, the newest; 0 keeps them all.
-	Keep int `yaml:"keep"`
-	// KeepRecent is how many of the newest saves to keep regardless (at
-	// least 1); 0 means 2, so that a damaged newest save has a recent
-	// predecessor to fall back to.
-	KeepRecent int `yaml:"keep_recent"`
-}
-
-func (p Policy) validate() error {
-	switch {
-	case p.BestMode != "" && p.BestMode != "max" && p.BestMode != "min":
-		return fmt.Errorf("checkpoint policy: best_mode %q: want \"max\", \"min\" or empty", p.BestMode)
-	case p.EveryEpochs < 0:
-		return fmt.Errorf("checkpoint policy: every_epochs %d is negative", p.EveryEpochs)
-	case p.Keep < 0:
-		return fmt.Errorf("checkpoint policy: keep %d is negative", p.Keep)
-	case p.KeepRecent < 0:
-		return fmt.Errorf("checkpoint policy: keep_recent %d is negative", p.KeepRecent)
-	}
-	return nil
-}
-
-func (p Policy) keepRecent() int {
-	if p.KeepRecent == 0 {
-		return 2
-	}
-	return p.KeepRecent
-}
-
-// Better reports whether metric a beats b under the policy's mode ("min":
-// lower is better; otherwise higher).
-func (p Policy) Better(a, b float64) bool {
-	if p.BestMode == "min" {
-		return a < b
-	}
-	return a > b
 }
 
 // Saved tells what a save did.

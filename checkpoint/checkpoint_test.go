@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/voxtrain/voxtrain/checkpoint/safetensors"
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
@@ -16,7 +17,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Saver{Dir: run.Checkpoints, Policy: Policy{BestMode: "max"}}
+	s := &Saver{Dir: run.Checkpoints, Policy: config.Checkpoint{BestMode: "max", KeepRecent: 2}}
 	saved := mustSave(t, s, testCheckpoint(3, 300, 1, f64(0.75)))
 	if !saved.Best || filepath.Base(saved.Dir) != "ckpt-e0003-s000000300" {
 		t.Errorf("saved = %+v", saved)
@@ -55,7 +56,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 // TestWeightsArePyTorchStateDict: model.safetensors holds exactly the
 // weights, with their names, shapes and float32 values, and "format": "pt".
 func TestWeightsArePyTorchStateDict(t *testing.T) {
-	s := &Saver{Dir: t.TempDir()}
+	s := &Saver{Dir: t.TempDir(), Policy: config.Checkpoint{KeepRecent: 2}}
 	saved := mustSave(t, s, testCheckpoint(1, 10, 1, nil))
 	f, err := safetensors.Open(filepath.Join(saved.Dir, "model.safetensors"))
 	if err != nil {
@@ -99,7 +100,7 @@ func TestOutputDirDoesNotExist(t *testing.T) {
 		}
 	}
 	// A Saver on a directory nobody created works too.
-	s := &Saver{Dir: filepath.Join(t.TempDir(), "a", "b", "checkpoints")}
+	s := &Saver{Dir: filepath.Join(t.TempDir(), "a", "b", "checkpoints"), Policy: config.Checkpoint{KeepRecent: 2}}
 	mustSave(t, s, testCheckpoint(1, 1, 1, nil))
 	if _, err := LoadLatest(s.Dir, nil, nil); err == nil {
 		t.Error("LoadLatest with no expected tensors should report the file's tensors as unexpected")
@@ -113,7 +114,7 @@ func TestCheckpointDirRemovedMidRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Saver{Dir: run.Checkpoints, Policy: Policy{BestMode: "min"}}
+	s := &Saver{Dir: run.Checkpoints, Policy: config.Checkpoint{BestMode: "min", KeepRecent: 2}}
 	mustSave(t, s, testCheckpoint(1, 10, 1, f64(0.5)))
 	if err := os.RemoveAll(run.Checkpoints); err != nil {
 		t.Fatal(err)
@@ -136,7 +137,7 @@ func TestCheckpointDirRemovedMidRun(t *testing.T) {
 
 func TestSameStepSavedTwice(t *testing.T) {
 	dir := t.TempDir()
-	s := &Saver{Dir: dir}
+	s := &Saver{Dir: dir, Policy: config.Checkpoint{KeepRecent: 2}}
 	first := mustSave(t, s, testCheckpoint(2, 20, 1, nil))
 	c := testCheckpoint(2, 20, 1, nil)
 	c.Config = "seed: 20\n" // same content, second save
@@ -163,7 +164,7 @@ func TestStaleTemporariesRemoved(t *testing.T) {
 		os.MkdirAll(filepath.Join(dir, n), 0o755)
 		os.WriteFile(filepath.Join(dir, n, "model.safetensors"), []byte("partial"), 0o644)
 	}
-	s := &Saver{Dir: dir}
+	s := &Saver{Dir: dir, Policy: config.Checkpoint{KeepRecent: 2}}
 	mustSave(t, s, testCheckpoint(1, 1, 1, nil))
 	if got := testutil.DirNames(t, dir); !slices.Equal(got, []string{"ckpt-e0001-s000000001", "last"}) {
 		t.Errorf("left %v", got)
@@ -172,7 +173,7 @@ func TestStaleTemporariesRemoved(t *testing.T) {
 
 func TestSaveErrors(t *testing.T) {
 	dir := t.TempDir()
-	s := &Saver{Dir: dir}
+	s := &Saver{Dir: dir, Policy: config.Checkpoint{KeepRecent: 2}}
 	mustSave(t, s, testCheckpoint(1, 1, 1, nil))
 	bad := testCheckpoint(2, 2, 1, nil)
 	bad.Model[1].Data = bad.Model[1].Data[:3]
@@ -189,7 +190,7 @@ func TestSaveErrors(t *testing.T) {
 	if got := testutil.DirNames(t, dir); !slices.Equal(got, []string{"ckpt-e0001-s000000001", "last"}) {
 		t.Errorf("left %v", got)
 	}
-	for _, p := range []Policy{{BestMode: "higher"}, {EveryEpochs: -1}, {Keep: -1}, {KeepRecent: -2}} {
+	for _, p := range []config.Checkpoint{{BestMode: "higher"}, {EveryEpochs: -1}, {Keep: -1}, {KeepRecent: -2}} {
 		if _, err := (&Saver{Dir: dir, Policy: p}).Save(testCheckpoint(3, 3, 1, nil)); err == nil || !strings.Contains(err.Error(), "checkpoint policy") {
 			t.Errorf("policy %+v: %v", p, err)
 		}
@@ -203,7 +204,7 @@ func TestSaveErrors(t *testing.T) {
 	// An unwritable location fails with the path in the error.
 	file := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(file, nil, 0o644)
-	if _, err := (&Saver{Dir: filepath.Join(file, "ck")}).Save(testCheckpoint(1, 1, 1, nil)); err == nil || !strings.Contains(err.Error(), file) {
+	if _, err := (&Saver{Dir: filepath.Join(file, "ck"), Policy: config.Checkpoint{KeepRecent: 2}}).Save(testCheckpoint(1, 1, 1, nil)); err == nil || !strings.Contains(err.Error(), file) {
 		t.Errorf("dir under a file: %v", err)
 	}
 }

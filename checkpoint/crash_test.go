@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
@@ -31,7 +32,7 @@ func crashScale() int {
 	return 200
 }
 
-var crashPolicy = Policy{BestMode: "max", EveryEpochs: 3, Keep: 2, KeepRecent: 2}
+var crashPolicy = config.Checkpoint{BestMode: "max", EveryEpochs: 3, Keep: 2, KeepRecent: 2}
 
 func crashMetric(step int64) float64 { return math.Sin(float64(step) * 0.7) }
 

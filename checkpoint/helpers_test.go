@@ -6,12 +6,14 @@ import (
 	"math"
 	"os"
 	"testing"
+
+	"github.com/voxtrain/voxtrain/nn"
 )
 
 // testModel returns tensors shaped like a tiny 3D U-Net's state dict with
 // values derived from step, so a loaded checkpoint can be checked against
 // its own step.
-func testModel(step int64, scale int) (model, opt []Tensor) {
+func testModel(step int64, scale int) (model, opt []nn.HostTensor) {
 	specs := []struct {
 		name  string
 		shape []int
@@ -33,8 +35,8 @@ func testModel(step int64, scale int) (model, opt []Tensor) {
 			w[i] = fill(step, k, i)
 			m[i] = -fill(step, k, i)
 		}
-		model = append(model, Tensor{Name: s.name, Shape: s.shape, Data: w})
-		opt = append(opt, Tensor{Name: s.name + ".momentum_buffer", Shape: s.shape, Data: m})
+		model = append(model, nn.HostTensor{Name: s.name, Shape: s.shape, Data: w})
+		opt = append(opt, nn.HostTensor{Name: s.name + ".momentum_buffer", Shape: s.shape, Data: m})
 	}
 	return model, opt
 }
@@ -44,10 +46,10 @@ func fill(step int64, k, i int) float32 {
 }
 
 // empty returns tensors with the names and shapes of ts and nil Data.
-func empty(ts []Tensor) []Tensor {
-	out := make([]Tensor, len(ts))
+func empty(ts []nn.HostTensor) []nn.HostTensor {
+	out := make([]nn.HostTensor, len(ts))
 	for i, t := range ts {
-		out[i] = Tensor{Name: t.Name, Shape: t.Shape}
+		out[i] = nn.HostTensor{Name: t.Name, Shape: t.Shape}
 	}
 	return out
 }
@@ -57,7 +59,7 @@ type testState struct {
 	Sum  float64 `json:"sum"`
 }
 
-func sum(ts []Tensor) float64 {
+func sum(ts []nn.HostTensor) float64 {
 	var s float64
 	for _, t := range ts {
 		for _, v := range t.Data {
@@ -80,7 +82,7 @@ func testCheckpoint(epoch int, step int64, scale int, metric *float64) *Checkpoi
 
 // verify checks that a loaded checkpoint is internally consistent: the
 // manifest's step, the state's step and checksum, and every tensor value.
-func verify(l *Loaded, model, opt []Tensor) error {
+func verify(l *Loaded, model, opt []nn.HostTensor) error {
 	var st testState
 	if err := json.Unmarshal(l.State, &st); err != nil {
 		return fmt.Errorf("%s: state: %v", l.Dir, err)

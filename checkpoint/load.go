@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/voxtrain/voxtrain/checkpoint/safetensors"
+	"github.com/voxtrain/voxtrain/nn"
 )
 
 // damagedError marks a checkpoint whose files are missing, truncated or
@@ -35,7 +36,7 @@ func damaged(err error) error { return &damagedError{err} }
 // difference and nothing is filled. A nil optimizer skips the optimiser
 // state (e.g. to evaluate or fine-tune from a checkpoint); a non-nil one,
 // even empty, must match. Nothing is filled unless everything checks out.
-func Load(path string, model, optimizer []Tensor) (*Loaded, error) {
+func Load(path string, model, optimizer []nn.HostTensor) (*Loaded, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("load checkpoint: %w", err)
@@ -74,7 +75,7 @@ func Load(path string, model, optimizer []Tensor) (*Loaded, error) {
 // unparsable) is skipped with its reason in Loaded.Skipped; one that is
 // intact but does not match the expected tensors is an error. When dir
 // holds no checkpoint the error wraps ErrNoCheckpoint.
-func LoadLatest(dir string, model, optimizer []Tensor) (*Loaded, error) {
+func LoadLatest(dir string, model, optimizer []nn.HostTensor) (*Loaded, error) {
 	es, err := scan(dir)
 	if err != nil {
 		return nil, fmt.Errorf("list checkpoints: %w", err)
@@ -128,11 +129,11 @@ func readVerified(dir, name string, m *manifest) ([]byte, error) {
 // plan is a checked, not yet applied, load of one safetensors file.
 type plan struct {
 	r    *safetensors.Reader
-	want []Tensor
+	want []nn.HostTensor
 }
 
 // check parses a safetensors file held in b and matches it against want.
-func check(path string, b []byte, want []Tensor) (plan, error) {
+func check(path string, b []byte, want []nn.HostTensor) (plan, error) {
 	r, err := safetensors.Parse(bytes.NewReader(b), int64(len(b)), path)
 	if err != nil {
 		return plan{}, damaged(err)
@@ -141,7 +142,7 @@ func check(path string, b []byte, want []Tensor) (plan, error) {
 }
 
 // match compares the file's tensors with the expected ones.
-func match(r *safetensors.Reader, path string, want []Tensor) error {
+func match(r *safetensors.Reader, path string, want []nn.HostTensor) error {
 	e := &MismatchError{File: path}
 	seen := make(map[string]bool, len(want))
 	for _, t := range want {
@@ -157,7 +158,7 @@ func match(r *safetensors.Reader, path string, want []Tensor) error {
 		case !ok:
 			e.Missing = append(e.Missing, t.Name)
 		case !slices.Equal(info.Shape, t.Shape):
-			e.Mismatched = append(e.Mismatched, fmt.Sprintf("%s: shape %v in the file, %v expected", t.Name, info.Shape, t.Shape))
+			e.Mismatched = append(e.Mismatched, fmt.Sprintf("%s: shape %v in the file, %v expected", t.Name, info.Shape, []int(t.Shape)))
 		case info.DType != safetensors.F32 && info.DType != safetensors.F16 && info.DType != safetensors.BF16 && info.DType != safetensors.F64:
 			e.Mismatched = append(e.Mismatched, fmt.Sprintf("%s: dtype %s in the file, a float type expected", t.Name, info.DType))
 		}
@@ -187,7 +188,7 @@ func (p plan) apply() error {
 	return nil
 }
 
-func loadDir(dir string, model, optimizer []Tensor) (*Loaded, error) {
+func loadDir(dir string, model, optimizer []nn.HostTensor) (*Loaded, error) {
 	m, err := readManifest(dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -201,7 +202,7 @@ func loadDir(dir string, model, optimizer []Tensor) (*Loaded, error) {
 	var plans []plan
 	for _, part := range []struct {
 		name string
-		want []Tensor
+		want []nn.HostTensor
 	}{{modelFile, model}, {optimizerFile, optimizer}} {
 		if part.want == nil && part.name == optimizerFile {
 			continue
@@ -249,7 +250,7 @@ func loadDir(dir string, model, optimizer []Tensor) (*Loaded, error) {
 
 // loadWeights loads a bare safetensors weights file (no manifest: e.g. one
 // exported from PyTorch).
-func loadWeights(path string, model, optimizer []Tensor) (*Loaded, error) {
+func loadWeights(path string, model, optimizer []nn.HostTensor) (*Loaded, error) {
 	if optimizer != nil {
 		return nil, fmt.Errorf("load %s: a bare weights file holds no optimiser state (pass a nil optimizer, or a checkpoint directory)", path)
 	}

@@ -9,16 +9,18 @@ import (
 	"testing"
 
 	"github.com/voxtrain/voxtrain/checkpoint/safetensors"
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/internal/atomicfile"
+	"github.com/voxtrain/voxtrain/nn"
 )
 
 func TestMismatchErrors(t *testing.T) {
-	s := &Saver{Dir: t.TempDir()}
+	s := &Saver{Dir: t.TempDir(), Policy: config.Checkpoint{KeepRecent: 2}}
 	saved := mustSave(t, s, testCheckpoint(1, 1, 1, nil))
 	model, opt := testModel(7, 1)
-	model = append(model[:1], model[2:]...)                              // drop encoder.0.conv.bias: unexpected
-	model = append(model, Tensor{Name: "extra.weight", Shape: []int{3}}) // missing
-	model[0].Shape = []int{4, 2, 3, 3, 3}                                // mis-shaped
+	model = append(model[:1], model[2:]...)                                        // drop encoder.0.conv.bias: unexpected
+	model = append(model, nn.HostTensor{Name: "extra.weight", Shape: nn.Shape{3}}) // missing
+	model[0].Shape = []int{4, 2, 3, 3, 3}                                          // mis-shaped
 	model[0].Data = make([]float32, 216)
 	before := slices.Clone(model[1].Data)
 	_, err := Load(saved.Dir, model, opt)
@@ -59,9 +61,9 @@ func TestMismatchErrors(t *testing.T) {
 		t.Errorf("short Data: %v", err)
 	}
 	// More than 8 names are summarised.
-	var many []Tensor
+	var many []nn.HostTensor
 	for i := range 12 {
-		many = append(many, Tensor{Name: "x" + string(rune('a'+i)), Shape: []int{1}})
+		many = append(many, nn.HostTensor{Name: "x" + string(rune('a'+i)), Shape: nn.Shape{1}})
 	}
 	if _, err := Load(saved.Dir, many, nil); err == nil || !strings.Contains(err.Error(), "12 missing from the file (xa, xb, xc, xd, xe, xf, xg, xh, and 4 more)") {
 		t.Errorf("many: %v", err)
@@ -70,7 +72,7 @@ func TestMismatchErrors(t *testing.T) {
 
 func TestLoadLatestFallsBackPastDamage(t *testing.T) {
 	dir := t.TempDir()
-	s := &Saver{Dir: dir, Policy: Policy{KeepRecent: 10}}
+	s := &Saver{Dir: dir, Policy: config.Checkpoint{KeepRecent: 10}}
 	var dirs []string
 	for step := int64(1); step <= 5; step++ {
 		dirs = append(dirs, mustSave(t, s, testCheckpoint(int(step), step, 1, nil)).Dir)
@@ -141,7 +143,7 @@ func TestLoadBareWeightsAndPointerFiles(t *testing.T) {
 	if l.State != nil || !slices.Equal(got[3].Data, model[3].Data) {
 		t.Errorf("bare weights: %+v", l)
 	}
-	if _, err := Load(path, got, []Tensor{}); err == nil || !strings.Contains(err.Error(), "no optimiser state") {
+	if _, err := Load(path, got, []nn.HostTensor{}); err == nil || !strings.Contains(err.Error(), "no optimiser state") {
 		t.Errorf("bare weights with optimizer: %v", err)
 	}
 	corrupt(t, path, "truncate")
@@ -150,7 +152,7 @@ func TestLoadBareWeightsAndPointerFiles(t *testing.T) {
 	}
 
 	// Pointer files, as written where symbolic links are not available.
-	s := &Saver{Dir: filepath.Join(dir, "ck")}
+	s := &Saver{Dir: filepath.Join(dir, "ck"), Policy: config.Checkpoint{KeepRecent: 2}}
 	saved := mustSave(t, s, testCheckpoint(1, 5, 1, nil))
 	ptr := filepath.Join(s.Dir, "last-file")
 	if err := atomicfile.WriteFile(ptr, []byte(filepath.Base(saved.Dir)+"\n"), 0o644); err != nil {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/voxtrain/voxtrain/config"
 )
 
 // TestPointersNeverMissingOrPartial reads last and best in a tight loop
@@ -14,7 +16,7 @@ import (
 // pointer replaced by remove-then-create would be seen missing here).
 func TestPointersNeverMissingOrPartial(t *testing.T) {
 	dir := t.TempDir()
-	s := &Saver{Dir: dir, Policy: Policy{BestMode: "max", KeepRecent: 3}}
+	s := &Saver{Dir: dir, Policy: config.Checkpoint{BestMode: "max", KeepRecent: 3}}
 	mustSave(t, s, testCheckpoint(0, 0, 1, f64(0)))
 	stop := make(chan struct{})
 	problems := make(chan string, 1)

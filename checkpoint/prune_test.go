@@ -6,12 +6,13 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 func TestPruneKeepsLastBestAndSnapshots(t *testing.T) {
 	dir := t.TempDir()
-	s := &Saver{Dir: dir, Policy: Policy{BestMode: "max", EveryEpochs: 3, Keep: 2, KeepRecent: 1}}
+	s := &Saver{Dir: dir, Policy: config.Checkpoint{BestMode: "max", EveryEpochs: 3, Keep: 2, KeepRecent: 1}}
 	metrics := []float64{0.1, 0.5, 0.4, 0.9, 0.3, 0.2, 0.8, 0.7, 0.6, 0.5, 0.4}
 	var pruned []string
 	for e, m := range metrics {
@@ -46,7 +47,7 @@ func TestPruneKeepsLastBestAndSnapshots(t *testing.T) {
 	}
 	// Keep 0 keeps every snapshot; mid-epoch saves are never snapshots.
 	dir2 := t.TempDir()
-	s3 := &Saver{Dir: dir2, Policy: Policy{EveryEpochs: 2, KeepRecent: 1}}
+	s3 := &Saver{Dir: dir2, Policy: config.Checkpoint{EveryEpochs: 2, KeepRecent: 1}}
 	for epoch := 1; epoch <= 6; epoch++ {
 		c := testCheckpoint(epoch, int64(epoch), 1, nil)
 		c.MidEpoch = epoch == 4
@@ -60,19 +61,18 @@ func TestPruneKeepsLastBestAndSnapshots(t *testing.T) {
 
 func TestDefaultPolicyKeepsTwoNewest(t *testing.T) {
 	dir := t.TempDir()
-	var s Saver
-	s.Dir = dir
+	s := Saver{Dir: dir, Policy: config.Default().Checkpoint}
 	for step := int64(1); step <= 4; step++ {
 		mustSave(t, &s, testCheckpoint(int(step), step, 1, f64(float64(step))))
 	}
-	want := []string{"ckpt-e0003-s000000003", "ckpt-e0004-s000000004", "last"}
+	want := []string{"best", "ckpt-e0003-s000000003", "ckpt-e0004-s000000004", "last"}
 	if got := testutil.DirNames(t, dir); !slices.Equal(got, want) {
 		t.Errorf("left %v, want %v", got, want)
 	}
 }
 
 func TestBestMetricEdgeCases(t *testing.T) {
-	s := &Saver{Dir: t.TempDir(), Policy: Policy{BestMode: "min"}}
+	s := &Saver{Dir: t.TempDir(), Policy: config.Checkpoint{BestMode: "min", KeepRecent: 2}}
 	if mustSave(t, s, testCheckpoint(1, 1, 1, nil)).Best {
 		t.Error("no metric: not best")
 	}

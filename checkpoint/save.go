@@ -16,19 +16,22 @@ import (
 	"time"
 
 	"github.com/voxtrain/voxtrain/checkpoint/safetensors"
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/internal/atomicfile"
+	"github.com/voxtrain/voxtrain/nn"
 )
 
 // Saver writes checkpoints into a run's checkpoints directory and applies
-// the retention policy. Set Dir (and Policy); the zero value of the rest is
-// ready. A Saver keeps no state between saves beyond what is on disk (the
+// the retention policy, the config's checkpoint: section (start from
+// config.Default().Checkpoint). Set Dir and Policy; the zero value of the
+// rest is ready. A Saver keeps no state between saves beyond what is on disk (the
 // best metric is read back from the best checkpoint), so a resumed run
 // continues with the same best and the same numbering. Save may be called
 // from several goroutines; calls are serialised. Do not copy a Saver after
 // first use.
 type Saver struct {
 	Dir    string // the run's checkpoints directory, e.g. Run.Checkpoints
-	Policy Policy
+	Policy config.Checkpoint
 
 	mu sync.Mutex
 }
@@ -132,8 +135,8 @@ func (s *Saver) Save(c *Checkpoint) (Saved, error) {
 	if c == nil {
 		return Saved{}, errors.New("checkpoint: Save of a nil Checkpoint")
 	}
-	if err := s.Policy.validate(); err != nil {
-		return Saved{}, err
+	if err := s.Policy.Validate(); err != nil {
+		return Saved{}, fmt.Errorf("checkpoint policy: %w", err)
 	}
 	if c.Epoch < 0 || c.Step < 0 {
 		return Saved{}, fmt.Errorf("checkpoint: negative epoch %d or step %d", c.Epoch, c.Step)
@@ -261,7 +264,7 @@ func bytesWriter(b []byte) func(io.Writer) error {
 	return func(w io.Writer) error { _, err := w.Write(b); return err }
 }
 
-func tensorsWriter(ts []Tensor, meta map[string]string) func(io.Writer) error {
+func tensorsWriter(ts []nn.HostTensor, meta map[string]string) func(io.Writer) error {
 	return func(w io.Writer) error {
 		st := make([]safetensors.Tensor, len(ts))
 		for i, t := range ts {
@@ -370,7 +373,7 @@ func (s *Saver) prune() (pruned, warnings []string) {
 			keep[e.name] = true // damaged or foreign: not ours to judge
 			continue
 		}
-		if recent < s.Policy.keepRecent() {
+		if recent < s.Policy.KeepRecent {
 			keep[e.name] = true
 			recent++
 		}

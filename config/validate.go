@@ -235,3 +235,6 @@ func (d Data) validate() []error {
 // Validate checks the data section alone (for callers that build one by
 // hand; Config.Validate checks it with the rest).
 func (d Data) Validate() error { return errors.Join(d.validate()...) }
+
+// Validate checks the checkpoint section alone (checkpoint.Saver uses it).
+func (p Checkpoint) Validate() error { return errors.Join(p.validate()...) }

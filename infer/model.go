@@ -70,12 +70,11 @@ func LoadModel(path string, dev nn.Device, batch int) (*Model, error) {
 		net.Free()
 		return nil, err
 	}
-	weights := checkpoint.FromHost(params)
-	if _, err := checkpoint.Load(dir, weights, nil); err != nil {
+	if _, err := checkpoint.Load(dir, params, nil); err != nil {
 		net.Free()
 		return nil, err
 	}
-	if err := nn.ImportParams(dev, net.Params(), checkpoint.ToHost(weights)); err != nil {
+	if err := nn.ImportParams(dev, net.Params(), params); err != nil {
 		net.Free()
 		return nil, fmt.Errorf("checkpoint %s: %w", dir, err)
 	}

@@ -20,7 +20,6 @@ import (
 type checkpoints struct {
 	run     checkpoint.Run
 	saver   checkpoint.Saver
-	policy  config.Checkpoint
 	model   *nn.UNet
 	learner *nn.Learner
 	config  string // the run's config (YAML), saved in every checkpoint
@@ -49,7 +48,7 @@ func (c *checkpoints) resume(what string, st *State) error {
 	if err != nil {
 		return err
 	}
-	weights, moments := checkpoint.FromHost(params), checkpoint.FromHost(opt)
+	weights, moments := params, opt
 	var l *checkpoint.Loaded
 	switch what {
 	case "auto":
@@ -67,10 +66,10 @@ func (c *checkpoints) resume(what string, st *State) error {
 	for _, s := range l.Skipped {
 		c.log.Warn("resume: skipped a damaged checkpoint", "reason", s)
 	}
-	if err := nn.ImportParams(dev, c.model.Params(), checkpoint.ToHost(weights)); err != nil {
+	if err := nn.ImportParams(dev, c.model.Params(), weights); err != nil {
 		return fmt.Errorf("resume %s: %w", l.Dir, err)
 	}
-	if err := c.learner.Opt.LoadState(checkpoint.ToHost(moments)); err != nil {
+	if err := c.learner.Opt.LoadState(moments); err != nil {
 		return fmt.Errorf("resume %s: %w", l.Dir, err)
 	}
 	if l.State == nil {
@@ -121,12 +120,12 @@ func (c *checkpoints) save(st *State, mid bool, metric *float64) error {
 	if err != nil {
 		return err
 	}
-	if metric != nil && (st.BestMetric == nil || c.policy.Better(*metric, *st.BestMetric)) {
+	if metric != nil && (st.BestMetric == nil || c.saver.Policy.Better(*metric, *st.BestMetric)) {
 		v := *metric
 		st.BestMetric = &v
 	}
 	saved, err := c.saver.Save(&checkpoint.Checkpoint{Epoch: st.Epoch, Step: st.Step, MidEpoch: mid, Metric: metric,
-		Model: checkpoint.FromHost(params), Optimizer: checkpoint.FromHost(opt), State: *st, Config: c.config, Version: c.version})
+		Model: params, Optimizer: opt, State: *st, Config: c.config, Version: c.version})
 	if err != nil {
 		return err
 	}

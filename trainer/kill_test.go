@@ -18,6 +18,7 @@ import (
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/cpu"
 	"github.com/voxtrain/voxtrain/internal/testutil"
+	"github.com/voxtrain/voxtrain/nn"
 )
 
 // killConfig saves a checkpoint after every step (one-step epochs, no
@@ -95,7 +96,7 @@ type latestInfo struct{ Step int64 }
 
 // loadFinalLatest loads the latest checkpoint in dir with the model's and
 // optimiser's expected tensors and checks state.json against the manifest.
-func loadFinalLatest(t *testing.T, c *config.Config, dir string) (latestInfo, []checkpoint.Tensor) {
+func loadFinalLatest(t *testing.T, c *config.Config, dir string) (latestInfo, []nn.HostTensor) {
 	t.Helper()
 	model, opt := expectedTensors(t, c)
 	l, err := checkpoint.LoadLatest(dir, model, opt)

@@ -79,7 +79,7 @@ func runTiny(t *testing.T, c *config.Config, o Options) *Result {
 
 // loadFinal reads the weights and optimiser state of a run's last
 // checkpoint.
-func loadFinal(t *testing.T, c *config.Config, runDir string) (model, opt []checkpoint.Tensor) {
+func loadFinal(t *testing.T, c *config.Config, runDir string) (model, opt []nn.HostTensor) {
 	t.Helper()
 	model, opt = expectedTensors(t, c)
 	if _, err := checkpoint.Load(filepath.Join(runDir, "checkpoints", "last"), model, opt); err != nil {
@@ -90,7 +90,7 @@ func loadFinal(t *testing.T, c *config.Config, runDir string) (model, opt []chec
 
 // expectedTensors returns the names and shapes (with buffers) of the
 // weights and optimiser state of c's model.
-func expectedTensors(t *testing.T, c *config.Config) (model, opt []checkpoint.Tensor) {
+func expectedTensors(t *testing.T, c *config.Config) (model, opt []nn.HostTensor) {
 	t.Helper()
 	dev := cpu.New(cpu.Options{Threads: 1})
 	net, err := nn.NewUNet(dev, c.Model, c.Seed)
@@ -103,10 +103,10 @@ func expectedTensors(t *testing.T, c *config.Config) (model, opt []checkpoint.Te
 	}
 	p, _ := nn.ExportParams(dev, net.Params())
 	s, _ := l.Opt.State()
-	return checkpoint.FromHost(p), checkpoint.FromHost(s)
+	return p, s
 }
 
-func sameTensors(t *testing.T, what string, a, b []checkpoint.Tensor) {
+func sameTensors(t *testing.T, what string, a, b []nn.HostTensor) {
 	t.Helper()
 	if len(a) != len(b) {
 		t.Fatalf("%s: %d vs %d tensors", what, len(a), len(b))

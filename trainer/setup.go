@@ -92,7 +92,7 @@ func newTrainer(ctx context.Context, cfg *config.Config, o Options) (_ *trainer,
 	}
 	t.state = State{Seed: cfg.Seed, DataSeed: cfg.Seed, ConfigSHA256: sha256Hex(text), Version: o.Version}
 	t.ckpts = &checkpoints{run: t.run, model: t.model, learner: t.learner, config: text, version: o.Version, log: t.log,
-		policy: cfg.Checkpoint, saver: checkpoint.Saver{Dir: t.run.Checkpoints, Policy: checkpoint.Policy(cfg.Checkpoint)}}
+		saver: checkpoint.Saver{Dir: t.run.Checkpoints, Policy: cfg.Checkpoint}}
 	if err := t.ckpts.resume(o.Resume, &t.state); err != nil {
 		return nil, err
 	}
