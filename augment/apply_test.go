@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/voxtrain/voxtrain/config"
 )
 
 func TestForegroundIndex(t *testing.T) {
@@ -100,7 +102,7 @@ func TestForegroundCentredCrop(t *testing.T) {
 		t.Fatal(err)
 	}
 	patch := [3]int{16, 16, 16}
-	a := mustNew(t, mustPreset(t, PresetNone), patch, 1)
+	a := mustNew(t, mustPreset(t, config.PresetNone), patch, 1)
 	rng := rand.New(rand.NewPCG(4, 4))
 	var ws Workspace
 	seen := map[float32]bool{}
@@ -218,7 +220,7 @@ func TestApplyAllocatesNothing(t *testing.T) {
 		cfg := allOn(t)
 		switch name {
 		case "nnunet":
-			cfg = mustPreset(t, PresetNNUNet)
+			cfg = mustPreset(t, config.PresetNNUNet)
 		case "cubic":
 			cfg.Interpolation = "cubic"
 		}
@@ -249,7 +251,7 @@ func TestApplyAllocatesNothing(t *testing.T) {
 func TestApplyRejectsBadBuffers(t *testing.T) {
 	shape := [3]int{10, 10, 10}
 	img := [][]float32{make([]float32, 1000)}
-	a := mustNew(t, mustPreset(t, PresetNone), [3]int{4, 4, 4}, 1)
+	a := mustNew(t, mustPreset(t, config.PresetNone), [3]int{4, 4, 4}, 1)
 	var s Sample
 	if err := a.Plan(&s, rand.New(rand.NewPCG(1, 1)), shape, nil, false); err != nil {
 		t.Fatal(err)
@@ -270,7 +272,7 @@ func TestApplyRejectsBadBuffers(t *testing.T) {
 			return a.Apply(&s, Source{Image: img, Shape: shape, Origin: [3]int{1, 0, 0}}, good, &ws)
 		},
 		"foreign sample": func() error {
-			b := mustNew(t, mustPreset(t, PresetNone), [3]int{5, 4, 4}, 1)
+			b := mustNew(t, mustPreset(t, config.PresetNone), [3]int{5, 4, 4}, 1)
 			return b.Apply(&s, Source{Image: img, Shape: shape}, good, &ws)
 		},
 		"nil rng": func() error { return a.Plan(&s, nil, shape, nil, false) },

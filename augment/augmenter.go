@@ -3,13 +3,15 @@ package augment
 import (
 	"fmt"
 	"math"
+
+	"github.com/voxtrain/voxtrain/config"
 )
 
-// Augmenter applies one validated Config to patches of one size and channel
+// Augmenter applies one validated augment section to patches of one size and channel
 // count. It holds no mutable state: one Augmenter serves every worker
 // goroutine; per-goroutine state lives in a Sample and a Workspace.
 type Augmenter struct {
-	cfg      Config
+	cfg      config.Augment
 	patch    [3]int
 	channels int
 	cubic    bool
@@ -21,7 +23,7 @@ type Augmenter struct {
 
 // New checks cfg and returns an Augmenter for patches of the given (D, H, W)
 // size with the given number of image channels.
-func New(cfg Config, patch [3]int, channels int) (*Augmenter, error) {
+func New(cfg config.Augment, patch [3]int, channels int) (*Augmenter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -58,4 +60,4 @@ func (a *Augmenter) Patch() [3]int { return a.patch }
 func (a *Augmenter) Channels() int { return a.channels }
 
 // Config returns the Augmenter's configuration.
-func (a *Augmenter) Config() Config { return a.cfg }
+func (a *Augmenter) Config() config.Augment { return a.cfg }

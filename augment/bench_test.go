@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+
+	"github.com/voxtrain/voxtrain/config"
 )
 
 // The benchmarks mirror /work/shared/bench/scipy_augment.py: one 128³ patch
@@ -25,19 +27,19 @@ var benchVolume = sync.OnceValues(func() ([]float32, []uint8) {
 	return img, labelOf(img)
 })
 
-func benchConfig(elastic bool) Config {
-	c, _ := Preset(PresetNone)
-	c.Rotation = Rotation{P: 1, Degrees: [2]float64{-15, 15}, Axes: []int{0, 1, 2}}
-	c.Scaling = Scaling{P: 1, Range: [2]float64{0.85, 1.15}}
+func benchConfig(elastic bool) config.Augment {
+	c, _ := config.AugmentPreset(config.PresetNone)
+	c.Rotation = config.Rotation{P: 1, Degrees: [2]float64{-15, 15}, Axes: []int{0, 1, 2}}
+	c.Scaling = config.Scaling{P: 1, Range: [2]float64{0.85, 1.15}}
 	if elastic {
 		// Comparable to the script's alpha (0, 900), sigma (9, 13):
 		// displacements of a few voxels, correlated over ~20 voxels.
-		c.Elastic = Elastic{P: 1, Magnitude: [2]float64{0, 6}, Scale: [2]float64{18, 26}}
+		c.Elastic = config.Elastic{P: 1, Magnitude: [2]float64{0, 6}, Scale: [2]float64{18, 26}}
 	}
 	return c
 }
 
-func runBench(b *testing.B, cfg Config, workers int) {
+func runBench(b *testing.B, cfg config.Augment, workers int) {
 	img, lab := benchVolume()
 	shape := [3]int{160, 192, 160}
 	patch := [3]int{128, 128, 128}
@@ -81,7 +83,7 @@ func BenchmarkSpatialScipyEquivalentWorkers2(b *testing.B) { runBench(b, benchCo
 
 // BenchmarkPresetNNUNet is nnU-Net's default preset per sample (each
 // transform with its own probability, averaged over samples).
-func BenchmarkPresetNNUNet(b *testing.B) { runBench(b, mustPreset(b, PresetNNUNet), 1) }
+func BenchmarkPresetNNUNet(b *testing.B) { runBench(b, mustPreset(b, config.PresetNNUNet), 1) }
 
 // BenchmarkPresetNNUNetAllOn applies every transform of the preset (plus
 // elastic) to every sample: the worst case.
@@ -92,7 +94,7 @@ func BenchmarkPresetNNUNetAllOn(b *testing.B) {
 }
 
 // BenchmarkCropOnly is the light preset (crop + flips): exact copies.
-func BenchmarkCropOnly(b *testing.B) { runBench(b, mustPreset(b, PresetLight), 1) }
+func BenchmarkCropOnly(b *testing.B) { runBench(b, mustPreset(b, config.PresetLight), 1) }
 
 func BenchmarkForegroundIndex(b *testing.B) {
 	_, lab := benchVolume()
@@ -106,8 +108,8 @@ func BenchmarkForegroundIndex(b *testing.B) {
 // BenchmarkSpatialScaleOnly is scaling (0.85–1.15) and flips without
 // rotation: the axis-aligned sampler (sampleRowAligned).
 func BenchmarkSpatialScaleOnly(b *testing.B) {
-	c, _ := Preset(PresetNone)
-	c.Scaling = Scaling{P: 1, Range: [2]float64{0.85, 1.15}}
-	c.Mirror = Mirror{P: 0.5, Axes: []int{0, 1, 2}}
+	c, _ := config.AugmentPreset(config.PresetNone)
+	c.Scaling = config.Scaling{P: 1, Range: [2]float64{0.85, 1.15}}
+	c.Mirror = config.Mirror{P: 0.5, Axes: []int{0, 1, 2}}
 	runBench(b, c, 1)
 }

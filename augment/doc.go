@@ -55,7 +55,8 @@
 //
 // # Configuration
 //
-// [Config] is the `augment:` section of a training config, starting from a
-// [Preset] ("nnunet", "light", "none"); see Preset for nnU-Net's defaults
-// and where they come from.
+// The transforms and their probabilities are the `augment:` section of a
+// run's config, [config.Augment], starting from a preset ("nnunet",
+// "light", "none"); see [config.AugmentPreset] for nnU-Net's values and
+// where they come from.
 package augment

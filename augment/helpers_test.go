@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/voxtrain/voxtrain/config"
 )
 
 // smoothVolume is a smooth test image: a few low-frequency waves.
@@ -84,7 +86,7 @@ func newDest(a *Augmenter, withLabel bool) Dest {
 	return d
 }
 
-func mustNew(t testing.TB, cfg Config, patch [3]int, ch int) *Augmenter {
+func mustNew(t testing.TB, cfg config.Augment, patch [3]int, ch int) *Augmenter {
 	t.Helper()
 	a, err := New(cfg, patch, ch)
 	if err != nil {
@@ -93,9 +95,9 @@ func mustNew(t testing.TB, cfg Config, patch [3]int, ch int) *Augmenter {
 	return a
 }
 
-func mustPreset(t testing.TB, name string) Config {
+func mustPreset(t testing.TB, name string) config.Augment {
 	t.Helper()
-	c, err := Preset(name)
+	c, err := config.AugmentPreset(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,8 +162,8 @@ func hashDest(d Dest) [32]byte {
 
 // allOn is the nnU-Net preset with every transform (and elastic, rot90)
 // applied to every sample and channel.
-func allOn(t testing.TB) Config {
-	c := mustPreset(t, PresetNNUNet)
+func allOn(t testing.TB) config.Augment {
+	c := mustPreset(t, config.PresetNNUNet)
 	c.Rotation.P, c.Scaling.P, c.Elastic.P, c.Rot90.P = 1, 1, 1, 1
 	c.Noise.P, c.Blur.P, c.Blur.PPerChannel = 1, 1, 1
 	c.Brightness.P, c.Contrast.P, c.LowRes.P, c.LowRes.PPerChannel = 1, 1, 1, 1

@@ -144,7 +144,7 @@ func gaussKernel(k []float32, sigma float64) []float32 {
 }
 
 // roundToNearestOdd is batchgeneratorsv2's _round_to_nearest_odd (Python's
-// round, half to even), capped to 65 taps (σ <= 10.75; Config caps σ at 32
+// round, half to even), capped to 65 taps (σ <= 10.75; the config caps σ at 32
 // but the kernel size then saturates).
 func roundToNearestOdd(x float64) int {
 	r := int(math.RoundToEven(x))

@@ -4,12 +4,14 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/voxtrain/voxtrain/config"
 )
 
 // runOne plans a sample with config cfg (spatially the identity: a crop of
 // the whole small volume) and returns the input crop, the output and the
 // sample.
-func runOne(t *testing.T, cfg Config, shape [3]int, seed uint64, channels int) ([][]float32, Dest, *Sample) {
+func runOne(t *testing.T, cfg config.Augment, shape [3]int, seed uint64, channels int) ([][]float32, Dest, *Sample) {
 	t.Helper()
 	a := mustNew(t, cfg, shape, channels)
 	var img [][]float32
@@ -30,8 +32,8 @@ func runOne(t *testing.T, cfg Config, shape [3]int, seed uint64, channels int) (
 	return img, d, &s
 }
 
-func only(t *testing.T, set func(c *Config)) Config {
-	c := mustPreset(t, PresetNone)
+func only(t *testing.T, set func(c *config.Augment)) config.Augment {
+	c := mustPreset(t, config.PresetNone)
 	set(&c)
 	return c
 }
@@ -61,7 +63,7 @@ func meanStd(x []float64) (float64, float64) {
 var smallShape = [3]int{6, 7, 9}
 
 func TestBrightnessFormula(t *testing.T) {
-	in, d, s := runOne(t, only(t, func(c *Config) { c.Brightness.P = 1 }), smallShape, 3, 2)
+	in, d, s := runOne(t, only(t, func(c *config.Augment) { c.Brightness.P = 1 }), smallShape, 3, 2)
 	for c := range in {
 		m := float64(s.ch[c].brightness)
 		if m < 0.75 || m > 1.25 || m == 1 {
@@ -77,7 +79,7 @@ func TestBrightnessFormula(t *testing.T) {
 
 func TestContrastFormula(t *testing.T) {
 	for _, preserve := range []bool{true, false} {
-		cfg := only(t, func(c *Config) {
+		cfg := only(t, func(c *config.Augment) {
 			c.Contrast.P = 1
 			c.Contrast.Range = [2]float64{1.3, 1.3}
 			c.Contrast.PreserveRange = preserve
@@ -142,8 +144,8 @@ func refGamma(in []float32, g float64, invert, retain bool) []float64 {
 func TestGammaFormula(t *testing.T) {
 	for _, invert := range []bool{false, true} {
 		for _, retain := range []bool{false, true} {
-			cfg := only(t, func(c *Config) {
-				g := Gamma{P: 1, Range: [2]float64{0.7, 1.5}, RetainStats: retain}
+			cfg := only(t, func(c *config.Augment) {
+				g := config.Gamma{P: 1, Range: [2]float64{0.7, 1.5}, RetainStats: retain}
 				if invert {
 					c.GammaInverted = g
 				} else {
@@ -167,7 +169,7 @@ func TestGammaFormula(t *testing.T) {
 
 func TestNoiseIsAdditiveGaussian(t *testing.T) {
 	shape := [3]int{16, 16, 16}
-	cfg := only(t, func(c *Config) { c.Noise = Noise{P: 1, Std: [2]float64{0.2, 0.2}} })
+	cfg := only(t, func(c *config.Augment) { c.Noise = config.Noise{P: 1, Std: [2]float64{0.2, 0.2}} })
 	in, d, s := runOne(t, cfg, shape, 6, 2)
 	if s.ch[0].noise != 0.2 || s.ch[1].noise != 0.2 {
 		t.Fatalf("std %v %v, want 0.2 on every channel", s.ch[0].noise, s.ch[1].noise)
@@ -238,7 +240,7 @@ func refBlur(in []float32, p [3]int, sigma [3]float32) []float64 {
 
 func TestBlurFormula(t *testing.T) {
 	shape := [3]int{8, 9, 11}
-	cfg := only(t, func(c *Config) { c.Blur = Blur{P: 1, Sigma: [2]float64{0.5, 3}, PPerChannel: 1} })
+	cfg := only(t, func(c *config.Augment) { c.Blur = config.Blur{P: 1, Sigma: [2]float64{0.5, 3}, PPerChannel: 1} })
 	in, d, s := runOne(t, cfg, shape, 7, 2)
 	for c := range in {
 		sg := s.ch[c].blur
@@ -322,8 +324,8 @@ func refLowRes(in []float32, p [3]int, m [3]int) []float64 {
 
 func TestLowResFormula(t *testing.T) {
 	shape := [3]int{10, 12, 14}
-	cfg := only(t, func(c *Config) {
-		c.LowRes = LowRes{P: 1, Scale: [2]float64{0.5, 0.7}, PPerChannel: 1, Axes: []int{0, 1, 2}}
+	cfg := only(t, func(c *config.Augment) {
+		c.LowRes = config.LowRes{P: 1, Scale: [2]float64{0.5, 0.7}, PPerChannel: 1, Axes: []int{0, 1, 2}}
 	})
 	in, d, s := runOne(t, cfg, shape, 8, 2)
 	for c := range in {

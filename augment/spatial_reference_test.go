@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/voxtrain/voxtrain/config"
+
 	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
@@ -15,7 +17,7 @@ func TestFastSpatialMatchesReference(t *testing.T) {
 	shape := [3]int{30, 34, 28}
 	img := smoothVolume(shape, 6)
 	lab := labelOf(img)
-	cfg := mustPreset(t, PresetNone)
+	cfg := mustPreset(t, config.PresetNone)
 	cfg.Rotation.P, cfg.Scaling.P, cfg.Elastic.P, cfg.Mirror.P = 1, 1, 1, 0.5
 	cfg.Scaling.PerAxis = true
 	cfg.Elastic.Magnitude, cfg.Elastic.Scale = [2]float64{1, 4}, [2]float64{4, 9}
@@ -66,7 +68,7 @@ func TestExactPathMatchesReference(t *testing.T) {
 	img := noiseVolume(shape, 12)
 	lab := labelOf(img)
 	patch := [3]int{9, 12, 7}
-	a := mustNew(t, mustPreset(t, PresetNone), patch, 1)
+	a := mustNew(t, mustPreset(t, config.PresetNone), patch, 1)
 	for k := 0; k < 4; k++ {
 		for _, plane := range [][2]int{{0, 1}, {0, 2}, {1, 2}} {
 			for m := 0; m < 8; m += 3 {
@@ -90,7 +92,7 @@ func TestExactPathAtVolumeBorders(t *testing.T) {
 	img := noiseVolume(shape, 13)
 	lab := labelOf(img)
 	patch := [3]int{9, 12, 7}
-	a := mustNew(t, mustPreset(t, PresetNone), patch, 1)
+	a := mustNew(t, mustPreset(t, config.PresetNone), patch, 1)
 	for _, c := range [][3]int{{0, 0, 0}, {16, 19, 22}, {8, 10, 1}, {8, 10, 21}, {2, 18, 3}, {8, 10, -5}, {8, 10, 30}} {
 		for m := 0; m < 8; m++ {
 			exactMatchesReference(t, a, shape, c, SpatialParams{Mirror: [3]bool{m&1 != 0, m&2 != 0, m&4 != 0}}, img, lab)
@@ -135,7 +137,7 @@ func TestAlignedPathMatchesGeneral(t *testing.T) {
 	shape := [3]int{19, 23, 21}
 	img := smoothVolume(shape, 5)
 	lab := labelOf(img)
-	cfg := mustPreset(t, PresetNone)
+	cfg := mustPreset(t, config.PresetNone)
 	cfg.BorderValue = -3
 	patch := [3]int{16, 18, 20}
 	a := mustNew(t, cfg, patch, 1)

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/voxtrain/voxtrain/config"
+
 	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
@@ -32,7 +34,7 @@ func TestIdentityReproducesInputExactly(t *testing.T) {
 	img := noiseVolume(shape, 1)
 	lab := labelOf(img)
 	for _, interp := range []string{"linear", "cubic"} {
-		cfg := mustPreset(t, PresetNone)
+		cfg := mustPreset(t, config.PresetNone)
 		cfg.Interpolation = interp
 		for _, patch := range [][3]int{{13, 17, 19}, {8, 9, 10}, {1, 5, 7}} {
 			a := mustNew(t, cfg, patch, 1)
@@ -60,7 +62,7 @@ func TestMirrorTwiceIsIdentity(t *testing.T) {
 	shape := [3]int{11, 12, 13}
 	img := noiseVolume(shape, 2)
 	lab := labelOf(img)
-	a := mustNew(t, mustPreset(t, PresetNone), shape, 1)
+	a := mustNew(t, mustPreset(t, config.PresetNone), shape, 1)
 	for m := 1; m < 8; m++ {
 		sp := SpatialParams{Mirror: [3]bool{m&1 != 0, m&2 != 0, m&4 != 0}}
 		for _, general := range []bool{false, true} {
@@ -91,7 +93,7 @@ func TestMirrorTwiceIsIdentity(t *testing.T) {
 func TestQuarterTurnsFourTimesIsIdentity(t *testing.T) {
 	shape := [3]int{9, 10, 10}
 	img := noiseVolume(shape, 3)
-	a := mustNew(t, mustPreset(t, PresetNone), shape, 1)
+	a := mustNew(t, mustPreset(t, config.PresetNone), shape, 1)
 	x := img
 	sp := SpatialParams{Rot90K: 1, Rot90Axes: [2]int{1, 2}}
 	for i := 0; i < 4; i++ {
@@ -119,7 +121,7 @@ func TestRotationThenInverse(t *testing.T) {
 	}
 	shape := [3]int{n, n, n}
 	img := smoothVolume(shape, 4)
-	a := mustNew(t, mustPreset(t, PresetNone), shape, 1)
+	a := mustNew(t, mustPreset(t, config.PresetNone), shape, 1)
 	c := float64(n-1) / 2
 	for ax := range 3 {
 		for _, th := range []float64{0.4, -0.25} {
@@ -161,8 +163,8 @@ func TestZeroMagnitudeElasticIsIdentity(t *testing.T) {
 	shape := [3]int{20, 22, 24}
 	img := noiseVolume(shape, 5)
 	lab := labelOf(img)
-	cfg := mustPreset(t, PresetNone)
-	cfg.Elastic = Elastic{P: 1, Magnitude: [2]float64{0, 0}, Scale: [2]float64{5, 7}}
+	cfg := mustPreset(t, config.PresetNone)
+	cfg.Elastic = config.Elastic{P: 1, Magnitude: [2]float64{0, 0}, Scale: [2]float64{5, 7}}
 	patch := [3]int{16, 16, 16}
 	a := mustNew(t, cfg, patch, 1)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -219,8 +221,8 @@ func TestCubicMatchesLinearOnLinearImage(t *testing.T) {
 	}
 	patch := [3]int{8, 8, 8}
 	sp := SpatialParams{Angles: [3]float64{0.3, 0.2, -0.1}, Scale: [3]float64{1.1, 0.9, 1}}
-	lin := applyWith(t, mustNew(t, mustPreset(t, PresetNone), patch, 1), shape, [3]int{6, 6, 6}, sp, img, nil, false)
-	cfg := mustPreset(t, PresetNone)
+	lin := applyWith(t, mustNew(t, mustPreset(t, config.PresetNone), patch, 1), shape, [3]int{6, 6, 6}, sp, img, nil, false)
+	cfg := mustPreset(t, config.PresetNone)
 	cfg.Interpolation = "cubic"
 	cub := applyWith(t, mustNew(t, cfg, patch, 1), shape, [3]int{6, 6, 6}, sp, img, nil, false)
 	for i := range lin.Image[0] {
@@ -305,7 +307,7 @@ func TestPatchShapeAlwaysExact(t *testing.T) {
 func TestSmallVolumeIsCentredAndPadded(t *testing.T) {
 	shape := [3]int{4, 6, 5}
 	img := noiseVolume(shape, 1)
-	cfg := mustPreset(t, PresetNone)
+	cfg := mustPreset(t, config.PresetNone)
 	cfg.BorderValue = 100
 	patch := [3]int{8, 6, 9}
 	a := mustNew(t, cfg, patch, 1)

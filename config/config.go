@@ -14,7 +14,6 @@
 package config
 
 import (
-	"github.com/voxtrain/voxtrain/augment"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
@@ -35,7 +34,7 @@ type Config struct {
 	RunID int `yaml:"run_id"`
 
 	Data       Data           `yaml:"data"`
-	Augment    augment.Config `yaml:"augment"`
+	Augment    Augment        `yaml:"augment"`
 	Model      nn.UNetConfig  `yaml:"model"`
 	Loss       nn.LossConfig  `yaml:"loss"`
 	Optim      nn.OptimConfig `yaml:"optim"`

@@ -57,7 +57,7 @@ func Parse(b []byte, name, baseDir string) (*Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("config %s: %w", name, err)
 		}
-		if err := checkKnownKeys(root, reflect.TypeFor[Config](), ""); err != nil {
+		if err := checkKnownKeys(root, reflect.TypeFor[Config](), "", nil); err != nil {
 			return nil, fmt.Errorf("config %s: %w", name, err)
 		}
 		if baseDir != "" {
@@ -208,8 +208,9 @@ var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 // checkKnownKeys walks a document against the type it decodes into and
 // reports the first key the type does not have, with its line and the
 // keys it does have. Types that decode themselves (yaml.Unmarshaler) check
-// their own keys.
-func checkKnownKeys(n *yaml.Node, t reflect.Type, path string) error {
+// their own keys. When lines is not nil it receives the line of every key
+// by its path ("augment.blur.p"), for errors found after decoding.
+func checkKnownKeys(n *yaml.Node, t reflect.Type, path string, lines map[string]int) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -222,7 +223,7 @@ func checkKnownKeys(n *yaml.Node, t reflect.Type, path string) error {
 	switch {
 	case (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) && n.Kind == yaml.SequenceNode:
 		for i, e := range n.Content {
-			if err := checkKnownKeys(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+			if err := checkKnownKeys(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), lines); err != nil {
 				return err
 			}
 		}
@@ -257,7 +258,10 @@ func checkKnownKeys(n *yaml.Node, t reflect.Type, path string) error {
 				}
 				return fmt.Errorf("line %d: unknown key %q in %s (known: %s)", k.Line, k.Value, where, strings.Join(known, ", "))
 			}
-			if err := checkKnownKeys(n.Content[i+1], ft, key); err != nil {
+			if lines != nil {
+				lines[key] = k.Line
+			}
+			if err := checkKnownKeys(n.Content[i+1], ft, key, lines); err != nil {
 				return err
 			}
 		}

@@ -30,7 +30,7 @@ type Options struct {
 	Batch int
 	// Augment configures training augmentation (validation patches are
 	// plain crops).
-	Augment augment.Config
+	Augment config.Augment
 	// Alloc supplies batch buffers (default AlignedAllocator).
 	Alloc Allocator
 	// Held is how many batches the consumer may hold unreleased at once
@@ -101,7 +101,7 @@ func Open(cfg config.Data, opt Options) (*Loader, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.valAug, err = augment.New(augment.Config{}, opt.Patch, ch)
+	l.valAug, err = augment.New(config.Augment{}, opt.Patch, ch)
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/voxtrain/voxtrain/augment"
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/data/store"
 	"github.com/voxtrain/voxtrain/nifti"
@@ -61,8 +60,8 @@ func demoDataset(t *testing.T, n int) string {
 	return dir
 }
 
-func nnunetAug(t *testing.T) augment.Config {
-	c, err := augment.Preset(augment.PresetNNUNet)
+func nnunetAug(t *testing.T) config.Augment {
+	c, err := config.AugmentPreset(config.PresetNNUNet)
 	if err != nil {
 		t.Fatal(err)
 	}

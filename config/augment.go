@@ -1,25 +1,23 @@
-package augment
+package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"reflect"
-	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
 
-// Config is the `augment:` section of a training config. Start from a
-// preset with `preset:` (nnunet | light | none) and override any field of
-// any section; fields left out keep the preset's value. The patch size is
-// not here: it comes from the trainer config.
+// Augment is the `augment:` section: the random transforms of training
+// samples (package augment applies them). Start from a preset with
+// `preset:` (nnunet | light | none; see AugmentPreset in defaults.go) and
+// override any field of any transform; fields left out keep the preset's
+// value. The patch size is not here: it is train.patch_size.
 //
-// The zero Config applies no transform at all (every probability is 0).
-type Config struct {
+// The zero Augment applies no transform at all (every probability is 0).
+type Augment struct {
 	// Preset names the starting point: "nnunet", "light" or "none".
 	// Empty means "none".
 	Preset string `yaml:"preset"`
@@ -151,106 +149,20 @@ type Gamma struct {
 	RetainStats bool       `yaml:"retain_stats"`
 }
 
-// Preset names.
-const (
-	PresetNNUNet = "nnunet"
-	PresetLight  = "light"
-	PresetNone   = "none"
-)
-
-// Preset returns a named preset.
-//
-// "nnunet" is nnU-Net v2's default training augmentation, from
-// nnunetv2/training/nnUNetTrainer/nnUNetTrainer.py (get_training_transforms
-// and configure_rotation_dummyDA_mirroring_and_inital_patch_size) and the
-// batchgeneratorsv2 transforms it builds:
-//
-//	SpatialTransform: p_rotation 0.2, rotation ±30° (3D patches; ±180° in-plane
-//	  for anisotropic "dummy 2D" patches), p_scaling 0.2, scaling (0.7, 1.4),
-//	  p_synchronize_scaling_across_axes 1, p_elastic_deform 0
-//	GaussianNoiseTransform(noise_variance (0, 0.1), synchronize_channels) p 0.1
-//	GaussianBlurTransform(blur_sigma (0.5, 1), p_per_channel 0.5, per axis) p 0.2
-//	MultiplicativeBrightnessTransform(BGContrast (0.75, 1.25)) p 0.15
-//	ContrastTransform(BGContrast (0.75, 1.25), preserve_range) p 0.15
-//	SimulateLowResolutionTransform(scale (0.5, 1), p_per_channel 0.5) p 0.25
-//	GammaTransform(BGContrast (0.7, 1.5), p_invert_image 1, retain stats) p 0.1
-//	GammaTransform(BGContrast (0.7, 1.5), p_invert_image 0, retain stats) p 0.3
-//	MirrorTransform(allowed_axes (0, 1, 2)): each axis with p 0.5
-//
-// Elastic deformation is off in v2 (p 0); its ranges here are ours. Rot90 is
-// not in nnU-Net's default; it is off.
-//
-// "light" is a crop and mirroring on every axis (p 0.5 each), nothing else.
-// "none" applies nothing. Both keep nnU-Net's ranges, so enabling a
-// transform only takes its `p`.
-func Preset(name string) (Config, error) {
-	c := Config{
-		Preset:        name,
-		Interpolation: "linear",
-		Rotation:      Rotation{Degrees: [2]float64{-30, 30}, Axes: []int{0, 1, 2}},
-		Scaling:       Scaling{Range: [2]float64{0.7, 1.4}},
-		Elastic:       Elastic{Magnitude: [2]float64{0, 8}, Scale: [2]float64{16, 32}},
-		Mirror:        Mirror{Axes: []int{0, 1, 2}},
-		Rot90:         Rot90{Axes: []int{1, 2}},
-		Noise:         Noise{Std: [2]float64{0, 0.1}},
-		Blur:          Blur{Sigma: [2]float64{0.5, 1}, PPerChannel: 0.5},
-		Brightness:    Multiplier{Range: [2]float64{0.75, 1.25}},
-		Contrast:      Contrast{Range: [2]float64{0.75, 1.25}, PreserveRange: true},
-		LowRes:        LowRes{Scale: [2]float64{0.5, 1}, PPerChannel: 0.5, Axes: []int{0, 1, 2}},
-		GammaInverted: Gamma{Range: [2]float64{0.7, 1.5}, RetainStats: true},
-		Gamma:         Gamma{Range: [2]float64{0.7, 1.5}, RetainStats: true},
-	}
-	switch name {
-	case PresetNNUNet:
-		c.Rotation.P = 0.2
-		c.Scaling.P = 0.2
-		c.Mirror.P = 0.5
-		c.Noise.P = 0.1
-		c.Blur.P = 0.2
-		c.Brightness.P = 0.15
-		c.Contrast.P = 0.15
-		c.LowRes.P = 0.25
-		c.GammaInverted.P = 0.1
-		c.Gamma.P = 0.3
-	case PresetLight:
-		c.Mirror.P = 0.5
-	case PresetNone, "":
-		c.Preset = PresetNone
-	default:
-		return Config{}, fmt.Errorf("augment: unknown preset %q (want %s, %s or %s)", name, PresetNNUNet, PresetLight, PresetNone)
-	}
-	return c, nil
-}
-
-// ParseConfig parses and validates an `augment:` section (the YAML mapping
-// itself, not the enclosing document): the preset first, then the
-// overrides. Unknown keys and bad values are errors with their line number.
-func ParseConfig(data []byte) (Config, error) {
-	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
-		if errors.Is(err, io.EOF) { // empty section
-			return Preset(PresetNone)
-		}
-		return Config{}, err
-	}
-	if err := c.Validate(); err != nil {
-		return Config{}, err
-	}
-	return c, nil
-}
+// plainAugment is Augment without its UnmarshalYAML: what the section's
+// keys decode into, on top of the preset.
+type plainAugment Augment
 
 // UnmarshalYAML decodes a section on top of its preset, rejects unknown
 // keys with their line numbers (also when the section is embedded in a
 // larger config: yaml.v3 does not pass KnownFields to custom unmarshalers),
 // and validates the result, naming the line of each bad field.
-func (c *Config) UnmarshalYAML(n *yaml.Node) error {
+func (c *Augment) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.MappingNode {
 		return fmt.Errorf("line %d: augment: want a mapping, got %s", n.Line, kindName(n))
 	}
 	lines := map[string]int{}
-	if err := checkKnownFields(n, reflect.TypeFor[Config](), "augment", lines); err != nil {
+	if err := checkKnownKeys(n, reflect.TypeFor[plainAugment](), "augment", lines); err != nil {
 		return err
 	}
 	name := ""
@@ -261,12 +173,11 @@ func (c *Config) UnmarshalYAML(n *yaml.Node) error {
 			}
 		}
 	}
-	p, err := Preset(name)
+	p, err := AugmentPreset(name)
 	if err != nil {
 		return fmt.Errorf("line %d: %w", lines["augment.preset"], err)
 	}
-	type plain Config // no UnmarshalYAML: decode fields onto the preset
-	if err := n.Decode((*plain)(&p)); err != nil {
+	if err := n.Decode((*plainAugment)(&p)); err != nil {
 		return fmt.Errorf("augment: %w", err)
 	}
 	if p.Preset == "" {
@@ -279,7 +190,7 @@ func (c *Config) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// fieldError is one invalid field of a Config.
+// fieldError is one invalid field of an Augment section.
 type fieldError struct {
 	field, msg string // field: "augment.blur.p"
 	line       int    // 0 when not known
@@ -316,63 +227,8 @@ func withLines(err error, lines map[string]int) error {
 	return errors.Join(out...)
 }
 
-func yamlName(f reflect.StructField) string {
-	tag := f.Tag.Get("yaml")
-	name, _, _ := strings.Cut(tag, ",")
-	if name == "" {
-		return strings.ToLower(f.Name)
-	}
-	return name
-}
-
-// checkKnownFields walks a mapping node against a struct type and reports
-// the first key that the struct does not have.
-func checkKnownFields(n *yaml.Node, t reflect.Type, path string, lines map[string]int) error {
-	if n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	if n.Kind != yaml.MappingNode || t.Kind() != reflect.Struct {
-		return nil
-	}
-	fields := map[string]reflect.Type{}
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if f.IsExported() {
-			fields[yamlName(f)] = f.Type
-		}
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k := n.Content[i]
-		ft, ok := fields[k.Value]
-		if !ok {
-			known := make([]string, 0, len(fields))
-			for name := range fields {
-				known = append(known, name)
-			}
-			sort.Strings(known)
-			return fmt.Errorf("line %d: unknown key %q in %s (known: %s)", k.Line, k.Value, path, strings.Join(known, ", "))
-		}
-		lines[path+"."+k.Value] = k.Line
-		if err := checkKnownFields(n.Content[i+1], ft, path+"."+k.Value, lines); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.ScalarNode:
-		return "a scalar"
-	case yaml.SequenceNode:
-		return "a list"
-	default:
-		return "something else"
-	}
-}
-
 // Validate checks every field and names the first bad one.
-func (c *Config) Validate() error {
+func (c *Augment) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, &fieldError{field: "augment." + field, msg: fmt.Sprintf(format, args...)})

@@ -1,4 +1,4 @@
-package augment
+package config
 
 import (
 	"bytes"
@@ -43,17 +43,36 @@ func TestPresets(t *testing.T) {
 			t.Errorf("preset %s invalid: %v", name, err)
 		}
 	}
-	if _, err := Preset("heavy"); err == nil {
+	if _, err := AugmentPreset("heavy"); err == nil {
 		t.Error("unknown preset accepted")
 	}
-	var zero Config
+	var zero Augment
 	if err := zero.Validate(); err != nil {
-		t.Errorf("zero Config invalid: %v", err)
+		t.Errorf("zero Augment invalid: %v", err)
 	}
 }
 
-func TestParseConfigOverridesPreset(t *testing.T) {
-	c, err := ParseConfig([]byte(`
+// parseAugment parses an augment: section body through the whole loader.
+func parseAugment(body string) (Augment, error) {
+	doc := "augment:\n  " + strings.ReplaceAll(strings.TrimRight(body, "\n"), "\n", "\n  ") + "\n"
+	c, err := Parse([]byte(doc), "test.yaml", "")
+	if err != nil {
+		return Augment{}, err
+	}
+	return c.Augment, nil
+}
+
+func mustPreset(t *testing.T, name string) Augment {
+	t.Helper()
+	c, err := AugmentPreset(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestSectionOverridesPreset(t *testing.T) {
+	c, err := parseAugment(`
 preset: nnunet
 rotation:
   p: 0.5
@@ -62,7 +81,7 @@ blur:
   sigma: [1, 2]
 elastic: {p: 0.3, magnitude: [1, 3]}
 border_value: -1
-`))
+`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,38 +98,35 @@ border_value: -1
 		t.Errorf("%+v", c)
 	}
 	// No preset key: "none" with nnU-Net's ranges.
-	c, err = ParseConfig([]byte("gamma: {p: 1}\n"))
+	c, err = parseAugment("gamma: {p: 1}\n")
 	if err != nil || c.Preset != PresetNone || c.Gamma.P != 1 || c.Gamma.Range != [2]float64{0.7, 1.5} || c.Rotation.P != 0 {
 		t.Errorf("%+v %v", c, err)
 	}
-	// Empty section.
-	c, err = ParseConfig(nil)
-	if err != nil || c.Preset != PresetNone {
-		t.Errorf("empty: %+v %v", c, err)
-	}
-	if _, err := New(c, [3]int{8, 8, 8}, 1); err != nil {
-		t.Error(err)
+	// No section: no augmentation.
+	full, err := Parse([]byte("train: {epochs: 1}\n"), "x", "")
+	if err != nil || full.Augment.Preset != PresetNone || full.Augment.Mirror.P != 0 {
+		t.Errorf("no section: %+v %v", full.Augment, err)
 	}
 }
 
-func TestParseConfigErrors(t *testing.T) {
+func TestSectionErrors(t *testing.T) {
 	cases := []struct {
 		yaml, want string
 	}{
-		{"preset: nnunet\nrotaton: {p: 1}\n", `line 2: unknown key "rotaton" in augment`},
-		{"preset: nnunet\nblur:\n  p: 0.2\n  sgima: [1, 2]\n", `line 4: unknown key "sgima" in augment.blur`},
+		{"preset: nnunet\nrotaton: {p: 1}\n", `line 3: unknown key "rotaton" in augment`},
+		{"preset: nnunet\nblur:\n  p: 0.2\n  sgima: [1, 2]\n", `line 5: unknown key "sgima" in augment.blur`},
 		{"preset: heavy\n", `unknown preset "heavy"`},
-		{"blur: {p: 2}\n", "line 1: augment.blur.p: probability 2 outside [0, 1]"},
-		{"preset: nnunet\nscaling:\n  p: 1\n  range: [1.4, 0.7]\n", "line 4: augment.scaling.range: range low 1.4 > high 0.7"},
+		{"blur: {p: 2}\n", "line 2: augment.blur.p: probability 2 outside [0, 1]"},
+		{"preset: nnunet\nscaling:\n  p: 1\n  range: [1.4, 0.7]\n", "line 5: augment.scaling.range: range low 1.4 > high 0.7"},
 		{"mirror: {axes: [0, 3]}\n", "augment.mirror.axes: axis 3 outside 0..2"},
-		{"rot90:\n  p: 0.5\n  axes: [1]\n", "line 3: augment.rot90.axes: need at least 2 axes"},
-		{"interpolation: nearest\n", `line 1: augment.interpolation: unknown "nearest"`},
+		{"rot90:\n  p: 0.5\n  axes: [1]\n", "line 4: augment.rot90.axes: need at least 2 axes"},
+		{"interpolation: nearest\n", `line 2: augment.interpolation: unknown "nearest"`},
 		{"low_res: {p: 1, scale: [0.5, 2]}\n", "augment.low_res.scale: range [0.5 2] above 1"},
-		{"noise: {p: oops}\n", "line 1"},
+		{"noise: {p: oops}\n", "line 2"},
 		{"- 1\n- 2\n", "want a mapping"},
 	}
 	for _, c := range cases {
-		_, err := ParseConfig([]byte(c.yaml))
+		_, err := parseAugment(c.yaml)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want it to mention %q", c.yaml, err, c.want)
 		}
@@ -121,8 +137,8 @@ func TestParseConfigErrors(t *testing.T) {
 // its preset, and still rejects unknown keys with their line numbers.
 func TestConfigEmbedded(t *testing.T) {
 	type trainer struct {
-		Epochs  int    `yaml:"epochs"`
-		Augment Config `yaml:"augment"`
+		Epochs  int     `yaml:"epochs"`
+		Augment Augment `yaml:"augment"`
 	}
 	var tr trainer
 	dec := yaml.NewDecoder(bytes.NewReader([]byte("epochs: 3\naugment:\n  preset: light\n  gamma: {p: 0.5}\n")))
@@ -139,26 +155,12 @@ func TestConfigEmbedded(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `line 4: unknown key "invert" in augment.gamma`) {
 		t.Errorf("embedded unknown key: %v", err)
 	}
-	// A missing section leaves the zero Config: nothing applied.
+	// A missing section leaves the zero Augment: nothing applied.
 	var tr2 trainer
 	if err := yaml.Unmarshal([]byte("epochs: 1\n"), &tr2); err != nil {
 		t.Fatal(err)
 	}
 	if err := tr2.Augment.Validate(); err != nil {
 		t.Error(err)
-	}
-}
-
-func TestNewRejectsBadInput(t *testing.T) {
-	c := mustPreset(t, PresetNNUNet)
-	if _, err := New(c, [3]int{0, 8, 8}, 1); err == nil {
-		t.Error("zero patch accepted")
-	}
-	if _, err := New(c, [3]int{8, 8, 8}, 0); err == nil {
-		t.Error("zero channels accepted")
-	}
-	c.Gamma.P = -1
-	if _, err := New(c, [3]int{8, 8, 8}, 1); err == nil {
-		t.Error("bad config accepted")
 	}
 }
