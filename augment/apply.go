@@ -6,13 +6,16 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
+
+	"github.com/voxtrain/voxtrain/preprocess"
+	"github.com/voxtrain/voxtrain/volume"
 )
 
-// Source is the volume a sample reads from: a whole decoded case, or a
+// Input is the volume a sample reads from: a whole decoded case, or a
 // sub-box of it read from a chunked store. Image channels and label are
 // Shape[0]·Shape[1]·Shape[2] voxels each, W fastest; element (0, 0, 0) is
-// voxel Origin of the full volume. A sub-box must contain the Sample's Box.
-type Source struct {
+// voxel Origin of the full volume. A sub-box must contain the Plan's volume.Box.
+type Input struct {
 	Image  [][]float32
 	Label  []uint8 // nil if the case has no label
 	Shape  [3]int
@@ -42,7 +45,7 @@ type Workspace struct {
 	vol    []float32
 	vol2   []float32
 	taps   [3]lowResTaps
-	sample Sample
+	sample Plan
 	job    planeJob
 }
 
@@ -60,7 +63,7 @@ type workerSlot struct {
 type planeJob struct {
 	kind              jobKind
 	a                 *Augmenter
-	s                 *Sample
+	s                 *Plan
 	src               *region
 	dst               [][]float32
 	dlab              []float32
@@ -195,7 +198,7 @@ func (ws *Workspace) run(w, lo, hi int) {
 // the full volume or a sub-box containing s.Box; dst must not overlap it.
 // Nothing is allocated once ws has grown (with ws.Workers > 1, a few small
 // objects per pass for the goroutines).
-func (a *Augmenter) Apply(s *Sample, src Source, dst Dest, ws *Workspace) error {
+func (a *Augmenter) Apply(s *Plan, src Input, dst Dest, ws *Workspace) error {
 	if err := a.check(s, &src, &dst); err != nil {
 		return err
 	}
@@ -224,18 +227,18 @@ func (a *Augmenter) Apply(s *Sample, src Source, dst Dest, ws *Workspace) error 
 }
 
 // Run plans and applies one sample from a whole volume with the
-// workspace's own Sample: the common case when the case is in memory.
-func (a *Augmenter) Run(ws *Workspace, rng *rand.Rand, src Source, fg *ForegroundIndex, forceFG bool, dst Dest) error {
+// workspace's own Plan: the common case when the case is in memory.
+func (a *Augmenter) Run(ws *Workspace, rng *rand.Rand, src Input, fg *preprocess.ForegroundIndex, forceFG bool, dst Dest) error {
 	if src.Origin != [3]int{} {
 		return errors.New("augment: Run needs the whole volume (Origin 0); use Plan and Apply for a sub-box")
 	}
-	if err := a.Plan(&ws.sample, rng, src.Shape, fg, forceFG); err != nil {
+	if err := a.Draw(&ws.sample, rng, src.Shape, fg, forceFG); err != nil {
 		return err
 	}
 	return a.Apply(&ws.sample, src, dst, ws)
 }
 
-func (a *Augmenter) check(s *Sample, src *Source, dst *Dest) error {
+func (a *Augmenter) check(s *Plan, src *Input, dst *Dest) error {
 	if s == nil || s.Patch != a.patch || len(s.ch) != a.channels {
 		return errors.New("augment: Apply: sample was not planned by this Augmenter")
 	}
@@ -250,7 +253,7 @@ func (a *Augmenter) check(s *Sample, src *Source, dst *Dest) error {
 			return fmt.Errorf("augment: Apply: source shape %v: axis %d is %d", src.Shape, i, n)
 		}
 	}
-	region := Box{Lo: src.Origin}
+	region := volume.Box{Lo: src.Origin}
 	for i := range 3 {
 		region.Hi[i] = src.Origin[i] + src.Shape[i]
 		if src.Origin[i] < 0 || region.Hi[i] > s.Shape[i] {
@@ -290,7 +293,7 @@ func (ws *Workspace) statsOf(x []float32, p [3]int, sign float32) planeStats {
 }
 
 // intensity applies channel c's drawn intensity transforms to x in place.
-func (a *Augmenter) intensity(ws *Workspace, s *Sample, c int, x []float32) {
+func (a *Augmenter) intensity(ws *Workspace, s *Plan, c int, x []float32) {
 	cp := &s.ch[c]
 	p := s.Patch
 	j := &ws.job

@@ -2,84 +2,14 @@ package augment
 
 import (
 	"encoding/hex"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/internal/testutil"
+	"github.com/voxtrain/voxtrain/preprocess"
 )
-
-func TestForegroundIndex(t *testing.T) {
-	shape := [3]int{30, 40, 50}
-	img := smoothVolume(shape, 10)
-	lab := labelOf(img)
-	counts := map[uint8]int{}
-	for _, v := range lab {
-		counts[v]++
-	}
-	f, err := BuildForegroundIndex(lab, shape, 500)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(f.Classes) != 3 || f.Classes[0] != 1 || f.Classes[2] != 3 {
-		t.Fatalf("classes %v", f.Classes)
-	}
-	for k, c := range f.Classes {
-		n := counts[c]
-		want := max(min(500, n), (n+99)/100)
-		if f.Counts[k] != n || len(f.Locations[k]) != want {
-			t.Fatalf("class %d: count %d (want %d), kept %d (want %d)", c, f.Counts[k], n, len(f.Locations[k]), want)
-		}
-		if !slices.IsSorted(f.Locations[k]) {
-			t.Fatal("locations not ascending")
-		}
-		for i, l := range f.Locations[k] {
-			if lab[l] != c || (i > 0 && l == f.Locations[k][i-1]) {
-				t.Fatalf("class %d location %d holds %d", c, l, lab[l])
-			}
-		}
-		v := f.Voxel(int(f.Locations[k][0]))
-		if lin := (v[0]*shape[1]+v[1])*shape[2] + v[2]; lin != int(f.Locations[k][0]) {
-			t.Fatal("Voxel does not invert the linear index")
-		}
-	}
-	// Deterministic.
-	g, _ := BuildForegroundIndex(lab, shape, 500)
-	for k := range f.Locations {
-		if !slices.Equal(f.Locations[k], g.Locations[k]) {
-			t.Fatal("two builds differ")
-		}
-	}
-	// maxPerClass <= 0 keeps all; the 1 % rule raises small limits.
-	all, _ := BuildForegroundIndex(lab, shape, 0)
-	if len(all.Locations[0]) != counts[1] {
-		t.Fatal("maxPerClass 0 does not keep all")
-	}
-	few, _ := BuildForegroundIndex(lab, shape, 1)
-	if len(few.Locations[0]) != (counts[1]+99)/100 {
-		t.Fatalf("1 %% rule: kept %d of %d", len(few.Locations[0]), counts[1])
-	}
-	// Uniformity: kept voxels spread over the whole class (mean position
-	// close to the class's).
-	meanPos := func(ls []int32) float64 {
-		s := 0.0
-		for _, l := range ls {
-			s += float64(l)
-		}
-		return s / float64(len(ls))
-	}
-	if d := math.Abs(meanPos(f.Locations[0]) - meanPos(all.Locations[0])); d > 0.1*float64(len(lab)) {
-		t.Fatalf("sample mean position off by %.0f voxels", d)
-	}
-	if _, err := BuildForegroundIndex(lab[:10], shape, 10); err == nil {
-		t.Fatal("short label accepted")
-	}
-	empty, err := BuildForegroundIndex(make([]uint8, 8), [3]int{2, 2, 2}, 10)
-	if err != nil || len(empty.Classes) != 0 {
-		t.Fatal("background-only label")
-	}
-}
 
 func TestForegroundCentredCrop(t *testing.T) {
 	shape := [3]int{40, 50, 60}
@@ -97,7 +27,7 @@ func TestForegroundCentredCrop(t *testing.T) {
 	for i, v := range lab {
 		img[i] = float32(v)
 	}
-	f, err := BuildForegroundIndex(lab, shape, 10000)
+	f, err := preprocess.BuildForegroundIndex(lab, shape, 10000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +38,7 @@ func TestForegroundCentredCrop(t *testing.T) {
 	seen := map[float32]bool{}
 	for it := 0; it < 40; it++ {
 		d := newDest(a, true)
-		if err := a.Run(&ws, rng, Source{Image: [][]float32{img}, Label: lab, Shape: shape}, f, true, d); err != nil {
+		if err := a.Run(&ws, rng, Input{Image: [][]float32{img}, Label: lab, Shape: shape}, f, true, d); err != nil {
 			t.Fatal(err)
 		}
 		fg := float32(0)
@@ -141,7 +71,7 @@ func TestForegroundCentredCrop(t *testing.T) {
 	empty := 0
 	for it := 0; it < 40; it++ {
 		d := newDest(a, true)
-		if err := a.Run(&ws, rng, Source{Image: [][]float32{img}, Label: lab, Shape: shape}, f, false, d); err != nil {
+		if err := a.Run(&ws, rng, Input{Image: [][]float32{img}, Label: lab, Shape: shape}, f, false, d); err != nil {
 			t.Fatal(err)
 		}
 		if slices.Max(d.Label) == 0 {
@@ -152,8 +82,8 @@ func TestForegroundCentredCrop(t *testing.T) {
 		t.Fatalf("only %d of 40 random crops were background", empty)
 	}
 	// A mismatched index is an error.
-	var s Sample
-	if err := a.Plan(&s, rng, [3]int{40, 50, 61}, f, true); err == nil {
+	var s Plan
+	if err := a.Draw(&s, rng, [3]int{40, 50, 61}, f, true); err == nil {
 		t.Fatal("index of another shape accepted")
 	}
 }
@@ -165,12 +95,12 @@ const goldenHash = "5daa727213ad40066cba3bde499ded25b4657f09cd5bb4f02805c00e505f
 
 func goldenSample(t *testing.T, workers int) Dest {
 	shape := [3]int{37, 41, 39}
-	img := [][]float32{smoothVolume(shape, 21), noiseVolume(shape, 22)}
-	lab := labelOf(img[0])
+	img := [][]float32{testutil.SmoothVolume(shape, 21), testutil.NoiseVolume(shape, 22)}
+	lab := testutil.LabelsOf(img[0])
 	cfg := allOn(t)
 	cfg.Elastic.Scale = [2]float64{6, 9}
 	a := mustNew(t, cfg, [3]int{24, 20, 28}, 2)
-	f, err := BuildForegroundIndex(lab, shape, 100)
+	f, err := preprocess.BuildForegroundIndex(lab, shape, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +108,7 @@ func goldenSample(t *testing.T, workers int) Dest {
 	ws := Workspace{Workers: workers}
 	d := newDest(a, true)
 	for i := 0; i < 3; i++ { // the third sample, after reuse of ws
-		if err := a.Run(&ws, rng, Source{Image: img, Label: lab, Shape: shape}, f, i == 1, d); err != nil {
+		if err := a.Run(&ws, rng, Input{Image: img, Label: lab, Shape: shape}, f, i == 1, d); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -198,24 +128,24 @@ func TestSameSeedSameBytes(t *testing.T) {
 	}
 	// A different seed gives different bytes.
 	shape := [3]int{20, 20, 20}
-	img := [][]float32{smoothVolume(shape, 1)}
+	img := [][]float32{testutil.SmoothVolume(shape, 1)}
 	a := mustNew(t, allOn(t), [3]int{12, 12, 12}, 1)
 	var ws Workspace
 	d1, d2 := newDest(a, false), newDest(a, false)
-	a.Run(&ws, rand.New(rand.NewPCG(1, 1)), Source{Image: img, Shape: shape}, nil, false, d1)
-	a.Run(&ws, rand.New(rand.NewPCG(1, 2)), Source{Image: img, Shape: shape}, nil, false, d2)
+	a.Run(&ws, rand.New(rand.NewPCG(1, 1)), Input{Image: img, Shape: shape}, nil, false, d1)
+	a.Run(&ws, rand.New(rand.NewPCG(1, 2)), Input{Image: img, Shape: shape}, nil, false, d2)
 	if hashDest(d1) == hashDest(d2) {
 		t.Fatal("different seeds, same bytes")
 	}
 }
 
-// TestApplyAllocatesNothing: with a reused Sample and Workspace, Plan and
+// TestApplyAllocatesNothing: with a reused Plan and Workspace, Plan and
 // Apply allocate nothing per sample, whatever transforms are drawn.
 func TestApplyAllocatesNothing(t *testing.T) {
 	shape := [3]int{30, 34, 32}
-	img := [][]float32{smoothVolume(shape, 1), noiseVolume(shape, 2)}
-	lab := labelOf(img[0])
-	f, _ := BuildForegroundIndex(lab, shape, 100)
+	img := [][]float32{testutil.SmoothVolume(shape, 1), testutil.NoiseVolume(shape, 2)}
+	lab := testutil.LabelsOf(img[0])
+	f, _ := preprocess.BuildForegroundIndex(lab, shape, 100)
 	for _, name := range []string{"allOn", "nnunet", "cubic"} {
 		cfg := allOn(t)
 		switch name {
@@ -228,11 +158,11 @@ func TestApplyAllocatesNothing(t *testing.T) {
 		a := mustNew(t, cfg, [3]int{16, 20, 24}, 2)
 		d := newDest(a, true)
 		var ws Workspace
-		var s Sample
+		var s Plan
 		rng := rand.New(rand.NewPCG(5, 6))
-		src := Source{Image: img, Label: lab, Shape: shape}
+		src := Input{Image: img, Label: lab, Shape: shape}
 		step := func() {
-			if err := a.Plan(&s, rng, shape, f, rng.IntN(2) == 0); err != nil {
+			if err := a.Draw(&s, rng, shape, f, rng.IntN(2) == 0); err != nil {
 				t.Fatal(err)
 			}
 			if err := a.Apply(&s, src, d, &ws); err != nil {
@@ -252,32 +182,32 @@ func TestApplyRejectsBadBuffers(t *testing.T) {
 	shape := [3]int{10, 10, 10}
 	img := [][]float32{make([]float32, 1000)}
 	a := mustNew(t, mustPreset(t, config.PresetNone), [3]int{4, 4, 4}, 1)
-	var s Sample
-	if err := a.Plan(&s, rand.New(rand.NewPCG(1, 1)), shape, nil, false); err != nil {
+	var s Plan
+	if err := a.Draw(&s, rand.New(rand.NewPCG(1, 1)), shape, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	var ws Workspace
 	good := newDest(a, true)
 	cases := map[string]func() error{
-		"short image":  func() error { return a.Apply(&s, Source{Image: [][]float32{img[0][:999]}, Shape: shape}, good, &ws) },
-		"two channels": func() error { return a.Apply(&s, Source{Image: [][]float32{img[0], img[0]}, Shape: shape}, good, &ws) },
-		"short label":  func() error { return a.Apply(&s, Source{Image: img, Label: make([]uint8, 5), Shape: shape}, good, &ws) },
+		"short image":  func() error { return a.Apply(&s, Input{Image: [][]float32{img[0][:999]}, Shape: shape}, good, &ws) },
+		"two channels": func() error { return a.Apply(&s, Input{Image: [][]float32{img[0], img[0]}, Shape: shape}, good, &ws) },
+		"short label":  func() error { return a.Apply(&s, Input{Image: img, Label: make([]uint8, 5), Shape: shape}, good, &ws) },
 		"short destination": func() error {
-			return a.Apply(&s, Source{Image: img, Shape: shape}, Dest{Image: [][]float32{make([]float32, 63)}}, &ws)
+			return a.Apply(&s, Input{Image: img, Shape: shape}, Dest{Image: [][]float32{make([]float32, 63)}}, &ws)
 		},
 		"short dest label": func() error {
-			return a.Apply(&s, Source{Image: img, Shape: shape}, Dest{Image: good.Image, Label: make([]float32, 3)}, &ws)
+			return a.Apply(&s, Input{Image: img, Shape: shape}, Dest{Image: good.Image, Label: make([]float32, 3)}, &ws)
 		},
 		"region outside volume": func() error {
-			return a.Apply(&s, Source{Image: img, Shape: shape, Origin: [3]int{1, 0, 0}}, good, &ws)
+			return a.Apply(&s, Input{Image: img, Shape: shape, Origin: [3]int{1, 0, 0}}, good, &ws)
 		},
 		"foreign sample": func() error {
 			b := mustNew(t, mustPreset(t, config.PresetNone), [3]int{5, 4, 4}, 1)
-			return b.Apply(&s, Source{Image: img, Shape: shape}, good, &ws)
+			return b.Apply(&s, Input{Image: img, Shape: shape}, good, &ws)
 		},
-		"nil rng": func() error { return a.Plan(&s, nil, shape, nil, false) },
+		"nil rng": func() error { return a.Draw(&s, nil, shape, nil, false) },
 		"bad shape": func() error {
-			return a.Plan(&s, rand.New(rand.NewPCG(1, 1)), [3]int{0, 1, 1}, nil, false)
+			return a.Draw(&s, rand.New(rand.NewPCG(1, 1)), [3]int{0, 1, 1}, nil, false)
 		},
 	}
 	for name, f := range cases {
@@ -289,7 +219,7 @@ func TestApplyRejectsBadBuffers(t *testing.T) {
 	for i := range good.Label {
 		good.Label[i] = 7
 	}
-	if err := a.Apply(&s, Source{Image: img, Shape: shape}, good, &ws); err != nil {
+	if err := a.Apply(&s, Input{Image: img, Shape: shape}, good, &ws); err != nil {
 		t.Fatal(err)
 	}
 	if slices.Max(good.Label) != 0 {
@@ -301,8 +231,8 @@ func TestApplyRejectsBadBuffers(t *testing.T) {
 // (under -race in CI) and compares bytes with the serial run.
 func TestParallelMatchesSerial(t *testing.T) {
 	shape := [3]int{26, 30, 28}
-	img := [][]float32{smoothVolume(shape, 31), noiseVolume(shape, 32)}
-	lab := labelOf(img[0])
+	img := [][]float32{testutil.SmoothVolume(shape, 31), testutil.NoiseVolume(shape, 32)}
+	lab := testutil.LabelsOf(img[0])
 	cfg := allOn(t)
 	cfg.Elastic.Scale = [2]float64{5, 8}
 	a := mustNew(t, cfg, [3]int{18, 16, 20}, 2)
@@ -311,7 +241,7 @@ func TestParallelMatchesSerial(t *testing.T) {
 		for _, w := range []int{1, 4} {
 			ws := Workspace{Workers: w}
 			d := newDest(a, true)
-			if err := a.Run(&ws, rand.New(rand.NewPCG(seed, 3)), Source{Image: img, Label: lab, Shape: shape}, nil, false, d); err != nil {
+			if err := a.Run(&ws, rand.New(rand.NewPCG(seed, 3)), Input{Image: img, Label: lab, Shape: shape}, nil, false, d); err != nil {
 				t.Fatal(err)
 			}
 			hashes = append(hashes, hashDest(d))
@@ -327,7 +257,7 @@ func TestParallelMatchesSerial(t *testing.T) {
 		ws.Workers = w
 		ref := Workspace{}
 		want := newDest(a, true)
-		src := Source{Image: img, Label: lab, Shape: shape}
+		src := Input{Image: img, Label: lab, Shape: shape}
 		if err := a.Run(&ref, rand.New(rand.NewPCG(uint64(i), 9)), src, nil, false, want); err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,7 @@ import (
 
 // Augmenter applies one validated augment section to patches of one size and channel
 // count. It holds no mutable state: one Augmenter serves every worker
-// goroutine; per-goroutine state lives in a Sample and a Workspace.
+// goroutine; per-goroutine state lives in a Plan and a Workspace.
 type Augmenter struct {
 	cfg      config.Augment
 	patch    [3]int

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 // The benchmarks mirror /work/shared/bench/scipy_augment.py: one 128³ patch
@@ -17,15 +18,7 @@ import (
 //
 //	GOMAXPROCS=1 go test ./augment -run '^$' -bench 'Spatial|Preset' -cpu 1
 
-var benchVolume = sync.OnceValues(func() ([]float32, []uint8) {
-	shape := [3]int{160, 192, 160}
-	img := smoothVolume(shape, 1)
-	noise := noiseVolume(shape, 2)
-	for i := range img {
-		img[i] += 0.3 * noise[i]
-	}
-	return img, labelOf(img)
-})
+var benchVolume = sync.OnceValues(func() ([]float32, []uint8) { return testutil.MRILike([3]int{160, 192, 160}) })
 
 func benchConfig(elastic bool) config.Augment {
 	c, _ := config.AugmentPreset(config.PresetNone)
@@ -44,15 +37,15 @@ func runBench(b *testing.B, cfg config.Augment, workers int) {
 	shape := [3]int{160, 192, 160}
 	patch := [3]int{128, 128, 128}
 	a := mustNew(b, cfg, patch, 1)
-	src := Source{Image: [][]float32{img}, Label: lab, Shape: shape}
+	src := Input{Image: [][]float32{img}, Label: lab, Shape: shape}
 	d := newDest(a, true)
 	ws := Workspace{Workers: workers}
 	rng := rand.New(rand.NewPCG(0, 0))
-	var s Sample
+	var s Plan
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if err := a.Plan(&s, rng, shape, nil, false); err != nil {
+		if err := a.Draw(&s, rng, shape, nil, false); err != nil {
 			b.Fatal(err)
 		}
 		if err := a.Apply(&s, src, d, &ws); err != nil {
@@ -95,15 +88,6 @@ func BenchmarkPresetNNUNetAllOn(b *testing.B) {
 
 // BenchmarkCropOnly is the light preset (crop + flips): exact copies.
 func BenchmarkCropOnly(b *testing.B) { runBench(b, mustPreset(b, config.PresetLight), 1) }
-
-func BenchmarkForegroundIndex(b *testing.B) {
-	_, lab := benchVolume()
-	for b.Loop() {
-		if _, err := BuildForegroundIndex(lab, [3]int{160, 192, 160}, DefaultForegroundSamples); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
 
 // BenchmarkSpatialScaleOnly is scaling (0.85–1.15) and flips without
 // rotation: the axis-aligned sampler (sampleRowAligned).

@@ -2,45 +2,13 @@ package augment
 
 import "math"
 
-// Box is a half-open box of voxels [Lo, Hi) in (D, H, W) order.
-type Box struct {
-	Lo, Hi [3]int
-}
-
-// Size returns the box's extent per axis (0 for an empty axis).
-func (b Box) Size() [3]int {
-	var s [3]int
-	for i := range s {
-		s[i] = max(0, b.Hi[i]-b.Lo[i])
-	}
-	return s
-}
-
-// Empty reports whether the box holds no voxel.
-func (b Box) Empty() bool {
-	return b.Hi[0] <= b.Lo[0] || b.Hi[1] <= b.Lo[1] || b.Hi[2] <= b.Lo[2]
-}
-
-// Contains reports whether o lies inside b (an empty o always does).
-func (b Box) Contains(o Box) bool {
-	if o.Empty() {
-		return true
-	}
-	for i := range 3 {
-		if o.Lo[i] < b.Lo[i] || o.Hi[i] > b.Hi[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // InitialPatchSize is nnU-Net's get_patch_size
 // (nnunetv2/training/data_augmentation/compute_initial_patch_size.py): the
 // size of the larger region nnU-Net crops before its spatial transform, so
 // that rotating by up to maxDegrees about each axis and scaling down to
 // minScale does not pull in empty borders. This package samples the output
 // patch straight from the volume, so it does not need that region; Plan
-// reports the exact region each sample reads in Sample.Box. It is here for
+// reports the exact region each sample reads in Plan.Box. It is here for
 // callers that size buffers the way nnU-Net does. (nnU-Net v2 calls it with
 // its rotation and a scale range of (0.85, 1.25), not its training scale
 // range, and rotates by +angle only; this takes both signs, which matters
@@ -65,7 +33,7 @@ func InitialPatchSize(patch [3]int, maxDegrees [3]float64, minScale float64) [3]
 	return res
 }
 
-// MaxBoxSize bounds Sample.Box's size for any sample this Augmenter can
+// MaxBoxSize bounds Plan.Box's size for any sample this Augmenter can
 // plan on a volume of the given shape, for sizing a region buffer once.
 func (a *Augmenter) MaxBoxSize(shape [3]int) [3]int {
 	c := &a.cfg

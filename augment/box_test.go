@@ -12,9 +12,9 @@ func TestMaxBoxSizeBoundsEveryBox(t *testing.T) {
 	a := mustNew(t, cfg, patch, 1)
 	bound := a.MaxBoxSize(shape)
 	rng := rand.New(rand.NewPCG(1, 3))
-	var s Sample
+	var s Plan
 	for it := 0; it < 200; it++ {
-		if err := a.Plan(&s, rng, shape, nil, false); err != nil {
+		if err := a.Draw(&s, rng, shape, nil, false); err != nil {
 			t.Fatal(err)
 		}
 		sz := s.Box.Size()

@@ -1,6 +1,10 @@
 package augment
 
-import "math"
+import (
+	"math"
+
+	"github.com/voxtrain/voxtrain/volume"
+)
 
 // mat3 multiplies 3×3 matrices. The products are small sums of products of
 // cosines; explicit conversions keep them unfused (see detmath.go).
@@ -54,7 +58,7 @@ func quarter(k int, i, j int) [3][3]float64 {
 
 // compose builds the coordinate map from the drawn parameters and the box
 // of source voxels it reads.
-func (s *Sample) compose(cubic bool) {
+func (s *Plan) compose(cubic bool) {
 	sp := &s.Spatial
 	l := identity3()
 	for ax := range 3 {
@@ -127,8 +131,8 @@ func signedPermutation(l [3][3]float64) bool {
 }
 
 // bounds returns the source voxels the sample reads, clipped to the volume.
-func (s *Sample) bounds(half [3]float64, cubic bool) Box {
-	var b Box
+func (s *Plan) bounds(half [3]float64, cubic bool) volume.Box {
+	var b volume.Box
 	for i := range 3 {
 		ext := 0.0
 		for j := range 3 {
@@ -154,7 +158,7 @@ func (s *Sample) bounds(half [3]float64, cubic bool) Box {
 		}
 	}
 	if b.Empty() {
-		return Box{}
+		return volume.Box{}
 	}
 	return b
 }

@@ -6,14 +6,14 @@
 //
 // # Two phases
 //
-// [Augmenter.Plan] draws every random parameter of a sample from the rng
+// [Augmenter.Draw] draws every random parameter of a sample from the rng
 // (crop, angles, scales, flips, elastic field, intensity parameters) and
-// reports in [Sample.Box] which source voxels the sample reads, so a data
+// reports in [Plan.Box] which source voxels the sample reads, so a data
 // layer backed by a chunked store can load only that region.
 // [Augmenter.Apply] then samples the output patch from the source (the
-// whole volume, or a sub-box containing Box with its origin) straight into
+// whole volume, or a sub-box containing Plan.Box with its origin) straight into
 // caller-owned destination slices — a slot of a batch buffer — and runs the
-// intensity transforms there. With a reused [Sample] and [Workspace] per
+// intensity transforms there. With a reused [Plan] and [Workspace] per
 // worker goroutine, neither allocates in steady state. [Augmenter.Run] does
 // both for a volume in memory.
 //
@@ -43,15 +43,11 @@
 //
 // # Foreground-centred crops
 //
-// [BuildForegroundIndex] lists up to 10,000 voxel positions per present
-// foreground class once per case (as nnU-Net); Plan with forceFG centres
-// the patch on a random position of a random present class.
-//
-// # Normalisation
-//
-// [ZScore] and [CTNormalize] are the deterministic normalisations for the
-// preprocessing step; [ComputeCTStats] computes the dataset statistics CT
-// windowing needs.
+// A [preprocess.ForegroundIndex] lists up to 10,000 voxel positions per
+// present foreground class of a case (as nnU-Net); Draw with forceFG
+// centres the patch on a random position of a random present class.
+// Normalisation and the index itself are preprocessing (package
+// preprocess): deterministic, done once per case.
 //
 // # Configuration
 //

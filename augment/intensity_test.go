@@ -6,27 +6,28 @@ import (
 	"testing"
 
 	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 // runOne plans a sample with config cfg (spatially the identity: a crop of
 // the whole small volume) and returns the input crop, the output and the
 // sample.
-func runOne(t *testing.T, cfg config.Augment, shape [3]int, seed uint64, channels int) ([][]float32, Dest, *Sample) {
+func runOne(t *testing.T, cfg config.Augment, shape [3]int, seed uint64, channels int) ([][]float32, Dest, *Plan) {
 	t.Helper()
 	a := mustNew(t, cfg, shape, channels)
 	var img [][]float32
 	for c := 0; c < channels; c++ {
-		img = append(img, smoothVolume(shape, seed+uint64(c)))
+		img = append(img, testutil.SmoothVolume(shape, seed+uint64(c)))
 	}
-	var s Sample
-	if err := a.Plan(&s, rand.New(rand.NewPCG(seed, 1)), shape, nil, false); err != nil {
+	var s Plan
+	if err := a.Draw(&s, rand.New(rand.NewPCG(seed, 1)), shape, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	if !s.exact {
 		t.Fatal("intensity tests expect an identity spatial transform")
 	}
 	d := newDest(a, false)
-	if err := a.Apply(&s, Source{Image: img, Shape: shape}, d, &Workspace{}); err != nil {
+	if err := a.Apply(&s, Input{Image: img, Shape: shape}, d, &Workspace{}); err != nil {
 		t.Fatal(err)
 	}
 	return img, d, &s
@@ -36,15 +37,6 @@ func only(t *testing.T, set func(c *config.Augment)) config.Augment {
 	c := mustPreset(t, config.PresetNone)
 	set(&c)
 	return c
-}
-
-func closeTo(t *testing.T, what string, got []float32, want []float64, tol float64) {
-	t.Helper()
-	for i := range got {
-		if d := math.Abs(float64(got[i]) - want[i]); d > tol*math.Max(1, math.Abs(want[i])) || math.IsNaN(float64(got[i])) {
-			t.Fatalf("%s: voxel %d = %v, formula %v", what, i, got[i], want[i])
-		}
-	}
 }
 
 func meanStd(x []float64) (float64, float64) {
@@ -73,7 +65,7 @@ func TestBrightnessFormula(t *testing.T) {
 		for i, v := range in[c] {
 			want[i] = float64(v) * m
 		}
-		closeTo(t, "brightness", d.Image[c], want, 1e-6)
+		testutil.CloseTo(t, "brightness", d.Image[c], want, 1e-6)
 	}
 }
 
@@ -105,7 +97,7 @@ func TestContrastFormula(t *testing.T) {
 		if preserve && clipped == 0 {
 			t.Fatal("contrast 1.3 clipped nothing: test too weak")
 		}
-		closeTo(t, "contrast", d.Image[0], want, 1e-5)
+		testutil.CloseTo(t, "contrast", d.Image[0], want, 1e-5)
 	}
 }
 
@@ -161,7 +153,7 @@ func TestGammaFormula(t *testing.T) {
 				if g < 0.7 || g > 1.5 {
 					t.Fatalf("gamma %v", g)
 				}
-				closeTo(t, "gamma", d.Image[c], refGamma(in[c], float64(g), invert, retain), 2e-5)
+				testutil.CloseTo(t, "gamma", d.Image[c], refGamma(in[c], float64(g), invert, retain), 2e-5)
 			}
 		}
 	}
@@ -247,7 +239,7 @@ func TestBlurFormula(t *testing.T) {
 		if sg[0] == sg[1] || sg[1] == sg[2] {
 			t.Fatalf("sigmas %v not drawn per axis", sg)
 		}
-		closeTo(t, "blur", d.Image[c], refBlur(in[c], shape, sg), 1e-5)
+		testutil.CloseTo(t, "blur", d.Image[c], refBlur(in[c], shape, sg), 1e-5)
 	}
 }
 
@@ -334,14 +326,14 @@ func TestLowResFormula(t *testing.T) {
 		if m == shape {
 			t.Fatal("no downsampling")
 		}
-		closeTo(t, "low res", d.Image[c], refLowRes(in[c], shape, m), 1e-5)
+		testutil.CloseTo(t, "low res", d.Image[c], refLowRes(in[c], shape, m), 1e-5)
 	}
 	// Only the listed axes are downsampled.
 	cfg.LowRes.Axes = []int{1, 2}
 	in, d, s = runOne(t, cfg, shape, 9, 1)
 	sc := s.ch[0].lowRes
 	m := [3]int{shape[0], lowResSize(shape[1], sc), lowResSize(shape[2], sc)}
-	closeTo(t, "low res in-plane", d.Image[0], refLowRes(in[0], shape, m), 1e-5)
+	testutil.CloseTo(t, "low res in-plane", d.Image[0], refLowRes(in[0], shape, m), 1e-5)
 }
 
 func TestBGContrastSampling(t *testing.T) {
@@ -364,84 +356,6 @@ func TestBGContrastSampling(t *testing.T) {
 		if f := bgContrast(r, [2]float64{1.1, 1.3}); f < 1.1 || f > 1.3 {
 			t.Fatalf("factor %v", f)
 		}
-	}
-}
-
-func TestZScore(t *testing.T) {
-	x := []float32{1, 2, 3, 4, 10}
-	want := []float64{1, 2, 3, 4, 10}
-	m, sd := 4.0, 0.0
-	for _, v := range want {
-		sd += (v - m) * (v - m)
-	}
-	sd = math.Sqrt(sd / 5) // population std, as numpy
-	gm, gs, err := ZScore(x, nil)
-	if err != nil || math.Abs(gm-m) > 1e-12 || math.Abs(gs-sd) > 1e-12 {
-		t.Fatalf("mean %v std %v err %v", gm, gs, err)
-	}
-	for i := range want {
-		want[i] = (want[i] - m) / sd
-	}
-	closeTo(t, "zscore", x, want, 1e-6)
-
-	// With a mask: statistics and normalisation inside only.
-	y := []float32{0, 5, 7, 0, 9}
-	mask := []uint8{0, 1, 1, 0, 1}
-	gm, gs, err = ZScore(y, mask)
-	if err != nil || math.Abs(gm-7) > 1e-12 {
-		t.Fatal(gm, err)
-	}
-	wantSD := math.Sqrt((4 + 0 + 4) / 3.0)
-	if math.Abs(gs-wantSD) > 1e-12 {
-		t.Fatalf("masked std %v want %v", gs, wantSD)
-	}
-	closeTo(t, "masked zscore", y, []float64{0, -2 / wantSD, 0, 0, 2 / wantSD}, 1e-6)
-	if _, _, err := ZScore(y, []uint8{0, 0, 0, 0, 0}); err == nil {
-		t.Fatal("empty mask accepted")
-	}
-	if _, _, err := ZScore(y, []uint8{1}); err == nil {
-		t.Fatal("short mask accepted")
-	}
-	// Constant image: std floored at 1e-8, no NaN.
-	z := []float32{3, 3, 3}
-	if _, _, err := ZScore(z, nil); err != nil || z[0] != 0 {
-		t.Fatal(z, err)
-	}
-}
-
-func TestCTNormalize(t *testing.T) {
-	x := []float32{-2000, -100, 0, 50, 3000}
-	st := CTStats{Mean: 40, Std: 200, Lower: -1000, Upper: 1500}
-	if err := CTNormalize(x, st); err != nil {
-		t.Fatal(err)
-	}
-	closeTo(t, "ct", x, []float64{(-1000 - 40) / 200.0, (-100 - 40) / 200.0, -40 / 200.0, 10 / 200.0, (1500 - 40) / 200.0}, 1e-6)
-	if err := CTNormalize(x, CTStats{Lower: 5, Upper: 1}); err == nil {
-		t.Fatal("lower > upper accepted")
-	}
-}
-
-func TestComputeCTStats(t *testing.T) {
-	v := make([]float32, 201)
-	for i := range v {
-		v[i] = float32(200 - i) // 0..200, unsorted
-	}
-	st, err := ComputeCTStats(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// numpy: percentile(0..200, 0.5) = 1.0, percentile(.., 99.5) = 199.0
-	if st.Mean != 100 || math.Abs(st.Lower-1) > 1e-9 || math.Abs(st.Upper-199) > 1e-9 {
-		t.Fatalf("%+v", st)
-	}
-	if math.Abs(st.Std-math.Sqrt((201*201-1)/12.0)) > 1e-9 { // population variance of 0..200
-		t.Fatalf("std %v", st.Std)
-	}
-	if v[0] != 200 {
-		t.Fatal("input reordered")
-	}
-	if _, err := ComputeCTStats(nil); err == nil {
-		t.Fatal("no voxels accepted")
 	}
 }
 

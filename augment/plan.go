@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+
+	"github.com/voxtrain/voxtrain/preprocess"
+
+	"github.com/voxtrain/voxtrain/volume"
 )
 
 // SpatialParams are the drawn parameters of the spatial transform. The
@@ -46,11 +50,11 @@ type channelParams struct {
 	gamma      float32
 }
 
-// Sample is the plan for one augmented sample: everything drawn from the
-// rng, and where in the source it will read. Plan fills it; Apply executes
-// it. Reuse one per worker goroutine: planning into a used Sample
+// Plan is what one augmented sample will be: everything drawn from the
+// rng, and where in the source it will read. Draw (or PlanWith) fills it;
+// Apply executes it. Reuse one per worker goroutine: planning into a used Plan
 // allocates nothing once its buffers have grown.
-type Sample struct {
+type Plan struct {
 	// Shape is the full volume's shape (D, H, W) the plan is for.
 	Shape [3]int
 	// Patch is the output patch size.
@@ -61,7 +65,7 @@ type Sample struct {
 	Corner [3]int
 	// Box holds every source voxel the sample can read, clipped to the
 	// volume. A caller that reads from a store may load only this region.
-	Box Box
+	Box volume.Box
 	// Spatial are the drawn spatial parameters.
 	Spatial SpatialParams
 
@@ -76,9 +80,10 @@ type Sample struct {
 	noiseSeed [2]uint64
 }
 
-// Plan draws every random parameter of one sample from rng: the crop, the
-// spatial transform, the elastic field and the intensity transforms. shape
-// is the full volume's (D, H, W). After Plan, s.Box says which source
+// Draw draws every random parameter of one sample from rng into s: the
+// crop, the spatial transform, the elastic field and the intensity
+// transforms. shape is the full volume's (D, H, W). After Draw, s.Box says
+// which source
 // voxels Apply will read.
 //
 // The crop is uniform over the positions that keep the (untransformed)
@@ -88,9 +93,9 @@ type Sample struct {
 // far as needed to keep the patch inside the volume (nnU-Net clamps the low
 // side only and pads on the high side); without foreground it falls back to
 // a uniform crop, as nnU-Net does.
-func (a *Augmenter) Plan(s *Sample, rng *rand.Rand, shape [3]int, fg *ForegroundIndex, forceFG bool) error {
+func (a *Augmenter) Draw(s *Plan, rng *rand.Rand, shape [3]int, fg *preprocess.ForegroundIndex, forceFG bool) error {
 	if rng == nil {
-		return errors.New("augment: Plan: nil rng")
+		return errors.New("augment: Draw: nil rng")
 	}
 	if err := checkShape(shape); err != nil {
 		return err
@@ -146,9 +151,9 @@ func (a *Augmenter) Plan(s *Sample, rng *rand.Rand, shape [3]int, fg *Foreground
 
 // PlanWith plans a sample with explicit spatial parameters and no intensity
 // transform, for test-time augmentation (flips) and tests. corner is the
-// crop's lower corner (see Sample.Corner). An elastic field needs
+// crop's lower corner (see Plan.Corner). An elastic field needs
 // randomness: sp.Elastic must be false.
-func (a *Augmenter) PlanWith(s *Sample, shape, corner [3]int, sp SpatialParams) error {
+func (a *Augmenter) PlanWith(s *Plan, shape, corner [3]int, sp SpatialParams) error {
 	if err := checkShape(shape); err != nil {
 		return err
 	}
@@ -176,18 +181,13 @@ func (a *Augmenter) PlanWith(s *Sample, shape, corner [3]int, sp SpatialParams) 
 func validAxis(a int) bool { return a >= 0 && a < 3 }
 
 func checkShape(shape [3]int) error {
-	for i, n := range shape {
-		if n <= 0 {
-			return fmt.Errorf("augment: volume shape %v: axis %d is %d, want > 0", shape, i, n)
-		}
-	}
-	if int64(shape[0])*int64(shape[1])*int64(shape[2]) > math.MaxInt32 {
-		return fmt.Errorf("augment: volume shape %v has more than 2^31-1 voxels", shape)
+	if err := volume.CheckShape(shape); err != nil {
+		return fmt.Errorf("augment: %w", err)
 	}
 	return nil
 }
 
-func (s *Sample) reset(a *Augmenter, shape [3]int) {
+func (s *Plan) reset(a *Augmenter, shape [3]int) {
 	s.Shape = shape
 	s.Patch = a.patch
 	s.Spatial = SpatialParams{}
@@ -218,7 +218,7 @@ func cropRange(n, p int) (lo, hi int) {
 // drawCorner picks the crop: with forceFG and foreground present, a random
 // voxel of a random present class becomes the patch centre (clamped so the
 // patch stays within the crop range); otherwise a uniform random corner.
-func (a *Augmenter) drawCorner(rng *rand.Rand, shape [3]int, fg *ForegroundIndex, forceFG bool) [3]int {
+func (a *Augmenter) drawCorner(rng *rand.Rand, shape [3]int, fg *preprocess.ForegroundIndex, forceFG bool) [3]int {
 	var corner [3]int
 	if forceFG && fg != nil && len(fg.Classes) > 0 {
 		k := rng.IntN(len(fg.Classes))
@@ -250,7 +250,7 @@ func bgContrast(rng *rand.Rand, r [2]float64) float64 {
 	return uniform(rng, 1, r[1])
 }
 
-func (a *Augmenter) drawIntensity(s *Sample, rng *rand.Rand) {
+func (a *Augmenter) drawIntensity(s *Plan, rng *rand.Rand) {
 	c := &a.cfg
 	if c.Noise.P > 0 && rng.Float64() < c.Noise.P {
 		std := float32(uniform(rng, c.Noise.Std[0], c.Noise.Std[1]))

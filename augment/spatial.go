@@ -64,7 +64,7 @@ func (r *rowScratch) grow(n int) {
 	}
 }
 
-// Source coordinates are 32.32 fixed point: exact integer steps along a row
+// Input coordinates are 32.32 fixed point: exact integer steps along a row
 // (incremental, no drift), floor is a shift and the fraction a mask, and
 // the bytes cannot depend on the machine's floating-point details.
 const fixOne = 1 << 32
@@ -74,7 +74,7 @@ func toFixed(v float64) int64 { return int64(math.Round(v * fixOne)) }
 // spatialPlanes runs the spatial pass for output planes [lo, hi), row by
 // row. (Tiling the output into blocks, so a block's source footprint stays
 // in cache, measured no faster.)
-func spatialPlanes(s *Sample, src *region, dst [][]float32, dlab []float32, border, lborder float32, cubic bool, sc *spatialScratch, lo, hi int) {
+func spatialPlanes(s *Plan, src *region, dst [][]float32, dlab []float32, border, lborder float32, cubic bool, sc *spatialScratch, lo, hi int) {
 	ph, pw := s.Patch[1], s.Patch[2]
 	aligned := !s.exact && !cubic && axisAligned(s)
 	for z := lo; z < hi; z++ {
@@ -100,7 +100,7 @@ func spatialPlanes(s *Sample, src *region, dst [][]float32, dlab []float32, bord
 }
 
 // rowSegments appends the pieces of output row (z, y) to segs.
-func rowSegments(segs []rowSeg, s *Sample, z, y int, sc *spatialScratch) []rowSeg {
+func rowSegments(segs []rowSeg, s *Plan, z, y int, sc *spatialScratch) []rowSeg {
 	var half [3]float64
 	for i := range 3 {
 		half[i] = float64(s.Patch[i]-1) / 2

@@ -3,7 +3,7 @@ package augment
 // axisAligned reports whether s's map keeps the axes apart without being
 // exact (a scaling, with flips, and no rotation or field): along a row
 // only the W coordinate moves, and it moves the same way in every row.
-func axisAligned(s *Sample) bool {
+func axisAligned(s *Plan) bool {
 	l := &s.lin
 	return !s.grid.active && l[0][2] == 0 && l[1][2] == 0 && l[2][0] == 0 && l[2][1] == 0
 }

@@ -15,8 +15,8 @@ import (
 // plans, including patches hanging over the volume's edges.
 func TestFastSpatialMatchesReference(t *testing.T) {
 	shape := [3]int{30, 34, 28}
-	img := smoothVolume(shape, 6)
-	lab := labelOf(img)
+	img := testutil.SmoothVolume(shape, 6)
+	lab := testutil.LabelsOf(img)
 	cfg := mustPreset(t, config.PresetNone)
 	cfg.Rotation.P, cfg.Scaling.P, cfg.Elastic.P, cfg.Mirror.P = 1, 1, 1, 0.5
 	cfg.Scaling.PerAxis = true
@@ -31,12 +31,12 @@ func TestFastSpatialMatchesReference(t *testing.T) {
 		iters = 3
 	}
 	for it := 0; it < iters; it++ {
-		var s Sample
-		if err := a.Plan(&s, rng, shape, nil, false); err != nil {
+		var s Plan
+		if err := a.Draw(&s, rng, shape, nil, false); err != nil {
 			t.Fatal(err)
 		}
 		d := newDest(a, true)
-		if err := a.Apply(&s, Source{Image: [][]float32{img}, Label: lab, Shape: shape}, d, &Workspace{}); err != nil {
+		if err := a.Apply(&s, Input{Image: [][]float32{img}, Label: lab, Shape: shape}, d, &Workspace{}); err != nil {
 			t.Fatal(err)
 		}
 		ref := [][]float32{make([]float32, n)}
@@ -65,8 +65,8 @@ func TestFastSpatialMatchesReference(t *testing.T) {
 // map points.
 func TestExactPathMatchesReference(t *testing.T) {
 	shape := [3]int{17, 20, 23}
-	img := noiseVolume(shape, 12)
-	lab := labelOf(img)
+	img := testutil.NoiseVolume(shape, 12)
+	lab := testutil.LabelsOf(img)
 	patch := [3]int{9, 12, 7}
 	a := mustNew(t, mustPreset(t, config.PresetNone), patch, 1)
 	for k := 0; k < 4; k++ {
@@ -89,8 +89,8 @@ func TestExactPathMatchesReference(t *testing.T) {
 // border (rows partly outside the volume) and holds them to the reference.
 func TestExactPathAtVolumeBorders(t *testing.T) {
 	shape := [3]int{17, 20, 23}
-	img := noiseVolume(shape, 13)
-	lab := labelOf(img)
+	img := testutil.NoiseVolume(shape, 13)
+	lab := testutil.LabelsOf(img)
 	patch := [3]int{9, 12, 7}
 	a := mustNew(t, mustPreset(t, config.PresetNone), patch, 1)
 	for _, c := range [][3]int{{0, 0, 0}, {16, 19, 22}, {8, 10, 1}, {8, 10, 21}, {2, 18, 3}, {8, 10, -5}, {8, 10, 30}} {
@@ -106,7 +106,7 @@ func TestExactPathAtVolumeBorders(t *testing.T) {
 // returns the patch.
 func exactMatchesReference(t *testing.T, a *Augmenter, shape, corner [3]int, sp SpatialParams, img []float32, lab []uint8) Dest {
 	t.Helper()
-	var s Sample
+	var s Plan
 	if err := a.PlanWith(&s, shape, corner, sp); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func exactMatchesReference(t *testing.T, a *Augmenter, shape, corner [3]int, sp 
 		t.Fatalf("corner %v %+v: not on the exact path", corner, sp)
 	}
 	d := newDest(a, true)
-	if err := a.Apply(&s, Source{Image: [][]float32{img}, Label: lab, Shape: shape}, d, &Workspace{}); err != nil {
+	if err := a.Apply(&s, Input{Image: [][]float32{img}, Label: lab, Shape: shape}, d, &Workspace{}); err != nil {
 		t.Fatal(err)
 	}
 	n := len(d.Label)
@@ -135,8 +135,8 @@ func exactMatchesReference(t *testing.T, a *Augmenter, shape, corner [3]int, sp 
 // the volume (edge taps read the border).
 func TestAlignedPathMatchesGeneral(t *testing.T) {
 	shape := [3]int{19, 23, 21}
-	img := smoothVolume(shape, 5)
-	lab := labelOf(img)
+	img := testutil.SmoothVolume(shape, 5)
+	lab := testutil.LabelsOf(img)
 	cfg := mustPreset(t, config.PresetNone)
 	cfg.BorderValue = -3
 	patch := [3]int{16, 18, 20}
@@ -152,7 +152,7 @@ func TestAlignedPathMatchesGeneral(t *testing.T) {
 		}
 		sp.Mirror = [3]bool{r.IntN(2) == 0, r.IntN(2) == 0, r.IntN(2) == 0}
 		corner := [3]int{r.IntN(12) - 6, r.IntN(12) - 6, r.IntN(12) - 6}
-		var s Sample
+		var s Plan
 		if err := a.PlanWith(&s, shape, corner, sp); err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +161,7 @@ func TestAlignedPathMatchesGeneral(t *testing.T) {
 		}
 		aligned++
 		d := newDest(a, true)
-		if err := a.Apply(&s, Source{Image: [][]float32{img}, Label: lab, Shape: shape}, d, &Workspace{}); err != nil {
+		if err := a.Apply(&s, Input{Image: [][]float32{img}, Label: lab, Shape: shape}, d, &Workspace{}); err != nil {
 			t.Fatal(err)
 		}
 		want := [][]float32{make([]float32, n)}
@@ -188,7 +188,7 @@ func TestAlignedPathMatchesGeneral(t *testing.T) {
 // spatialReference is the plain version of the spatial pass, one voxel at a
 // time in float64: o -> C + L·(o − h + e(o)), then trilinear with bounds
 // checks on every tap. Tests hold the fast path to it.
-func spatialReference(s *Sample, src *region, dst [][]float32, dlab []float32, border, lborder float32) {
+func spatialReference(s *Plan, src *region, dst [][]float32, dlab []float32, border, lborder float32) {
 	p := s.Patch
 	var half [3]float64
 	for i := range 3 {

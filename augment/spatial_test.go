@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/volume"
 
 	"github.com/voxtrain/voxtrain/internal/testutil"
 )
@@ -14,7 +15,7 @@ import (
 // interpolating path even where the exact copy would do.
 func applyWith(t *testing.T, a *Augmenter, shape, corner [3]int, sp SpatialParams, img []float32, lab []uint8, general bool) Dest {
 	t.Helper()
-	var s Sample
+	var s Plan
 	if err := a.PlanWith(&s, shape, corner, sp); err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +24,7 @@ func applyWith(t *testing.T, a *Augmenter, shape, corner [3]int, sp SpatialParam
 	}
 	d := newDest(a, lab != nil)
 	var ws Workspace
-	if err := a.Apply(&s, Source{Image: [][]float32{img}, Label: lab, Shape: shape}, d, &ws); err != nil {
+	if err := a.Apply(&s, Input{Image: [][]float32{img}, Label: lab, Shape: shape}, d, &ws); err != nil {
 		t.Fatal(err)
 	}
 	return d
@@ -31,8 +32,8 @@ func applyWith(t *testing.T, a *Augmenter, shape, corner [3]int, sp SpatialParam
 
 func TestIdentityReproducesInputExactly(t *testing.T) {
 	shape := [3]int{13, 17, 19}
-	img := noiseVolume(shape, 1)
-	lab := labelOf(img)
+	img := testutil.NoiseVolume(shape, 1)
+	lab := testutil.LabelsOf(img)
 	for _, interp := range []string{"linear", "cubic"} {
 		cfg := mustPreset(t, config.PresetNone)
 		cfg.Interpolation = interp
@@ -60,8 +61,8 @@ func TestIdentityReproducesInputExactly(t *testing.T) {
 
 func TestMirrorTwiceIsIdentity(t *testing.T) {
 	shape := [3]int{11, 12, 13}
-	img := noiseVolume(shape, 2)
-	lab := labelOf(img)
+	img := testutil.NoiseVolume(shape, 2)
+	lab := testutil.LabelsOf(img)
 	a := mustNew(t, mustPreset(t, config.PresetNone), shape, 1)
 	for m := 1; m < 8; m++ {
 		sp := SpatialParams{Mirror: [3]bool{m&1 != 0, m&2 != 0, m&4 != 0}}
@@ -92,7 +93,7 @@ func TestMirrorTwiceIsIdentity(t *testing.T) {
 
 func TestQuarterTurnsFourTimesIsIdentity(t *testing.T) {
 	shape := [3]int{9, 10, 10}
-	img := noiseVolume(shape, 3)
+	img := testutil.NoiseVolume(shape, 3)
 	a := mustNew(t, mustPreset(t, config.PresetNone), shape, 1)
 	x := img
 	sp := SpatialParams{Rot90K: 1, Rot90Axes: [2]int{1, 2}}
@@ -120,7 +121,7 @@ func TestRotationThenInverse(t *testing.T) {
 		n = 24
 	}
 	shape := [3]int{n, n, n}
-	img := smoothVolume(shape, 4)
+	img := testutil.SmoothVolume(shape, 4)
 	a := mustNew(t, mustPreset(t, config.PresetNone), shape, 1)
 	c := float64(n-1) / 2
 	for ax := range 3 {
@@ -161,16 +162,16 @@ func TestRotationThenInverse(t *testing.T) {
 
 func TestZeroMagnitudeElasticIsIdentity(t *testing.T) {
 	shape := [3]int{20, 22, 24}
-	img := noiseVolume(shape, 5)
-	lab := labelOf(img)
+	img := testutil.NoiseVolume(shape, 5)
+	lab := testutil.LabelsOf(img)
 	cfg := mustPreset(t, config.PresetNone)
 	cfg.Elastic = config.Elastic{P: 1, Magnitude: [2]float64{0, 0}, Scale: [2]float64{5, 7}}
 	patch := [3]int{16, 16, 16}
 	a := mustNew(t, cfg, patch, 1)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for it := 0; it < 5; it++ {
-		var s Sample
-		if err := a.Plan(&s, rng, shape, nil, false); err != nil {
+		var s Plan
+		if err := a.Draw(&s, rng, shape, nil, false); err != nil {
 			t.Fatal(err)
 		}
 		if !s.Spatial.Elastic || !s.grid.active || s.exact {
@@ -178,7 +179,7 @@ func TestZeroMagnitudeElasticIsIdentity(t *testing.T) {
 		}
 		d := newDest(a, true)
 		var ws Workspace
-		if err := a.Apply(&s, Source{Image: [][]float32{img}, Label: lab, Shape: shape}, d, &ws); err != nil {
+		if err := a.Apply(&s, Input{Image: [][]float32{img}, Label: lab, Shape: shape}, d, &ws); err != nil {
 			t.Fatal(err)
 		}
 		if i, ok := equalBits(d.Image[0], crop(img, shape, s.Corner, patch, 0)); !ok {
@@ -191,12 +192,12 @@ func TestZeroMagnitudeElasticIsIdentity(t *testing.T) {
 	// A non-zero field does move voxels.
 	cfg.Elastic.Magnitude = [2]float64{3, 3}
 	a = mustNew(t, cfg, patch, 1)
-	var s Sample
-	if err := a.Plan(&s, rng, shape, nil, false); err != nil {
+	var s Plan
+	if err := a.Draw(&s, rng, shape, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	d := newDest(a, false)
-	if err := a.Apply(&s, Source{Image: [][]float32{img}, Shape: shape}, d, &Workspace{}); err != nil {
+	if err := a.Apply(&s, Input{Image: [][]float32{img}, Shape: shape}, d, &Workspace{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := equalBits(d.Image[0], crop(img, shape, s.Corner, patch, 0)); ok {
@@ -236,8 +237,8 @@ func TestCubicMatchesLinearOnLinearImage(t *testing.T) {
 // a subset of the input's (plus the label border value outside).
 func TestLabelsStayInInputSet(t *testing.T) {
 	shape := [3]int{24, 30, 26}
-	img := smoothVolume(shape, 8)
-	lab := labelOf(img)
+	img := testutil.SmoothVolume(shape, 8)
+	lab := testutil.LabelsOf(img)
 	for i := range lab {
 		if lab[i] == 2 {
 			lab[i] = 7 // values 0, 1, 3, 7
@@ -256,7 +257,7 @@ func TestLabelsStayInInputSet(t *testing.T) {
 		var ws Workspace
 		d := newDest(a, true)
 		for it := 0; it < 6; it++ {
-			if err := a.Run(&ws, rng, Source{Image: [][]float32{img}, Label: lab, Shape: shape}, nil, false, d); err != nil {
+			if err := a.Run(&ws, rng, Input{Image: [][]float32{img}, Label: lab, Shape: shape}, nil, false, d); err != nil {
 				t.Fatal(err)
 			}
 			for i, v := range d.Label {
@@ -278,11 +279,11 @@ func TestPatchShapeAlwaysExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 5))
 	var ws Workspace
 	for _, shape := range [][3]int{{5, 6, 7}, {1, 40, 40}, {30, 3, 50}, {12, 10, 14}, {40, 41, 42}} {
-		img := [][]float32{smoothVolume(shape, 1), noiseVolume(shape, 2)}
-		lab := labelOf(img[0])
+		img := [][]float32{testutil.SmoothVolume(shape, 1), testutil.NoiseVolume(shape, 2)}
+		lab := testutil.LabelsOf(img[0])
 		for it := 0; it < 3; it++ {
 			d := newDest(a, true)
-			if err := a.Run(&ws, rng, Source{Image: img, Label: lab, Shape: shape}, nil, false, d); err != nil {
+			if err := a.Run(&ws, rng, Input{Image: img, Label: lab, Shape: shape}, nil, false, d); err != nil {
 				t.Fatal(err)
 			}
 			for c := range d.Image {
@@ -306,20 +307,20 @@ func TestPatchShapeAlwaysExact(t *testing.T) {
 
 func TestSmallVolumeIsCentredAndPadded(t *testing.T) {
 	shape := [3]int{4, 6, 5}
-	img := noiseVolume(shape, 1)
+	img := testutil.NoiseVolume(shape, 1)
 	cfg := mustPreset(t, config.PresetNone)
 	cfg.BorderValue = 100
 	patch := [3]int{8, 6, 9}
 	a := mustNew(t, cfg, patch, 1)
-	var s Sample
-	if err := a.Plan(&s, rand.New(rand.NewPCG(1, 1)), shape, nil, false); err != nil {
+	var s Plan
+	if err := a.Draw(&s, rand.New(rand.NewPCG(1, 1)), shape, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	if s.Corner != [3]int{-2, 0, -2} {
 		t.Fatalf("corner %v, want [-2 0 -2]", s.Corner)
 	}
 	d := newDest(a, false)
-	if err := a.Apply(&s, Source{Image: [][]float32{img}, Shape: shape}, d, &Workspace{}); err != nil {
+	if err := a.Apply(&s, Input{Image: [][]float32{img}, Shape: shape}, d, &Workspace{}); err != nil {
 		t.Fatal(err)
 	}
 	if i, ok := equalBits(d.Image[0], crop(img, shape, s.Corner, patch, 100)); !ok {
@@ -327,13 +328,13 @@ func TestSmallVolumeIsCentredAndPadded(t *testing.T) {
 	}
 }
 
-// TestSubBoxSourceGivesSameBytes: reading only Sample.Box from the volume
+// TestSubBoxSourceGivesSameBytes: reading only Plan.Box from the volume
 // (as a chunked store would) and passing it with its origin gives exactly
 // the output of the whole volume.
 func TestSubBoxSourceGivesSameBytes(t *testing.T) {
 	shape := [3]int{40, 44, 38}
-	img := [][]float32{smoothVolume(shape, 3), noiseVolume(shape, 4)}
-	lab := labelOf(img[0])
+	img := [][]float32{testutil.SmoothVolume(shape, 3), testutil.NoiseVolume(shape, 4)}
+	lab := testutil.LabelsOf(img[0])
 	patch := [3]int{16, 18, 14}
 	for _, interp := range []string{"linear", "cubic", "exact"} {
 		cfg := allOn(t)
@@ -349,13 +350,13 @@ func TestSubBoxSourceGivesSameBytes(t *testing.T) {
 		rng := rand.New(rand.NewPCG(11, 12))
 		smaller := 0
 		for it := 0; it < 8; it++ {
-			var s Sample
-			if err := a.Plan(&s, rng, shape, nil, false); err != nil {
+			var s Plan
+			if err := a.Draw(&s, rng, shape, nil, false); err != nil {
 				t.Fatal(err)
 			}
 			full := newDest(a, true)
 			var ws Workspace
-			if err := a.Apply(&s, Source{Image: img, Label: lab, Shape: shape}, full, &ws); err != nil {
+			if err := a.Apply(&s, Input{Image: img, Label: lab, Shape: shape}, full, &ws); err != nil {
 				t.Fatal(err)
 			}
 			b := s.Box
@@ -363,7 +364,7 @@ func TestSubBoxSourceGivesSameBytes(t *testing.T) {
 			if sz[0]*sz[1]*sz[2] < shape[0]*shape[1]*shape[2] {
 				smaller++
 			}
-			sub := Source{Shape: sz, Origin: b.Lo}
+			sub := Input{Shape: sz, Origin: b.Lo}
 			for _, ch := range img {
 				sub.Image = append(sub.Image, extract(ch, shape, b))
 			}
@@ -401,7 +402,7 @@ func TestSubBoxSourceGivesSameBytes(t *testing.T) {
 }
 
 // extract copies box b of vol (shape) out, packed, W fastest.
-func extract(vol []float32, shape [3]int, b Box) []float32 {
+func extract(vol []float32, shape [3]int, b volume.Box) []float32 {
 	sz := b.Size()
 	out := make([]float32, 0, sz[0]*sz[1]*sz[2])
 	for z := b.Lo[0]; z < b.Hi[0]; z++ {

@@ -15,8 +15,8 @@ import (
 	"sync"
 
 	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/preprocess"
 
-	"github.com/voxtrain/voxtrain/augment"
 	"github.com/voxtrain/voxtrain/internal/atomicfile"
 )
 
@@ -27,7 +27,7 @@ import (
 // from a fixed seed and the case ID, pooled over the cases; the window is
 // the pool's 0.5 and 99.5 percentiles (linear interpolation), the mean and
 // std its population mean and std (no clipping first), as
-// augment.ComputeCTStats computes them. The intensities are the files'
+// preprocess.ComputeCTStats computes them. The intensities are the files'
 // (scaled, before resampling). Each case's draw depends only on the case,
 // and the pool is sorted before any sum, so the result does not depend on
 // the number of workers or the order they finish in.
@@ -63,7 +63,7 @@ type CTStatistics struct {
 	Samples int `json:"samples"`
 	// Stats are the window (Lower, Upper: the 0.5 and 99.5 percentiles),
 	// mean and std.
-	Stats augment.CTStats `json:"statistics"`
+	Stats preprocess.CTStats `json:"statistics"`
 }
 
 // CTStatsPath is where computed ct statistics of cfg's dataset are cached:
@@ -108,10 +108,10 @@ func resolveCT(ctx context.Context, cfg config.Data, ds *Dataset, channels, work
 	if w := cfg.CTWindow; len(w) != 0 && len(w) != 2 {
 		return cfg, nil, fmt.Errorf("data.ct_window: want [low, high], got %v", w)
 	}
-	p := prepFrom(cfg)
+	spec := preprocess.SpecOf(cfg)
 	var ctCh []int
 	for ch := 0; ch < channels; ch++ {
-		if p.scheme(ch) == "ct" {
+		if spec.Scheme(ch) == "ct" {
 			ctCh = append(ctCh, ch)
 		}
 	}
@@ -311,7 +311,7 @@ feed:
 	}
 	st.Samples = len(pool)
 	var err error
-	if st.Stats, err = augment.ComputeCTStats(pool); err != nil {
+	if st.Stats, err = preprocess.ComputeCTStats(pool); err != nil {
 		return CTStatistics{}, fmt.Errorf("ct statistics: %w", err)
 	}
 	return st, nil

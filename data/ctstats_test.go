@@ -16,6 +16,7 @@ import (
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/data/store"
 	"github.com/voxtrain/voxtrain/nifti"
+	"github.com/voxtrain/voxtrain/preprocess"
 )
 
 // ctShape is the synthetic CT cases' NIfTI shape (x, y, z).
@@ -305,7 +306,7 @@ func TestCTStatisticsInPipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fp struct {
-		Prep prep `json:"prep"`
+		Prep preprocess.Spec `json:"prep"`
 	}
 	if err := json.Unmarshal(ix.Prep, &fp); err != nil {
 		t.Fatal(err)
@@ -333,8 +334,8 @@ func TestCTStatisticsInPipeline(t *testing.T) {
 		t.Fatalf("Setup gave ct_std %v, want %v", cfg.CTStd, rep.CT.Stats.Std)
 	}
 	sameBatchesEverywhere(t, cfg, opt, []string{"store", "cache", "gz"}, []int{0, 2}, 2, 4, func(src string, _ int, l *Loader) {
-		if l.prep.CTMean != rep.CT.Stats.Mean || l.prep.CTWindow[0] != rep.CT.Stats.Lower {
-			t.Errorf("%s: loader prep %+v", src, l.prep)
+		if l.spec.CTMean != rep.CT.Stats.Mean || l.spec.CTWindow[0] != rep.CT.Stats.Lower {
+			t.Errorf("%s: loader spec %+v", src, l.spec)
 		}
 		v, err := l.LoadCase(context.Background(), 0)
 		if err != nil {
@@ -353,7 +354,7 @@ func TestCTStatisticsInPipeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := prepFrom(filled(config.Data{Normalization: config.StringList{"ct"}, CTWindow: []float64{rep.CT.Stats.Lower, rep.CT.Stats.Upper},
+	p := preprocess.SpecOf(filled(config.Data{Normalization: config.StringList{"ct"}, CTWindow: []float64{rep.CT.Stats.Lower, rep.CT.Stats.Upper},
 		CTMean: rep.CT.Stats.Mean, CTStd: rep.CT.Stats.Std}))
 	want, _, err := readCase(ds.Cases[0], 0, &p, nil, nil)
 	if err != nil {

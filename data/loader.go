@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 
 	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/preprocess"
+	"github.com/voxtrain/voxtrain/volume"
 
 	"github.com/voxtrain/voxtrain/augment"
 	"github.com/voxtrain/voxtrain/data/store"
-	"github.com/voxtrain/voxtrain/nifti"
 )
 
 // Options are what the data section does not hold: the run's seed, the
@@ -50,10 +50,10 @@ type Loader struct {
 	train    []int
 	val      []int
 	channels int
-	prep     prep
+	spec     preprocess.Spec
 	pool     *Pool
 	quar     *quarantine
-	src      source
+	src      voxelSource
 	cache    *volumeCache
 	st       *store.Store
 	aug      *augment.Augmenter
@@ -96,7 +96,7 @@ func Open(cfg config.Data, opt Options) (*Loader, error) {
 		return nil, err
 	}
 	l := &Loader{cfg: cfg, opt: opt, ds: ds, train: train, val: val, channels: ch,
-		prep: prepFrom(cfg), log: opt.Logger}
+		spec: preprocess.SpecOf(cfg), log: opt.Logger}
 	l.aug, err = augment.New(opt.Augment, opt.Patch, ch)
 	if err != nil {
 		return nil, err
@@ -126,15 +126,12 @@ func channelCount(ds *Dataset) (int, error) {
 	if len(c.Images) > 1 {
 		return len(c.Images), nil
 	}
-	h, err := nifti.ReadHeader(c.Images[0])
+	f, err := volume.Open(c.Images[0])
 	if err != nil {
 		return 0, err
 	}
-	_, n4, err := spatialShape(h.Shape())
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", c.Images[0], err)
-	}
-	return n4, nil
+	defer f.Close()
+	return f.Header().Channels, nil
 }
 
 // pickSource opens the voxel source cfg names. "auto" reads the prepared
@@ -154,7 +151,7 @@ func (l *Loader) pickSource() error {
 	}
 	switch src {
 	case "gz":
-		l.src = &gzSource{l: l, meta: make([]atomic.Pointer[caseMeta], len(l.ds.Cases))}
+		l.src = newGZSource(l)
 	case "cache":
 		l.cache = newVolumeCache(int64(l.cfg.CacheBytes), func(c int) (*Volume, error) { return l.read(c) })
 		l.src = &cacheSource{l: l, cache: l.cache}
@@ -180,12 +177,12 @@ func (l *Loader) openStore() (*storeSource, error) {
 	}
 	ix := st.Index()
 	switch {
-	case ix.PrepHash != store.HashPrep(fingerprint(l.prep, l.channels)):
+	case ix.PrepHash != store.HashPrep(fingerprint(l.spec, l.channels)):
 		err = fmt.Errorf("store %s was made with other preprocessing", dir)
 	case ix.Chunk != l.cfg.StoreChunk || ix.Codec != l.cfg.StoreCodec:
 		err = fmt.Errorf("store %s has %d³ %s chunks, the config asks for %d³ %s", dir, ix.Chunk, ix.Codec, l.cfg.StoreChunk, l.cfg.StoreCodec)
 	}
-	s := &storeSource{l: l, cases: make([]*store.Case, len(l.ds.Cases)), meta: make([]caseMeta, len(l.ds.Cases))}
+	s := &storeSource{l: l, cases: make([]*store.Case, len(l.ds.Cases)), metas: make([]caseMeta, len(l.ds.Cases))}
 	for i, c := range l.ds.Cases {
 		if err != nil {
 			break
@@ -206,7 +203,7 @@ func (l *Loader) openStore() (*storeSource, error) {
 			if merr != nil {
 				err = fmt.Errorf("store %s: case %s: %w", dir, c.ID, merr)
 			}
-			s.cases[i], s.meta[i] = sc, m
+			s.cases[i], s.metas[i] = sc, m
 		}
 	}
 	if err != nil {
@@ -219,7 +216,7 @@ func (l *Loader) openStore() (*storeSource, error) {
 
 // read decodes and preprocesses case c (see readCase).
 func (l *Loader) read(c int) (*Volume, error) {
-	v, _, err := readCase(l.ds.Cases[c], l.channels, &l.prep, nil, nil)
+	v, _, err := readCase(l.ds.Cases[c], l.channels, &l.spec, nil, nil)
 	return v, err
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/data/store"
 	"github.com/voxtrain/voxtrain/nifti"
+	"github.com/voxtrain/voxtrain/preprocess"
 )
 
 // demoDir holds the real MSD Task04 hippocampus cases (small volumes).
@@ -254,7 +255,7 @@ func TestStorePatchReadsEqualFullDecodeCrops(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	p := prepFrom(cfg)
+	p := preprocess.SpecOf(cfg)
 	r := rand.New(rand.NewPCG(5, 5))
 	var sc store.Scratch
 	for _, c := range ds.Cases {
@@ -369,7 +370,7 @@ func TestStoreRebuiltWhenSourceChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := prepFrom(cfg)
+	p := preprocess.SpecOf(cfg)
 	want, _, err := readCase(l.ds.Cases[1], 1, &p, nil, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/preprocess"
 
-	"github.com/voxtrain/voxtrain/augment"
 	"github.com/voxtrain/voxtrain/data/store"
 )
 
@@ -53,11 +53,11 @@ type PrepareReport struct {
 
 // fingerprint is everything that decides a prepared case's bytes besides
 // its source files.
-func fingerprint(p prep, channels int) []byte {
+func fingerprint(p preprocess.Spec, channels int) []byte {
 	b, _ := json.Marshal(struct {
-		Version  int  `json:"version"`
-		Channels int  `json:"channels"`
-		Prep     prep `json:"prep"`
+		Version  int             `json:"version"`
+		Channels int             `json:"channels"`
+		Prep     preprocess.Spec `json:"prep"`
 	}{prepVersion, channels, p})
 	return b
 }
@@ -89,12 +89,12 @@ func Prepare(ctx context.Context, cfg config.Data, opt PrepareOptions) (*Prepare
 		return nil, err
 	}
 	// ct statistics left to compute come from the dataset (cached), and
-	// enter the fingerprint through prep like given ones.
+	// enter the fingerprint through the spec like given ones.
 	cfg, ct, err := resolveCT(ctx, cfg, ds, ch, opt.Workers, opt.Logger)
 	if err != nil {
 		return nil, err
 	}
-	p := prepFrom(cfg)
+	p := preprocess.SpecOf(cfg)
 	dir := cfg.StoreDir()
 	w, err := store.NewWriter(dir, fingerprint(p, ch), cfg.StoreChunk, cfg.StoreCodec)
 	if err != nil {
@@ -111,9 +111,9 @@ func Prepare(ctx context.Context, cfg config.Data, opt PrepareOptions) (*Prepare
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var bufs readBufs
+			var src Volume // a worker's decode buffers, reused
 			for c := range jobs {
-				written, err := prepareCase(w, ds.Cases[c], ch, &p, &bufs, opt)
+				written, err := prepareCase(w, ds.Cases[c], ch, &p, &src, opt)
 				mu.Lock()
 				if err != nil {
 					errs = append(errs, err)
@@ -161,7 +161,7 @@ func Prepare(ctx context.Context, cfg config.Data, opt PrepareOptions) (*Prepare
 }
 
 // prepareCase rebuilds one case unless it is current.
-func prepareCase(w *store.Writer, c Case, channels int, p *prep, bufs *readBufs, opt PrepareOptions) (bool, error) {
+func prepareCase(w *store.Writer, c Case, channels int, p *preprocess.Spec, src *Volume, opt PrepareOptions) (bool, error) {
 	files := c.Files()
 	ok, now, why, err := store.Current(w.Entry(c.ID), files)
 	if err != nil {
@@ -180,7 +180,7 @@ func prepareCase(w *store.Writer, c Case, channels int, p *prep, bufs *readBufs,
 			return false, fmt.Errorf("case %s: %w", c.ID, err)
 		}
 	}
-	v, _, err := readCase(c, channels, p, nil, bufs)
+	v, _, err := readCase(c, channels, p, nil, src)
 	if err != nil {
 		return false, err
 	}
@@ -273,7 +273,7 @@ func decodeMetaBody(b []byte, shape [3]int) (caseMeta, []byte, error) {
 	if n > 255 {
 		return m, nil, bad
 	}
-	fg := &augment.ForegroundIndex{Shape: shape}
+	fg := &preprocess.ForegroundIndex{Shape: shape}
 	vox := shape[0] * shape[1] * shape[2]
 	for k := 0; k < int(n); k++ {
 		if len(b) < 9 {

@@ -8,6 +8,7 @@ import (
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/data/store"
 	"github.com/voxtrain/voxtrain/nifti"
+	"github.com/voxtrain/voxtrain/preprocess"
 )
 
 // TestTargetSpacingSameOnEverySource: with target_spacing, the prepared
@@ -67,7 +68,7 @@ func checkResampledCase(t *testing.T, l *Loader, c int, target [3]float64) {
 	}
 	sh := h.Shape()
 	srcShape := [3]int{sh[2], sh[1], sh[0]}
-	want := ResampledShape(srcShape, [3]float64{float64(h.Pixdim[3]), float64(h.Pixdim[2]), float64(h.Pixdim[1])}, target)
+	want := preprocess.ResampledShape(srcShape, [3]float64{float64(h.Pixdim[3]), float64(h.Pixdim[2]), float64(h.Pixdim[1])}, target)
 	n := want[0] * want[1] * want[2]
 	if v.Shape != want || v.SourceShape != srcShape || len(v.Image[0]) != n || len(v.Label) != n {
 		t.Fatalf("%s case %s: shape %v (source %v), %d/%d voxels; want %v from %v", l.Source, cs.ID, v.Shape, v.SourceShape, len(v.Image[0]), len(v.Label), want, srcShape)

@@ -1,4 +1,4 @@
-package augment
+package preprocess
 
 import (
 	"errors"
@@ -48,7 +48,7 @@ const statLanes = 8
 // a fixed order, so the result depends only on x and mask.
 func MeanStd(x []float32, mask []uint8) (mean, std float64, err error) {
 	if mask != nil && len(mask) != len(x) {
-		return 0, 0, fmt.Errorf("augment: ZScore: mask has %d voxels, image %d", len(mask), len(x))
+		return 0, 0, fmt.Errorf("preprocess: ZScore: mask has %d voxels, image %d", len(mask), len(x))
 	}
 	var sum, m2 [statLanes]float64
 	n := 0
@@ -82,7 +82,7 @@ func MeanStd(x []float32, mask []uint8) (mean, std float64, err error) {
 		}
 	}
 	if n == 0 {
-		return 0, 0, errors.New("augment: ZScore: no voxel to normalise (empty image or mask)")
+		return 0, 0, errors.New("preprocess: ZScore: no voxel to normalise (empty image or mask)")
 	}
 	mean = combineLanes(&sum) / float64(n)
 	if mask == nil {
@@ -135,7 +135,7 @@ type CTStats struct {
 // Mean and divide by Std (floored at 1e-8), as nnU-Net's CTNormalization.
 func CTNormalize(x []float32, st CTStats) error {
 	if st.Lower > st.Upper || math.IsNaN(st.Lower) || math.IsNaN(st.Upper) || math.IsNaN(st.Mean) || math.IsNaN(st.Std) {
-		return fmt.Errorf("augment: CTNormalize: bad statistics %+v", st)
+		return fmt.Errorf("preprocess: CTNormalize: bad statistics %+v", st)
 	}
 	lo, hi := float32(st.Lower), float32(st.Upper)
 	mean := st.Mean
@@ -162,7 +162,7 @@ func CTNormalize(x []float32, st CTStats) error {
 // interpolation (numpy's default). It sorts a copy of v.
 func ComputeCTStats(v []float32) (CTStats, error) {
 	if len(v) == 0 {
-		return CTStats{}, errors.New("augment: ComputeCTStats: no voxels")
+		return CTStats{}, errors.New("preprocess: ComputeCTStats: no voxels")
 	}
 	s := slices.Clone(v)
 	slices.Sort(s)

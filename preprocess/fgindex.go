@@ -1,9 +1,11 @@
-package augment
+package preprocess
 
 import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/voxtrain/voxtrain/volume"
 )
 
 // DefaultForegroundSamples is how many voxel positions nnU-Net keeps per
@@ -44,12 +46,12 @@ func (f *ForegroundIndex) Voxel(lin int) [3]int {
 // does; maxPerClass <= 0 keeps every voxel. Two passes over the label, no
 // per-voxel allocation.
 func BuildForegroundIndex(label []uint8, shape [3]int, maxPerClass int) (*ForegroundIndex, error) {
-	if err := checkShape(shape); err != nil {
-		return nil, fmt.Errorf("augment: foreground index: %w", err)
+	if err := volume.CheckShape(shape); err != nil {
+		return nil, fmt.Errorf("preprocess: foreground index: %w", err)
 	}
 	n := shape[0] * shape[1] * shape[2]
 	if len(label) != n {
-		return nil, fmt.Errorf("augment: foreground index: label has %d voxels, shape %v needs %d", len(label), shape, n)
+		return nil, fmt.Errorf("preprocess: foreground index: label has %d voxels, shape %v needs %d", len(label), shape, n)
 	}
 	var counts [256]int
 	// Labels are mostly background: a whole word of zeros is counted at

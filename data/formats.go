@@ -1,0 +1,9 @@
+package data
+
+// The volume formats the pipeline reads. Each registers itself with
+// package volume when linked in, and the pipeline opens every file through
+// volume.Open, so a new format (a package implementing volume.File) is one
+// more line here.
+import (
+	_ "github.com/voxtrain/voxtrain/nifti" // .nii, .nii.gz, .hdr/.img
+)

@@ -1,0 +1,146 @@
+// Package volume is what the data pipeline needs of an image file, in any
+// format: its geometry from the header, before any voxel is read, and the
+// voxels of a region when a sample needs them. A format implements File
+// and registers itself (Register, as image formats do with
+// image.RegisterFormat); the pipeline opens files with Open and never
+// names a format. Package nifti is the first format.
+//
+// Arrays are (D, H, W) with W fastest, as everywhere in voxtrain: for a
+// NIfTI file, D, H, W are its z, y, x.
+package volume
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+)
+
+// Box is a half-open box of voxels [Lo, Hi) in (D, H, W) order.
+type Box struct {
+	Lo, Hi [3]int
+}
+
+// Whole is the box of a volume of the given shape.
+func Whole(shape [3]int) Box { return Box{Hi: shape} }
+
+// Size returns the box's extent per axis (0 for an empty axis).
+func (b Box) Size() [3]int {
+	var s [3]int
+	for i := range s {
+		s[i] = max(0, b.Hi[i]-b.Lo[i])
+	}
+	return s
+}
+
+// Voxels returns the number of voxels in the box.
+func (b Box) Voxels() int {
+	s := b.Size()
+	return s[0] * s[1] * s[2]
+}
+
+// Empty reports whether the box holds no voxel.
+func (b Box) Empty() bool {
+	return b.Hi[0] <= b.Lo[0] || b.Hi[1] <= b.Lo[1] || b.Hi[2] <= b.Lo[2]
+}
+
+// Contains reports whether o lies inside b (an empty o always does).
+func (b Box) Contains(o Box) bool {
+	if o.Empty() {
+		return true
+	}
+	for i := range 3 {
+		if o.Lo[i] < b.Lo[i] || o.Hi[i] > b.Hi[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckShape reports a shape that is not a volume an index can address: an
+// axis ≤ 0, or more than 2^31−1 voxels (indices are int32 in places).
+func CheckShape(shape [3]int) error {
+	for i, n := range shape {
+		if n <= 0 {
+			return fmt.Errorf("volume shape %v: axis %d is %d, want > 0", shape, i, n)
+		}
+	}
+	if int64(shape[0])*int64(shape[1])*int64(shape[2]) > math.MaxInt32 {
+		return fmt.Errorf("volume shape %v has more than 2^31-1 voxels", shape)
+	}
+	return nil
+}
+
+// Affine maps voxel indices (x, y, z, 1) = (W, H, D, 1) to world
+// coordinates in millimetres (RAS+, as NIfTI and nibabel).
+type Affine [4][4]float64
+
+// Header is a volume file's geometry.
+type Header struct {
+	// Shape is (D, H, W).
+	Shape [3]int
+	// Channels is the number of volumes the file holds (a 4th axis of
+	// channels or modalities; 1 for a 3D file).
+	Channels int
+	// Spacing is the voxel size along (D, H, W), in the file's units.
+	Spacing [3]float64
+	// Affine is the voxel-to-world matrix.
+	Affine Affine
+}
+
+// File is an open volume file. Its header is read; voxels are read on
+// demand, as float32 in the file's units (scaled as the format says).
+type File interface {
+	// Header returns the file's geometry.
+	Header() Header
+	// ReadRegion reads box (inside the volume) of every channel: dst holds
+	// one slice of box.Voxels() values per channel. A format whose data is
+	// a stream (a .nii.gz) reads no further than the box's last plane.
+	ReadRegion(box Box, dst [][]float32) error
+	// ReadLabels reads box of a one-channel label map as class indices; a
+	// value that is not an integer in 0..255 is an error naming the file.
+	ReadLabels(box Box, dst []uint8) error
+	// Close releases the file.
+	Close() error
+}
+
+// Format is one file format: Match recognises its file names, Open opens
+// one (reading the header).
+type Format struct {
+	Name  string
+	Match func(path string) bool
+	Open  func(path string) (File, error)
+}
+
+var (
+	mu      sync.RWMutex
+	formats []Format
+)
+
+// Register adds a format; Open tries formats in the order they were
+// registered.
+func Register(f Format) {
+	mu.Lock()
+	defer mu.Unlock()
+	formats = append(formats, f)
+}
+
+// ErrFormat is the error (wrapped) for a file no registered format reads.
+var ErrFormat = errors.New("no volume format reads this file")
+
+// Open opens path with the first registered format that matches it.
+func Open(path string) (File, error) {
+	mu.RLock()
+	fs := formats
+	mu.RUnlock()
+	for _, f := range fs {
+		if f.Match(path) {
+			return f.Open(path)
+		}
+	}
+	names := make([]string, len(fs))
+	for i, f := range fs {
+		names[i] = f.Name
+	}
+	return nil, fmt.Errorf("%s: %w (formats: %v)", path, ErrFormat, names)
+}

@@ -1,0 +1,34 @@
+package volume
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestBox(t *testing.T) {
+	b := Box{Lo: [3]int{1, 2, 3}, Hi: [3]int{4, 4, 8}}
+	if b.Size() != [3]int{3, 2, 5} || b.Voxels() != 30 || b.Empty() {
+		t.Errorf("box %v: size %v, voxels %d, empty %v", b, b.Size(), b.Voxels(), b.Empty())
+	}
+	if (Box{Lo: [3]int{2, 0, 0}, Hi: [3]int{1, 5, 5}}).Empty() != true || (Box{Lo: [3]int{2, 0, 0}, Hi: [3]int{1, 5, 5}}).Size() != [3]int{0, 5, 5} {
+		t.Error("an inverted axis is empty, of size 0")
+	}
+	w := Whole([3]int{4, 4, 8})
+	if !w.Contains(b) || b.Contains(w) || !b.Contains(Box{}) {
+		t.Error("Contains")
+	}
+}
+
+type fakeFile struct{ File }
+
+func TestRegisterAndOpen(t *testing.T) {
+	Register(Format{Name: "fake", Match: func(p string) bool { return strings.HasSuffix(p, ".fake") },
+		Open: func(p string) (File, error) { return fakeFile{}, nil }})
+	if f, err := Open("a.fake"); err != nil || f == nil {
+		t.Fatalf("Open a.fake: %v", err)
+	}
+	if _, err := Open("a.unknown"); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "a.unknown") || !strings.Contains(err.Error(), "fake") {
+		t.Errorf("unknown format: %v", err)
+	}
+}
