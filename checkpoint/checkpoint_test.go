@@ -13,7 +13,7 @@ import (
 )
 
 func TestSaveLoadRoundTrip(t *testing.T) {
-	run, err := NewRun(t.TempDir(), "unet3d", 1, 0)
+	run, err := NewRunDir(t.TempDir(), "unet3d", 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,12 +87,12 @@ func TestWeightsArePyTorchStateDict(t *testing.T) {
 // TestOutputDirDoesNotExist: nothing of the run directory exists yet.
 func TestOutputDirDoesNotExist(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "does", "not", "exist")
-	run, err := NewRun(out, "exp", 0, 2)
+	run, err := NewRunDir(out, "exp", 0, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run.Dir != filepath.Join(out, "exp", "fold_0", "run_2") {
-		t.Errorf("run dir %s", run.Dir)
+	if run.Path != filepath.Join(out, "exp", "fold_0", "run_2") {
+		t.Errorf("run dir %s", run.Path)
 	}
 	for _, d := range []string{run.Checkpoints, run.Logs, run.Plots} {
 		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
@@ -110,7 +110,7 @@ func TestOutputDirDoesNotExist(t *testing.T) {
 // TestCheckpointDirRemovedMidRun: checkpoints/ (or the whole run
 // directory) deleted between saves does not fail the next save.
 func TestCheckpointDirRemovedMidRun(t *testing.T) {
-	run, err := NewRun(t.TempDir(), "exp", 0, 0)
+	run, err := NewRunDir(t.TempDir(), "exp", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestCheckpointDirRemovedMidRun(t *testing.T) {
 	if !saved.Best {
 		t.Error("after checkpoints/ was removed the next save with a metric should become best")
 	}
-	if err := os.RemoveAll(run.Dir); err != nil {
+	if err := os.RemoveAll(run.Path); err != nil {
 		t.Fatal(err)
 	}
 	mustSave(t, s, testCheckpoint(3, 30, 1, nil))

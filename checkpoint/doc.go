@@ -4,7 +4,7 @@
 //
 // # Run directory
 //
-// NewRun creates
+// NewRunDir creates
 //
 //	<output>/<experiment>/fold_<k>/run_<r>/
 //	    config.yaml      the resolved config (written by the trainer)

@@ -7,10 +7,10 @@ import (
 	"strings"
 )
 
-// Run is the directory of one training run and the paths in it; see the
+// RunDir is the directory of one training run and the paths in it; see the
 // package doc for the layout.
-type Run struct {
-	Dir         string // <output>/<experiment>/fold_<k>/run_<r>
+type RunDir struct {
+	Path        string // <output>/<experiment>/fold_<k>/run_<r>
 	Checkpoints string // Dir/checkpoints: give it to Saver.Dir
 	Logs        string // Dir/logs
 	Plots       string // Dir/plots
@@ -19,27 +19,27 @@ type Run struct {
 	Metrics     string // Dir/metrics.jsonl
 }
 
-// RunPaths returns the paths of the run <output>/<experiment>/fold_<fold>/run_<run>
+// RunDirAt returns the paths of the run <output>/<experiment>/fold_<fold>/run_<run>
 // (fold_all for fold -1, a run on every case) without touching the disk.
 // experiment must be a single path element.
-func RunPaths(output, experiment string, fold, run int) (Run, error) {
+func RunDirAt(output, experiment string, fold, run int) (RunDir, error) {
 	switch {
 	case output == "":
-		return Run{}, fmt.Errorf("run directory: empty output directory")
+		return RunDir{}, fmt.Errorf("run directory: empty output directory")
 	case experiment == "" || experiment == "." || experiment == ".." || strings.ContainsAny(experiment, `/\`+"\x00"):
-		return Run{}, fmt.Errorf("run directory: experiment name %q must be a single, non-empty path element", experiment)
+		return RunDir{}, fmt.Errorf("run directory: experiment name %q must be a single, non-empty path element", experiment)
 	case fold < -1:
-		return Run{}, fmt.Errorf("run directory: fold %d, want ≥ 0 (or -1: every case)", fold)
+		return RunDir{}, fmt.Errorf("run directory: fold %d, want ≥ 0 (or -1: every case)", fold)
 	case run < 0:
-		return Run{}, fmt.Errorf("run directory: run id %d is negative", run)
+		return RunDir{}, fmt.Errorf("run directory: run id %d is negative", run)
 	}
 	foldDir := fmt.Sprintf("fold_%d", fold)
 	if fold == -1 {
 		foldDir = "fold_all" // trained on every case, as nnU-Net's fold "all"
 	}
 	dir := filepath.Join(output, experiment, foldDir, fmt.Sprintf("run_%d", run))
-	return Run{
-		Dir:         dir,
+	return RunDir{
+		Path:        dir,
 		Checkpoints: filepath.Join(dir, "checkpoints"),
 		Logs:        filepath.Join(dir, "logs"),
 		Plots:       filepath.Join(dir, "plots"),
@@ -49,19 +49,19 @@ func RunPaths(output, experiment string, fold, run int) (Run, error) {
 	}, nil
 }
 
-// NewRun returns the run's paths (see RunPaths) and creates its
+// NewRunDir returns the run's paths (see RunDirAt) and creates its
 // directories, parents included; existing ones are kept as they are.
-func NewRun(output, experiment string, fold, run int) (Run, error) {
-	r, err := RunPaths(output, experiment, fold, run)
+func NewRunDir(output, experiment string, fold, run int) (RunDir, error) {
+	r, err := RunDirAt(output, experiment, fold, run)
 	if err != nil {
-		return Run{}, err
+		return RunDir{}, err
 	}
 	return r, r.MkdirAll()
 }
 
 // MkdirAll creates the run's directories that do not exist (again); cheap
 // when they all do.
-func (r Run) MkdirAll() error {
+func (r RunDir) MkdirAll() error {
 	for _, d := range []string{r.Checkpoints, r.Logs, r.Plots} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("create run directory: %w", err)

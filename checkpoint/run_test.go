@@ -7,13 +7,13 @@ import (
 	"testing"
 )
 
-func TestRunPaths(t *testing.T) {
-	r, err := RunPaths("out", "Task04", 3, 7)
+func TestRunDirAt(t *testing.T) {
+	r, err := RunDirAt("out", "Task04", 3, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Run{
-		Dir:         filepath.Join("out", "Task04", "fold_3", "run_7"),
+	want := RunDir{
+		Path:        filepath.Join("out", "Task04", "fold_3", "run_7"),
 		Checkpoints: filepath.Join("out", "Task04", "fold_3", "run_7", "checkpoints"),
 		Logs:        filepath.Join("out", "Task04", "fold_3", "run_7", "logs"),
 		Plots:       filepath.Join("out", "Task04", "fold_3", "run_7", "plots"),
@@ -28,14 +28,14 @@ func TestRunPaths(t *testing.T) {
 		out, exp  string
 		fold, run int
 	}{{"", "e", 0, 0}, {"o", "", 0, 0}, {"o", "..", 0, 0}, {"o", "a/b", 0, 0}, {"o", "e", -2, 0}, {"o", "e", 0, -1}} {
-		if _, err := RunPaths(c.out, c.exp, c.fold, c.run); err == nil {
+		if _, err := RunDirAt(c.out, c.exp, c.fold, c.run); err == nil {
 			t.Errorf("%+v: no error", c)
 		}
 	}
-	if r, err := RunPaths("o", "e", -1, 0); err != nil || r.Dir != filepath.Join("o", "e", "fold_all", "run_0") {
+	if r, err := RunDirAt("o", "e", -1, 0); err != nil || r.Path != filepath.Join("o", "e", "fold_all", "run_0") {
 		t.Errorf("fold -1 (every case): %+v %v", r, err)
 	}
 	if _, err := os.Stat("out"); !errors.Is(err, os.ErrNotExist) {
-		t.Error("RunPaths touched the disk")
+		t.Error("RunDirAt touched the disk")
 	}
 }

@@ -30,7 +30,7 @@ import (
 // from several goroutines; calls are serialised. Do not copy a Saver after
 // first use.
 type Saver struct {
-	Dir    string // the run's checkpoints directory, e.g. Run.Checkpoints
+	Dir    string // the run's checkpoints directory, e.g. RunDir.Checkpoints
 	Policy config.Checkpoint
 
 	mu sync.Mutex

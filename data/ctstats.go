@@ -22,7 +22,7 @@ import (
 
 // CT normalisation statistics computed from the dataset, as nnU-Net's
 // dataset fingerprint (DatasetFingerprintExtractor): from every labelled
-// case, CTSamplesPerCase intensities of the ct channel drawn with
+// case, ctSamplesPerCase intensities of the ct channel drawn with
 // replacement from its foreground voxels (label > 0) by a generator seeded
 // from a fixed seed and the case ID, pooled over the cases; the window is
 // the pool's 0.5 and 99.5 percentiles (linear interpolation), the mean and
@@ -36,13 +36,13 @@ import (
 // nnU-Net): the statistics, and with them the prepared store, are the
 // same for every fold.
 
-// CTSamplesPerCase is the number of foreground voxels drawn per case
+// ctSamplesPerCase is the number of foreground voxels drawn per case
 // (nnU-Net's collect_foreground_intensities default).
-const CTSamplesPerCase = 10000
+const ctSamplesPerCase = 10000
 
-// CTStatsFile is the name of the file that caches computed statistics,
-// in the store folder (see CTStatsPath).
-const CTStatsFile = "ct_statistics.json"
+// ctStatsFile is the name of the file that caches computed statistics,
+// in the store folder (see ctStatsPath).
+const ctStatsFile = "ct_statistics.json"
 
 // ctStatsSeed is nnU-Net's fixed seed for the foreground draw; the case
 // ID is mixed in so that cases draw independent index sequences.
@@ -66,20 +66,20 @@ type CTStatistics struct {
 	Stats preprocess.CTStats `json:"statistics"`
 }
 
-// CTStatsPath is where computed ct statistics of cfg's dataset are cached:
+// ctStatsPath is where computed ct statistics of cfg's dataset are cached:
 // ct_statistics.json in the store folder (config.Data.StoreDir).
-func CTStatsPath(cfg config.Data) string {
-	return filepath.Join(cfg.StoreDir(), CTStatsFile)
+func ctStatsPath(cfg config.Data) string {
+	return filepath.Join(cfg.StoreDir(), ctStatsFile)
 }
 
-// ResolveCTStatistics returns cfg with the ct statistics it leaves to
+// resolveCTStatistics returns cfg with the ct statistics it leaves to
 // compute (ct_window, ct_std and ct_mean; see config.Data.CTStd) filled in
 // from the dataset, reading the cached ct_statistics.json or computing and
 // caching it, and the statistics themselves (nil when cfg does not leave
 // any to compute). Values given in cfg are kept; no other field changes,
 // so the result can be saved as a run's config, which then preprocesses
 // without the dataset. log (nil: slog.Default()) receives the statistics.
-func ResolveCTStatistics(ctx context.Context, cfg config.Data, log *slog.Logger) (config.Data, *CTStatistics, error) {
+func resolveCTStatistics(ctx context.Context, cfg config.Data, log *slog.Logger) (config.Data, *CTStatistics, error) {
 	if !cfg.NeedsCTStatistics() {
 		return cfg, nil, nil
 	}
@@ -121,7 +121,7 @@ func resolveCT(ctx context.Context, cfg config.Data, ds *Dataset, channels, work
 	case len(ctCh) > 1:
 		return cfg, nil, fmt.Errorf("data.normalization: channels %v use ct; ct statistics are computed for one channel only: give ct_window, ct_mean and ct_std", ctCh)
 	}
-	path := CTStatsPath(cfg)
+	path := ctStatsPath(cfg)
 	st, cached, err := loadOrComputeCT(ctx, ds, channels, ctCh[0], workers, path, log)
 	if err != nil {
 		return cfg, nil, err
@@ -193,7 +193,7 @@ func loadOrComputeCT(ctx context.Context, ds *Dataset, channels, ch, workers int
 	if err != nil {
 		return CTStatistics{}, false, fmt.Errorf("ct statistics: %w", err)
 	}
-	want := ctStatsCache{Version: ctStatsVersion, Seed: ctStatsSeed, SamplesPerCase: CTSamplesPerCase, Channels: channels, Cases: stamps}
+	want := ctStatsCache{Version: ctStatsVersion, Seed: ctStatsSeed, SamplesPerCase: ctSamplesPerCase, Channels: channels, Cases: stamps}
 	if b, err := os.ReadFile(path); err == nil {
 		var have ctStatsCache
 		switch err := json.Unmarshal(b, &have); {
@@ -229,18 +229,10 @@ func sameCTInputs(a, b ctStatsCache) bool {
 		a.Channels == b.Channels && reflect.DeepEqual(a.Cases, b.Cases)
 }
 
-// ComputeCTStatistics computes channel ch's foreground intensity
-// statistics over the labelled cases of ds as nnU-Net's dataset
-// fingerprint does (see CTSamplesPerCase), decoding cases on workers
-// goroutines; the result does not depend on workers.
-func ComputeCTStatistics(ctx context.Context, ds *Dataset, ch, workers int) (CTStatistics, error) {
-	channels, err := channelCount(ds)
-	if err != nil {
-		return CTStatistics{}, err
-	}
-	return computeCTStatistics(ctx, ds, channels, ch, workers)
-}
-
+// computeCTStatistics computes channel ch's foreground intensity
+// statistics over the labelled cases of ds (of channels channels) as
+// nnU-Net's dataset fingerprint does (see ctSamplesPerCase), decoding
+// cases on workers goroutines; the result does not depend on workers.
 func computeCTStatistics(ctx context.Context, ds *Dataset, channels, ch, workers int) (CTStatistics, error) {
 	if ch < 0 || ch >= channels {
 		return CTStatistics{}, fmt.Errorf("ct statistics: channel %d of %d", ch, channels)
@@ -318,7 +310,7 @@ feed:
 }
 
 // caseForeground decodes case c (no normalisation, no resampling) and
-// draws CTSamplesPerCase intensities of channel ch from its foreground
+// draws ctSamplesPerCase intensities of channel ch from its foreground
 // with replacement (nil when it has none). fg is scratch, returned for
 // reuse.
 func caseForeground(c Case, channels, ch int, v *Volume, bufs *readBufs, fg []float32) ([]float32, []float32, error) {
@@ -342,7 +334,7 @@ func caseForeground(c Case, channels, ch int, v *Volume, bufs *readBufs, fg []fl
 	h := fnv.New64a()
 	h.Write([]byte(c.ID))
 	r := rand.New(rand.NewPCG(ctStatsSeed, h.Sum64()))
-	out := make([]float32, CTSamplesPerCase)
+	out := make([]float32, ctSamplesPerCase)
 	for k := range out {
 		out[k] = fg[r.IntN(len(fg))]
 	}

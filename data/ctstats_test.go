@@ -82,7 +82,7 @@ func ctDataset(t *testing.T) config.Data {
 }
 
 // directCTStats computes the statistics as documented, from nifti reads:
-// per labelled case, CTSamplesPerCase foreground intensities drawn with
+// per labelled case, ctSamplesPerCase foreground intensities drawn with
 // replacement by PCG(1234, FNV-1a(case ID)); pooled; numpy's percentiles
 // (linear), mean and population std.
 func directCTStats(t *testing.T, cfg config.Data) (lo, hi, mean, std float64, cases int) {
@@ -113,7 +113,7 @@ func directCTStats(t *testing.T, cfg config.Data) (lo, hi, mean, std float64, ca
 		h := fnv.New64a()
 		h.Write([]byte(cs.ID))
 		r := rand.New(rand.NewPCG(1234, h.Sum64()))
-		for range CTSamplesPerCase {
+		for range ctSamplesPerCase {
 			pool = append(pool, float64(fg[r.IntN(len(fg))]))
 		}
 	}
@@ -148,11 +148,11 @@ func TestCTStatisticsMatchDirectAndWorkers(t *testing.T) {
 	}
 	var ref CTStatistics
 	for _, w := range []int{1, 2, 5, 16} {
-		st, err := ComputeCTStatistics(context.Background(), ds, 0, w)
+		st, err := computeCTStatistics(context.Background(), ds, 1, 0, w)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Cases != 4 || st.Samples != 4*CTSamplesPerCase || st.Channel != 0 {
+		if st.Cases != 4 || st.Samples != 4*ctSamplesPerCase || st.Channel != 0 {
 			t.Errorf("workers %d: %d cases, %d samples, channel %d", w, st.Cases, st.Samples, st.Channel)
 		}
 		if !near(st.Stats.Lower, lo) || !near(st.Stats.Upper, hi) || !near(st.Stats.Mean, mean) || !near(st.Stats.Std, std) {
@@ -173,7 +173,7 @@ func TestCTStatisticsMatchDirectAndWorkers(t *testing.T) {
 func TestCTStatisticsCachedAndLogged(t *testing.T) {
 	cfg := ctDataset(t)
 	log, lb := testLogger()
-	got, _, err := ResolveCTStatistics(context.Background(), cfg, log)
+	got, _, err := resolveCTStatistics(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,13 +190,13 @@ func TestCTStatisticsCachedAndLogged(t *testing.T) {
 	if !strings.Contains(lb.String(), "ct statistics from 4 cases: window [") || !strings.Contains(lb.String(), "computing ct statistics") {
 		t.Errorf("log:\n%s", lb.String())
 	}
-	path := CTStatsPath(cfg)
+	path := ctStatsPath(cfg)
 	if path != filepath.Join(cfg.Store, "ct_statistics.json") {
 		t.Errorf("cache path %s", path)
 	}
 	// Second time: read from the file, not recomputed.
 	log2, lb2 := testLogger()
-	again, _, err := ResolveCTStatistics(context.Background(), cfg, log2)
+	again, _, err := resolveCTStatistics(context.Background(), cfg, log2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestCTStatisticsCachedAndLogged(t *testing.T) {
 	f["statistics"].(map[string]any)["statistics"].(map[string]any)["mean"] = 12345.0
 	b, _ = json.Marshal(f)
 	os.WriteFile(path, b, 0o644)
-	edited, _, err := ResolveCTStatistics(context.Background(), cfg, discard())
+	edited, _, err := resolveCTStatistics(context.Background(), cfg, discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestCTStatisticsCachedAndLogged(t *testing.T) {
 	later := time.Now().Add(time.Minute)
 	os.Chtimes(cfg.Cases[1].Image[0], later, later)
 	log3, lb3 := testLogger()
-	fresh, _, err := ResolveCTStatistics(context.Background(), cfg, log3)
+	fresh, _, err := resolveCTStatistics(context.Background(), cfg, log3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestCTStatisticsGivenValuesWin(t *testing.T) {
 		c := cfg
 		c.CTWindow, c.CTMean, c.CTStd = tc.window, tc.mean, tc.std
 		log, lb := testLogger()
-		got, _, err := ResolveCTStatistics(context.Background(), c, log)
+		got, _, err := resolveCTStatistics(context.Background(), c, log)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -281,7 +281,7 @@ func TestCTStatisticsGivenValuesWin(t *testing.T) {
 	// No ct normalisation: nothing computed, nothing written.
 	c := cfg
 	c.Normalization = config.StringList{"zscore"}
-	if got, _, err := ResolveCTStatistics(context.Background(), c, discard()); err != nil || got.CTWindow != nil || got.CTStd != 0 {
+	if got, _, err := resolveCTStatistics(context.Background(), c, discard()); err != nil || got.CTWindow != nil || got.CTStd != 0 {
 		t.Errorf("zscore config: %+v, %v", got, err)
 	}
 }
@@ -370,7 +370,7 @@ func TestCTStatisticsErrors(t *testing.T) {
 	// No case with foreground.
 	c := cfg
 	c.Cases = []config.CaseSpec{cfg.Cases[4], cfg.Cases[5]}
-	if _, _, err := ResolveCTStatistics(context.Background(), c, discard()); err == nil || !strings.Contains(err.Error(), "no case") {
+	if _, _, err := resolveCTStatistics(context.Background(), c, discard()); err == nil || !strings.Contains(err.Error(), "no case") {
 		t.Errorf("no foreground: %v", err)
 	}
 	// Two channels both ct: statistics are per channel, the config holds one set.
@@ -380,29 +380,29 @@ func TestCTStatisticsErrors(t *testing.T) {
 		cs.Image = config.StringList{cs.Image[0], cs.Image[0]}
 		c.Cases = append(c.Cases, cs)
 	}
-	if _, _, err := ResolveCTStatistics(context.Background(), c, discard()); err == nil || !strings.Contains(err.Error(), "data.normalization") {
+	if _, _, err := resolveCTStatistics(context.Background(), c, discard()); err == nil || !strings.Contains(err.Error(), "data.normalization") {
 		t.Errorf("two ct channels: %v", err)
 	}
 	// One ct channel of two works.
 	c.Normalization = config.StringList{"zscore", "ct"}
-	got, _, err := ResolveCTStatistics(context.Background(), c, discard())
+	got, _, err := resolveCTStatistics(context.Background(), c, discard())
 	if err != nil || len(got.CTWindow) != 2 {
 		t.Errorf("second channel ct: %+v, %v", got.CTWindow, err)
 	}
 	// A corrupt cache file is ignored and replaced.
-	os.WriteFile(CTStatsPath(cfg), []byte("{not json"), 0o644)
+	os.WriteFile(ctStatsPath(cfg), []byte("{not json"), 0o644)
 	log, lb := testLogger()
-	if _, _, err := ResolveCTStatistics(context.Background(), cfg, log); err != nil || !strings.Contains(lb.String(), "unreadable") {
+	if _, _, err := resolveCTStatistics(context.Background(), cfg, log); err != nil || !strings.Contains(lb.String(), "unreadable") {
 		t.Errorf("corrupt cache: %v\n%s", err, lb.String())
 	}
-	if b, _ := os.ReadFile(CTStatsPath(cfg)); !json.Valid(b) {
+	if b, _ := os.ReadFile(ctStatsPath(cfg)); !json.Valid(b) {
 		t.Error("the corrupt cache file was not rewritten")
 	}
 	// Cancelled.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	ds, _ := OpenDataset(cfg)
-	if _, err := ComputeCTStatistics(ctx, ds, 0, 2); err == nil {
+	if _, err := computeCTStatistics(ctx, ds, 1, 0, 2); err == nil {
 		t.Error("a cancelled computation succeeded")
 	}
 }

@@ -73,11 +73,11 @@ func OpenDataset(cfg config.Data) (*Dataset, error) {
 	)
 	switch {
 	case len(cfg.Cases) > 0:
-		ds, err = FromList(cfg.Dataset, cfg.Cases)
+		ds, err = fromList(cfg.Dataset, cfg.Cases)
 	case cfg.Format == "msd":
-		ds, err = LoadMSD(cfg.Dataset)
+		ds, err = loadMSD(cfg.Dataset)
 	case cfg.Format == "nnunet":
-		ds, err = LoadNNUNet(cfg.Dataset)
+		ds, err = loadNNUNet(cfg.Dataset)
 	default:
 		ds, err = detect(cfg.Dataset)
 	}
@@ -103,9 +103,9 @@ func detect(dir string) (*Dataset, error) {
 		return nil, err
 	}
 	if meta != nil && meta.Training != nil {
-		return LoadMSD(dir)
+		return loadMSD(dir)
 	}
-	return LoadNNUNet(dir)
+	return loadNNUNet(dir)
 }
 
 // datasetJSON is the part of an MSD / nnU-Net dataset.json we read.
@@ -163,10 +163,10 @@ func (m *datasetJSON) channels() int {
 	return len(m.Modality)
 }
 
-// LoadMSD reads a Medical Segmentation Decathlon dataset.json: its
+// loadMSD reads a Medical Segmentation Decathlon dataset.json: its
 // "training" list of {image, label}, where image is one file (3D, or 4D
 // with the channels on the 4th axis) or a list of files, one per channel.
-func LoadMSD(dir string) (*Dataset, error) {
+func loadMSD(dir string) (*Dataset, error) {
 	meta, err := readMeta(dir)
 	if err != nil {
 		return nil, err
@@ -204,10 +204,10 @@ func LoadMSD(dir string) (*Dataset, error) {
 
 var channelFile = regexp.MustCompile(`^(.+)_(\d{4})(\.nii\.gz|\.nii)$`)
 
-// LoadNNUNet reads the nnU-Net raw layout: imagesTr/CASE_XXXX.nii(.gz)
+// loadNNUNet reads the nnU-Net raw layout: imagesTr/CASE_XXXX.nii(.gz)
 // (XXXX the channel, from 0000) and labelsTr/CASE.nii(.gz). Cases are
 // sorted by ID.
-func LoadNNUNet(dir string) (*Dataset, error) {
+func loadNNUNet(dir string) (*Dataset, error) {
 	ds := &Dataset{Root: dir, Format: "nnunet"}
 	if meta, err := readMeta(dir); err == nil {
 		ds.Channels, ds.LabelNames = meta.channels(), meta.labelNames()
@@ -268,9 +268,9 @@ func LoadNNUNet(dir string) (*Dataset, error) {
 	return ds, ds.check(imgDir)
 }
 
-// FromList builds a dataset from explicit case specs; relative paths are
+// fromList builds a dataset from explicit case specs; relative paths are
 // taken relative to root.
-func FromList(root string, specs []config.CaseSpec) (*Dataset, error) {
+func fromList(root string, specs []config.CaseSpec) (*Dataset, error) {
 	ds := &Dataset{Root: root, Format: "list"}
 	for i, s := range specs {
 		if len(s.Image) == 0 {

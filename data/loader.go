@@ -108,7 +108,7 @@ func Open(cfg config.Data, opt Options) (*Loader, error) {
 	if err := l.pickSource(); err != nil {
 		return nil, err
 	}
-	l.pool = NewPool(cfg.WorkerCount(), PoolOptions{Logger: opt.Logger, Watchdog: cfg.WatchdogTimeout, HardTimeout: cfg.HardTimeout})
+	l.pool = newPool(cfg.WorkerCount(), poolOptions{Logger: opt.Logger, Watchdog: cfg.WatchdogTimeout, HardTimeout: cfg.HardTimeout})
 	l.quar = newQuarantine(opt.Logger)
 	return l, nil
 }
@@ -273,8 +273,8 @@ func (l *Loader) TrainBatchesPerEpoch() int {
 }
 
 // trainSampler draws the training stream's samples.
-func (l *Loader) trainSampler() *Sampler {
-	smp := &Sampler{Cases: l.train, Seed: l.opt.Seed, Batch: l.opt.Batch, Iterations: l.opt.Iterations,
+func (l *Loader) trainSampler() *caseSampler {
+	smp := &caseSampler{Cases: l.train, Seed: l.opt.Seed, Batch: l.opt.Batch, Iterations: l.opt.Iterations,
 		Oversample: l.cfg.OversampleForeground}
 	for _, c := range l.train {
 		if l.ds.Cases[c].Weight != 1 {
@@ -292,7 +292,7 @@ func (l *Loader) trainSampler() *Sampler {
 // shuffled per epoch from (seed, epoch), augmented, with the last
 // round(batch × oversample_foreground) slots of each batch centred on
 // foreground.
-func (l *Loader) Train(o StreamOptions) (*Stream, error) {
+func (l *Loader) Train(o StreamOptions) (*BatchStream, error) {
 	smp := l.trainSampler()
 	if o.Iterations > 0 {
 		smp.Iterations = o.Iterations
@@ -304,16 +304,16 @@ func (l *Loader) Train(o StreamOptions) (*Stream, error) {
 // validation cases, in a fixed order, with the same foreground
 // oversampling; each epoch draws the same patches. It shares the pool
 // (and the cache) with training.
-func (l *Loader) Validation(o StreamOptions) (*Stream, error) {
+func (l *Loader) Validation(o StreamOptions) (*BatchStream, error) {
 	if len(l.val) == 0 {
 		return nil, errors.New("data: no validation cases (fold -1 trains on all)")
 	}
-	smp := &Sampler{Cases: l.val, Seed: l.opt.Seed, Batch: l.opt.Batch, Iterations: o.Iterations,
+	smp := &caseSampler{Cases: l.val, Seed: l.opt.Seed, Batch: l.opt.Batch, Iterations: o.Iterations,
 		Oversample: l.cfg.OversampleForeground, Sequential: true, Salt: 1}
 	return l.stream("val", smp, &patchTask{l: l, aug: l.valAug, src: l.src}, 1, o, false)
 }
 
-func (l *Loader) stream(name string, smp *Sampler, t task, salt uint64, o StreamOptions, auto bool) (*Stream, error) {
+func (l *Loader) stream(name string, smp *caseSampler, t task, salt uint64, o StreamOptions, auto bool) (*BatchStream, error) {
 	return newStream(l.pool, streamOptions{name: name, sampler: smp, task: t, salt: salt,
 		startEpoch: o.StartEpoch, startStep: o.StartStep, epochs: o.Epochs,
 		depth: max(1, l.pool.Workers()) * l.cfg.PrefetchFactor, held: l.opt.Held,

@@ -89,7 +89,7 @@ func openLoader(t *testing.T, cfg config.Data, opt Options) *Loader {
 }
 
 // digestStream hashes every byte of n batches.
-func digestStream(t *testing.T, s *Stream, n int) string {
+func digestStream(t *testing.T, s *BatchStream, n int) string {
 	t.Helper()
 	h := sha256.New()
 	for i := 0; i < n; i++ {
@@ -556,7 +556,7 @@ func TestSplitsWrittenOnceAndReused(t *testing.T) {
 	if tr, va, _ := FoldCases(ds, cfg); fmt.Sprint(tr, va) != fmt.Sprint(tr0, va0) {
 		t.Errorf("folds from the written file %v %v differ from those read before it %v %v", tr, va, tr0, va0)
 	}
-	var folds []Fold
+	var folds []foldSplit
 	json.Unmarshal(b, &folds)
 	seen := map[string]int{}
 	for _, f := range folds {
@@ -576,7 +576,7 @@ func TestSplitsWrittenOnceAndReused(t *testing.T) {
 		}
 	}
 	// The same folds come out of the generator on every machine: pin them.
-	want, _ := MakeFolds(func() []string {
+	want, _ := makeFolds(func() []string {
 		var ids []string
 		for _, c := range ds.Cases {
 			ids = append(ids, c.ID)
@@ -606,11 +606,11 @@ func TestSplitsWrittenOnceAndReused(t *testing.T) {
 
 func TestMakeFoldsPinned(t *testing.T) {
 	ids := []string{"a", "b", "c", "d", "e"}
-	f, _ := MakeFolds(ids, 2)
+	f, _ := makeFolds(ids, 2)
 	// Any change to the split algorithm moves cases between folds on
 	// every user's machine; this pins it.
 	got := fmt.Sprint(f)
-	f2, _ := MakeFolds([]string{"e", "d", "c", "b", "a"}, 2)
+	f2, _ := makeFolds([]string{"e", "d", "c", "b", "a"}, 2)
 	if fmt.Sprint(f2) != got {
 		t.Errorf("folds depend on input order: %v vs %v", f2, got)
 	}

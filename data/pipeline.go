@@ -108,15 +108,15 @@ func (t *patchTask) run(w *worker, r *rand.Rand, smp Sample, img, lbl []float32)
 	t2 := time.Now()
 	in, err := t.src.region(w, smp.Case, m, ps.plan.Box)
 	t3 := time.Now()
-	w.addStage(StageRead, t1.Sub(t0)+t3.Sub(t2))
-	w.addStage(StagePlan, t2.Sub(t1))
+	w.addStage(stageRead, t1.Sub(t0)+t3.Sub(t2))
+	w.addStage(stagePlan, t2.Sub(t1))
 	if err != nil {
 		return err
 	}
 	if err := t.aug.Apply(&ps.plan, in, augment.Dest{Image: ps.dst, Label: lbl}, &ps.ws); err != nil {
 		return fmt.Errorf("%s: %w", t.describe(smp.Case), err)
 	}
-	w.addStage(StageAugment, time.Since(t3))
+	w.addStage(stageAugment, time.Since(t3))
 	return nil
 }
 

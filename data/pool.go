@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// ErrClosed is returned by a closed pool or stream.
-var ErrClosed = errors.New("data: closed")
+// errClosed is returned by a closed pool or stream.
+var errClosed = errors.New("data: closed")
 
 // Pool is a set of worker goroutines started once and kept for the whole
 // run. Every stream (training, validation) and every whole-case read
@@ -29,7 +29,7 @@ type Pool struct {
 	closed  bool       // set first thing in Close: no new streams or jobs
 	sendMu  sync.RWMutex
 	chClose bool // jobs is closed (guarded by sendMu)
-	streams map[*Stream]struct{}
+	streams map[*BatchStream]struct{}
 	extra   []*worker // per-stream workers of synchronous (0-worker) streams
 
 	wg       sync.WaitGroup
@@ -42,8 +42,8 @@ type Pool struct {
 	maxBusy atomic.Int32
 }
 
-// PoolOptions configures a Pool. The zero value is usable.
-type PoolOptions struct {
+// poolOptions configures a Pool. The zero value is usable.
+type poolOptions struct {
 	// Logger receives watchdog and quarantine reports (default
 	// slog.Default()).
 	Logger *slog.Logger
@@ -57,15 +57,15 @@ type PoolOptions struct {
 
 // job is one unit of work: a batch slot of a stream, or a function.
 type job struct {
-	s    *Stream
+	s    *BatchStream
 	b    *Batch
 	slot int
 	fn   func(*worker)
 }
 
-// NewPool starts n worker goroutines (n = 0: streams make their samples
+// newPool starts n worker goroutines (n = 0: streams make their samples
 // inside Next, on the caller's goroutine).
-func NewPool(n int, opt PoolOptions) *Pool {
+func newPool(n int, opt poolOptions) *Pool {
 	if n < 0 {
 		n = 0
 	}
@@ -73,7 +73,7 @@ func NewPool(n int, opt PoolOptions) *Pool {
 		jobs:     make(chan job, n),
 		log:      opt.Logger,
 		active:   n,
-		streams:  map[*Stream]struct{}{},
+		streams:  map[*BatchStream]struct{}{},
 		watchdog: opt.Watchdog,
 		hard:     opt.HardTimeout,
 		wdStop:   make(chan struct{}),
@@ -125,7 +125,7 @@ func (p *Pool) do(ctx context.Context, fn func(w *worker) error) error {
 		closed := p.closed
 		p.mu.Unlock()
 		if closed {
-			return ErrClosed
+			return errClosed
 		}
 		w := p.syncWorker()
 		defer p.dropWorker(w)
@@ -137,7 +137,7 @@ func (p *Pool) do(ctx context.Context, fn func(w *worker) error) error {
 	p.sendMu.RLock()
 	if p.chClose {
 		p.sendMu.RUnlock()
-		return ErrClosed
+		return errClosed
 	}
 	select {
 	case p.jobs <- j:
@@ -160,7 +160,7 @@ func (p *Pool) Close() error {
 		return nil
 	}
 	p.closed = true // from here register refuses new streams
-	streams := make([]*Stream, 0, len(p.streams))
+	streams := make([]*BatchStream, 0, len(p.streams))
 	for s := range p.streams {
 		streams = append(streams, s)
 	}
@@ -181,17 +181,17 @@ func (p *Pool) Close() error {
 	return nil
 }
 
-func (p *Pool) register(s *Stream) error {
+func (p *Pool) register(s *BatchStream) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return ErrClosed
+		return errClosed
 	}
 	p.streams[s] = struct{}{}
 	return nil
 }
 
-func (p *Pool) unregister(s *Stream) {
+func (p *Pool) unregister(s *BatchStream) {
 	p.mu.Lock()
 	delete(p.streams, s)
 	p.mu.Unlock()
@@ -295,10 +295,10 @@ func (p *Pool) inspect(w *worker, now time.Time) {
 
 // Stage indices for per-stage timing.
 const (
-	StageRead    = iota // read + decompress (or cache / store fetch)
-	StagePlan           // crop placement and augmentation draws
-	StageAugment        // sampling the patch, with augmentation, into the slot
-	StageCopy           // extra copies into the slot (0 when written in place)
+	stageRead    = iota // read + decompress (or cache / store fetch)
+	stagePlan           // crop placement and augmentation draws
+	stageAugment        // sampling the patch, with augmentation, into the slot
+	stageCopy           // extra copies into the slot (0 when written in place)
 	numStages
 )
 
@@ -359,7 +359,7 @@ type worker struct {
 
 type current struct {
 	active   bool
-	s        *Stream
+	s        *BatchStream
 	smp      Sample
 	start    time.Time
 	reported int
@@ -387,7 +387,7 @@ func (w *worker) loop() {
 }
 
 // begin and end bracket one sample for the watchdog.
-func (w *worker) begin(s *Stream, smp Sample) {
+func (w *worker) begin(s *BatchStream, smp Sample) {
 	n := w.p.busy.Add(1)
 	for {
 		m := w.p.maxBusy.Load()

@@ -19,9 +19,9 @@ type Sample struct {
 	ForceFG bool
 }
 
-// Sampler decides, per epoch, which cases fill which batch slots. It is a
+// caseSampler decides, per epoch, which cases fill which batch slots. It is a
 // pure function of its fields and the epoch number.
-type Sampler struct {
+type caseSampler struct {
 	// Cases are the dataset indices to draw from (the fold's cases).
 	Cases []int
 	// Weights, when set, are per-entry sampling weights for Cases.
@@ -51,7 +51,7 @@ type Sampler struct {
 
 // Check validates the sampler and prepares its weight table; call it once
 // before Epoch or Replacement.
-func (s *Sampler) Check() error {
+func (s *caseSampler) Check() error {
 	if len(s.Cases) == 0 {
 		return errors.New("sampler: no cases")
 	}
@@ -90,7 +90,7 @@ func (s *Sampler) Check() error {
 }
 
 // Len returns the number of samples in one epoch.
-func (s *Sampler) Len() int {
+func (s *caseSampler) Len() int {
 	if s.Iterations > 0 {
 		return s.Iterations * s.Batch
 	}
@@ -105,19 +105,19 @@ func (s *Sampler) Len() int {
 }
 
 // Batches returns the number of batches in one epoch.
-func (s *Sampler) Batches() int {
+func (s *caseSampler) Batches() int {
 	return (s.Len() + s.Batch - 1) / s.Batch
 }
 
 // FGSlots returns how many of a batch of n samples are foreground-forced.
-func (s *Sampler) FGSlots(n int) int {
+func (s *caseSampler) FGSlots(n int) int {
 	return int(math.Round(float64(n) * s.Oversample))
 }
 
 // Epoch appends the samples of epoch e to dst[:0] and returns it: batch b
 // is samples [b×Batch, (b+1)×Batch). The sampler must have passed Check
 // (streams do that when they are made).
-func (s *Sampler) Epoch(e int, dst []Sample) []Sample {
+func (s *caseSampler) Epoch(e int, dst []Sample) []Sample {
 	n := s.Len()
 	dst = dst[:0]
 	r := newRand(s.Seed, uint64(e), math.MaxUint64, s.Salt)
@@ -147,7 +147,7 @@ func (s *Sampler) Epoch(e int, dst []Sample) []Sample {
 }
 
 // draw picks one case with replacement (weighted when Weights is set).
-func (s *Sampler) draw(r *rand.Rand) int {
+func (s *caseSampler) draw(r *rand.Rand) int {
 	if s.Weights == nil {
 		return s.Cases[r.IntN(len(s.Cases))]
 	}
@@ -165,7 +165,7 @@ func (s *Sampler) draw(r *rand.Rand) int {
 // after `attempt` failed cases (attempt ≥ 1). It depends only on its
 // arguments, so a skipped case is replaced the same way on every run and
 // for every worker count.
-func (s *Sampler) Replacement(epoch, index, attempt int) int {
+func (s *caseSampler) Replacement(epoch, index, attempt int) int {
 	r := newRand(s.Seed, uint64(epoch), uint64(index), s.Salt^(uint64(attempt)<<32|0x5eed))
 	return s.draw(r)
 }

@@ -18,7 +18,7 @@ type SetupOptions struct {
 
 // Setup writes what Open only reads, and returns cfg completed: the ct
 // statistics cfg leaves to compute (cached in the store folder, see
-// ResolveCTStatistics), the splits file of a fold (see WriteSplits), and
+// resolveCTStatistics), the splits file of a fold (see writeSplits), and
 // the prepared store, brought up to date, when the source reads it
 // (source store, or auto with a store already there; see Prepare). A run
 // calls it once before Open and saves the returned section in its
@@ -43,7 +43,7 @@ func Setup(ctx context.Context, cfg config.Data, o SetupOptions) (config.Data, e
 		return cfg, err
 	}
 	if cfg.Fold >= 0 {
-		if err := WriteSplits(ds, cfg.NumFolds, cfg.SplitsPath()); err != nil {
+		if err := writeSplits(ds, cfg.NumFolds, cfg.SplitsPath()); err != nil {
 			return cfg, err
 		}
 	}

@@ -13,9 +13,9 @@ import (
 	"github.com/voxtrain/voxtrain/internal/atomicfile"
 )
 
-// Fold is one cross-validation fold: case IDs to train on and to validate
+// foldSplit is one cross-validation fold: case IDs to train on and to validate
 // on. The JSON form is nnU-Net's splits_final.json entry.
-type Fold struct {
+type foldSplit struct {
 	Train []string `json:"train"`
 	Val   []string `json:"val"`
 }
@@ -24,11 +24,11 @@ type Fold struct {
 // training seed, or changing the seed would move cases between folds.
 const splitSeed = 12345
 
-// MakeFolds splits the IDs into k folds deterministically: the IDs are
+// makeFolds splits the IDs into k folds deterministically: the IDs are
 // sorted, shuffled with a fixed-seed PCG, and cut into k contiguous parts
 // (the first n mod k one case larger, as scikit-learn's KFold). Each fold's
 // lists are sorted.
-func MakeFolds(ids []string, k int) ([]Fold, error) {
+func makeFolds(ids []string, k int) ([]foldSplit, error) {
 	if k < 2 {
 		return nil, fmt.Errorf("make folds: %d folds, want ≥ 2", k)
 	}
@@ -39,7 +39,7 @@ func MakeFolds(ids []string, k int) ([]Fold, error) {
 	sort.Strings(s)
 	r := rand.New(rand.NewPCG(splitSeed, 0x9e3779b97f4a7c15))
 	r.Shuffle(len(s), func(i, j int) { s[i], s[j] = s[j], s[i] })
-	folds := make([]Fold, k)
+	folds := make([]foldSplit, k)
 	start := 0
 	for f := range folds {
 		n := len(s) / k
@@ -50,7 +50,7 @@ func MakeFolds(ids []string, k int) ([]Fold, error) {
 		train := append(append([]string(nil), s[:start]...), s[start+n:]...)
 		sort.Strings(val)
 		sort.Strings(train)
-		folds[f] = Fold{Train: train, Val: val}
+		folds[f] = foldSplit{Train: train, Val: val}
 		start += n
 	}
 	return folds, nil
@@ -65,14 +65,14 @@ func caseIDs(ds *Dataset) []string {
 	return ids
 }
 
-// WriteSplits writes the folds of ds to path, from MakeFolds, unless the
+// writeSplits writes the folds of ds to path, from makeFolds, unless the
 // file exists (it is then left as it is, so a fold stays the same cases
 // on every machine and in every run).
-func WriteSplits(ds *Dataset, k int, path string) error {
+func writeSplits(ds *Dataset, k int, path string) error {
 	if _, err := os.Stat(path); err == nil {
 		return nil
 	}
-	folds, err := MakeFolds(caseIDs(ds), k)
+	folds, err := makeFolds(caseIDs(ds), k)
 	if err != nil {
 		return fmt.Errorf("splits %s: %w", path, err)
 	}
@@ -87,15 +87,15 @@ func WriteSplits(ds *Dataset, k int, path string) error {
 	return nil
 }
 
-// ReadSplits returns the folds in path, or those MakeFolds gives the
-// dataset when there is no file yet (what WriteSplits would write). An
+// readSplits returns the folds in path, or those makeFolds gives the
+// dataset when there is no file yet (what writeSplits would write). An
 // existing file must have k folds and name only cases of the dataset, and
 // every case must appear in it: a dataset that changed under a splits
 // file is an error rather than silently new folds.
-func ReadSplits(ds *Dataset, k int, path string) ([]Fold, error) {
+func readSplits(ds *Dataset, k int, path string) ([]foldSplit, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		folds, err := MakeFolds(caseIDs(ds), k)
+		folds, err := makeFolds(caseIDs(ds), k)
 		if err != nil {
 			return nil, fmt.Errorf("splits %s: %w", path, err)
 		}
@@ -104,7 +104,7 @@ func ReadSplits(ds *Dataset, k int, path string) ([]Fold, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read splits: %w", err)
 	}
-	var folds []Fold
+	var folds []foldSplit
 	if err := json.Unmarshal(b, &folds); err != nil {
 		return nil, fmt.Errorf("parse splits %s: %w", path, err)
 	}
@@ -132,7 +132,7 @@ func ReadSplits(ds *Dataset, k int, path string) ([]Fold, error) {
 
 // FoldCases returns the indices of the training and validation cases of
 // cfg.Fold (fold -1: every case trains, none validates), from the splits
-// file (see ReadSplits).
+// file (see readSplits).
 func FoldCases(ds *Dataset, cfg config.Data) (train, val []int, err error) {
 	if cfg.Fold == -1 {
 		train = make([]int, len(ds.Cases))
@@ -141,7 +141,7 @@ func FoldCases(ds *Dataset, cfg config.Data) (train, val []int, err error) {
 		}
 		return train, nil, nil
 	}
-	folds, err := ReadSplits(ds, cfg.NumFolds, cfg.SplitsPath())
+	folds, err := readSplits(ds, cfg.NumFolds, cfg.SplitsPath())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -26,7 +26,7 @@ type task interface {
 // streamOptions configures a stream.
 type streamOptions struct {
 	name    string
-	sampler *Sampler
+	sampler *caseSampler
 	task    task
 	// salt separates the per-sample random streams of different streams.
 	salt uint64
@@ -52,11 +52,11 @@ type streamOptions struct {
 	sameEveryEpoch bool
 }
 
-// Stream delivers the batches of one sampler, in sequence order, from the
+// BatchStream delivers the batches of one sampler, in sequence order, from the
 // shared pool. Batches keep coming across epoch boundaries (the next
 // epoch's first batches are prefetched while the consumer finishes the
 // current one). Next is for one consumer goroutine.
-type Stream struct {
+type BatchStream struct {
 	streamOptions
 	p    *Pool
 	ring *ring
@@ -111,7 +111,7 @@ type streamStats struct {
 	winSteps         int
 }
 
-func newStream(p *Pool, o streamOptions) (*Stream, error) {
+func newStream(p *Pool, o streamOptions) (*BatchStream, error) {
 	if err := o.sampler.Check(); err != nil {
 		return nil, fmt.Errorf("%s stream: %w", o.name, err)
 	}
@@ -135,7 +135,7 @@ func newStream(p *Pool, o streamOptions) (*Stream, error) {
 	if o.quar == nil {
 		o.quar = newQuarantine(p.log)
 	}
-	s := &Stream{streamOptions: o, p: p, failed: make(chan struct{}), dispatchDone: make(chan struct{})}
+	s := &BatchStream{streamOptions: o, p: p, failed: make(chan struct{}), dispatchDone: make(chan struct{})}
 	s.sync = len(p.workers) == 0
 	count := o.depth + o.held
 	if s.sync {
@@ -165,20 +165,20 @@ func newStream(p *Pool, o streamOptions) (*Stream, error) {
 }
 
 // Name returns the stream's name ("train", "val", ...).
-func (s *Stream) Name() string { return s.name }
+func (s *BatchStream) Name() string { return s.name }
 
 // Depth returns the prefetch depth in batches.
-func (s *Stream) Depth() int { return s.depth }
+func (s *BatchStream) Depth() int { return s.depth }
 
 // MaxInFlight returns the most batches ever dispatched and not yet
 // delivered; it never exceeds Depth.
-func (s *Stream) MaxInFlight() int { return int(s.maxInFlight.Load()) }
+func (s *BatchStream) MaxInFlight() int { return int(s.maxInFlight.Load()) }
 
 // BatchesPerEpoch returns the number of batches in one epoch.
-func (s *Stream) BatchesPerEpoch() int { return s.sampler.Batches() }
+func (s *BatchStream) BatchesPerEpoch() int { return s.sampler.Batches() }
 
 // samplerEpoch is the epoch the sampler and the samples' seeds see.
-func (s *Stream) samplerEpoch(e int) int {
+func (s *BatchStream) samplerEpoch(e int) int {
 	if s.sameEveryEpoch {
 		return 0
 	}
@@ -186,7 +186,7 @@ func (s *Stream) samplerEpoch(e int) int {
 }
 
 // fill prepares batch buffer b for batch step of epoch e.
-func (s *Stream) fill(b *Batch, e, step int, samples []Sample, seq int64) {
+func (s *BatchStream) fill(b *Batch, e, step int, samples []Sample, seq int64) {
 	bs := s.sampler.Batch
 	lo, hi := step*bs, min(len(samples), (step+1)*bs)
 	b.N = hi - lo
@@ -204,7 +204,7 @@ func (s *Stream) fill(b *Batch, e, step int, samples []Sample, seq int64) {
 	b.pending.Store(int32(b.N))
 }
 
-func (s *Stream) trackInFlight(d int64) {
+func (s *BatchStream) trackInFlight(d int64) {
 	n := s.curInFlight.Add(d)
 	for {
 		m := s.maxInFlight.Load()
@@ -217,7 +217,7 @@ func (s *Stream) trackInFlight(d int64) {
 // dispatch hands out batches: one ring buffer and one in-flight token per
 // batch, then one job per slot, all in sequence order. It runs ahead of
 // the consumer by at most depth batches, across epoch boundaries.
-func (s *Stream) dispatch() {
+func (s *BatchStream) dispatch() {
 	defer close(s.dispatchDone)
 	defer close(s.order)
 	var samples []Sample
@@ -260,7 +260,7 @@ func (s *Stream) dispatch() {
 }
 
 // work makes one slot of b on worker w and signals b when it was the last.
-func (s *Stream) work(w *worker, b *Batch, slot int) {
+func (s *BatchStream) work(w *worker, b *Batch, slot int) {
 	if s.ctx.Err() == nil {
 		if err := s.makeSample(w, b, slot); err != nil {
 			b.setErr(err)
@@ -276,8 +276,8 @@ func (s *Stream) work(w *worker, b *Batch, slot int) {
 const maxReplacements = 100
 
 // makeSample runs the task for one slot; in skip mode a failing case is
-// quarantined and replaced by Sampler.Replacement until one succeeds.
-func (s *Stream) makeSample(w *worker, b *Batch, slot int) error {
+// quarantined and replaced by caseSampler.Replacement until one succeeds.
+func (s *BatchStream) makeSample(w *worker, b *Batch, slot int) error {
 	smp := &b.Samples[slot]
 	img, lbl := b.ImageSlot(slot), b.LabelSlot(slot)
 	for attempt := 1; ; attempt++ {
@@ -315,7 +315,7 @@ func (s *Stream) makeSample(w *worker, b *Batch, slot int) error {
 
 // safeRun turns a panic in the task (augmentation on odd input) into an
 // error naming the case.
-func (s *Stream) safeRun(w *worker, smp Sample, img, lbl []float32) (err error) {
+func (s *BatchStream) safeRun(w *worker, smp Sample, img, lbl []float32) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("data: panic while making sample %d of epoch %d from %s: %v",
@@ -328,7 +328,7 @@ func (s *Stream) safeRun(w *worker, smp Sample, img, lbl []float32) (err error) 
 }
 
 // fail stops the stream with err; Next returns it from then on.
-func (s *Stream) fail(err error) {
+func (s *BatchStream) fail(err error) {
 	s.failOnce.Do(func() {
 		s.failErr = err
 		close(s.failed)
@@ -336,7 +336,7 @@ func (s *Stream) fail(err error) {
 	})
 }
 
-func (s *Stream) failure() error {
+func (s *BatchStream) failure() error {
 	select {
 	case <-s.failed:
 		return s.failErr
@@ -351,9 +351,9 @@ func (s *Stream) failure() error {
 // a hard timeout), or ctx.Err() when ctx ends first (the batch is then
 // still delivered by the following call). The caller owns the batch until
 // Release.
-func (s *Stream) Next(ctx context.Context) (*Batch, error) {
+func (s *BatchStream) Next(ctx context.Context) (*Batch, error) {
 	if s.closed.Load() {
-		return nil, ErrClosed
+		return nil, errClosed
 	}
 	if n := s.ring.heldCount(); n >= len(s.ring.all) {
 		return nil, fmt.Errorf("data: %s stream: the consumer holds all %d batch buffers; Release batches before asking for more", s.name, n)
@@ -394,7 +394,7 @@ func (s *Stream) Next(ctx context.Context) (*Batch, error) {
 	return b, err
 }
 
-func (s *Stream) nextAsync(ctx context.Context) (*Batch, error) {
+func (s *BatchStream) nextAsync(ctx context.Context) (*Batch, error) {
 	if err := s.failure(); err != nil {
 		return nil, err
 	}
@@ -437,7 +437,7 @@ func (s *Stream) nextAsync(ctx context.Context) (*Batch, error) {
 }
 
 // nextSync makes the next batch on the caller's goroutine (0 workers).
-func (s *Stream) nextSync(ctx context.Context) (*Batch, error) {
+func (s *BatchStream) nextSync(ctx context.Context) (*Batch, error) {
 	if err := s.failure(); err != nil {
 		return nil, err
 	}
@@ -483,7 +483,7 @@ const autoWindow = 20
 // consumer waited more than 5 % of a window of steps: the first decision
 // can be too low when samples get slower (a colder cache, a busier
 // machine). It never removes workers, so it cannot oscillate.
-func (s *Stream) watchStarvation(wait, step time.Duration) {
+func (s *BatchStream) watchStarvation(wait, step time.Duration) {
 	st := &s.stats
 	st.winWall += step
 	st.winWait += wait
@@ -504,7 +504,7 @@ func (s *Stream) watchStarvation(wait, step time.Duration) {
 // autotune settles the pool's active worker count once enough steps were
 // seen: the smallest count whose batch production time leaves ≥ 20 %
 // headroom over the consumer's step time.
-func (s *Stream) autotune() {
+func (s *BatchStream) autotune() {
 	const warm = 6
 	if s.stats.steps < warm || s.stats.sampleCount.Load() < int64(warm*s.sampler.Batch) {
 		return
@@ -527,7 +527,7 @@ func (s *Stream) autotune() {
 // buffers. Batches the consumer still holds become invalid. Close waits for
 // a sample that is stuck (a hard timeout cannot stop a goroutine), so it
 // returns once that sample ends.
-func (s *Stream) Close() error {
+func (s *BatchStream) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
 		s.cancel()
@@ -555,7 +555,7 @@ type StreamStats struct {
 }
 
 // Stats returns the stream's counters so far.
-func (s *Stream) Stats() StreamStats {
+func (s *BatchStream) Stats() StreamStats {
 	s.stats.mu.Lock()
 	defer s.stats.mu.Unlock()
 	return StreamStats{Delivered: s.stats.delivered, Wait: time.Duration(s.stats.waitNanos),

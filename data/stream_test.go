@@ -98,15 +98,15 @@ func testLogger() (*slog.Logger, *logBuf) {
 	return slog.New(slog.NewTextHandler(lb, nil)), lb
 }
 
-func fakeSampler(ncases, batch, iters int) *Sampler {
+func fakeSampler(ncases, batch, iters int) *caseSampler {
 	cs := make([]int, ncases)
 	for i := range cs {
 		cs[i] = i
 	}
-	return &Sampler{Cases: cs, Seed: 7, Batch: batch, Iterations: iters, Oversample: 0.33}
+	return &caseSampler{Cases: cs, Seed: 7, Batch: batch, Iterations: iters, Oversample: 0.33}
 }
 
-func fakeStream(t *testing.T, p *Pool, f *fakeTask, smp *Sampler, epochs int, mod func(*streamOptions)) *Stream {
+func fakeStream(t *testing.T, p *Pool, f *fakeTask, smp *caseSampler, epochs int, mod func(*streamOptions)) *BatchStream {
 	t.Helper()
 	o := streamOptions{name: "train", sampler: smp, task: f, epochs: epochs,
 		depth: max(1, p.Workers()) * 2, channels: 2, patch: [3]int{3, 4, 5}}
@@ -122,7 +122,7 @@ func fakeStream(t *testing.T, p *Pool, f *fakeTask, smp *Sampler, epochs int, mo
 
 // digestRun consumes the stream to EOF and hashes every batch byte, in
 // order, with the batch metadata.
-func digestRun(t *testing.T, s *Stream) (string, []*Batch) {
+func digestRun(t *testing.T, s *BatchStream) (string, []*Batch) {
 	t.Helper()
 	h := sha256.New()
 	var meta []*Batch
@@ -148,7 +148,7 @@ func TestStreamDeterministicAcrossWorkerCounts(t *testing.T) {
 	var ref string
 	var refMeta []*Batch
 	for _, workers := range []int{1, 2, 8, 0} {
-		p := NewPool(workers, PoolOptions{})
+		p := newPool(workers, poolOptions{})
 		f := &fakeTask{jitter: 2 * time.Millisecond}
 		s := fakeStream(t, p, f, fakeSampler(5, 3, 4), 3, nil)
 		d, meta := digestRun(t, s)
@@ -173,7 +173,7 @@ func TestStreamDeterministicAcrossWorkerCounts(t *testing.T) {
 }
 
 func TestStreamOrderAndEpochs(t *testing.T) {
-	p := NewPool(4, PoolOptions{})
+	p := newPool(4, poolOptions{})
 	defer p.Close()
 	smp := fakeSampler(7, 2, 0) // one pass: 7 cases → batches of 2,2,2,1
 	s := fakeStream(t, p, &fakeTask{jitter: 3 * time.Millisecond}, smp, 2, nil)
@@ -209,7 +209,7 @@ func TestStreamOrderAndEpochs(t *testing.T) {
 
 func TestStreamInFlightBound(t *testing.T) {
 	for _, workers := range []int{1, 3} {
-		p := NewPool(workers, PoolOptions{})
+		p := newPool(workers, poolOptions{})
 		f := &fakeTask{}
 		s := fakeStream(t, p, f, fakeSampler(4, 2, 10), 2, func(o *streamOptions) { o.depth = 3 })
 		n := 0
@@ -245,7 +245,7 @@ func TestStreamInFlightBound(t *testing.T) {
 // TestStreamPrefetchAcrossEpochs checks that the next epoch's batches are
 // made while the consumer still holds the last batch of the current one.
 func TestStreamPrefetchAcrossEpochs(t *testing.T) {
-	p := NewPool(2, PoolOptions{})
+	p := newPool(2, poolOptions{})
 	defer p.Close()
 	f := &fakeTask{}
 	s := fakeStream(t, p, f, fakeSampler(4, 2, 2), 2, func(o *streamOptions) { o.depth = 2 })
@@ -288,7 +288,7 @@ func goroutinesSettle(t *testing.T, want int) {
 func TestCloseLeaksNothing(t *testing.T) {
 	before := runtime.NumGoroutine()
 	for _, workers := range []int{0, 1, 4} {
-		p := NewPool(workers, PoolOptions{Watchdog: time.Second})
+		p := newPool(workers, poolOptions{Watchdog: time.Second})
 		f := &fakeTask{jitter: time.Millisecond}
 		train := fakeStream(t, p, f, fakeSampler(6, 2, 5), 0, nil)
 		val := fakeStream(t, p, f, fakeSampler(3, 1, 0), 0, func(o *streamOptions) { o.name = "val"; o.salt = 1 })
@@ -308,18 +308,18 @@ func TestCloseLeaksNothing(t *testing.T) {
 		if err := p.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := train.Next(context.Background()); !errors.Is(err, ErrClosed) {
-			t.Errorf("Next after Close: %v, want ErrClosed", err)
+		if _, err := train.Next(context.Background()); !errors.Is(err, errClosed) {
+			t.Errorf("Next after Close: %v, want errClosed", err)
 		}
-		if err := p.do(context.Background(), func(*worker) error { return nil }); !errors.Is(err, ErrClosed) {
-			t.Errorf("do after Close: %v, want ErrClosed", err)
+		if err := p.do(context.Background(), func(*worker) error { return nil }); !errors.Is(err, errClosed) {
+			t.Errorf("do after Close: %v, want errClosed", err)
 		}
 	}
 	goroutinesSettle(t, before)
 }
 
 func TestNextCancellation(t *testing.T) {
-	p := NewPool(1, PoolOptions{})
+	p := newPool(1, poolOptions{})
 	defer p.Close()
 	f := &fakeTask{fail: map[int]string{}, block: make(chan struct{})}
 	smp := fakeSampler(1, 1, 3)
@@ -350,7 +350,7 @@ func TestNextCancellation(t *testing.T) {
 func TestOnErrorFail(t *testing.T) {
 	for _, mode := range []string{"error", "panic"} {
 		for _, workers := range []int{0, 2} {
-			p := NewPool(workers, PoolOptions{})
+			p := newPool(workers, poolOptions{})
 			f := &fakeTask{fail: map[int]string{3: mode}}
 			s := fakeStream(t, p, f, fakeSampler(5, 2, 0), 1, nil)
 			var err error
@@ -377,7 +377,7 @@ func TestOnErrorSkip(t *testing.T) {
 	var ref string
 	for _, workers := range []int{1, 4, 0} {
 		log, lb := testLogger()
-		p := NewPool(workers, PoolOptions{Logger: log})
+		p := newPool(workers, poolOptions{Logger: log})
 		f := &fakeTask{fail: map[int]string{2: "error", 4: "panic"}, jitter: time.Millisecond}
 		smp := fakeSampler(6, 2, 6)
 		s := fakeStream(t, p, f, smp, 2, func(o *streamOptions) { o.skip = true })
@@ -411,7 +411,7 @@ func TestOnErrorSkip(t *testing.T) {
 
 func TestSkipAllCasesBad(t *testing.T) {
 	log, _ := testLogger()
-	p := NewPool(2, PoolOptions{Logger: log})
+	p := newPool(2, poolOptions{Logger: log})
 	defer p.Close()
 	f := &fakeTask{fail: map[int]string{0: "error", 1: "error"}}
 	s := fakeStream(t, p, f, fakeSampler(2, 1, 3), 1, func(o *streamOptions) { o.skip = true })
@@ -425,7 +425,7 @@ func TestSkipAllCasesBad(t *testing.T) {
 func TestWatchdogReportsSlowSample(t *testing.T) {
 	for _, workers := range []int{0, 2} {
 		log, lb := testLogger()
-		p := NewPool(workers, PoolOptions{Logger: log, Watchdog: 30 * time.Millisecond})
+		p := newPool(workers, poolOptions{Logger: log, Watchdog: 30 * time.Millisecond})
 		f := &fakeTask{fail: map[int]string{1: "block"}, block: make(chan struct{})}
 		s := fakeStream(t, p, f, fakeSampler(3, 1, 0), 1, func(o *streamOptions) {
 			o.sampler.Sequential = true
@@ -454,7 +454,7 @@ func TestWatchdogReportsSlowSample(t *testing.T) {
 
 func TestHardTimeout(t *testing.T) {
 	log, _ := testLogger()
-	p := NewPool(2, PoolOptions{Logger: log, Watchdog: -1, HardTimeout: 40 * time.Millisecond})
+	p := newPool(2, poolOptions{Logger: log, Watchdog: -1, HardTimeout: 40 * time.Millisecond})
 	f := &fakeTask{fail: map[int]string{0: "block"}, block: make(chan struct{})}
 	s := fakeStream(t, p, f, fakeSampler(1, 1, 2), 1, nil)
 	_, err := s.Next(context.Background())
@@ -467,7 +467,7 @@ func TestHardTimeout(t *testing.T) {
 }
 
 func TestConsumerHoldingEveryBuffer(t *testing.T) {
-	p := NewPool(1, PoolOptions{})
+	p := newPool(1, poolOptions{})
 	defer p.Close()
 	s := fakeStream(t, p, &fakeTask{}, fakeSampler(2, 1, 100), 1, func(o *streamOptions) { o.depth = 1; o.held = 1 })
 	defer s.Close()
@@ -500,7 +500,7 @@ func TestConsumerHoldingEveryBuffer(t *testing.T) {
 }
 
 func TestResumeMatchesContinuation(t *testing.T) {
-	p := NewPool(2, PoolOptions{})
+	p := newPool(2, poolOptions{})
 	defer p.Close()
 	full := fakeStream(t, p, &fakeTask{}, fakeSampler(5, 2, 3), 3, nil)
 	dFull, mFull := digestRun(t, full)
@@ -526,7 +526,7 @@ func TestResumeMatchesContinuation(t *testing.T) {
 
 func TestAutoWorkers(t *testing.T) {
 	log, lb := testLogger()
-	p := NewPool(4, PoolOptions{Logger: log})
+	p := newPool(4, poolOptions{Logger: log})
 	defer p.Close()
 	// Samples take ~2 ms; a batch of 2 is ~4 ms of work; the consumer's
 	// step is 30 ms, so one worker has far more than 20 % headroom.
@@ -568,7 +568,7 @@ func TestSteadyStateAllocs(t *testing.T) {
 		t.Skip("the race detector allocates")
 	}
 	for _, workers := range []int{0, 2} {
-		p := NewPool(workers, PoolOptions{})
+		p := newPool(workers, poolOptions{})
 		s := fakeStream(t, p, &fakeTask{}, fakeSampler(8, 4, 1<<20), 0, nil)
 		ctx := context.Background()
 		for i := 0; i < 20; i++ { // warm up: first epoch's sample list, goroutine stacks
@@ -591,7 +591,7 @@ func TestSteadyStateAllocs(t *testing.T) {
 }
 
 func TestSamplerEpochs(t *testing.T) {
-	s := &Sampler{Cases: []int{10, 11, 12, 13, 14}, Seed: 3, Batch: 3, Oversample: 0.33}
+	s := &caseSampler{Cases: []int{10, 11, 12, 13, 14}, Seed: 3, Batch: 3, Oversample: 0.33}
 	if err := s.Check(); err != nil {
 		t.Fatal(err)
 	}
@@ -620,7 +620,7 @@ func TestSamplerEpochs(t *testing.T) {
 			t.Errorf("sample %d ForceFG %v, want %v", i, x.ForceFG, want)
 		}
 	}
-	s2 := &Sampler{Cases: []int{0, 1}, Batch: 2, Oversample: 0.5, Iterations: 3}
+	s2 := &caseSampler{Cases: []int{0, 1}, Batch: 2, Oversample: 0.5, Iterations: 3}
 	s2.Check()
 	for i, x := range s2.Epoch(0, nil) {
 		if x.ForceFG != (i%2 == 1) {
@@ -630,7 +630,7 @@ func TestSamplerEpochs(t *testing.T) {
 }
 
 func TestSamplerWeights(t *testing.T) {
-	s := &Sampler{Cases: []int{0, 1, 2, 3}, Weights: []float64{1, 0, 3, 0}, Seed: 1, Batch: 4, Iterations: 2500}
+	s := &caseSampler{Cases: []int{0, 1, 2, 3}, Weights: []float64{1, 0, 3, 0}, Seed: 1, Batch: 4, Iterations: 2500}
 	if err := s.Check(); err != nil {
 		t.Fatal(err)
 	}
@@ -650,7 +650,7 @@ func TestSamplerWeights(t *testing.T) {
 			t.Errorf("replacement drew zero-weight case %d", c)
 		}
 	}
-	if (&Sampler{Cases: []int{0}, Weights: []float64{0}, Batch: 1}).Check() == nil {
+	if (&caseSampler{Cases: []int{0}, Weights: []float64{0}, Batch: 1}).Check() == nil {
 		t.Error("all-zero weights accepted")
 	}
 }
@@ -675,7 +675,7 @@ func (p *phaseTask) run(w *worker, r *rand.Rand, smp Sample, img, lbl []float32)
 
 func TestAutoWorkersAddsWhenStarved(t *testing.T) {
 	log, lb := testLogger()
-	p := NewPool(4, PoolOptions{Logger: log})
+	p := newPool(4, poolOptions{Logger: log})
 	defer p.Close()
 	pt := &phaseTask{fakeTask: &fakeTask{}, n: 20, fast: time.Millisecond, slow: 25 * time.Millisecond}
 	s := fakeStream(t, p, nil, fakeSampler(4, 2, 1000), 1, func(o *streamOptions) { o.task = pt; o.auto = true })

@@ -18,7 +18,7 @@ import (
 // epoch, sample index), so the state's data cursor is all a resumed run
 // needs to continue the exact sequence.
 type checkpoints struct {
-	run     checkpoint.Run
+	dir     checkpoint.RunDir
 	saver   checkpoint.Saver
 	model   *nn.UNet
 	learner *nn.Learner
@@ -33,8 +33,8 @@ type checkpoints struct {
 // from the run's is resumed with a warning naming the changed keys.
 func (c *checkpoints) resume(what string, st *State) error {
 	if what == "" {
-		if hasCheckpoints(c.run.Checkpoints) {
-			return fmt.Errorf("%s already holds checkpoints: resume with --resume auto, or choose another --run-id or --output-dir", c.run.Checkpoints)
+		if hasCheckpoints(c.dir.Checkpoints) {
+			return fmt.Errorf("%s already holds checkpoints: resume with --resume auto, or choose another --run-id or --output-dir", c.dir.Checkpoints)
 		}
 		return nil
 	}
@@ -52,7 +52,7 @@ func (c *checkpoints) resume(what string, st *State) error {
 	var l *checkpoint.Loaded
 	switch what {
 	case "auto":
-		l, err = checkpoint.LoadLatest(c.run.Checkpoints, weights, moments)
+		l, err = checkpoint.LoadLatest(c.dir.Checkpoints, weights, moments)
 		if errors.Is(err, checkpoint.ErrNoCheckpoint) {
 			c.log.Info("resume auto: no checkpoint yet, starting fresh")
 			return nil
@@ -108,7 +108,7 @@ func hasCheckpoints(dir string) bool {
 // updates in st. The run's directories are created again first, in case
 // something removed them; the checkpoint package commits atomically.
 func (c *checkpoints) save(st *State, mid bool, metric *float64) error {
-	if err := c.run.MkdirAll(); err != nil {
+	if err := c.dir.MkdirAll(); err != nil {
 		return err
 	}
 	dev := c.model.Device()

@@ -132,7 +132,7 @@ func (t *trainer) onEpochEnd(ctx context.Context) error {
 	if g, ok := t.opt.Monitor.TakeMean(); ok {
 		rec.GPU = &runlog.GPU{UtilPct: g.UtilPct, MemUsedMiB: g.MemUsedMiB, MemTotalMiB: g.MemTotalMiB, PowerW: g.PowerW, TempC: g.TempC}
 	}
-	if err := runlog.Append(t.run.Metrics, rec); err != nil {
+	if err := runlog.Append(t.dir.Metrics, rec); err != nil {
 		return err
 	}
 	t.logEpoch(rec)
@@ -212,11 +212,11 @@ func (t *trainer) logEpoch(e runlog.Epoch) {
 
 // plot draws the run's curves from metrics.jsonl (a failure is logged).
 func (t *trainer) plot() []string {
-	eps, err := runlog.Read(t.run.Metrics)
+	eps, err := runlog.Read(t.dir.Metrics)
 	if err != nil || len(eps) == 0 {
 		return nil
 	}
-	files, err := runlog.Plot(eps, t.run.Plots)
+	files, err := runlog.Plot(eps, t.dir.Plots)
 	if err != nil {
 		t.log.Warn("plot", "error", err)
 	}

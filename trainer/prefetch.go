@@ -14,7 +14,7 @@ import (
 // device waiting for data) and its host→device copy is queued on the
 // feeder's copy stream, to run under step i (see package feed).
 type prefetcher struct {
-	batches *data.Stream
+	batches *data.BatchStream
 	feeder  *feed.Feeder
 	next    fetched
 }
@@ -27,7 +27,7 @@ type fetched struct {
 	err         error
 }
 
-func newPrefetcher(batches *data.Stream, dev nn.Device) *prefetcher {
+func newPrefetcher(batches *data.BatchStream, dev nn.Device) *prefetcher {
 	return &prefetcher{batches: batches, feeder: feed.New(dev, feed.Options{})}
 }
 

@@ -21,7 +21,7 @@ import (
 type trainer struct {
 	cfg     *config.Config
 	opt     Options
-	run     checkpoint.Run
+	dir     checkpoint.RunDir
 	logFile *os.File
 	console *console
 	log     *slog.Logger
@@ -61,11 +61,11 @@ func newTrainer(ctx context.Context, cfg *config.Config, o Options) (_ *trainer,
 			t.close()
 		}
 	}()
-	if t.run, err = checkpoint.NewRun(cfg.OutputDir, cfg.Experiment, cfg.Data.Fold, cfg.RunID); err != nil {
+	if t.dir, err = checkpoint.NewRunDir(cfg.OutputDir, cfg.Experiment, cfg.Data.Fold, cfg.RunID); err != nil {
 		return nil, err
 	}
-	t.res.RunDir = t.run.Dir
-	if t.logFile, err = os.OpenFile(t.run.TrainLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+	t.res.RunDir = t.dir.Path
+	if t.logFile, err = os.OpenFile(t.dir.TrainLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
 		return nil, fmt.Errorf("open train log: %w", err)
 	}
 	t.closers = append(t.closers, func() { t.logFile.Close() })
@@ -83,16 +83,16 @@ func newTrainer(ctx context.Context, cfg *config.Config, o Options) (_ *trainer,
 	if err != nil {
 		return nil, err
 	}
-	if err := atomicfile.WriteFile(t.run.Config, []byte(text), 0o644); err != nil {
+	if err := atomicfile.WriteFile(t.dir.Config, []byte(text), 0o644); err != nil {
 		return nil, err
 	}
-	t.log.Info("run", "dir", t.run.Dir, "device", o.Device.Name(), "version", o.Version)
+	t.log.Info("run", "dir", t.dir.Path, "device", o.Device.Name(), "version", o.Version)
 	if err := t.buildModel(); err != nil {
 		return nil, err
 	}
 	t.state = State{Seed: cfg.Seed, DataSeed: cfg.Seed, ConfigSHA256: sha256Hex(text), Version: o.Version}
-	t.ckpts = &checkpoints{run: t.run, model: t.model, learner: t.learner, config: text, version: o.Version, log: t.log,
-		saver: checkpoint.Saver{Dir: t.run.Checkpoints, Policy: cfg.Checkpoint}}
+	t.ckpts = &checkpoints{dir: t.dir, model: t.model, learner: t.learner, config: text, version: o.Version, log: t.log,
+		saver: checkpoint.Saver{Dir: t.dir.Checkpoints, Policy: cfg.Checkpoint}}
 	if err := t.ckpts.resume(o.Resume, &t.state); err != nil {
 		return nil, err
 	}

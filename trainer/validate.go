@@ -31,7 +31,7 @@ type validator struct {
 	ws           *nn.Workspace
 	crit         *nn.Criterion
 	image, label nn.Tensor
-	batches      *data.Stream
+	batches      *data.BatchStream
 	// sliding-window validation, made on first use
 	net *infer.DeviceNet
 }
