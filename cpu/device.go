@@ -25,6 +25,7 @@ import (
 	"sync"
 
 	"github.com/voxtrain/voxtrain/cpu/kern"
+	"github.com/voxtrain/voxtrain/internal/geom"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
@@ -200,15 +201,8 @@ func (d *Device) Download(s nn.Stream, dst []float32, src nn.Tensor) error {
 	return enqueue(s, func() { copy(dst, ct.data) })
 }
 
-// toKern converts a geometry to the kernels' type.
-func toKern(g nn.ConvGeom) kern.ConvGeom {
-	// The two types have the same fields in the same order (a conversion
-	// stops compiling if one of them changes).
-	return kern.ConvGeom(g)
-}
-
 // Conv3DForward computes y = conv(x, w) + b.
-func (d *Device) Conv3DForward(g nn.ConvGeom, x, w, b, y nn.Tensor) {
+func (d *Device) Conv3DForward(g geom.Conv, x, w, b, y nn.Tensor) {
 	checkGeom("Conv3DForward", g)
 	xs := mustShape("Conv3DForward", x, g.InShape())
 	ws := mustShape("Conv3DForward", w, g.WeightShape())
@@ -218,27 +212,27 @@ func (d *Device) Conv3DForward(g nn.ConvGeom, x, w, b, y nn.Tensor) {
 		bs = mustLen("Conv3DForward", b, g.OutC)
 	}
 	if d.refConv {
-		kern.Conv3DForwardRef(toKern(g), xs, ws, bs, ys)
+		kern.Conv3DForwardRef(g, xs, ws, bs, ys)
 		return
 	}
-	d.eng.Conv3DForward(toKern(g), xs, ws, bs, ys)
+	d.eng.Conv3DForward(g, xs, ws, bs, ys)
 }
 
 // Conv3DBackwardData computes dx from dy.
-func (d *Device) Conv3DBackwardData(g nn.ConvGeom, dy, w, dx nn.Tensor) {
+func (d *Device) Conv3DBackwardData(g geom.Conv, dy, w, dx nn.Tensor) {
 	checkGeom("Conv3DBackwardData", g)
 	dys := mustShape("Conv3DBackwardData", dy, g.OutShape())
 	ws := mustShape("Conv3DBackwardData", w, g.WeightShape())
 	dxs := mustShape("Conv3DBackwardData", dx, g.InShape())
 	if d.refConv {
-		kern.Conv3DBackwardDataRef(toKern(g), dys, ws, dxs)
+		kern.Conv3DBackwardDataRef(g, dys, ws, dxs)
 		return
 	}
-	d.eng.Conv3DBackwardData(toKern(g), dys, ws, dxs)
+	d.eng.Conv3DBackwardData(g, dys, ws, dxs)
 }
 
 // Conv3DBackwardWeight computes dw and db.
-func (d *Device) Conv3DBackwardWeight(g nn.ConvGeom, x, dy, dw, db nn.Tensor) {
+func (d *Device) Conv3DBackwardWeight(g geom.Conv, x, dy, dw, db nn.Tensor) {
 	checkGeom("Conv3DBackwardWeight", g)
 	xs := mustShape("Conv3DBackwardWeight", x, g.InShape())
 	dys := mustShape("Conv3DBackwardWeight", dy, g.OutShape())
@@ -248,13 +242,13 @@ func (d *Device) Conv3DBackwardWeight(g nn.ConvGeom, x, dy, dw, db nn.Tensor) {
 		dbs = mustLen("Conv3DBackwardWeight", db, g.OutC)
 	}
 	if d.refConv {
-		kern.Conv3DBackwardWeightRef(toKern(g), xs, dys, dws, dbs)
+		kern.Conv3DBackwardWeightRef(g, xs, dys, dws, dbs)
 		return
 	}
-	d.eng.Conv3DBackwardWeight(toKern(g), xs, dys, dws, dbs)
+	d.eng.Conv3DBackwardWeight(g, xs, dys, dws, dbs)
 }
 
-func checkGeom(op string, g nn.ConvGeom) {
+func checkGeom(op string, g geom.Conv) {
 	if err := g.Validate(); err != nil {
 		panic(fmt.Sprintf("cpu.%s: %v", op, err))
 	}

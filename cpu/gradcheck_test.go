@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/voxtrain/voxtrain/internal/geom"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
@@ -57,7 +58,7 @@ func checkGrad(t *testing.T, name string, x, analytic []float32, loss func() flo
 }
 
 func TestConvGradients(t *testing.T) {
-	geoms := []nn.ConvGeom{
+	geoms := []geom.Conv{
 		{N: 2, InD: 5, InH: 6, InW: 7, InC: 3, OutC: 4, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1},
 		{N: 1, InD: 6, InH: 7, InW: 8, InC: 2, OutC: 3, KD: 3, KH: 3, KW: 3, SD: 2, SH: 2, SW: 2, PD: 1, PH: 1, PW: 1},
 		{N: 2, InD: 4, InH: 6, InW: 6, InC: 3, OutC: 2, KD: 1, KH: 3, KW: 3, SD: 1, SH: 2, SW: 2, PD: 0, PH: 1, PW: 1},
@@ -71,10 +72,10 @@ func TestConvGradients(t *testing.T) {
 		// differences clean.
 		d := New(Options{Threads: 2, ReferenceConv: true})
 		rng := newRNG(uint64(gi))
-		x := tensorOf(d, g.InShape(), randn(rng, g.InShape().Len(), 1, 0))
-		w := tensorOf(d, g.WeightShape(), randn(rng, g.WeightShape().Len(), 0.3, 0))
+		x := tensorOf(d, g.InShape(), randn(rng, g.InLen(), 1, 0))
+		w := tensorOf(d, g.WeightShape(), randn(rng, g.WeightLen(), 0.3, 0))
 		b := tensorOf(d, nn.Shape{g.OutC}, randn(rng, g.OutC, 1, 0))
-		r := tensorOf(d, g.OutShape(), randn(rng, g.OutShape().Len(), 1, 0))
+		r := tensorOf(d, g.OutShape(), randn(rng, g.OutLen(), 1, 0))
 		y := d.Alloc(g.OutShape()).(*Tensor)
 		loss := func() float64 { d.Conv3DForward(g, x, w, b, y); return dot64(y.data, r.data) }
 		dx := d.Alloc(g.InShape()).(*Tensor)
@@ -87,9 +88,9 @@ func TestConvGradients(t *testing.T) {
 		checkGrad(t, "conv db", b.data, db.data, loss, 1e-2, 1e-3, 40)
 
 		// The transposed conv whose adjoint is g: input g.OutShape(), output g.InShape().
-		xt := tensorOf(d, g.OutShape(), randn(rng, g.OutShape().Len(), 1, 0))
+		xt := tensorOf(d, g.OutShape(), randn(rng, g.OutLen(), 1, 0))
 		bt := tensorOf(d, nn.Shape{g.InC}, randn(rng, g.InC, 1, 0))
-		rt := tensorOf(d, g.InShape(), randn(rng, g.InShape().Len(), 1, 0))
+		rt := tensorOf(d, g.InShape(), randn(rng, g.InLen(), 1, 0))
 		yt := d.Alloc(g.InShape()).(*Tensor)
 		lossT := func() float64 { nn.ConvTransposeForward(d, g, xt, w, bt, yt); return dot64(yt.data, rt.data) }
 		dxt := d.Alloc(g.OutShape()).(*Tensor)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/voxtrain/voxtrain/internal/geom"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
@@ -248,16 +249,16 @@ func (o Ops[B]) OneHot(labels, dst, bad B, nvox, c int) error {
 // Vol2ColTileRows returns how many rows of the vol2col matrix of g fit in
 // maxBytes (at least 1, at most all of them): the tile size for building
 // the matrix a slab at a time.
-func Vol2ColTileRows(g nn.ConvGeom, maxBytes int) int {
-	k := g.KD * g.KH * g.KW * g.InC
-	total := g.N * g.OutD() * g.OutH() * g.OutW()
+func Vol2ColTileRows(g geom.Conv, maxBytes int) int {
+	k := g.PatchLen()
+	total := g.OutVoxels()
 	return max(1, min(total, maxBytes/(4*k)))
 }
 
 // Col2VolRange returns the input voxels [lo, lo+count) (flat (n, d, h, w)
 // order) that rows [m0, m0+rows) of g's vol2col matrix read: whole input
 // planes from the first tile row's first to the last row's last.
-func Col2VolRange(g nn.ConvGeom, m0, rows int) (lo, count int) {
+func Col2VolRange(g geom.Conv, m0, rows int) (lo, count int) {
 	oD, oH, oW := g.OutD(), g.OutH(), g.OutW()
 	plane := oH * oW
 	first, last := m0/plane, (m0+rows-1)/plane // flat (n, od)
@@ -273,15 +274,15 @@ func Col2VolRange(g nn.ConvGeom, m0, rows int) (lo, count int) {
 
 // convArgs checks g and a tile and returns the geometry arguments shared by
 // vol2col and col2vol.
-func convArgs(op string, g nn.ConvGeom, m0, rows int) ([]any, error) {
+func convArgs(op string, g geom.Conv, m0, rows int) ([]any, error) {
 	if err := g.Validate(); err != nil {
 		return nil, fmt.Errorf("kernels.%s: %w", op, err)
 	}
-	total := g.N * g.OutD() * g.OutH() * g.OutW()
+	total := g.OutVoxels()
 	if m0 < 0 || rows <= 0 || m0+rows > total {
 		return nil, fmt.Errorf("kernels.%s: rows [%d, %d) outside the %d output voxels", op, m0, m0+rows, total)
 	}
-	k := g.KD * g.KH * g.KW * g.InC
+	k := g.PatchLen()
 	if err := checkSizes(op, []int{g.N, g.InD, g.InH, g.InW, g.InC}, []int{rows, k}, []int{total}); err != nil {
 		return nil, err
 	}
@@ -292,12 +293,12 @@ func convArgs(op string, g nn.ConvGeom, m0, rows int) ([]any, error) {
 // Vol2Col writes rows [m0, m0+rows) of the vol2col matrix of x (g's input)
 // into col (rows × K floats, K = KD·KH·KW·InC, columns in (kd, kh, kw, ci)
 // order); see conv.cu. The GEMMs around it are cuBLAS's.
-func (o Ops[B]) Vol2Col(g nn.ConvGeom, x, col B, m0, rows int) error {
+func (o Ops[B]) Vol2Col(g geom.Conv, x, col B, m0, rows int) error {
 	geo, err := convArgs("Vol2Col", g, m0, rows)
 	if err != nil {
 		return err
 	}
-	work := rows * g.KD * g.KH * g.KW * g.InC
+	work := rows * g.PatchLen()
 	if g.InC%4 == 0 {
 		work = rows * g.InC / 4 // a thread per row and group of 4 channels
 	}
@@ -306,7 +307,7 @@ func (o Ops[B]) Vol2Col(g nn.ConvGeom, x, col B, m0, rows int) error {
 
 // Vol2ColBF16 is Vol2Col writing bfloat16 (col: rows × K uint16s,
 // rounded to nearest even): the operand of bf16 mixed-precision GEMMs.
-func (o Ops[B]) Vol2ColBF16(g nn.ConvGeom, x, col B, m0, rows int) error {
+func (o Ops[B]) Vol2ColBF16(g geom.Conv, x, col B, m0, rows int) error {
 	geo, err := convArgs("Vol2ColBF16", g, m0, rows)
 	if err != nil {
 		return err
@@ -320,7 +321,7 @@ func (o Ops[B]) Vol2ColBF16(g nn.ConvGeom, x, col B, m0, rows int) error {
 
 // Col2Vol adds to dx (g's input shape) the adjoint of Vol2Col applied to
 // dcol, rows [m0, m0+rows) of the matrix. Zero dx before the first tile.
-func (o Ops[B]) Col2Vol(g nn.ConvGeom, dcol, dx B, m0, rows int) error {
+func (o Ops[B]) Col2Vol(g geom.Conv, dcol, dx B, m0, rows int) error {
 	geo, err := convArgs("Col2Vol", g, m0, rows)
 	if err != nil {
 		return err

@@ -3,6 +3,8 @@ package nn
 import (
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/voxtrain/voxtrain/internal/geom"
 )
 
 // conv is a Conv3d (or, with transposed set, a ConvTranspose3d) layer's
@@ -17,14 +19,14 @@ type conv struct {
 // geom returns the layer's geometry for a batch of n inputs of spatial size
 // in. For a transposed conv it is the geometry of the adjoint convolution,
 // which maps the transposed conv's output (size out) back to its input.
-func (c *conv) geom(n int, in [3]int) ConvGeom {
-	return ConvGeom{N: n, InD: in[0], InH: in[1], InW: in[2], InC: c.inC, OutC: c.outC,
+func (c *conv) geom(n int, in [3]int) geom.Conv {
+	return geom.Conv{N: n, InD: in[0], InH: in[1], InW: in[2], InC: c.inC, OutC: c.outC,
 		KD: c.k[0], KH: c.k[1], KW: c.k[2], SD: c.s[0], SH: c.s[1], SW: c.s[2], PD: c.p[0], PH: c.p[1], PW: c.p[2]}
 }
 
 // tgeom returns a transposed conv's adjoint geometry for output size out.
-func (c *conv) tgeom(n int, out [3]int) ConvGeom {
-	return ConvGeom{N: n, InD: out[0], InH: out[1], InW: out[2], InC: c.outC, OutC: c.inC,
+func (c *conv) tgeom(n int, out [3]int) geom.Conv {
+	return geom.Conv{N: n, InD: out[0], InH: out[1], InW: out[2], InC: c.outC, OutC: c.inC,
 		KD: c.k[0], KH: c.k[1], KW: c.k[2], SD: c.s[0], SH: c.s[1], SW: c.s[2], PD: c.p[0], PH: c.p[1], PW: c.p[2]}
 }
 
@@ -166,7 +168,7 @@ func (m *UNet) Free() {
 
 // blockBuf is the memory of one block for one batch shape.
 type blockBuf struct {
-	g     ConvGeom
+	g     geom.Conv
 	z     Tensor // conv output (nil without norm: then a holds it)
 	a     Tensor // block output
 	stats Tensor // (N, C, 2) mean, rstd
@@ -184,12 +186,12 @@ type Workspace struct {
 	x      Tensor // channels-last input when InChannels > 1
 	in     Tensor // channels-last view of the last input
 	enc    [][]blockBuf
-	upG    []ConvGeom // adjoint geometry per stage
-	up     []Tensor   // transposed-conv output per stage
-	cat    []Tensor   // concat(up, skip) per stage
+	upG    []geom.Conv // adjoint geometry per stage
+	up     []Tensor    // transposed-conv output per stage
+	cat    []Tensor    // concat(up, skip) per stage
 	dec    [][]blockBuf
-	headG  ConvGeom
-	dsG    []ConvGeom
+	headG  geom.Conv
+	dsG    []geom.Conv
 	logits []Tensor // [level]: 0 = head, l ≥ 1 = deep supervision at level l
 
 	ga, gb, gskip, gcat []Tensor // gradient buffers per level
@@ -378,7 +380,7 @@ func (m *UNet) blockBackward(b *block, bb *blockBuf, in, da, dx Tensor) {
 }
 
 // convForward runs a plain conv layer.
-func convForward(dev Device, c *conv, g ConvGeom, in, out Tensor) {
+func convForward(dev Device, c *conv, g geom.Conv, in, out Tensor) {
 	var bias Tensor
 	if c.b != nil {
 		bias = c.b.W
@@ -388,7 +390,7 @@ func convForward(dev Device, c *conv, g ConvGeom, in, out Tensor) {
 
 // convBackward sets a plain conv layer's gradients from dy and writes the
 // input gradient to dx when it is not nil.
-func convBackward(dev Device, c *conv, g ConvGeom, in, dy, dx Tensor) {
+func convBackward(dev Device, c *conv, g geom.Conv, in, dy, dx Tensor) {
 	var db Tensor
 	if c.b != nil {
 		db = c.b.G
@@ -400,7 +402,7 @@ func convBackward(dev Device, c *conv, g ConvGeom, in, dy, dx Tensor) {
 }
 
 // convTForward runs a transposed conv layer.
-func convTForward(dev Device, c *conv, g ConvGeom, in, out Tensor) {
+func convTForward(dev Device, c *conv, g geom.Conv, in, out Tensor) {
 	var b Tensor
 	if c.b != nil {
 		b = c.b.W
@@ -409,7 +411,7 @@ func convTForward(dev Device, c *conv, g ConvGeom, in, out Tensor) {
 }
 
 // convTBackward sets a transposed conv layer's gradients.
-func convTBackward(dev Device, c *conv, g ConvGeom, in, dy, dx Tensor) {
+func convTBackward(dev Device, c *conv, g geom.Conv, in, dy, dx Tensor) {
 	var db Tensor
 	if c.b != nil {
 		db = c.b.G
@@ -423,7 +425,7 @@ func convTBackward(dev Device, c *conv, g ConvGeom, in, dy, dx Tensor) {
 // (g.OutShape(): (N, d, h, w, Cin)), and w has g.WeightShape() = (Cin, kD,
 // kH, kW, Cout), PyTorch's (Cin, Cout, kD, kH, kW) with Cout moved last.
 // b may be nil.
-func ConvTransposeForward(dev Device, g ConvGeom, x, w, b, y Tensor) {
+func ConvTransposeForward(dev Device, g geom.Conv, x, w, b, y Tensor) {
 	dev.Conv3DBackwardData(g, x, w, y)
 	if b != nil {
 		dev.AddChannelBias(y, b)
@@ -434,7 +436,7 @@ func ConvTransposeForward(dev Device, g ConvGeom, x, w, b, y Tensor) {
 // dy: dw (overwritten) is the adjoint conv's weight gradient with input and
 // output swapped, db (overwritten, may be nil) the channel sums of dy, and
 // dx (overwritten, skipped when nil) the adjoint's forward applied to dy.
-func ConvTransposeBackward(dev Device, g ConvGeom, x, dy, w, dx, dw, db Tensor) {
+func ConvTransposeBackward(dev Device, g geom.Conv, x, dy, w, dx, dw, db Tensor) {
 	dev.Conv3DBackwardWeight(g, dy, x, dw, nil)
 	if db != nil {
 		dev.ChannelSum(dy, db)

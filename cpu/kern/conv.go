@@ -1,5 +1,7 @@
 package kern
 
+import "github.com/voxtrain/voxtrain/internal/geom"
+
 // Implicit-GEMM convolution: forward and backward-data.
 //
 // Both are instances of one operation, icOp: for every row (a voxel of the
@@ -289,7 +291,7 @@ func (e *Engine) icItem(op *icOp, s *scratch, it icItem) {
 }
 
 // convForward is Conv3DForward after the argument checks.
-func (e *Engine) convForward(g ConvGeom, x, w, bias, y []float32) {
+func (e *Engine) convForward(g geom.Conv, x, w, bias, y []float32) {
 	cs := e.getScratch()
 	defer e.putScratch(cs)
 	cl := icClass{
@@ -305,7 +307,7 @@ func (e *Engine) convForward(g ConvGeom, x, w, bias, y []float32) {
 		panels: (g.OutC + tileCols - 1) / tileCols,
 	}
 	cs.classes = op.classes
-	k := g.KD * g.KH * g.KW * g.InC
+	k := g.PatchLen()
 	op.classes[0].panelLen = k * tileCols
 	cs.big = grow(cs.big, op.panels*k*tileCols)
 	op.bp = cs.big
@@ -337,7 +339,7 @@ func (e *Engine) convForward(g ConvGeom, x, w, bias, y []float32) {
 }
 
 // convBackwardData is Conv3DBackwardData after the argument checks.
-func (e *Engine) convBackwardData(g ConvGeom, dy, w, dx []float32) {
+func (e *Engine) convBackwardData(g geom.Conv, dy, w, dx []float32) {
 	cs := e.getScratch()
 	defer e.putScratch(cs)
 	inDim := [3]int{g.InD, g.InH, g.InW}

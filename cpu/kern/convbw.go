@@ -1,5 +1,7 @@
 package kern
 
+import "github.com/voxtrain/voxtrain/internal/geom"
+
 // Backward-weight: dW[co, k] = Σ_voxels dy[voxel, co] · x[voxel·S - P + tap(k), ci(k)],
 // a GEMM whose reduction runs over all output voxels of the batch.
 //
@@ -30,7 +32,7 @@ const maxPartialFloats = 16 << 20
 type bwItem struct{ u, kt0, kt1, p0, p1 int }
 
 // convBackwardWeight is Conv3DBackwardWeight after the argument checks.
-func (e *Engine) convBackwardWeight(g ConvGeom, x, dy, dw, dbias []float32) {
+func (e *Engine) convBackwardWeight(g geom.Conv, x, dy, dw, dbias []float32) {
 	cs := e.getScratch()
 	defer e.putScratch(cs)
 	cl := icClass{
@@ -43,7 +45,7 @@ func (e *Engine) convBackwardWeight(g ConvGeom, x, dy, dw, dbias []float32) {
 	co := g.OutC
 	panels := (co + tileCols - 1) / tileCols
 	cop := panels * tileCols
-	k := g.KD * g.KH * g.KW * g.InC
+	k := g.PatchLen()
 	// With a bias gradient, row k of the product is the bias: its A operand
 	// is the ring's slot of ones (see preparePlanes).
 	//

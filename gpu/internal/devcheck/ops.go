@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/voxtrain/voxtrain/internal/geom"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
@@ -22,18 +23,18 @@ func lab(s [4]int) nn.Shape { return nn.Shape{s[0], s[1], s[2], s[3]} }
 // activation size s.
 func geoms(s [4]int) []struct {
 	name string
-	g    nn.ConvGeom
+	g    geom.Conv
 } {
 	n, d, h, w := s[0], s[1], s[2], s[3]
 	return []struct {
 		name string
-		g    nn.ConvGeom
+		g    geom.Conv
 	}{
-		{"3x3x3 pad 1", nn.ConvGeom{N: n, InD: d, InH: h, InW: w, InC: 3, OutC: 5, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}},
-		{"3x3x3 stride 2 pad 1", nn.ConvGeom{N: n, InD: d, InH: h, InW: w, InC: 4, OutC: 6, KD: 3, KH: 3, KW: 3, SD: 2, SH: 2, SW: 2, PD: 1, PH: 1, PW: 1}},
-		{"1x3x3 stride (1,2,2)", nn.ConvGeom{N: n, InD: d, InH: h, InW: w, InC: 2, OutC: 3, KD: 1, KH: 3, KW: 3, SD: 1, SH: 2, SW: 2, PD: 0, PH: 1, PW: 1}},
-		{"2x2x2 stride 2 (transposed conv's adjoint)", nn.ConvGeom{N: n, InD: d, InH: h, InW: w, InC: 3, OutC: 4, KD: 2, KH: 2, KW: 2, SD: 2, SH: 2, SW: 2}},
-		{"1x1x1 head", nn.ConvGeom{N: n, InD: d, InH: h, InW: w, InC: 6, OutC: 3, KD: 1, KH: 1, KW: 1, SD: 1, SH: 1, SW: 1}},
+		{"3x3x3 pad 1", geom.Conv{N: n, InD: d, InH: h, InW: w, InC: 3, OutC: 5, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}},
+		{"3x3x3 stride 2 pad 1", geom.Conv{N: n, InD: d, InH: h, InW: w, InC: 4, OutC: 6, KD: 3, KH: 3, KW: 3, SD: 2, SH: 2, SW: 2, PD: 1, PH: 1, PW: 1}},
+		{"1x3x3 stride (1,2,2)", geom.Conv{N: n, InD: d, InH: h, InW: w, InC: 2, OutC: 3, KD: 1, KH: 3, KW: 3, SD: 1, SH: 2, SW: 2, PD: 0, PH: 1, PW: 1}},
+		{"2x2x2 stride 2 (transposed conv's adjoint)", geom.Conv{N: n, InD: d, InH: h, InW: w, InC: 3, OutC: 4, KD: 2, KH: 2, KW: 2, SD: 2, SH: 2, SW: 2}},
+		{"1x1x1 head", geom.Conv{N: n, InD: d, InH: h, InW: w, InC: 6, OutC: 3, KD: 1, KH: 1, KW: 1, SD: 1, SH: 1, SW: 1}},
 	}
 }
 
@@ -142,10 +143,10 @@ var opTests = []opTest{
 	{"Conv3D", func(k *checker, s [4]int) {
 		for _, gc := range geoms(s) {
 			g := gc.g
-			x := k.both(g.InShape(), k.uniform(g.InShape().Len(), -1, 1))
-			w := k.both(g.WeightShape(), k.uniform(g.WeightShape().Len(), -1, 1))
+			x := k.both(g.InShape(), k.uniform(g.InLen(), -1, 1))
+			w := k.both(g.WeightShape(), k.uniform(g.WeightLen(), -1, 1))
 			b := k.both(nn.Shape{g.OutC}, k.uniform(g.OutC, -1, 1))
-			dy := k.both(g.OutShape(), k.uniform(g.OutShape().Len(), -1, 1))
+			dy := k.both(g.OutShape(), k.uniform(g.OutLen(), -1, 1))
 			y := k.zeros(g.OutShape())
 			k.dev.Conv3DForward(g, x.d, w.d, b.d, y.d)
 			k.ref.Conv3DForward(g, x.c, w.c, b.c, y.c)
@@ -154,11 +155,11 @@ var opTests = []opTest{
 			k.ref.Conv3DForward(g, x.c, w.c, nil, y.c)
 			k.same("Conv3DForward without bias "+gc.name, y, k.tol.Conv)
 			// Garbage in dx and dw first: both are overwritten.
-			dx := k.both(g.InShape(), k.uniform(g.InShape().Len(), 5, 6))
+			dx := k.both(g.InShape(), k.uniform(g.InLen(), 5, 6))
 			k.dev.Conv3DBackwardData(g, dy.d, w.d, dx.d)
 			k.ref.Conv3DBackwardData(g, dy.c, w.c, dx.c)
 			k.same("Conv3DBackwardData "+gc.name, dx, k.tol.Conv)
-			dw := k.both(g.WeightShape(), k.uniform(g.WeightShape().Len(), 5, 6))
+			dw := k.both(g.WeightShape(), k.uniform(g.WeightLen(), 5, 6))
 			db := k.both(nn.Shape{g.OutC}, k.uniform(g.OutC, 5, 6))
 			k.dev.Conv3DBackwardWeight(g, x.d, dy.d, dw.d, db.d)
 			k.ref.Conv3DBackwardWeight(g, x.c, dy.c, dw.c, db.c)
