@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/voxtrain/voxtrain/cpu"
+	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/nifti"
 	"github.com/voxtrain/voxtrain/nn"
 )
@@ -92,7 +93,7 @@ func (c demoCase) crop(o, p [3]int, img, lab []float32) {
 // TestDemoTrainingLearns trains a small U-Net on real hippocampus MRI and
 // checks that the training loss falls and the validation Dice rises.
 func TestDemoTrainingLearns(t *testing.T) {
-	if testing.Short() || raceEnabled {
+	if testing.Short() || testutil.Race {
 		t.Skip("demo training skipped under -short and -race")
 	}
 	dir := demoDir()

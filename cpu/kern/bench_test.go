@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/voxtrain/voxtrain/internal/geom"
+	"github.com/voxtrain/voxtrain/internal/procstat"
 )
 
 // unetLayer is one convolution of the reference U-Net
@@ -113,11 +114,11 @@ func BenchmarkUNet(b *testing.B) {
 					var e Engine
 					runOp(&e, l, bu, op) // warm the scratch pool
 					b.ResetTimer()
-					c0 := cpuSeconds()
+					c0 := procstat.CPUTime()
 					for i := 0; i < b.N; i++ {
 						runOp(&e, l, bu, op)
 					}
-					reportRates(b, flops(l.g)*float64(b.N), cpuSeconds()-c0)
+					reportRates(b, flops(l.g)*float64(b.N), (procstat.CPUTime() - c0).Seconds())
 				})
 			}
 		}
@@ -148,11 +149,11 @@ func BenchmarkUNetStep(b *testing.B) {
 			}
 			step()
 			b.ResetTimer()
-			c0 := cpuSeconds()
+			c0 := procstat.CPUTime()
 			for i := 0; i < b.N; i++ {
 				step()
 			}
-			reportRates(b, fl*float64(b.N), cpuSeconds()-c0)
+			reportRates(b, fl*float64(b.N), (procstat.CPUTime() - c0).Seconds())
 		})
 	}
 }
@@ -167,11 +168,11 @@ func BenchmarkSgemm(b *testing.B) {
 			var e Engine
 			e.Sgemm(false, false, m, n, k, 1, a, k, bb, n, 0, c, n)
 			b.ResetTimer()
-			c0 := cpuSeconds()
+			c0 := procstat.CPUTime()
 			for i := 0; i < b.N; i++ {
 				e.Sgemm(false, false, m, n, k, 1, a, k, bb, n, 0, c, n)
 			}
-			reportRates(b, 2*float64(m*n*k)*float64(b.N), cpuSeconds()-c0)
+			reportRates(b, 2*float64(m*n*k)*float64(b.N), (procstat.CPUTime() - c0).Seconds())
 		})
 	}
 }
@@ -208,11 +209,11 @@ func BenchmarkNNUNet(b *testing.B) {
 				var e Engine
 				runOp(&e, l, bu, op)
 				b.ResetTimer()
-				c0 := cpuSeconds()
+				c0 := procstat.CPUTime()
 				for i := 0; i < b.N; i++ {
 					runOp(&e, l, bu, op)
 				}
-				reportRates(b, flops(l.g)*float64(b.N), cpuSeconds()-c0)
+				reportRates(b, flops(l.g)*float64(b.N), (procstat.CPUTime() - c0).Seconds())
 			})
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/voxtrain/voxtrain/internal/geom"
+	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 // tolRel bounds |fast − reference| per element, relative to Σ|terms| of that
@@ -205,7 +206,7 @@ func TestConvFixedGeoms(t *testing.T) {
 func TestConvRandomGeoms(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	n := 120
-	if raceEnabled || testing.Short() {
+	if testutil.Race || testing.Short() {
 		n = 12
 	}
 	for i := 0; i < n; i++ {
@@ -225,7 +226,7 @@ func TestConvDeterminism(t *testing.T) {
 		{N: 2, InD: 12, InH: 20, InW: 20, InC: 16, OutC: 16, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1},
 		{N: 1, InD: 16, InH: 15, InW: 17, InC: 5, OutC: 19, KD: 3, KH: 2, KW: 3, SD: 2, SH: 1, SW: 2, PD: 1, PH: 0, PW: 1},
 	}
-	if raceEnabled {
+	if testutil.Race {
 		geoms[0].InD, geoms[0].InH, geoms[0].InW = 8, 12, 12
 	}
 	r := rand.New(rand.NewPCG(5, 6))
@@ -241,7 +242,7 @@ func TestConvDeterminism(t *testing.T) {
 				e.Conv3DBackwardWeight(g, x, dy, dw, db)
 				if y0 == nil {
 					y0, dx0, dw0, db0 = y, dx, dw, db
-					if u := reductionUnits(g.N*g.OutD(), g.OutVoxels(), g.WeightLen()); gi == 0 && u < 2 && !raceEnabled {
+					if u := reductionUnits(g.N*g.OutD(), g.OutVoxels(), g.WeightLen()); gi == 0 && u < 2 && !testutil.Race {
 						t.Fatalf("geometry %+v has %d reduction unit(s); the test wants several", g, u)
 					}
 					continue
@@ -344,7 +345,7 @@ func TestUkArgsLayout(t *testing.T) {
 func TestSgemm(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	n := 60
-	if raceEnabled || testing.Short() {
+	if testutil.Race || testing.Short() {
 		n = 10
 	}
 	for i := 0; i < n; i++ {
