@@ -9,24 +9,28 @@ import "github.com/voxtrain/voxtrain/internal/geom"
 // conv is a Conv3d (or, with transposed set, a ConvTranspose3d) layer's
 // parameters and hyper-parameters.
 type conv struct {
-	w, b       *Param // b is nil without bias
-	inC, outC  int
-	k, s, p    [3]int
-	transposed bool
+	weight, bias        *Param // bias is nil in a layer without one
+	inC, outC           int
+	kernel, stride, pad [3]int
+	transposed          bool
 }
 
-// geom returns the layer's geometry for a batch of n inputs of spatial size
-// in. For a transposed conv it is the geometry of the adjoint convolution,
-// which maps the transposed conv's output (size out) back to its input.
-func (c *conv) geom(n int, in [3]int) geom.Conv {
+// geometry returns the convolution's geometry for a batch of n inputs of
+// spatial size in.
+func (c *conv) geometry(n int, in [3]int) geom.Conv {
 	return geom.Conv{N: n, InD: in[0], InH: in[1], InW: in[2], InC: c.inC, OutC: c.outC,
-		KD: c.k[0], KH: c.k[1], KW: c.k[2], SD: c.s[0], SH: c.s[1], SW: c.s[2], PD: c.p[0], PH: c.p[1], PW: c.p[2]}
+		KD: c.kernel[0], KH: c.kernel[1], KW: c.kernel[2], SD: c.stride[0], SH: c.stride[1], SW: c.stride[2], PD: c.pad[0], PH: c.pad[1], PW: c.pad[2]}
 }
 
-// tgeom returns a transposed conv's adjoint geometry for output size out.
-func (c *conv) tgeom(n int, out [3]int) geom.Conv {
-	return geom.Conv{N: n, InD: out[0], InH: out[1], InW: out[2], InC: c.outC, OutC: c.inC,
-		KD: c.k[0], KH: c.k[1], KW: c.k[2], SD: c.s[0], SH: c.s[1], SW: c.s[2], PD: c.p[0], PH: c.p[1], PW: c.p[2]}
+// adjointGeometry returns, for a transposed conv whose output has spatial
+// size out, the geometry of its adjoint: the convolution that maps the
+// transposed conv's output (c.outC channels) back to its input (c.inC
+// channels), in whose terms ConvTransposeForward and ConvTransposeBackward
+// are written.
+func (c *conv) adjointGeometry(n int, out [3]int) geom.Conv {
+	g := c.geometry(n, out)
+	g.InC, g.OutC = c.outC, c.inC
+	return g
 }
 
 // block is one conv → instance norm → nonlinearity unit.
@@ -38,17 +42,17 @@ type block struct {
 // blockForward runs conv → norm → activation.
 func (m *UNet) blockForward(b *block, bb *blockBuf, in Tensor) {
 	var bias Tensor
-	if b.conv.b != nil {
-		bias = b.conv.b.W
+	if b.conv.bias != nil {
+		bias = b.conv.bias.W
 	}
 	if b.gamma != nil {
-		m.dev.Conv3DForward(bb.g, in, b.conv.w.W, bias, bb.z)
-		m.dev.InstanceNormActForward(bb.z, b.gamma.W, b.beta.W, bb.a, bb.stats, m.eps, m.slope)
+		m.dev.Conv3DForward(bb.geom, in, b.conv.weight.W, bias, bb.convOut)
+		m.dev.InstanceNormActForward(bb.convOut, b.gamma.W, b.beta.W, bb.out, bb.stats, m.eps, m.slope)
 		return
 	}
-	m.dev.Conv3DForward(bb.g, in, b.conv.w.W, bias, bb.a)
+	m.dev.Conv3DForward(bb.geom, in, b.conv.weight.W, bias, bb.out)
 	if m.slope != 1 {
-		m.dev.ActForward(bb.a, bb.a, m.slope)
+		m.dev.ActForward(bb.out, bb.out, m.slope)
 	}
 }
 
@@ -57,51 +61,51 @@ func (m *UNet) blockForward(b *block, bb *blockBuf, in Tensor) {
 // and, when dx is not nil, writes the gradient of the block's input to dx.
 func (m *UNet) blockBackward(b *block, bb *blockBuf, in, da, dx Tensor) {
 	if b.gamma != nil {
-		m.dev.InstanceNormActBackward(bb.z, b.gamma.W, b.beta.W, bb.stats, da, da, b.gamma.G, b.beta.G, m.slope)
+		m.dev.InstanceNormActBackward(bb.convOut, b.gamma.W, b.beta.W, bb.stats, da, da, b.gamma.G, b.beta.G, m.slope)
 	} else if m.slope != 1 {
-		m.dev.ActBackward(bb.a, da, da, m.slope)
+		m.dev.ActBackward(bb.out, da, da, m.slope)
 	}
-	convBackward(m.dev, &b.conv, bb.g, in, da, dx)
+	convBackward(m.dev, &b.conv, bb.geom, in, da, dx)
 }
 
 // convForward runs a plain conv layer.
 func convForward(dev Device, c *conv, g geom.Conv, in, out Tensor) {
 	var bias Tensor
-	if c.b != nil {
-		bias = c.b.W
+	if c.bias != nil {
+		bias = c.bias.W
 	}
-	dev.Conv3DForward(g, in, c.w.W, bias, out)
+	dev.Conv3DForward(g, in, c.weight.W, bias, out)
 }
 
 // convBackward sets a plain conv layer's gradients from dy and writes the
 // input gradient to dx when it is not nil.
 func convBackward(dev Device, c *conv, g geom.Conv, in, dy, dx Tensor) {
 	var db Tensor
-	if c.b != nil {
-		db = c.b.G
+	if c.bias != nil {
+		db = c.bias.G
 	}
-	dev.Conv3DBackwardWeight(g, in, dy, c.w.G, db)
+	dev.Conv3DBackwardWeight(g, in, dy, c.weight.G, db)
 	if dx != nil {
-		dev.Conv3DBackwardData(g, dy, c.w.W, dx)
+		dev.Conv3DBackwardData(g, dy, c.weight.W, dx)
 	}
 }
 
 // convTForward runs a transposed conv layer.
 func convTForward(dev Device, c *conv, g geom.Conv, in, out Tensor) {
 	var b Tensor
-	if c.b != nil {
-		b = c.b.W
+	if c.bias != nil {
+		b = c.bias.W
 	}
-	ConvTransposeForward(dev, g, in, c.w.W, b, out)
+	ConvTransposeForward(dev, g, in, c.weight.W, b, out)
 }
 
 // convTBackward sets a transposed conv layer's gradients.
 func convTBackward(dev Device, c *conv, g geom.Conv, in, dy, dx Tensor) {
 	var db Tensor
-	if c.b != nil {
-		db = c.b.G
+	if c.bias != nil {
+		db = c.bias.G
 	}
-	ConvTransposeBackward(dev, g, in, dy, c.w.W, dx, c.w.G, db)
+	ConvTransposeBackward(dev, g, in, dy, c.weight.W, dx, c.weight.G, db)
 }
 
 // ConvTransposeForward computes a ConvTranspose3d, y = convT(x, w) + b, as

@@ -9,16 +9,16 @@ import (
 // nn/testdata/make_fixtures.py, class UNet3D; parameter names are its
 // state_dict keys).
 type UNet struct {
-	cfg    UNetConfig
-	dev    Device
-	params []*Param
-	enc    [][]*block // [level][block]
-	up     []*conv    // [stage]: ConvTranspose3d from level L-1-stage to L-2-stage
-	dec    [][]*block // [stage][block]
-	head   *conv
-	ds     []*conv // [stage] deep-supervision heads, stages 0..L-3
-	slope  float32
-	eps    float32
+	cfg     UNetConfig
+	dev     Device
+	params  []*Param
+	enc     [][]*block // [level][block]
+	up      []*conv    // [stage]: ConvTranspose3d from level L-1-stage to L-2-stage
+	dec     [][]*block // [stage][block]
+	head    *conv
+	deepSup []*conv // [stage] deep-supervision heads, stages 0..L-3
+	slope   float32
+	eps     float32
 }
 
 // NewUNet builds a U-Net on dev with weights initialised from seed like
@@ -40,15 +40,15 @@ func NewUNet(dev Device, cfg UNetConfig, seed uint64) (*UNet, error) {
 		return p
 	}
 	newConv := func(prefix string, in, out int, k, s [3]int, bias, transposed bool) *conv {
-		c := &conv{inC: in, outC: out, k: k, s: s, transposed: transposed}
+		c := &conv{inC: in, outC: out, kernel: k, stride: s, transposed: transposed}
 		if transposed {
-			c.w = newParam(prefix+".weight", ConvTransposeWeight, Shape{in, out, k[0], k[1], k[2]})
+			c.weight = newParam(prefix+".weight", ConvTransposeWeight, Shape{in, out, k[0], k[1], k[2]})
 		} else {
-			c.p = [3]int{(k[0] - 1) / 2, (k[1] - 1) / 2, (k[2] - 1) / 2}
-			c.w = newParam(prefix+".weight", ConvWeight, Shape{out, in, k[0], k[1], k[2]})
+			c.pad = [3]int{(k[0] - 1) / 2, (k[1] - 1) / 2, (k[2] - 1) / 2}
+			c.weight = newParam(prefix+".weight", ConvWeight, Shape{out, in, k[0], k[1], k[2]})
 		}
 		if bias {
-			c.b = newParam(prefix+".bias", Vector, Shape{out})
+			c.bias = newParam(prefix+".bias", Vector, Shape{out})
 		}
 		return c
 	}
@@ -99,7 +99,7 @@ func NewUNet(dev Device, cfg UNetConfig, seed uint64) (*UNet, error) {
 	if cfg.DeepSupervision {
 		for d := 0; d < L-2; d++ {
 			l := L - 2 - d
-			m.ds = append(m.ds, newConv(fmt.Sprintf("ds.%d", d), cfg.Features[l], cfg.NumClasses, one, one, true, false))
+			m.deepSup = append(m.deepSup, newConv(fmt.Sprintf("ds.%d", d), cfg.Features[l], cfg.NumClasses, one, one, true, false))
 		}
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x766f787472616e))
@@ -146,33 +146,33 @@ func (m *UNet) Forward(ws *Workspace, x Tensor) []Tensor {
 	dev := m.dev
 	if m.cfg.InChannels == 1 {
 		// One channel: NCDHW and NDHWC are the same bytes.
-		ws.in = dev.View(x, Shape{want[0], want[2], want[3], want[4], 1})
+		ws.input = dev.View(x, Shape{want[0], want[2], want[3], want[4], 1})
 	} else {
-		dev.NCDHWToNDHWC(x, ws.x)
-		ws.in = ws.x
+		dev.NCDHWToNDHWC(x, ws.inputNDHWC)
+		ws.input = ws.inputNDHWC
 	}
-	cur := ws.in
+	cur := ws.input
 	for l, lvl := range m.enc {
 		for k, b := range lvl {
 			m.blockForward(b, &ws.enc[l][k], cur)
-			cur = ws.enc[l][k].a
+			cur = ws.enc[l][k].out
 		}
 	}
 	L := len(m.enc)
 	for d, u := range m.up {
 		l := L - 2 - d
-		convTForward(dev, u, ws.upG[d], cur, ws.up[d])
+		convTForward(dev, u, ws.upGeom[d], cur, ws.up[d])
 		dev.ConcatChannels(ws.up[d], ws.levelOutput(l), ws.cat[d])
 		cur = ws.cat[d]
 		for k, b := range m.dec[d] {
 			m.blockForward(b, &ws.dec[d][k], cur)
-			cur = ws.dec[d][k].a
+			cur = ws.dec[d][k].out
 		}
-		if d < len(m.ds) {
-			convForward(dev, m.ds[d], ws.dsG[d], cur, ws.logits[l])
+		if d < len(m.deepSup) {
+			convForward(dev, m.deepSup[d], ws.deepSupGeom[d], cur, ws.logits[l])
 		}
 	}
-	convForward(dev, m.head, ws.headG, cur, ws.logits[0])
+	convForward(dev, m.head, ws.headGeom, cur, ws.logits[0])
 	return ws.logits
 }
 
@@ -192,45 +192,45 @@ func (m *UNet) Backward(ws *Workspace, dlogits []Tensor) {
 	if L > 1 {
 		last = ws.stageOutput(L - 2)
 	}
-	convBackward(dev, m.head, ws.headG, last, dlogits[0], ws.ga[0])
+	convBackward(dev, m.head, ws.headGeom, last, dlogits[0], ws.actGrad[0])
 
 	for d := L - 2; d >= 0; d-- {
 		l := L - 2 - d
-		if d < len(m.ds) {
-			convBackward(dev, m.ds[d], ws.dsG[d], ws.stageOutput(d), dlogits[l], ws.gb[l])
-			dev.Add(ws.ga[l], ws.gb[l])
+		if d < len(m.deepSup) {
+			convBackward(dev, m.deepSup[d], ws.deepSupGeom[d], ws.stageOutput(d), dlogits[l], ws.actGradSpare[l])
+			dev.Add(ws.actGrad[l], ws.actGradSpare[l])
 		}
-		da, other := ws.ga[l], ws.gb[l]
+		da, other := ws.actGrad[l], ws.actGradSpare[l]
 		for k := len(m.dec[d]) - 1; k >= 0; k-- {
-			in, dx := ws.cat[d], ws.gcat[l]
+			in, dx := ws.cat[d], ws.catGrad[l]
 			if k > 0 {
-				in, dx = ws.dec[d][k-1].a, other
+				in, dx = ws.dec[d][k-1].out, other
 			}
 			m.blockBackward(m.dec[d][k], &ws.dec[d][k], in, da, dx)
 			da, other = other, da
 		}
-		dev.SplitChannels(ws.gcat[l], ws.ga[l], ws.gskip[l])
+		dev.SplitChannels(ws.catGrad[l], ws.actGrad[l], ws.skipGrad[l])
 		stageIn := ws.levelOutput(l + 1)
 		if d > 0 {
 			stageIn = ws.stageOutput(d - 1)
 		}
-		convTBackward(dev, m.up[d], ws.upG[d], stageIn, ws.ga[l], ws.ga[l+1])
+		convTBackward(dev, m.up[d], ws.upGeom[d], stageIn, ws.actGrad[l], ws.actGrad[l+1])
 	}
 
 	for l := L - 1; l >= 0; l-- {
 		if l < L-1 {
-			dev.Add(ws.ga[l], ws.gskip[l])
+			dev.Add(ws.actGrad[l], ws.skipGrad[l])
 		}
-		da, other := ws.ga[l], ws.gb[l]
+		da, other := ws.actGrad[l], ws.actGradSpare[l]
 		for k := len(m.enc[l]) - 1; k >= 0; k-- {
 			var in, dx Tensor
 			switch {
 			case k > 0:
-				in, dx = ws.enc[l][k-1].a, other
+				in, dx = ws.enc[l][k-1].out, other
 			case l > 0:
-				in, dx = ws.levelOutput(l-1), ws.ga[l-1]
+				in, dx = ws.levelOutput(l-1), ws.actGrad[l-1]
 			default:
-				in, dx = ws.in, nil
+				in, dx = ws.input, nil
 			}
 			m.blockBackward(m.enc[l][k], &ws.enc[l][k], in, da, dx)
 			da, other = other, da

@@ -11,33 +11,39 @@ import (
 
 // blockBuf is the memory of one block for one batch shape.
 type blockBuf struct {
-	g     geom.Conv
-	z     Tensor // conv output (nil without norm: then a holds it)
-	a     Tensor // block output
-	stats Tensor // (N, C, 2) mean, rstd
+	geom    geom.Conv
+	convOut Tensor // conv output (nil without norm: then out holds it)
+	out     Tensor // block output
+	stats   Tensor // (N, C, 2) mean, rstd
 }
 
 // Workspace holds the activations (and, for training, the gradient
 // buffers) of a U-Net for one batch shape, allocated once so that a
 // training step allocates no tensor memory.
 type Workspace struct {
-	m      *UNet
-	n      int
-	size   [3]int   // input spatial size
-	sizes  [][3]int // spatial size per level
-	train  bool
-	x      Tensor // channels-last input when InChannels > 1
-	in     Tensor // channels-last view of the last input
-	enc    [][]blockBuf
-	upG    []geom.Conv // adjoint geometry per stage
-	up     []Tensor    // transposed-conv output per stage
-	cat    []Tensor    // concat(up, skip) per stage
-	dec    [][]blockBuf
-	headG  geom.Conv
-	dsG    []geom.Conv
-	logits []Tensor // [level]: 0 = head, l ≥ 1 = deep supervision at level l
+	m           *UNet
+	batch       int
+	size        [3]int   // input spatial size
+	sizes       [][3]int // spatial size per level
+	train       bool
+	inputNDHWC  Tensor // channels-last input when InChannels > 1
+	input       Tensor // channels-last view of the last input
+	enc         [][]blockBuf
+	upGeom      []geom.Conv // adjoint geometry per stage
+	up          []Tensor    // transposed-conv output per stage
+	cat         []Tensor    // concat(up, skip) per stage
+	dec         [][]blockBuf
+	headGeom    geom.Conv
+	deepSupGeom []geom.Conv
+	logits      []Tensor // [level]: 0 = head, l ≥ 1 = deep supervision at level l
 
-	ga, gb, gskip, gcat []Tensor // gradient buffers per level
+	// Gradient buffers per level (training only). The blocks of a level
+	// alternate between actGrad and actGradSpare: each reads its output's
+	// gradient from one and writes its input's gradient to the other.
+	// skipGrad receives the skip connection's share of an encoder level's
+	// output gradient, catGrad the gradient of a decoder stage's concat.
+	actGrad, actGradSpare []Tensor
+	skipGrad, catGrad     []Tensor
 }
 
 // LevelSizes returns the spatial size of every level for an input of
@@ -50,15 +56,15 @@ func (m *UNet) LevelSizes(size [3]int) ([][3]int, error) {
 		c := lvl[0].conv
 		var next [3]int
 		for a := 0; a < 3; a++ {
-			next[a] = (cur[a]+2*c.p[a]-c.k[a])/c.s[a] + 1
+			next[a] = (cur[a]+2*c.pad[a]-c.kernel[a])/c.stride[a] + 1
 			if next[a] < 1 {
 				return nil, fmt.Errorf("patch %v too small for level %d", size, l)
 			}
 		}
 		if l > 0 {
 			for a := 0; a < 3; a++ {
-				if next[a]*c.s[a] != cur[a] {
-					return nil, fmt.Errorf("patch %v: axis %d has size %d at level %d, not divisible by the stride %d of level %d (each axis must be divisible by the product of the strides)", size, a, cur[a], l-1, c.s[a], l)
+				if next[a]*c.stride[a] != cur[a] {
+					return nil, fmt.Errorf("patch %v: axis %d has size %d at level %d, not divisible by the stride %d of level %d (each axis must be divisible by the product of the strides)", size, a, cur[a], l-1, c.stride[a], l)
 				}
 			}
 		}
@@ -80,17 +86,17 @@ func (m *UNet) NewWorkspace(n int, size [3]int, train bool) (*Workspace, error) 
 	}
 	dev := m.dev
 	L := len(m.enc)
-	ws := &Workspace{m: m, n: n, size: size, sizes: sizes, train: train}
+	ws := &Workspace{m: m, batch: n, size: size, sizes: sizes, train: train}
 	act := func(l, c int) Tensor { s := sizes[l]; return dev.Alloc(Shape{n, s[0], s[1], s[2], c}) }
 	in := size
 	if m.cfg.InChannels > 1 {
-		ws.x = dev.Alloc(Shape{n, size[0], size[1], size[2], m.cfg.InChannels})
+		ws.inputNDHWC = dev.Alloc(Shape{n, size[0], size[1], size[2], m.cfg.InChannels})
 	}
 	newBuf := func(b *block, in [3]int, l int) blockBuf {
-		bb := blockBuf{g: b.conv.geom(n, in)}
-		bb.a = act(l, b.conv.outC)
+		bb := blockBuf{geom: b.conv.geometry(n, in)}
+		bb.out = act(l, b.conv.outC)
 		if b.gamma != nil {
-			bb.z = act(l, b.conv.outC)
+			bb.convOut = act(l, b.conv.outC)
 			bb.stats = dev.Alloc(Shape{n, b.conv.outC, 2})
 		}
 		return bb
@@ -105,11 +111,11 @@ func (m *UNet) NewWorkspace(n int, size [3]int, train bool) (*Workspace, error) 
 	}
 	for d, u := range m.up {
 		l := L - 2 - d
-		g := u.tgeom(n, sizes[l])
+		g := u.adjointGeometry(n, sizes[l])
 		if g.OutD() != sizes[l+1][0] || g.OutH() != sizes[l+1][1] || g.OutW() != sizes[l+1][2] {
 			return nil, fmt.Errorf("patch %v: transposed conv of stage %d gives %v from %v, skip has %v", size, d, sizes[l], sizes[l+1], sizes[l])
 		}
-		ws.upG = append(ws.upG, g)
+		ws.upGeom = append(ws.upGeom, g)
 		ws.up = append(ws.up, act(l, u.outC))
 		ws.cat = append(ws.cat, act(l, 2*u.outC))
 		var bufs []blockBuf
@@ -118,21 +124,21 @@ func (m *UNet) NewWorkspace(n int, size [3]int, train bool) (*Workspace, error) 
 		}
 		ws.dec = append(ws.dec, bufs)
 	}
-	ws.logits = make([]Tensor, 1+len(m.ds))
-	ws.headG = m.head.geom(n, sizes[0])
+	ws.logits = make([]Tensor, 1+len(m.deepSup))
+	ws.headGeom = m.head.geometry(n, sizes[0])
 	ws.logits[0] = act(0, m.cfg.NumClasses)
-	for d, h := range m.ds {
+	for d, h := range m.deepSup {
 		l := L - 2 - d
-		ws.dsG = append(ws.dsG, h.geom(n, sizes[l]))
+		ws.deepSupGeom = append(ws.deepSupGeom, h.geometry(n, sizes[l]))
 		ws.logits[l] = act(l, m.cfg.NumClasses)
 	}
 	if train {
 		for l, f := range m.cfg.Features {
-			ws.ga = append(ws.ga, act(l, f))
-			ws.gb = append(ws.gb, act(l, f))
+			ws.actGrad = append(ws.actGrad, act(l, f))
+			ws.actGradSpare = append(ws.actGradSpare, act(l, f))
 			if l < L-1 {
-				ws.gskip = append(ws.gskip, act(l, f))
-				ws.gcat = append(ws.gcat, act(l, 2*f))
+				ws.skipGrad = append(ws.skipGrad, act(l, f))
+				ws.catGrad = append(ws.catGrad, act(l, 2*f))
 			}
 		}
 	}
@@ -152,20 +158,20 @@ func (ws *Workspace) Free() {
 	freeBufs := func(bs [][]blockBuf) {
 		for _, lvl := range bs {
 			for _, b := range lvl {
-				free(b.z, b.a, b.stats)
+				free(b.convOut, b.out, b.stats)
 			}
 		}
 	}
-	free(ws.x)
+	free(ws.inputNDHWC)
 	freeBufs(ws.enc)
 	freeBufs(ws.dec)
 	free(ws.up...)
 	free(ws.cat...)
 	free(ws.logits...)
-	free(ws.ga...)
-	free(ws.gb...)
-	free(ws.gskip...)
-	free(ws.gcat...)
+	free(ws.actGrad...)
+	free(ws.actGradSpare...)
+	free(ws.skipGrad...)
+	free(ws.catGrad...)
 }
 
 // Outputs returns the logits of the last Forward: [0] at full resolution
@@ -184,7 +190,7 @@ func (ws *Workspace) OutputShapes() []Shape {
 
 // InputShape returns the NCDHW input shape the workspace expects.
 func (ws *Workspace) InputShape() Shape {
-	return Shape{ws.n, ws.m.cfg.InChannels, ws.size[0], ws.size[1], ws.size[2]}
+	return Shape{ws.batch, ws.m.cfg.InChannels, ws.size[0], ws.size[1], ws.size[2]}
 }
 
 // LabelShape returns the (N, D, H, W) label shape of the workspace.
@@ -194,10 +200,10 @@ func (ws *Workspace) LabelShape() Shape {
 }
 
 // levelOutput returns the output of encoder level l.
-func (ws *Workspace) levelOutput(l int) Tensor { b := ws.enc[l]; return b[len(b)-1].a }
+func (ws *Workspace) levelOutput(l int) Tensor { b := ws.enc[l]; return b[len(b)-1].out }
 
 // stageOutput returns the output of decoder stage d.
-func (ws *Workspace) stageOutput(d int) Tensor { b := ws.dec[d]; return b[len(b)-1].a }
+func (ws *Workspace) stageOutput(d int) Tensor { b := ws.dec[d]; return b[len(b)-1].out }
 
 // ForwardFLOPs returns the analytic FLOPs (2 × multiply-adds) of the
 // convolutions, transposed convolutions and heads of one forward pass for
@@ -206,17 +212,17 @@ func (ws *Workspace) ForwardFLOPs() int64 {
 	var macs int64
 	for _, lvl := range ws.enc {
 		for _, b := range lvl {
-			macs += b.g.MACs()
+			macs += b.geom.MACs()
 		}
 	}
 	for d := range ws.dec {
-		macs += ws.upG[d].MACs()
+		macs += ws.upGeom[d].MACs()
 		for _, b := range ws.dec[d] {
-			macs += b.g.MACs()
+			macs += b.geom.MACs()
 		}
 	}
-	macs += ws.headG.MACs()
-	for _, g := range ws.dsG {
+	macs += ws.headGeom.MACs()
+	for _, g := range ws.deepSupGeom {
 		macs += g.MACs()
 	}
 	return 2 * macs
