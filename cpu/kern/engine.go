@@ -39,18 +39,18 @@ type Engine struct {
 
 // scratch holds one goroutine's buffers. Slices only grow.
 type scratch struct {
-	ring     []float32 // zero-padded source planes (see preparePlanes)
-	ringKeys []int     // which plane each ring slot holds
-	tile     []float32 // C rows of a partial column panel
-	bpad     []float32 // a B block copied with padded row stride
-	ints     []int     // offset tables
-	ints2    []int
-	ints3    []int
-	big      []float32 // per-call shared buffers (packed weights, partial sums)
-	big2     []float32
-	classes  []icClass // per-call work lists
-	icItems  []icItem
-	bwItems  []bwItem
+	ring      []float32 // zero-padded source planes (see preparePlanes)
+	ringKeys  []int     // which plane each ring slot holds
+	tile      []float32 // C rows of a partial column panel
+	bpad      []float32 // a B block copied with padded row stride
+	rowOffA   []int     // offsets of the register tiles' A rows (ukArgs.aoff)
+	rowOffC   []int     // offsets of their C rows (ukArgs.coff)
+	offTables []int     // further offset tables: taps, ring slots, lines, tile rows
+	callBuf   []float32 // per-call buffer shared by all goroutines: packed weights or partial sums
+	biasBuf   []float32 // per-call bias, zero-padded to whole column panels
+	classes   []icClass // per-call work lists
+	icItems   []icItem
+	bwItems   []bwItem
 }
 
 // getScratch takes a scratch from the pool (or makes one).
