@@ -71,10 +71,10 @@ func (b backend) Launch(k kernels.Kernel, grid kernels.Dim3, args ...any) error 
 		return fmt.Errorf("kernel %s: grid %+v has no blocks", k.Name, grid)
 	}
 	op := d.curOp()
-	d.th.post(func() string {
+	d.thread.post(func() string {
 		return fmt.Sprintf("gpu.%s: kernel %s on grid (%d, %d, %d)", op, k.Name, gx, gy, gz)
 	}, func() error {
-		if err := fn.Launch(gx, gy, gz, kernels.Block, 1, 1, 0, d.compute.s, ptrs); err != nil {
+		if err := fn.Launch(gx, gy, gz, kernels.Block, 1, 1, 0, d.compute.cuStream, ptrs); err != nil {
 			return cuErr("cuLaunchKernel", err)
 		}
 		return d.afterWork(d.compute)
@@ -91,7 +91,7 @@ func (b backend) Gemm(ta, tb bool, m, n, k int, alpha float32, a cu.DevicePtr, l
 		}
 	}
 	op := d.curOp()
-	d.th.post(func() string { return fmt.Sprintf("gpu.%s: cublasSgemm m=%d n=%d k=%d", op, m, n, k) }, func() error {
+	d.thread.post(func() string { return fmt.Sprintf("gpu.%s: cublasSgemm m=%d n=%d k=%d", op, m, n, k) }, func() error {
 		if err := d.blas.sgemm(ta, tb, m, n, k, alpha, a, lda, bp, ldb, beta, c, ldc); err != nil {
 			return err
 		}
@@ -110,7 +110,7 @@ func (b backend) GemmBF16(ta, tb bool, m, n, k int, alpha float32, a cu.DevicePt
 		}
 	}
 	op := d.curOp()
-	d.th.post(func() string { return fmt.Sprintf("gpu.%s: cublasGemmEx(bf16) m=%d n=%d k=%d", op, m, n, k) }, func() error {
+	d.thread.post(func() string { return fmt.Sprintf("gpu.%s: cublasGemmEx(bf16) m=%d n=%d k=%d", op, m, n, k) }, func() error {
 		if err := d.blas.gemmBF16(ta, tb, m, n, k, alpha, a, lda, bp, ldb, beta, c, ldc); err != nil {
 			return err
 		}
@@ -122,7 +122,7 @@ func (b backend) GemmBF16(ta, tb bool, m, n, k int, alpha float32, a cu.DevicePt
 // Malloc allocates device memory (cuMemAlloc).
 func (b backend) Malloc(n int) (cu.DevicePtr, error) {
 	var p cu.DevicePtr
-	err := b.d.th.do(func() error {
+	err := b.d.thread.do(func() error {
 		var err error
 		p, err = cu.MemAlloc(int64(n))
 		return cuErr(fmt.Sprintf("cuMemAlloc(%d bytes)", n), err)
@@ -132,7 +132,7 @@ func (b backend) Malloc(n int) (cu.DevicePtr, error) {
 
 // MemFree frees device memory (cuMemFree; it waits for work using it).
 func (b backend) MemFree(p cu.DevicePtr) error {
-	return b.d.th.do(func() error { return cuErr("cuMemFree", cu.MemFree(p)) })
+	return b.d.thread.do(func() error { return cuErr("cuMemFree", cu.MemFree(p)) })
 }
 
 // Write queues a copy of src to the device on the compute stream (from a
@@ -144,8 +144,8 @@ func (b backend) Write(dst cu.DevicePtr, src []byte) error {
 	d := b.d
 	buf := bytes.Clone(src)
 	op := d.curOp()
-	d.th.post(func() string { return fmt.Sprintf("gpu.%s: copy %d bytes of arguments to the device", op, len(buf)) }, func() error {
-		err := cu.MemcpyHtoDAsync(dst, unsafe.Pointer(&buf[0]), int64(len(buf)), d.compute.s)
+	d.thread.post(func() string { return fmt.Sprintf("gpu.%s: copy %d bytes of arguments to the device", op, len(buf)) }, func() error {
+		err := cu.MemcpyHtoDAsync(dst, unsafe.Pointer(&buf[0]), int64(len(buf)), d.compute.cuStream)
 		runtime.KeepAlive(buf)
 		if err != nil {
 			return cuErr("cuMemcpyHtoDAsync", err)
@@ -163,11 +163,11 @@ func (b backend) Read(dst []byte, src cu.DevicePtr) error {
 		return nil
 	}
 	d := b.d
-	err := d.th.do(func() error {
-		if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), src, int64(len(dst)), d.compute.s); err != nil {
+	err := d.thread.do(func() error {
+		if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), src, int64(len(dst)), d.compute.cuStream); err != nil {
 			return cuErr("cuMemcpyDtoHAsync", err)
 		}
-		return cuErr("cuStreamSynchronize(compute)", d.compute.s.Synchronize())
+		return cuErr("cuStreamSynchronize(compute)", d.compute.cuStream.Synchronize())
 	})
 	return wrapAsync(err)
 }

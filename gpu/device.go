@@ -63,18 +63,18 @@ type Info struct {
 type Device struct {
 	*core.Device[cu.DevicePtr]
 
-	core    *core.Device[cu.DevicePtr]
-	th      *thread
-	dev     cu.Device
-	compute *Stream
-	blas    *cublas
-	funcs   map[string]cu.Function
-	mods    []cu.Module
-	pinned  ranges.Set // pinned host allocations (PinnedAllocator)
-	sync    bool       // synchronise after every piece of work (SyncEnv)
-	spin    bool       // host waits spin (Options.SpinWait)
-	info    Info
-	name    string
+	core     *core.Device[cu.DevicePtr]
+	thread   *thread
+	cuDevice cu.Device
+	compute  *Stream
+	blas     *cublas
+	funcs    map[string]cu.Function
+	modules  []cu.Module
+	pinned   ranges.Set // pinned host allocations (PinnedAllocator)
+	sync     bool       // synchronise after every piece of work (SyncEnv)
+	spin     bool       // host waits spin (Options.SpinWait)
+	info     Info
+	name     string
 
 	opMu sync.Mutex
 	op   string // the nn.Device op whose work is being issued
@@ -139,7 +139,7 @@ func New(o Options) (*Device, error) {
 		info.Notes = append(info.Notes, "NVIDIA_TF32_OVERRIDE=0 is set: cuBLAS computes in fp32 despite math mode tf32")
 	}
 
-	d := &Device{dev: dev, funcs: map[string]cu.Function{}, info: info, spin: o.SpinWait,
+	d := &Device{cuDevice: dev, funcs: map[string]cu.Function{}, info: info, spin: o.SpinWait,
 		sync: o.SyncEveryOp || os.Getenv(SyncEnv) == "1"}
 	d.core = core.New[cu.DevicePtr](backend{d}, core.Options{ConvWorkspace: o.ConvWorkspace, BF16: o.Math == MathBF16})
 	d.Device = d.core
@@ -163,13 +163,13 @@ func New(o Options) (*Device, error) {
 		fini()
 		return nil, fmt.Errorf("gpu: %s: %w", info.Name, err)
 	}
-	d.th = th
+	d.thread = th
 	fail := func(err error) (*Device, error) {
-		d.th.stop(func() {
+		d.thread.stop(func() {
 			if d.blas != nil {
 				_ = d.blas.close()
 			}
-			for _, m := range d.mods {
+			for _, m := range d.modules {
 				_ = m.Unload()
 			}
 		})
@@ -178,11 +178,11 @@ func New(o Options) (*Device, error) {
 	if d.compute, err = d.newStream("compute"); err != nil {
 		return fail(err)
 	}
-	if err := d.th.do(d.loadModules); err != nil {
+	if err := d.thread.do(d.loadModules); err != nil {
 		return fail(err)
 	}
-	if err := d.th.do(func() error {
-		b, err := openCuBLAS(d.compute.s, o.Math)
+	if err := d.thread.do(func() error {
+		b, err := openCuBLAS(d.compute.cuStream, o.Math)
 		d.blas = b
 		return err
 	}); err != nil {
@@ -225,14 +225,14 @@ func (d *Device) loadModules() error {
 		if err != nil {
 			return fmt.Errorf("cuModuleLoadData(%s.ptx): %w%s", mod, err, jitLog(ptx))
 		}
-		d.mods = append(d.mods, m)
+		d.modules = append(d.modules, m)
 	}
 	for _, k := range kernels.All() {
 		i := sort.SearchStrings(kernels.Modules(), k.Module)
-		if i >= len(d.mods) || kernels.Modules()[i] != k.Module {
+		if i >= len(d.modules) || kernels.Modules()[i] != k.Module {
 			return fmt.Errorf("kernel %s: no PTX module %q", k.Name, k.Module)
 		}
-		fn, err := d.mods[i].Function(k.Name)
+		fn, err := d.modules[i].Function(k.Name)
 		if err != nil {
 			return fmt.Errorf("cuModuleGetFunction(%s, %s): %w", k.Module, k.Name, err)
 		}
@@ -260,7 +260,7 @@ func (d *Device) afterWork(s *Stream) error {
 	if !d.sync {
 		return nil
 	}
-	return cuErr("cuStreamSynchronize after it (synchronous debugging)", s.s.Synchronize())
+	return cuErr("cuStreamSynchronize after it (synchronous debugging)", s.cuStream.Synchronize())
 }
 
 // Alloc returns a zero-filled tensor (its zero fill runs on the compute
@@ -296,7 +296,7 @@ func (d *Device) Compute() *Stream { return d.compute }
 
 // MemInfo returns the free and total device memory the driver reports.
 func (d *Device) MemInfo() (free, total int64, err error) {
-	err = d.th.do(func() error {
+	err = d.thread.do(func() error {
 		var err error
 		free, total, err = cu.MemInfo()
 		return cuErr("cuMemGetInfo", err)
@@ -313,19 +313,19 @@ func (d *Device) Close() error {
 		return nil
 	}
 	var errs []error
-	errs = append(errs, d.th.do(func() error { return cuErr("cuStreamSynchronize(compute)", d.compute.s.Synchronize()) }))
+	errs = append(errs, d.thread.do(func() error { return cuErr("cuStreamSynchronize(compute)", d.compute.cuStream.Synchronize()) }))
 	errs = append(errs, d.core.Close())
 	if n := d.pinned.Len(); n > 0 {
 		errs = append(errs, fmt.Errorf("gpu: Close with %d pinned host buffers not freed (released with the context)", n))
 	}
-	d.th.stop(func() {
+	d.thread.stop(func() {
 		if d.blas != nil {
 			errs = append(errs, d.blas.close())
 		}
-		for _, m := range d.mods {
+		for _, m := range d.modules {
 			errs = append(errs, cuErr("cuModuleUnload", m.Unload()))
 		}
-		errs = append(errs, cuErr("cuStreamDestroy(compute)", d.compute.s.Destroy()))
+		errs = append(errs, cuErr("cuStreamDestroy(compute)", d.compute.cuStream.Destroy()))
 	})
 	if err := d.core.Err(); err != nil {
 		errs = append([]error{err}, errs...)

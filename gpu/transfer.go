@@ -52,8 +52,8 @@ func (d *Device) Upload(s nn.Stream, dst nn.Tensor, src []float32) error {
 		kind = "pinned"
 	}
 	n, ptr := int64(4*len(src)), t.Ptr()
-	d.th.post(func() string { return fmt.Sprintf("gpu.Upload (%s, %d bytes, %s stream)", kind, n, st.name) }, func() error {
-		if err := cu.MemcpyHtoDAsync(ptr, p, n, st.s); err != nil {
+	d.thread.post(func() string { return fmt.Sprintf("gpu.Upload (%s, %d bytes, %s stream)", kind, n, st.name) }, func() error {
+		if err := cu.MemcpyHtoDAsync(ptr, p, n, st.cuStream); err != nil {
 			return cuErr("cuMemcpyHtoDAsync", err)
 		}
 		runtime.KeepAlive(src) // pageable Go memory: alive until staged
@@ -89,8 +89,8 @@ func (d *Device) Download(s nn.Stream, dst []float32, src nn.Tensor) error {
 		kind = "pinned"
 	}
 	n, ptr := int64(4*len(dst)), t.Ptr()
-	d.th.post(func() string { return fmt.Sprintf("gpu.Download (%s, %d bytes, %s stream)", kind, n, st.name) }, func() error {
-		if err := cu.MemcpyDtoHAsync(p, ptr, n, st.s); err != nil {
+	d.thread.post(func() string { return fmt.Sprintf("gpu.Download (%s, %d bytes, %s stream)", kind, n, st.name) }, func() error {
+		if err := cu.MemcpyDtoHAsync(p, ptr, n, st.cuStream); err != nil {
 			return cuErr("cuMemcpyDtoHAsync", err)
 		}
 		runtime.KeepAlive(dst)

@@ -32,7 +32,7 @@ const (
 	DefaultFlatChunk = 1 << 16
 )
 
-// Ops turns nn.Device operations into kernel launches on L. The zero
+// Ops turns nn.Device operations into kernel launches on Launcher. The zero
 // Chunk and FlatChunk mean the defaults; results depend on them (the order
 // of floating-point sums), so a device should keep them fixed.
 //
@@ -44,7 +44,7 @@ const (
 // FlatScratchBytes (SumSquares) bytes, and leave results in device memory
 // for the caller to download.
 type Ops[B any] struct {
-	L         Launcher[B]
+	Launcher  Launcher[B]
 	Chunk     int // voxels per block in per-(sample, channel) reductions
 	FlatChunk int // elements per block in flat reductions
 }
@@ -109,5 +109,5 @@ func (o Ops[B]) launch1(k Kernel, work int, args ...any) error {
 	if work == 0 {
 		return nil
 	}
-	return o.L.Launch(k, gridFor(work), args...)
+	return o.Launcher.Launch(k, gridFor(work), args...)
 }

@@ -15,7 +15,7 @@ func (o Ops[B]) OneHot(labels, dst, bad B, nvox, c int) error {
 	if err := checkSizes("OneHot", []int{nvox, c}); err != nil {
 		return err
 	}
-	if err := o.L.Launch(kFillI32, Dim3{X: 1}, bad, int32(1), int32(NoBadLabel)); err != nil {
+	if err := o.Launcher.Launch(kFillI32, Dim3{X: 1}, bad, int32(1), int32(NoBadLabel)); err != nil {
 		return err
 	}
 	return o.launch1(kOneHot, nvox, labels, dst, bad, i32(nvox), i32(c))
@@ -48,20 +48,20 @@ func (o Ops[B]) SoftmaxLoss(logits, labels, probs, out, bad, scratch B, n, v, c 
 	}
 	nch := o.nChunks(v)
 	cepart := scratch
-	part := o.L.Offset(scratch, 8*n*nch)
-	if err := o.L.Launch(kFillI32, Dim3{X: 1}, bad, int32(1), int32(NoBadLabel)); err != nil {
+	part := o.Launcher.Offset(scratch, 8*n*nch)
+	if err := o.Launcher.Launch(kFillI32, Dim3{X: 1}, bad, int32(1), int32(NoBadLabel)); err != nil {
 		return err
 	}
-	if err := o.L.Launch(kSoftmaxFwd, o.chunkGrid(n, v), logits, labels, probs, cepart, bad, i32(v), i32(c), i32(o.chunk())); err != nil {
+	if err := o.Launcher.Launch(kSoftmaxFwd, o.chunkGrid(n, v), logits, labels, probs, cepart, bad, i32(v), i32(c), i32(o.chunk())); err != nil {
 		return err
 	}
-	if err := o.L.Launch(kSegStatsPartial, o.chunkGrid(n, v), probs, labels, part, i32(v), i32(c), i32(o.chunk())); err != nil {
+	if err := o.Launcher.Launch(kSegStatsPartial, o.chunkGrid(n, v), probs, labels, part, i32(v), i32(c), i32(o.chunk())); err != nil {
 		return err
 	}
 	if err := o.launch1(kReduceChunksF64, n, cepart, out, i32(n), i32(nch), int32(1)); err != nil {
 		return err
 	}
-	return o.launch1(kReduceChunksF64, n*3*c, part, o.L.Offset(out, 8*n), i32(n), i32(nch), i32(3*c))
+	return o.launch1(kReduceChunksF64, n*3*c, part, o.Launcher.Offset(out, 8*n), i32(n), i32(nch), i32(3*c))
 }
 
 // SegStatsFromOut turns SoftmaxLoss's out (downloaded) into nn.SegStats.
@@ -98,10 +98,10 @@ func (o Ops[B]) SigmoidBCE(logits, labels, dlogits, out, bad, scratch B, n, v in
 	if err := o.checkChunked("SigmoidBCE", n, v, 1); err != nil {
 		return err
 	}
-	if err := o.L.Launch(kFillI32, Dim3{X: 1}, bad, int32(1), int32(NoBadLabel)); err != nil {
+	if err := o.Launcher.Launch(kFillI32, Dim3{X: 1}, bad, int32(1), int32(NoBadLabel)); err != nil {
 		return err
 	}
-	if err := o.L.Launch(kSigmoidBCE, o.chunkGrid(n, v), logits, labels, dlogits, scratch, bad, i32(v), i32(o.chunk()), posWeight, gradScale); err != nil {
+	if err := o.Launcher.Launch(kSigmoidBCE, o.chunkGrid(n, v), logits, labels, dlogits, scratch, bad, i32(v), i32(o.chunk()), posWeight, gradScale); err != nil {
 		return err
 	}
 	return o.launch1(kReduceChunksF64, n, scratch, out, i32(n), i32(o.nChunks(v)), int32(1))
@@ -119,10 +119,10 @@ func (o Ops[B]) SegCounts(logits, labels, counts, bad B, nvox, c int) error {
 		return err
 	}
 	k := max(c, 2)
-	if err := o.L.Launch(kFillI32, gridFor(2*3*k), counts, i32(2*3*k), int32(0)); err != nil {
+	if err := o.Launcher.Launch(kFillI32, gridFor(2*3*k), counts, i32(2*3*k), int32(0)); err != nil {
 		return err
 	}
-	if err := o.L.Launch(kFillI32, Dim3{X: 1}, bad, int32(1), int32(NoBadLabel)); err != nil {
+	if err := o.Launcher.Launch(kFillI32, Dim3{X: 1}, bad, int32(1), int32(NoBadLabel)); err != nil {
 		return err
 	}
 	return o.launch1(kSegCounts, nvox, logits, labels, counts, bad, i32(nvox), i32(c), i32(k))

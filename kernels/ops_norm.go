@@ -14,7 +14,7 @@ func (o Ops[B]) InstanceNormActForward(x, gamma, beta, y, stats, scratch B, n, v
 		return err
 	}
 	nch := o.nChunks(v)
-	if err := o.L.Launch(kINFwdPartial, o.chunkGrid(n, v), x, scratch, i32(v), i32(c), i32(o.chunk())); err != nil {
+	if err := o.Launcher.Launch(kINFwdPartial, o.chunkGrid(n, v), x, scratch, i32(v), i32(c), i32(o.chunk())); err != nil {
 		return err
 	}
 	if err := o.launch1(kINFwdStats, n*c, scratch, stats, i32(n), i32(v), i32(c), i32(nch), eps); err != nil {
@@ -37,9 +37,9 @@ func (o Ops[B]) InstanceNormActBackward(x, gamma, beta, stats, dy, dx, dgamma, d
 	}
 	nch := o.nChunks(v)
 	part := scratch
-	tot := o.L.Offset(scratch, 8*n*nch*2*c)
-	coef := o.L.Offset(tot, 8*n*2*c)
-	if err := o.L.Launch(kINBwdPartial, o.chunkGrid(n, v), x, gamma, beta, dy, stats, part, i32(v), i32(c), i32(o.chunk()), slope); err != nil {
+	tot := o.Launcher.Offset(scratch, 8*n*nch*2*c)
+	coef := o.Launcher.Offset(tot, 8*n*2*c)
+	if err := o.Launcher.Launch(kINBwdPartial, o.chunkGrid(n, v), x, gamma, beta, dy, stats, part, i32(v), i32(c), i32(o.chunk()), slope); err != nil {
 		return err
 	}
 	if err := o.launch1(kINBwdFinish, n*c, part, stats, gamma, tot, coef, i32(n), i32(v), i32(c), i32(nch)); err != nil {

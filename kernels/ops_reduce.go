@@ -26,7 +26,7 @@ func (o Ops[B]) ChannelSum(t, dst, scratch B, rows, c int) error {
 	}
 	var null B
 	nch := o.nChunks(rows)
-	if err := o.L.Launch(kChannelSumPartial, o.chunkGrid(1, rows), t, null, scratch, i32(rows), i32(c), i32(o.chunk())); err != nil {
+	if err := o.Launcher.Launch(kChannelSumPartial, o.chunkGrid(1, rows), t, null, scratch, i32(rows), i32(c), i32(o.chunk())); err != nil {
 		return err
 	}
 	return o.launch1(kReduceChunksF32, c, scratch, dst, int32(1), i32(nch), i32(c))
@@ -38,7 +38,7 @@ func (o Ops[B]) ChannelDot(a, b, out, scratch B, n, v, c int) error {
 	if err := o.checkChunked("ChannelDot", n, v, c); err != nil {
 		return err
 	}
-	if err := o.L.Launch(kChannelSumPartial, o.chunkGrid(n, v), a, b, scratch, i32(v), i32(c), i32(o.chunk())); err != nil {
+	if err := o.Launcher.Launch(kChannelSumPartial, o.chunkGrid(n, v), a, b, scratch, i32(v), i32(c), i32(o.chunk())); err != nil {
 		return err
 	}
 	return o.launch1(kReduceChunksF64, n*c, scratch, out, i32(n), i32(o.nChunks(v)), i32(c))
@@ -50,10 +50,10 @@ func (o Ops[B]) SumSquares(x, out, scratch B, n int) error {
 		return err
 	}
 	if n == 0 {
-		return o.L.Launch(kFillI32, Dim3{X: 1}, out, int32(2), int32(0)) // 0.0 as two zero words
+		return o.Launcher.Launch(kFillI32, Dim3{X: 1}, out, int32(2), int32(0)) // 0.0 as two zero words
 	}
 	nch := (n + o.flatChunk() - 1) / o.flatChunk()
-	if err := o.L.Launch(kSumSqPartial, Dim3{X: nch}, x, scratch, i32(n), i32(o.flatChunk())); err != nil {
+	if err := o.Launcher.Launch(kSumSqPartial, Dim3{X: nch}, x, scratch, i32(n), i32(o.flatChunk())); err != nil {
 		return err
 	}
 	return o.launch1(kReduceChunksF64, 1, scratch, out, int32(1), i32(nch), int32(1))

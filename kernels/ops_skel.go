@@ -32,8 +32,8 @@ func (o Ops[B]) SoftSkeleton(x, skel, scratch B, n, d, h, w, c, iters, fromC int
 	}
 	elems := n * d * h * w * c
 	run := func(k Kernel, bufs ...any) error { return o.launch1(k, elems, append(bufs, geo...)...) }
-	cur, next := scratch, o.L.Offset(scratch, 4*elems)
-	open := o.L.Offset(scratch, 8*elems)
+	cur, next := scratch, o.Launcher.Offset(scratch, 4*elems)
+	open := o.Launcher.Offset(scratch, 8*elems)
 	// img_1 = erode(x), open_0 = dilate(img_1), skel_0 = relu(x - open_0).
 	if err := run(kSkelErode, x, cur); err != nil {
 		return err
@@ -70,7 +70,7 @@ func (o Ops[B]) SoftSkeletonBackward(x, dskel, dx, scratch B, n, d, h, w, c, ite
 	elems := n * d * h * w * c
 	run := func(k Kernel, bufs ...any) error { return o.launch1(k, elems, append(bufs, geo...)...) }
 	next := 0
-	vol := func() B { b := o.L.Offset(scratch, 4*elems*next); next++; return b }
+	vol := func() B { b := o.Launcher.Offset(scratch, 4*elems*next); next++; return b }
 	imgs := []B{x} // img_0 .. img_{iters+1}
 	opens := make([]B, iters+1)
 	for j := 0; j <= iters; j++ {

@@ -48,7 +48,7 @@ func (d *Device[B]) checkGeom(op string, g geom.Conv) {
 
 // gemm issues one GEMM, recording a backend failure.
 func (d *Device[B]) gemm(op string, ta, tb bool, m, n, k int, alpha float32, a B, lda int, b B, ldb int, beta float32, c B, ldc int) {
-	if err := d.be.Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); err != nil {
+	if err := d.machine.Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); err != nil {
 		d.fail(op, fmt.Errorf("GEMM %s%s m=%d n=%d k=%d: %w", tr(ta), tr(tb), m, n, k, err))
 	}
 }
@@ -83,7 +83,7 @@ func (d *Device[B]) gemmDcol(op string, g geom.Conv, k, rows int, w, dy, dcol B)
 // tileRows returns the rows per vol2col tile and a workspace for them.
 func (d *Device[B]) tileRows(op string, g geom.Conv) (rows int, ws B, ok bool) {
 	rows = d.rowsPerTile(g)
-	ws, ok = d.need(op, &d.ws, 4*rows*g.PatchLen())
+	ws, ok = d.need(op, &d.convTile, 4*rows*g.PatchLen())
 	return rows, ws, ok
 }
 
@@ -125,7 +125,7 @@ func (d *Device[B]) Conv3DForward(g geom.Conv, x, w, b, y nn.Tensor) {
 		for m0 := 0; m0 < m; m0 += rows {
 			r := min(rows, m-m0)
 			d.check(op, d.ops.Vol2Col(g, xp, ws, m0, r))
-			d.gemmYT(op, g, k, r, wp, ws, d.be.Offset(yp, 4*m0*g.OutC))
+			d.gemmYT(op, g, k, r, wp, ws, d.machine.Offset(yp, 4*m0*g.OutC))
 		}
 	}
 	if b != nil {
@@ -157,7 +157,7 @@ func (d *Device[B]) Conv3DBackwardData(g geom.Conv, dy, w, dx nn.Tensor) {
 	d.check(op, d.ops.Fill(dxp, g.InLen(), 0))
 	for m0 := 0; m0 < m; m0 += rows {
 		r := min(rows, m-m0)
-		d.gemmDcol(op, g, k, r, wp, d.be.Offset(dyp, 4*m0*g.OutC), ws)
+		d.gemmDcol(op, g, k, r, wp, d.machine.Offset(dyp, 4*m0*g.OutC), ws)
 		d.check(op, d.ops.Col2Vol(g, ws, dxp, m0, r))
 	}
 }
@@ -193,7 +193,7 @@ func (d *Device[B]) Conv3DBackwardWeight(g geom.Conv, x, dy, dw, db nn.Tensor) {
 			if m0 == 0 {
 				beta = 0
 			}
-			d.gemmDW(op, g, k, r, ws, d.be.Offset(dyp, 4*m0*g.OutC), dwp, beta)
+			d.gemmDW(op, g, k, r, ws, d.machine.Offset(dyp, 4*m0*g.OutC), dwp, beta)
 		}
 	}
 	if db != nil {

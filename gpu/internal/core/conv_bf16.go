@@ -19,7 +19,7 @@ import (
 
 // gemmH issues one bf16 GEMM, recording a backend failure.
 func (d *Device[B]) gemmH(op string, ta, tb bool, m, n, k int, a B, lda int, b B, ldb int, beta float32, c B, ldc int) {
-	if err := d.be.GemmBF16(ta, tb, m, n, k, 1, a, lda, b, ldb, beta, c, ldc); err != nil {
+	if err := d.machine.GemmBF16(ta, tb, m, n, k, 1, a, lda, b, ldb, beta, c, ldc); err != nil {
 		d.fail(op, fmt.Errorf("GEMM (bf16) %s%s m=%d n=%d k=%d: %w", tr(ta), tr(tb), m, n, k, err))
 	}
 }
@@ -27,7 +27,7 @@ func (d *Device[B]) gemmH(op string, ta, tb bool, m, n, k int, a B, lda int, b B
 // weightsH returns g's weights w (OutC × K float32) rounded to bf16.
 func (d *Device[B]) weightsH(op string, g geom.Conv, w B) (B, bool) {
 	k := g.PatchLen()
-	wh, ok := d.need(op, &d.wH, 2*g.OutC*k)
+	wh, ok := d.need(op, &d.weightsBF16, 2*g.OutC*k)
 	if ok {
 		d.check(op, d.ops.F32ToBF16(w, wh, g.OutC*k))
 	}
@@ -37,7 +37,7 @@ func (d *Device[B]) weightsH(op string, g geom.Conv, w B) (B, bool) {
 // colH writes rows [m0, m0+r) of the vol2col matrix of x in bf16 to dst.
 func (d *Device[B]) colH(op string, g geom.Conv, x, dst B, m0, r int) {
 	if pointwise(g) {
-		d.check(op, d.ops.F32ToBF16(d.be.Offset(x, 4*m0*g.InC), dst, r*g.InC))
+		d.check(op, d.ops.F32ToBF16(d.machine.Offset(x, 4*m0*g.InC), dst, r*g.InC))
 		return
 	}
 	d.check(op, d.ops.Vol2ColBF16(g, x, dst, m0, r))
@@ -45,7 +45,7 @@ func (d *Device[B]) colH(op string, g geom.Conv, x, dst B, m0, r int) {
 
 // dyH writes rows [m0, m0+r) of dy (M × OutC float32) in bf16 to dst.
 func (d *Device[B]) dyH(op string, g geom.Conv, dy, dst B, m0, r int) {
-	d.check(op, d.ops.F32ToBF16(d.be.Offset(dy, 4*m0*g.OutC), dst, r*g.OutC))
+	d.check(op, d.ops.F32ToBF16(d.machine.Offset(dy, 4*m0*g.OutC), dst, r*g.OutC))
 }
 
 // forwardBF16 computes y = conv(x, w) (no bias) with bf16 GEMMs:
@@ -57,14 +57,14 @@ func (d *Device[B]) forwardBF16(op string, g geom.Conv, x, w, y B) {
 	if !ok {
 		return
 	}
-	colh, ok := d.need(op, &d.wsH, 2*rows*k)
+	colh, ok := d.need(op, &d.convTileBF16, 2*rows*k)
 	if !ok {
 		return
 	}
 	for m0 := 0; m0 < m; m0 += rows {
 		r := min(rows, m-m0)
 		d.colH(op, g, x, colh, m0, r)
-		d.gemmH(op, true, false, g.OutC, r, k, wh, k, colh, k, 0, d.be.Offset(y, 4*m0*g.OutC), g.OutC)
+		d.gemmH(op, true, false, g.OutC, r, k, wh, k, colh, k, 0, d.machine.Offset(y, 4*m0*g.OutC), g.OutC)
 	}
 }
 
@@ -73,11 +73,11 @@ func (d *Device[B]) forwardBF16(op string, g geom.Conv, x, w, y B) {
 func (d *Device[B]) backwardWeightBF16(op string, g geom.Conv, x, dy, dw B) {
 	k, m := g.PatchLen(), g.OutVoxels()
 	rows := d.rowsPerTile(g)
-	colh, ok := d.need(op, &d.wsH, 2*rows*k)
+	colh, ok := d.need(op, &d.convTileBF16, 2*rows*k)
 	if !ok {
 		return
 	}
-	dyh, ok := d.need(op, &d.ws, 2*rows*g.OutC)
+	dyh, ok := d.need(op, &d.convTile, 2*rows*g.OutC)
 	if !ok {
 		return
 	}
@@ -102,7 +102,7 @@ func (d *Device[B]) backwardDataBF16(op string, g geom.Conv, dy, w, dx B) {
 	if !ok {
 		return
 	}
-	dyh, ok := d.need(op, &d.wsH, 2*rows*g.OutC)
+	dyh, ok := d.need(op, &d.convTileBF16, 2*rows*g.OutC)
 	if !ok {
 		return
 	}
@@ -110,11 +110,11 @@ func (d *Device[B]) backwardDataBF16(op string, g geom.Conv, dy, w, dx B) {
 		for m0 := 0; m0 < m; m0 += rows {
 			r := min(rows, m-m0)
 			d.dyH(op, g, dy, dyh, m0, r)
-			d.gemmH(op, false, false, k, r, g.OutC, wh, k, dyh, g.OutC, 0, d.be.Offset(dx, 4*m0*k), k)
+			d.gemmH(op, false, false, k, r, g.OutC, wh, k, dyh, g.OutC, 0, d.machine.Offset(dx, 4*m0*k), k)
 		}
 		return
 	}
-	dcol, ok := d.need(op, &d.ws, 4*rows*k)
+	dcol, ok := d.need(op, &d.convTile, 4*rows*k)
 	if !ok {
 		return
 	}

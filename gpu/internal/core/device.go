@@ -87,10 +87,10 @@ const DefaultConvWorkspace = 256 << 20
 // ops share scratch buffers and must be issued by one goroutine at a time
 // (as nn issues them: from the training loop).
 type Device[B comparable] struct {
-	be     Backend[B]
-	ops    kernels.Ops[B]
-	opt    Options
-	prefix string
+	machine Backend[B] // the CUDA device, or the host emulation in tests
+	ops     kernels.Ops[B]
+	opt     Options
+	prefix  string
 
 	mu    sync.Mutex
 	err   error
@@ -98,18 +98,23 @@ type Device[B comparable] struct {
 
 	// Reused device buffers, grown on demand; only compute-stream work uses
 	// them, so a later op may reuse one as soon as an earlier op issued
-	// its last use.
-	scratch, ws, small buffer[B]
+	// its last use. scratch holds the intermediates of reductions and the
+	// soft skeleton, small the few values an op copies in from or out to
+	// the host (loss sums, per-sample coefficients, a bad-label cell), and
+	// convTile one tile of a convolution's vol2col matrix (in the bf16
+	// convolutions, a tile of the float32 dcol or of the bf16 output
+	// gradient).
+	scratch, convTile, small buffer[B]
 	// bf16 operands of the BF16 convolutions: a tile of the vol2col
 	// matrix or of the output gradient, and the weights.
-	wsH, wH buffer[B]
+	convTileBF16, weightsBF16 buffer[B]
 }
 
 // Tensor is a Device's tensor: a shape and a device pointer.
 type Tensor[B comparable] struct {
 	shape nn.Shape
 	ptr   B
-	n     int        // elements
+	elems int        // float32 elements
 	root  *Tensor[B] // the allocation (itself unless a view)
 	freed bool       // root only
 	// Fence is for the wrapping package: package gpu keeps here the event
@@ -125,7 +130,7 @@ func (t *Tensor[B]) Shape() nn.Shape { return t.shape }
 func (t *Tensor[B]) Ptr() B { return t.ptr }
 
 // Len returns the number of float32 elements.
-func (t *Tensor[B]) Len() int { return t.n }
+func (t *Tensor[B]) Len() int { return t.elems }
 
 // Root returns the allocation a view belongs to (t itself otherwise).
 func (t *Tensor[B]) Root() *Tensor[B] { return t.root }
@@ -140,14 +145,14 @@ func New[B comparable](be Backend[B], o Options) *Device[B] {
 	if o.Prefix == "" {
 		o.Prefix = "gpu"
 	}
-	d := &Device[B]{be: be, opt: o, prefix: o.Prefix}
-	d.ops = kernels.Ops[B]{L: launcher[B]{d}, Chunk: o.Chunk, FlatChunk: o.FlatChunk}
-	d.cache.be = be
+	d := &Device[B]{machine: be, opt: o, prefix: o.Prefix}
+	d.ops = kernels.Ops[B]{Launcher: launcher[B]{d}, Chunk: o.Chunk, FlatChunk: o.FlatChunk}
+	d.cache.machine = be
 	return d
 }
 
 // Backend returns the device's backend.
-func (d *Device[B]) Backend() Backend[B] { return d.be }
+func (d *Device[B]) Backend() Backend[B] { return d.machine }
 
 // Name returns Options.Name.
 func (d *Device[B]) Name() string { return d.opt.Name }
@@ -184,13 +189,13 @@ func (d *Device[B]) fail(op string, err error) {
 type launcher[B comparable] struct{ d *Device[B] }
 
 func (l launcher[B]) Launch(k kernels.Kernel, grid kernels.Dim3, args ...any) error {
-	if err := l.d.be.Launch(k, grid, args...); err != nil {
+	if err := l.d.machine.Launch(k, grid, args...); err != nil {
 		l.d.SetErr(fmt.Errorf("%s: launch %s: %w", l.d.prefix, k.Name, err))
 	}
 	return nil
 }
 
-func (l launcher[B]) Offset(b B, bytes int) B { return l.d.be.Offset(b, bytes) }
+func (l launcher[B]) Offset(b B, bytes int) B { return l.d.machine.Offset(b, bytes) }
 
 // check panics on an argument error of kernels.Ops (a programming error
 // or a tensor beyond the kernels' int32 indexing).
@@ -201,7 +206,7 @@ func (d *Device[B]) check(op string, err error) {
 }
 
 // begin names op for the backend's asynchronous error messages.
-func (d *Device[B]) begin(op string) { d.be.Op(op) }
+func (d *Device[B]) begin(op string) { d.machine.Op(op) }
 
 // OutOfMemoryError is the panic value of Alloc when the device has no
 // memory left for a tensor, even after releasing its cached blocks.
@@ -238,7 +243,7 @@ func (d *Device[B]) AllocTensor(shape nn.Shape) *Tensor[B] {
 		inUse, _, cached := d.cache.stats()
 		panic(&OutOfMemoryError{Shape: shape.Clone(), Bytes: 4 * int64(n), InUse: inUse, Cached: cached, Err: err})
 	}
-	t := &Tensor[B]{shape: shape.Clone(), ptr: p, n: n}
+	t := &Tensor[B]{shape: shape.Clone(), ptr: p, elems: n}
 	t.root = t
 	d.begin("Alloc")
 	d.check("Alloc", d.ops.Fill(p, n, 0))
@@ -252,16 +257,16 @@ func (d *Device[B]) Free(t nn.Tensor) {
 		return
 	}
 	ct.freed = true
-	d.cache.put(ct.ptr, 4*ct.n, true)
+	d.cache.put(ct.ptr, 4*ct.elems, true)
 }
 
 // View returns a tensor of another shape sharing t's memory.
 func (d *Device[B]) View(t nn.Tensor, shape nn.Shape) nn.Tensor {
 	ct := d.T(t)
-	if shape.Len() != ct.n {
+	if shape.Len() != ct.elems {
 		panic(fmt.Sprintf("%s.View: cannot view %v as %v", d.prefix, ct.shape, shape))
 	}
-	return &Tensor[B]{shape: shape.Clone(), ptr: ct.ptr, n: ct.n, root: ct.root}
+	return &Tensor[B]{shape: shape.Clone(), ptr: ct.ptr, elems: ct.elems, root: ct.root}
 }
 
 // MemoryInUse returns the bytes of live tensors and their peak.
@@ -281,7 +286,7 @@ func (d *Device[B]) ReleaseCached() error { return d.cache.release() }
 // still allocated stay allocated (the backend's context owns them).
 func (d *Device[B]) Close() error {
 	var errs []error
-	for _, b := range []*buffer[B]{&d.scratch, &d.ws, &d.small, &d.wsH, &d.wH} {
+	for _, b := range []*buffer[B]{&d.scratch, &d.convTile, &d.small, &d.convTileBF16, &d.weightsBF16} {
 		b.drop(&d.cache)
 	}
 	errs = append(errs, d.cache.release())
@@ -313,8 +318,8 @@ func (d *Device[B]) p(t nn.Tensor) B {
 // mustLen returns t's pointer, panicking unless t has n elements.
 func (d *Device[B]) mustLen(op string, t nn.Tensor, n int) B {
 	ct := d.T(t)
-	if ct.n != n {
-		panic(fmt.Sprintf("%s.%s: tensor %v has %d elements, want %d", d.prefix, op, ct.shape, ct.n, n))
+	if ct.elems != n {
+		panic(fmt.Sprintf("%s.%s: tensor %v has %d elements, want %d", d.prefix, op, ct.shape, ct.elems, n))
 	}
 	return ct.ptr
 }

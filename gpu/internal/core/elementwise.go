@@ -14,28 +14,28 @@ import (
 func (d *Device[B]) Fill(t nn.Tensor, v float32) {
 	d.begin("Fill")
 	ct := d.T(t)
-	d.check("Fill", d.ops.Fill(ct.ptr, ct.n, v))
+	d.check("Fill", d.ops.Fill(ct.ptr, ct.elems, v))
 }
 
 // Copy copies src into dst (same length).
 func (d *Device[B]) Copy(dst, src nn.Tensor) {
 	d.begin("Copy")
 	s := d.T(src)
-	d.check("Copy", d.ops.Copy(d.mustLen("Copy", dst, s.n), s.ptr, s.n))
+	d.check("Copy", d.ops.Copy(d.mustLen("Copy", dst, s.elems), s.ptr, s.elems))
 }
 
 // Add computes dst += src.
 func (d *Device[B]) Add(dst, src nn.Tensor) {
 	d.begin("Add")
 	s := d.T(src)
-	d.check("Add", d.ops.Add(d.mustLen("Add", dst, s.n), s.ptr, s.n))
+	d.check("Add", d.ops.Add(d.mustLen("Add", dst, s.elems), s.ptr, s.elems))
 }
 
 // Scale computes t *= alpha.
 func (d *Device[B]) Scale(t nn.Tensor, alpha float32) {
 	d.begin("Scale")
 	ct := d.T(t)
-	d.check("Scale", d.ops.Scale(ct.ptr, ct.n, alpha))
+	d.check("Scale", d.ops.Scale(ct.ptr, ct.elems, alpha))
 }
 
 // NCDHWToNDHWC converts a channels-first tensor to channels-last.
@@ -86,7 +86,7 @@ func (d *Device[B]) AddChannelBias(t, bias nn.Tensor) {
 	ct := d.T(t)
 	c := d.lastDim(op, t)
 	bp := d.mustLen(op, bias, c)
-	d.check(op, d.ops.AddChannelBias(ct.ptr, bp, ct.n/c, c))
+	d.check(op, d.ops.AddChannelBias(ct.ptr, bp, ct.elems/c, c))
 }
 
 // ChannelSum writes dst[c] = Σ over all other axes of t[..., c].
@@ -96,7 +96,7 @@ func (d *Device[B]) ChannelSum(t, dst nn.Tensor) {
 	ct := d.T(t)
 	c := d.lastDim(op, t)
 	dp := d.mustLen(op, dst, c)
-	rows := ct.n / c
+	rows := ct.elems / c
 	if rows == 0 {
 		d.check(op, d.ops.Fill(dp, c, 0))
 		return

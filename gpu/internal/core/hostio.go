@@ -23,7 +23,7 @@ func (d *Device[B]) need(op string, b *buffer[B], n int) (B, bool) {
 
 // write copies host values to device memory on the compute stream.
 func (d *Device[B]) write(op string, dst B, src []byte) bool {
-	if err := d.be.Write(dst, src); err != nil {
+	if err := d.machine.Write(dst, src); err != nil {
 		d.fail(op, fmt.Errorf("copy %d bytes to the device: %w", len(src), err))
 		return false
 	}
@@ -32,7 +32,7 @@ func (d *Device[B]) write(op string, dst B, src []byte) bool {
 
 // read copies device memory to the host once the compute stream is there.
 func (d *Device[B]) read(op string, dst []byte, src B) bool {
-	if err := d.be.Read(dst, src); err != nil {
+	if err := d.machine.Read(dst, src); err != nil {
 		d.fail(op, fmt.Errorf("copy %d bytes from the device: %w", len(dst), err))
 		return false
 	}

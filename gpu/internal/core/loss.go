@@ -19,7 +19,7 @@ func (d *Device[B]) Softmax(logits, probs nn.Tensor) {
 	d.begin(op)
 	lt := d.T(logits)
 	c := d.lastDim(op, logits)
-	d.check(op, d.ops.Softmax(lt.ptr, d.mustLen(op, probs, lt.n), lt.n/c, c))
+	d.check(op, d.ops.Softmax(lt.ptr, d.mustLen(op, probs, lt.elems), lt.elems/c, c))
 }
 
 // labelDims checks a channels-last t (N, D, H, W, C) against labels
@@ -37,11 +37,11 @@ func (d *Device[B]) badLabel(op string, cell int32, labels nn.Tensor, k int) err
 		return nil
 	}
 	lt := d.T(labels)
-	if cell < 0 || int(cell) >= lt.n {
-		return fmt.Errorf("%s: the kernel reported an invalid label at voxel %d of %d", op, cell, lt.n)
+	if cell < 0 || int(cell) >= lt.elems {
+		return fmt.Errorf("%s: the kernel reported an invalid label at voxel %d of %d", op, cell, lt.elems)
 	}
 	var b [4]byte
-	if !d.read(op, b[:], d.be.Offset(lt.ptr, 4*int(cell))) {
+	if !d.read(op, b[:], d.machine.Offset(lt.ptr, 4*int(cell))) {
 		return d.Err()
 	}
 	l := math.Float32frombits(binary.LittleEndian.Uint32(b[:]))
@@ -64,7 +64,7 @@ func (d *Device[B]) SoftmaxLoss(logits, labels, probs nn.Tensor) (nn.SegStats, e
 	if !ok {
 		return nn.SegStats{}, d.Err()
 	}
-	bad := d.be.Offset(small, 8*outLen)
+	bad := d.machine.Offset(small, 8*outLen)
 	d.check(op, d.ops.SoftmaxLoss(d.p(logits), d.p(labels), pp, small, bad, sc, n, v, c))
 	host := make([]byte, 8*outLen+4)
 	if !d.read(op, host, small) {
@@ -98,8 +98,8 @@ func (d *Device[B]) SoftmaxLossBackward(probs, labels nn.Tensor, ceScale, alpha,
 	if !ok || !d.write(op, small, f32Bytes(ceScale, alpha, beta)) {
 		return
 	}
-	ap := d.be.Offset(small, 4*n)
-	bp := d.be.Offset(small, 4*(n+n*c))
+	ap := d.machine.Offset(small, 4*n)
+	bp := d.machine.Offset(small, 4*(n+n*c))
 	d.check(op, d.ops.SoftmaxLossBackward(d.p(probs), d.p(labels), small, ap, bp, ep, dp, n, v, c))
 }
 
@@ -120,7 +120,7 @@ func (d *Device[B]) SigmoidBCE(logits, labels nn.Tensor, posWeight, gradScale fl
 	if !ok {
 		return nil, d.Err()
 	}
-	bad := d.be.Offset(small, 8*n)
+	bad := d.machine.Offset(small, 8*n)
 	d.check(op, d.ops.SigmoidBCE(d.p(logits), d.p(labels), dp, small, bad, sc, n, v, posWeight, gradScale))
 	host := make([]byte, 8*n+4)
 	if !d.read(op, host, small) {
@@ -246,7 +246,7 @@ func (d *Device[B]) ChannelAffineAdd(dst, a nn.Tensor, alpha, beta []float32) {
 		alp = small
 	}
 	if beta != nil {
-		bep = d.be.Offset(small, 4*len(alpha))
+		bep = d.machine.Offset(small, 4*len(alpha))
 	}
 	d.check(op, d.ops.ChannelAffineAdd(d.p(dst), ap, alp, bep, n, dd*h*w, c))
 }
@@ -262,7 +262,7 @@ func (d *Device[B]) SegCounts(logits, labels nn.Tensor) (tp, fp, fn []int64, err
 	if !ok {
 		return nil, nil, nil, d.Err()
 	}
-	bad := d.be.Offset(small, 8*cnt)
+	bad := d.machine.Offset(small, 8*cnt)
 	d.check(op, d.ops.SegCounts(d.p(logits), d.p(labels), small, bad, n*v, c))
 	host := make([]byte, 8*cnt+4)
 	if !d.read(op, host, small) {

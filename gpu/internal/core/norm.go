@@ -63,7 +63,7 @@ func (d *Device[B]) ActForward(x, y nn.Tensor, slope float32) {
 	d.begin(op)
 	d.checkSlope(op, slope)
 	xt := d.T(x)
-	d.check(op, d.ops.ActForward(xt.ptr, d.mustLen(op, y, xt.n), xt.n, slope))
+	d.check(op, d.ops.ActForward(xt.ptr, d.mustLen(op, y, xt.elems), xt.elems, slope))
 }
 
 // ActBackward computes dx = dy where y > 0 and slope·dy elsewhere.
@@ -72,5 +72,5 @@ func (d *Device[B]) ActBackward(y, dy, dx nn.Tensor, slope float32) {
 	d.begin(op)
 	d.checkSlope(op, slope)
 	yt := d.T(y)
-	d.check(op, d.ops.ActBackward(yt.ptr, d.mustLen(op, dy, yt.n), d.mustLen(op, dx, yt.n), yt.n, slope))
+	d.check(op, d.ops.ActBackward(yt.ptr, d.mustLen(op, dy, yt.elems), d.mustLen(op, dx, yt.elems), yt.elems, slope))
 }

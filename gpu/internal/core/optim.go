@@ -18,7 +18,7 @@ func (d *Device[B]) SumSquares(ts []nn.Tensor) []float64 {
 	}
 	need := 0
 	for _, t := range ts {
-		need = max(need, d.ops.FlatScratchBytes(d.T(t).n))
+		need = max(need, d.ops.FlatScratchBytes(d.T(t).elems))
 	}
 	small, ok := d.need(op, &d.small, 8*len(ts))
 	if !ok {
@@ -30,7 +30,7 @@ func (d *Device[B]) SumSquares(ts []nn.Tensor) []float64 {
 	}
 	for i, t := range ts {
 		ct := d.T(t)
-		d.check(op, d.ops.SumSquares(ct.ptr, d.be.Offset(small, 8*i), sc, ct.n))
+		d.check(op, d.ops.SumSquares(ct.ptr, d.machine.Offset(small, 8*i), sc, ct.elems))
 	}
 	host := make([]byte, 8*len(ts))
 	if d.read(op, host, small) {
@@ -44,12 +44,12 @@ func (d *Device[B]) SGDUpdate(w, g, buf nn.Tensor, a nn.SGDArgs) {
 	const op = "SGDUpdate"
 	d.begin(op)
 	wt := d.T(w)
-	gp := d.mustLen(op, g, wt.n)
+	gp := d.mustLen(op, g, wt.elems)
 	var bp B
 	if a.Momentum != 0 {
-		bp = d.mustLen(op, buf, wt.n)
+		bp = d.mustLen(op, buf, wt.elems)
 	}
-	d.check(op, d.ops.SGDUpdate(wt.ptr, gp, bp, wt.n, a))
+	d.check(op, d.ops.SGDUpdate(wt.ptr, gp, bp, wt.elems, a))
 }
 
 // AdamWUpdate applies one AdamW step.
@@ -60,5 +60,5 @@ func (d *Device[B]) AdamWUpdate(w, g, m, v nn.Tensor, a nn.AdamWArgs) {
 		panic(fmt.Sprintf("%s.%s: step %d, want >= 1", d.prefix, op, a.Step))
 	}
 	wt := d.T(w)
-	d.check(op, d.ops.AdamWUpdate(wt.ptr, d.mustLen(op, g, wt.n), d.mustLen(op, m, wt.n), d.mustLen(op, v, wt.n), wt.n, a))
+	d.check(op, d.ops.AdamWUpdate(wt.ptr, d.mustLen(op, g, wt.elems), d.mustLen(op, m, wt.elems), d.mustLen(op, v, wt.elems), wt.elems, a))
 }
