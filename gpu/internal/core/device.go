@@ -217,11 +217,13 @@ type OutOfMemoryError struct {
 	Err           error // the backend's error
 }
 
+// Error describes the failed allocation and the memory held at the time.
 func (e *OutOfMemoryError) Error() string {
 	return fmt.Sprintf("out of device memory allocating %v (%.1f MiB) with %.1f MiB in tensors and %.1f MiB cached: %v",
 		e.Shape, mib(e.Bytes), mib(e.InUse), mib(e.Cached), e.Err)
 }
 
+// Unwrap returns the backend's error.
 func (e *OutOfMemoryError) Unwrap() error { return e.Err }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
