@@ -84,25 +84,19 @@ func (b backend) Launch(k kernels.Kernel, grid kernels.Dim3, args ...any) error 
 
 // Gemm queues cublasSgemm_v2 on the compute stream.
 func (b backend) Gemm(ta, tb bool, m, n, k int, alpha float32, a cu.DevicePtr, lda int, bp cu.DevicePtr, ldb int, beta float32, c cu.DevicePtr, ldc int) error {
-	d := b.d
-	for _, v := range []int{m, n, k, lda, ldb, ldc} {
-		if v < 0 || v > math.MaxInt32 {
-			return fmt.Errorf("GEMM dimension %d outside cuBLAS's int range", v)
-		}
-	}
-	op := d.curOp()
-	d.thread.post(func() string { return fmt.Sprintf("gpu.%s: cublasSgemm m=%d n=%d k=%d", op, m, n, k) }, func() error {
-		if err := d.blas.sgemm(ta, tb, m, n, k, alpha, a, lda, bp, ldb, beta, c, ldc); err != nil {
-			return err
-		}
-		return d.afterWork(d.compute)
-	})
-	return nil
+	return b.gemm("cublasSgemm", b.d.blas.sgemm, ta, tb, m, n, k, alpha, a, lda, bp, ldb, beta, c, ldc)
 }
 
 // GemmBF16 queues cublasGemmEx (bf16 A and B, float32 C) on the compute
 // stream.
 func (b backend) GemmBF16(ta, tb bool, m, n, k int, alpha float32, a cu.DevicePtr, lda int, bp cu.DevicePtr, ldb int, beta float32, c cu.DevicePtr, ldc int) error {
+	return b.gemm("cublasGemmEx(bf16)", b.d.blas.gemmBF16, ta, tb, m, n, k, alpha, a, lda, bp, ldb, beta, c, ldc)
+}
+
+// gemm checks that the dimensions fit cuBLAS's int and queues call, the
+// cuBLAS function named name, on the compute stream.
+func (b backend) gemm(name string, call func(ta, tb bool, m, n, k int, alpha float32, a cu.DevicePtr, lda int, bp cu.DevicePtr, ldb int, beta float32, c cu.DevicePtr, ldc int) error,
+	ta, tb bool, m, n, k int, alpha float32, a cu.DevicePtr, lda int, bp cu.DevicePtr, ldb int, beta float32, c cu.DevicePtr, ldc int) error {
 	d := b.d
 	for _, v := range []int{m, n, k, lda, ldb, ldc} {
 		if v < 0 || v > math.MaxInt32 {
@@ -110,8 +104,8 @@ func (b backend) GemmBF16(ta, tb bool, m, n, k int, alpha float32, a cu.DevicePt
 		}
 	}
 	op := d.curOp()
-	d.thread.post(func() string { return fmt.Sprintf("gpu.%s: cublasGemmEx(bf16) m=%d n=%d k=%d", op, m, n, k) }, func() error {
-		if err := d.blas.gemmBF16(ta, tb, m, n, k, alpha, a, lda, bp, ldb, beta, c, ldc); err != nil {
+	d.thread.post(func() string { return fmt.Sprintf("gpu.%s: %s m=%d n=%d k=%d", op, name, m, n, k) }, func() error {
+		if err := call(ta, tb, m, n, k, alpha, a, lda, bp, ldb, beta, c, ldc); err != nil {
 			return err
 		}
 		return d.afterWork(d.compute)

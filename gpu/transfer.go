@@ -7,6 +7,7 @@ package gpu
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"unsafe"
 
 	"github.com/voxtrain/voxtrain/nn"
@@ -30,36 +31,9 @@ func (d *Device) hostPtr(b []float32) (unsafe.Pointer, bool) {
 // overlapping less. On a stream other than the compute stream, the copy
 // waits for dst's zero fill (Alloc).
 func (d *Device) Upload(s nn.Stream, dst nn.Tensor, src []float32) error {
-	st, err := d.stream(s)
-	if err != nil {
-		return err
-	}
-	t := d.core.T(dst)
-	if len(src) != t.Len() {
-		return fmt.Errorf("upload: host buffer has %d floats, tensor %v needs %d", len(src), t.Shape(), t.Len())
-	}
-	if len(src) == 0 {
-		return nil
-	}
-	if st != d.compute {
-		if f := t.Root().Fence; f != nil {
-			st.Wait(f)
-		}
-	}
-	p, pinned := d.hostPtr(src)
-	kind := "pageable"
-	if pinned {
-		kind = "pinned"
-	}
-	n, ptr := int64(4*len(src)), t.Ptr()
-	d.thread.post(func() string { return fmt.Sprintf("gpu.Upload (%s, %d bytes, %s stream)", kind, n, st.name) }, func() error {
-		if err := cu.MemcpyHtoDAsync(ptr, p, n, st.cuStream); err != nil {
-			return cuErr("cuMemcpyHtoDAsync", err)
-		}
-		runtime.KeepAlive(src) // pageable Go memory: alive until staged
-		return d.afterWork(st)
+	return d.transfer(s, dst, src, "Upload", func(host unsafe.Pointer, dev cu.DevicePtr, n int64, st cu.Stream) error {
+		return cuErr("cuMemcpyHtoDAsync", cu.MemcpyHtoDAsync(dev, host, n, st))
 	})
-	return nil
 }
 
 // Download copies src into dst on stream s with cuMemcpyDtoHAsync; dst is
@@ -67,33 +41,44 @@ func (d *Device) Upload(s nn.Stream, dst nn.Tensor, src []float32) error {
 // pageable memory the driver's copy returns only when it is complete, so
 // the device's thread waits for the stream to get there.
 func (d *Device) Download(s nn.Stream, dst []float32, src nn.Tensor) error {
+	return d.transfer(s, src, dst, "Download", func(host unsafe.Pointer, dev cu.DevicePtr, n int64, st cu.Stream) error {
+		return cuErr("cuMemcpyDtoHAsync", cu.MemcpyDtoHAsync(host, dev, n, st))
+	})
+}
+
+// transfer is Upload and Download (named by op): it checks that host and t
+// have the same length, makes a copy on a stream other than the compute
+// stream wait for t's zero fill (Alloc), and posts memcpy — the driver call
+// that copies n bytes between host memory and t's — to the device's
+// thread, keeping host alive until the driver has read or written it.
+func (d *Device) transfer(s nn.Stream, t nn.Tensor, host []float32, op string, memcpy func(host unsafe.Pointer, dev cu.DevicePtr, n int64, st cu.Stream) error) error {
 	st, err := d.stream(s)
 	if err != nil {
 		return err
 	}
-	t := d.core.T(src)
-	if len(dst) != t.Len() {
-		return fmt.Errorf("download: host buffer has %d floats, tensor %v needs %d", len(dst), t.Shape(), t.Len())
+	ct := d.core.T(t)
+	if len(host) != ct.Len() {
+		return fmt.Errorf("%s: host buffer has %d floats, tensor %v needs %d", strings.ToLower(op), len(host), ct.Shape(), ct.Len())
 	}
-	if len(dst) == 0 {
+	if len(host) == 0 {
 		return nil
 	}
 	if st != d.compute {
-		if f := t.Root().Fence; f != nil {
+		if f := ct.Root().Fence; f != nil {
 			st.Wait(f)
 		}
 	}
-	p, pinned := d.hostPtr(dst)
+	p, pinned := d.hostPtr(host)
 	kind := "pageable"
 	if pinned {
 		kind = "pinned"
 	}
-	n, ptr := int64(4*len(dst)), t.Ptr()
-	d.thread.post(func() string { return fmt.Sprintf("gpu.Download (%s, %d bytes, %s stream)", kind, n, st.name) }, func() error {
-		if err := cu.MemcpyDtoHAsync(p, ptr, n, st.cuStream); err != nil {
-			return cuErr("cuMemcpyDtoHAsync", err)
+	n, ptr := int64(4*len(host)), ct.Ptr()
+	d.thread.post(func() string { return fmt.Sprintf("gpu.%s (%s, %d bytes, %s stream)", op, kind, n, st.name) }, func() error {
+		if err := memcpy(p, ptr, n, st.cuStream); err != nil {
+			return err
 		}
-		runtime.KeepAlive(dst)
+		runtime.KeepAlive(host) // pageable Go memory: alive until the driver has staged or filled it
 		return d.afterWork(st)
 	})
 	return nil

@@ -104,6 +104,16 @@ func checkSizes(op string, dims ...[]int) error {
 // argument.
 func i32(x int) int32 { return int32(x) }
 
+// launchFlat checks that n elements fit the kernels' int32 indexing and
+// runs the grid-stride kernel k over them: the whole recipe of the flat
+// elementwise ops.
+func (o Ops[B]) launchFlat(op string, k Kernel, n int, args ...any) error {
+	if err := checkSizes(op, []int{n}); err != nil {
+		return err
+	}
+	return o.launch1(k, n, args...)
+}
+
 // launch1 runs a grid-stride kernel over work elements; no launch for 0.
 func (o Ops[B]) launch1(k Kernel, work int, args ...any) error {
 	if work == 0 {

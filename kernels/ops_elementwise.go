@@ -8,34 +8,22 @@ import "fmt"
 
 // Fill sets x[0:n] to v.
 func (o Ops[B]) Fill(x B, n int, v float32) error {
-	if err := checkSizes("Fill", []int{n}); err != nil {
-		return err
-	}
-	return o.launch1(kFill, n, x, i32(n), v)
+	return o.launchFlat("Fill", kFill, n, x, i32(n), v)
 }
 
 // Scale computes x[0:n] *= alpha.
 func (o Ops[B]) Scale(x B, n int, alpha float32) error {
-	if err := checkSizes("Scale", []int{n}); err != nil {
-		return err
-	}
-	return o.launch1(kScale, n, x, i32(n), alpha)
+	return o.launchFlat("Scale", kScale, n, x, i32(n), alpha)
 }
 
 // Copy copies src[0:n] into dst[0:n].
 func (o Ops[B]) Copy(dst, src B, n int) error {
-	if err := checkSizes("Copy", []int{n}); err != nil {
-		return err
-	}
-	return o.launch1(kCopy, n, dst, src, i32(n))
+	return o.launchFlat("Copy", kCopy, n, dst, src, i32(n))
 }
 
 // Add computes dst[0:n] += src[0:n].
 func (o Ops[B]) Add(dst, src B, n int) error {
-	if err := checkSizes("Add", []int{n}); err != nil {
-		return err
-	}
-	return o.launch1(kAdd, n, dst, src, i32(n))
+	return o.launchFlat("Add", kAdd, n, dst, src, i32(n))
 }
 
 // ActForward computes y = max(x, slope·x) (y may be x).
@@ -43,10 +31,7 @@ func (o Ops[B]) ActForward(x, y B, n int, slope float32) error {
 	if err := checkSlope("ActForward", slope); err != nil {
 		return err
 	}
-	if err := checkSizes("ActForward", []int{n}); err != nil {
-		return err
-	}
-	return o.launch1(kActForward, n, x, y, i32(n), slope)
+	return o.launchFlat("ActForward", kActForward, n, x, y, i32(n), slope)
 }
 
 // ActBackward computes dx = y > 0 ? dy : slope·dy (dx may be dy).
@@ -54,10 +39,7 @@ func (o Ops[B]) ActBackward(y, dy, dx B, n int, slope float32) error {
 	if err := checkSlope("ActBackward", slope); err != nil {
 		return err
 	}
-	if err := checkSizes("ActBackward", []int{n}); err != nil {
-		return err
-	}
-	return o.launch1(kActBackward, n, y, dy, dx, i32(n), slope)
+	return o.launchFlat("ActBackward", kActBackward, n, y, dy, dx, i32(n), slope)
 }
 
 // checkSlope rejects slopes for which y's sign no longer tells z's.
@@ -134,16 +116,10 @@ func (o Ops[B]) DownsampleLabels(src, dst B, n, d, h, w, od, oh, ow int) error {
 // F32ToBF16 converts n floats to bfloat16 (dst: n uint16s), rounding to
 // nearest even.
 func (o Ops[B]) F32ToBF16(src, dst B, n int) error {
-	if err := checkSizes("F32ToBF16", []int{n}); err != nil {
-		return err
-	}
-	return o.launch1(kF32ToBF16, n, src, dst, i32(n))
+	return o.launchFlat("F32ToBF16", kF32ToBF16, n, src, dst, i32(n))
 }
 
 // BF16ToF32 converts n bfloat16s (uint16s) to floats, exactly.
 func (o Ops[B]) BF16ToF32(src, dst B, n int) error {
-	if err := checkSizes("BF16ToF32", []int{n}); err != nil {
-		return err
-	}
-	return o.launch1(kBF16ToF32, n, src, dst, i32(n))
+	return o.launchFlat("BF16ToF32", kBF16ToF32, n, src, dst, i32(n))
 }

@@ -64,6 +64,19 @@ const (
 	zeroPlane = -1 // a plane outside the source: all zero
 )
 
+// forwardClass is the one class of g's forward convolution: a row per
+// output voxel, reading the input at stride steps from −padding, over the
+// whole kernel. The weight gradient walks the same rows and taps.
+func forwardClass(g geom.Conv) icClass {
+	return icClass{
+		rows:      [3]int{g.OutD(), g.OutH(), g.OutW()},
+		srcStep:   [3]int{g.SD, g.SH, g.SW},
+		srcOrigin: [3]int{-g.PD, -g.PH, -g.PW},
+		taps:      [3]int{g.KD, g.KH, g.KW},
+		dstStep:   [3]int{1, 1, 1},
+	}
+}
+
 // ringGeom gives the padded plane extent of a class: Hp × Wp voxels.
 func (cl *icClass) ringGeom() (hp, wp int) {
 	return (cl.rows[1]-1)*cl.srcStep[1] + cl.taps[1], (cl.rows[2]-1)*cl.srcStep[2] + cl.taps[2]
@@ -294,13 +307,7 @@ func (e *Engine) icItem(op *icOp, s *scratch, it icItem) {
 func (e *Engine) convForward(g geom.Conv, x, w, bias, y []float32) {
 	cs := e.getScratch()
 	defer e.putScratch(cs)
-	cl := icClass{
-		rows:      [3]int{g.OutD(), g.OutH(), g.OutW()},
-		srcStep:   [3]int{g.SD, g.SH, g.SW},
-		srcOrigin: [3]int{-g.PD, -g.PH, -g.PW},
-		taps:      [3]int{g.KD, g.KH, g.KW},
-		dstStep:   [3]int{1, 1, 1},
-	}
+	cl := forwardClass(g)
 	op := &icOp{
 		batch: g.N, src: x, srcDim: [3]int{g.InD, g.InH, g.InW}, srcC: g.InC,
 		dst: y, dstDim: cl.rows, dstC: g.OutC, classes: append(cs.classes[:0], cl),

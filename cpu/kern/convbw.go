@@ -36,12 +36,7 @@ type bwItem struct{ unit, ktile0, ktile1, panel0, panel1 int }
 func (e *Engine) convBackwardWeight(g geom.Conv, x, dy, dw, dbias []float32) {
 	cs := e.getScratch()
 	defer e.putScratch(cs)
-	cl := icClass{
-		rows:      [3]int{g.OutD(), g.OutH(), g.OutW()},
-		srcStep:   [3]int{g.SD, g.SH, g.SW},
-		srcOrigin: [3]int{-g.PD, -g.PH, -g.PW},
-		taps:      [3]int{g.KD, g.KH, g.KW},
-	}
+	cl := forwardClass(g)
 	sDim := [3]int{g.InD, g.InH, g.InW}
 	co := g.OutC
 	panels := (co + tileCols - 1) / tileCols
