@@ -215,7 +215,10 @@ type Device interface {
 	// size by PyTorch's "nearest-exact" rule: src index ⌊(o + ½)·in/out⌋.
 	DownsampleLabels(src, dst Tensor)
 
-	// Conv3DForward computes y = conv(x, w) + b; b may be nil.
+	// Conv3DForward computes y = conv(x, w) + b; b may be nil. The
+	// geometry g gives every tensor's shape (g.InShape, g.WeightShape,
+	// g.OutShape; b has g.OutC elements) and is checked once here, by
+	// the device.
 	Conv3DForward(g geom.Conv, x, w, b, y Tensor)
 	// Conv3DBackwardData computes dx = ∂L/∂x from dy (overwrites dx).
 	Conv3DBackwardData(g geom.Conv, dy, w, dx Tensor)

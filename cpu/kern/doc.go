@@ -12,7 +12,8 @@
 //	weights     w[co][kd][kh][kw][ci]   index ((((co*KD+kd)*KH+kh)*KW+kw)*Ci + ci)
 //
 // so that the convolution's reduction dimension (kd,kh,kw,ci) is contiguous in
-// both the weights and a vol2col row.
+// both the weights and a vol2col row. A convolution's sizes, strides and
+// padding are a geom.Conv (internal/geom), the type every layer shares.
 //
 // # Fast kernels
 //
