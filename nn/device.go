@@ -217,8 +217,8 @@ type Device interface {
 
 	// Conv3DForward computes y = conv(x, w) + b; b may be nil. The
 	// geometry g gives every tensor's shape (g.InShape, g.WeightShape,
-	// g.OutShape; b has g.OutC elements) and is checked once here, by
-	// the device.
+	// g.OutShape; b has g.OutC elements); a g that fails g.Validate is a
+	// programming error, as for the other convolution ops.
 	Conv3DForward(g geom.Conv, x, w, b, y Tensor)
 	// Conv3DBackwardData computes dx = ∂L/∂x from dy (overwrites dx).
 	Conv3DBackwardData(g geom.Conv, dy, w, dx Tensor)
