@@ -119,7 +119,7 @@ func (d *Device) Alloc(shape nn.Shape) nn.Tensor {
 
 // Free releases t; using it afterwards panics.
 func (d *Device) Free(t nn.Tensor) {
-	ct := tt(t)
+	ct := cpuTensor(t)
 	if ct.view || ct.data == nil {
 		ct.data = nil
 		return
@@ -132,7 +132,7 @@ func (d *Device) Free(t nn.Tensor) {
 
 // View returns a tensor of another shape sharing t's memory.
 func (d *Device) View(t nn.Tensor, shape nn.Shape) nn.Tensor {
-	ct := tt(t)
+	ct := cpuTensor(t)
 	if shape.Len() != len(ct.data) {
 		panic(fmt.Sprintf("cpu.View: cannot view %v as %v", ct.shape, shape))
 	}
@@ -146,8 +146,8 @@ func (d *Device) MemoryInUse() (cur, peak int64) {
 	return d.inUse, d.peakInUse
 }
 
-// tt returns the CPU tensor behind t, panicking on a foreign tensor.
-func tt(t nn.Tensor) *Tensor {
+// cpuTensor returns the CPU tensor behind t, panicking on a foreign tensor.
+func cpuTensor(t nn.Tensor) *Tensor {
 	ct, ok := t.(*Tensor)
 	if !ok {
 		panic(fmt.Sprintf("cpu: tensor of type %T does not belong to the CPU device", t))
@@ -160,7 +160,7 @@ func tt(t nn.Tensor) *Tensor {
 
 // mustLen panics unless t has n elements.
 func mustLen(op string, t nn.Tensor, n int) []float32 {
-	x := tt(t).data
+	x := cpuTensor(t).data
 	if len(x) != n {
 		panic(fmt.Sprintf("cpu.%s: tensor %v has %d elements, want %d", op, t.Shape(), len(x), n))
 	}
@@ -169,7 +169,7 @@ func mustLen(op string, t nn.Tensor, n int) []float32 {
 
 // mustShape panics unless t has shape s.
 func mustShape(op string, t nn.Tensor, s nn.Shape) []float32 {
-	ct := tt(t)
+	ct := cpuTensor(t)
 	if !ct.shape.Equal(s) {
 		panic(fmt.Sprintf("cpu.%s: tensor shape %v, want %v", op, ct.shape, s))
 	}
@@ -185,7 +185,7 @@ func (d *Device) NewStream() nn.Stream { return &asyncStream{} }
 
 // Upload copies src into dst on stream s.
 func (d *Device) Upload(s nn.Stream, dst nn.Tensor, src []float32) error {
-	ct := tt(dst)
+	ct := cpuTensor(dst)
 	if len(src) != len(ct.data) {
 		return fmt.Errorf("upload: host buffer has %d floats, tensor %v needs %d", len(src), ct.shape, len(ct.data))
 	}
@@ -194,7 +194,7 @@ func (d *Device) Upload(s nn.Stream, dst nn.Tensor, src []float32) error {
 
 // Download copies src into dst on stream s.
 func (d *Device) Download(s nn.Stream, dst []float32, src nn.Tensor) error {
-	ct := tt(src)
+	ct := cpuTensor(src)
 	if len(dst) != len(ct.data) {
 		return fmt.Errorf("download: host buffer has %d floats, tensor %v needs %d", len(dst), ct.shape, len(ct.data))
 	}

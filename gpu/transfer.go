@@ -56,7 +56,7 @@ func (d *Device) transfer(s nn.Stream, t nn.Tensor, host []float32, op string, m
 	if err != nil {
 		return err
 	}
-	ct := d.core.T(t)
+	ct := d.core.Tensor(t)
 	if len(host) != ct.Len() {
 		return fmt.Errorf("%s: host buffer has %d floats, tensor %v needs %d", strings.ToLower(op), len(host), ct.Shape(), ct.Len())
 	}

@@ -254,7 +254,7 @@ func (d *Device[B]) AllocTensor(shape nn.Shape) *Tensor[B] {
 
 // Free returns a tensor's memory to the cache; views are not freed.
 func (d *Device[B]) Free(t nn.Tensor) {
-	ct := d.T(t)
+	ct := d.Tensor(t)
 	if ct.root != ct {
 		return
 	}
@@ -264,7 +264,7 @@ func (d *Device[B]) Free(t nn.Tensor) {
 
 // View returns a tensor of another shape sharing t's memory.
 func (d *Device[B]) View(t nn.Tensor, shape nn.Shape) nn.Tensor {
-	ct := d.T(t)
+	ct := d.Tensor(t)
 	if shape.Len() != ct.elems {
 		panic(fmt.Sprintf("%s.View: cannot view %v as %v", d.prefix, ct.shape, shape))
 	}
@@ -295,9 +295,9 @@ func (d *Device[B]) Close() error {
 	return errors.Join(errs...)
 }
 
-// T returns the device tensor behind t, panicking on a foreign or freed
+// Tensor returns the device tensor behind t, panicking on a foreign or freed
 // tensor.
-func (d *Device[B]) T(t nn.Tensor) *Tensor[B] {
+func (d *Device[B]) Tensor(t nn.Tensor) *Tensor[B] {
 	ct, ok := t.(*Tensor[B])
 	if !ok || ct == nil {
 		panic(fmt.Sprintf("%s: tensor of type %T does not belong to this device", d.prefix, t))
@@ -308,18 +308,18 @@ func (d *Device[B]) T(t nn.Tensor) *Tensor[B] {
 	return ct
 }
 
-// p returns t's pointer, or the null pointer for a nil tensor.
-func (d *Device[B]) p(t nn.Tensor) B {
+// ptr returns t's pointer, or the null pointer for a nil tensor.
+func (d *Device[B]) ptr(t nn.Tensor) B {
 	if t == nil {
 		var null B
 		return null
 	}
-	return d.T(t).ptr
+	return d.Tensor(t).ptr
 }
 
 // mustLen returns t's pointer, panicking unless t has n elements.
 func (d *Device[B]) mustLen(op string, t nn.Tensor, n int) B {
-	ct := d.T(t)
+	ct := d.Tensor(t)
 	if ct.elems != n {
 		panic(fmt.Sprintf("%s.%s: tensor %v has %d elements, want %d", d.prefix, op, ct.shape, ct.elems, n))
 	}
@@ -328,7 +328,7 @@ func (d *Device[B]) mustLen(op string, t nn.Tensor, n int) B {
 
 // mustShape returns t's pointer, panicking unless t has shape s.
 func (d *Device[B]) mustShape(op string, t nn.Tensor, s nn.Shape) B {
-	ct := d.T(t)
+	ct := d.Tensor(t)
 	if !ct.shape.Equal(s) {
 		panic(fmt.Sprintf("%s.%s: tensor shape %v, want %v", d.prefix, op, ct.shape, s))
 	}
@@ -337,7 +337,7 @@ func (d *Device[B]) mustShape(op string, t nn.Tensor, s nn.Shape) B {
 
 // dims5 returns the dimensions of a 5-D tensor, panicking otherwise.
 func (d *Device[B]) dims5(op string, t nn.Tensor) (n, a, b, c, e int) {
-	s := d.T(t).shape
+	s := d.Tensor(t).shape
 	if len(s) != 5 {
 		panic(fmt.Sprintf("%s.%s: want a 5-D tensor, have shape %v", d.prefix, op, s))
 	}
@@ -347,7 +347,7 @@ func (d *Device[B]) dims5(op string, t nn.Tensor) (n, a, b, c, e int) {
 // lastDim returns t's last dimension (its channels), panicking for a
 // scalar shape.
 func (d *Device[B]) lastDim(op string, t nn.Tensor) int {
-	s := d.T(t).shape
+	s := d.Tensor(t).shape
 	if len(s) == 0 || s[len(s)-1] <= 0 {
 		panic(fmt.Sprintf("%s.%s: tensor shape %v has no channel axis", d.prefix, op, s))
 	}

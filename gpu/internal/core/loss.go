@@ -17,7 +17,7 @@ import (
 func (d *Device[B]) Softmax(logits, probs nn.Tensor) {
 	const op = "Softmax"
 	d.begin(op)
-	lt := d.T(logits)
+	lt := d.Tensor(logits)
 	c := d.lastDim(op, logits)
 	d.check(op, d.ops.Softmax(lt.ptr, d.mustLen(op, probs, lt.elems), lt.elems/c, c))
 }
@@ -36,7 +36,7 @@ func (d *Device[B]) badLabel(op string, cell int32, labels nn.Tensor, k int) err
 	if cell == kernels.NoBadLabel {
 		return nil
 	}
-	lt := d.T(labels)
+	lt := d.Tensor(labels)
 	if cell < 0 || int(cell) >= lt.elems {
 		return fmt.Errorf("%s: the kernel reported an invalid label at voxel %d of %d", op, cell, lt.elems)
 	}
@@ -65,7 +65,7 @@ func (d *Device[B]) SoftmaxLoss(logits, labels, probs nn.Tensor) (nn.SegStats, e
 		return nn.SegStats{}, d.Err()
 	}
 	bad := d.machine.Offset(small, 8*outLen)
-	d.check(op, d.ops.SoftmaxLoss(d.p(logits), d.p(labels), pp, small, bad, sc, n, v, c))
+	d.check(op, d.ops.SoftmaxLoss(d.ptr(logits), d.ptr(labels), pp, small, bad, sc, n, v, c))
 	host := make([]byte, 8*outLen+4)
 	if !d.read(op, host, small) {
 		return nn.SegStats{}, d.Err()
@@ -100,7 +100,7 @@ func (d *Device[B]) SoftmaxLossBackward(probs, labels nn.Tensor, ceScale, alpha,
 	}
 	ap := d.machine.Offset(small, 4*n)
 	bp := d.machine.Offset(small, 4*(n+n*c))
-	d.check(op, d.ops.SoftmaxLossBackward(d.p(probs), d.p(labels), small, ap, bp, ep, dp, n, v, c))
+	d.check(op, d.ops.SoftmaxLossBackward(d.ptr(probs), d.ptr(labels), small, ap, bp, ep, dp, n, v, c))
 }
 
 // SigmoidBCE computes the per-sample BCE-with-logits sums and dlogits.
@@ -121,7 +121,7 @@ func (d *Device[B]) SigmoidBCE(logits, labels nn.Tensor, posWeight, gradScale fl
 		return nil, d.Err()
 	}
 	bad := d.machine.Offset(small, 8*n)
-	d.check(op, d.ops.SigmoidBCE(d.p(logits), d.p(labels), dp, small, bad, sc, n, v, posWeight, gradScale))
+	d.check(op, d.ops.SigmoidBCE(d.ptr(logits), d.ptr(labels), dp, small, bad, sc, n, v, posWeight, gradScale))
 	host := make([]byte, 8*n+4)
 	if !d.read(op, host, small) {
 		return nil, d.Err()
@@ -141,7 +141,7 @@ func (d *Device[B]) OneHot(labels, dst nn.Tensor) error {
 	if !ok {
 		return d.Err()
 	}
-	d.check(op, d.ops.OneHot(d.p(labels), d.p(dst), bad, n*v, c))
+	d.check(op, d.ops.OneHot(d.ptr(labels), d.ptr(dst), bad, n*v, c))
 	var host [4]byte
 	if !d.read(op, host[:], bad) {
 		return d.Err()
@@ -155,7 +155,7 @@ func (d *Device[B]) OneHot(labels, dst nn.Tensor) error {
 // skelDims checks a soft-skeleton call.
 func (d *Device[B]) skelDims(op string, x, y nn.Tensor, iters, fromC int) (n, dd, h, w, c int) {
 	n, dd, h, w, c = d.dims5(op, x)
-	d.mustShape(op, y, d.T(x).shape)
+	d.mustShape(op, y, d.Tensor(x).shape)
 	if iters < 0 || fromC < 0 {
 		panic(fmt.Sprintf("%s.%s: iters %d, fromC %d must be non-negative", d.prefix, op, iters, fromC))
 	}
@@ -171,7 +171,7 @@ func (d *Device[B]) SoftSkeleton(x, skel nn.Tensor, iters, fromC int) {
 	if !ok {
 		return
 	}
-	d.check(op, d.ops.SoftSkeleton(d.p(x), d.p(skel), sc, n, dd, h, w, c, iters, fromC))
+	d.check(op, d.ops.SoftSkeleton(d.ptr(x), d.ptr(skel), sc, n, dd, h, w, c, iters, fromC))
 }
 
 // SoftSkeletonBackward adds the soft skeleton's gradient to dx.
@@ -179,12 +179,12 @@ func (d *Device[B]) SoftSkeletonBackward(x, dskel, dx nn.Tensor, iters, fromC in
 	const op = "SoftSkeletonBackward"
 	d.begin(op)
 	n, dd, h, w, c := d.skelDims(op, x, dskel, iters, fromC)
-	d.mustShape(op, dx, d.T(x).shape)
+	d.mustShape(op, dx, d.Tensor(x).shape)
 	sc, ok := d.need(op, &d.scratch, kernels.SkeletonScratchBytes(n*dd*h*w*c, iters))
 	if !ok {
 		return
 	}
-	d.check(op, d.ops.SoftSkeletonBackward(d.p(x), d.p(dskel), d.p(dx), sc, n, dd, h, w, c, iters, fromC))
+	d.check(op, d.ops.SoftSkeletonBackward(d.ptr(x), d.ptr(dskel), d.ptr(dx), sc, n, dd, h, w, c, iters, fromC))
 }
 
 // ChannelDot returns Σ over voxels of a·b per sample and channel.
@@ -194,7 +194,7 @@ func (d *Device[B]) ChannelDot(a, b nn.Tensor) []float64 {
 	n, dd, h, w, c := d.dims5(op, a)
 	var bp B
 	if b != nil {
-		bp = d.mustShape(op, b, d.T(a).shape)
+		bp = d.mustShape(op, b, d.Tensor(a).shape)
 	}
 	out := make([]float64, n*c)
 	v := dd * h * w
@@ -209,7 +209,7 @@ func (d *Device[B]) ChannelDot(a, b nn.Tensor) []float64 {
 	if !ok {
 		return out
 	}
-	d.check(op, d.ops.ChannelDot(d.p(a), bp, small, sc, n, v, c))
+	d.check(op, d.ops.ChannelDot(d.ptr(a), bp, small, sc, n, v, c))
 	host := make([]byte, 8*n*c)
 	if d.read(op, host, small) {
 		copy(out, f64s(host))
@@ -224,7 +224,7 @@ func (d *Device[B]) ChannelAffineAdd(dst, a nn.Tensor, alpha, beta []float32) {
 	n, dd, h, w, c := d.dims5(op, dst)
 	var ap B
 	if a != nil {
-		ap = d.mustShape(op, a, d.T(dst).shape)
+		ap = d.mustShape(op, a, d.Tensor(dst).shape)
 		if len(alpha) != n*c {
 			panic(fmt.Sprintf("%s.%s: alpha has %d values for N=%d C=%d", d.prefix, op, len(alpha), n, c))
 		}
@@ -248,7 +248,7 @@ func (d *Device[B]) ChannelAffineAdd(dst, a nn.Tensor, alpha, beta []float32) {
 	if beta != nil {
 		bep = d.machine.Offset(small, 4*len(alpha))
 	}
-	d.check(op, d.ops.ChannelAffineAdd(d.p(dst), ap, alp, bep, n, dd*h*w, c))
+	d.check(op, d.ops.ChannelAffineAdd(d.ptr(dst), ap, alp, bep, n, dd*h*w, c))
 }
 
 // SegCounts returns per-class TP, FP and FN counts of argmax(logits).
@@ -263,7 +263,7 @@ func (d *Device[B]) SegCounts(logits, labels nn.Tensor) (tp, fp, fn []int64, err
 		return nil, nil, nil, d.Err()
 	}
 	bad := d.machine.Offset(small, 8*cnt)
-	d.check(op, d.ops.SegCounts(d.p(logits), d.p(labels), small, bad, n*v, c))
+	d.check(op, d.ops.SegCounts(d.ptr(logits), d.ptr(labels), small, bad, n*v, c))
 	host := make([]byte, 8*cnt+4)
 	if !d.read(op, host, small) {
 		return nil, nil, nil, d.Err()

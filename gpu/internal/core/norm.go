@@ -37,7 +37,7 @@ func (d *Device[B]) InstanceNormActForward(x, gamma, beta, y, stats nn.Tensor, e
 	if !ok {
 		return
 	}
-	d.check(op, d.ops.InstanceNormActForward(d.p(x), d.p(gamma), d.p(beta), yp, d.p(stats), sc, n, v, c, eps, slope))
+	d.check(op, d.ops.InstanceNormActForward(d.ptr(x), d.ptr(gamma), d.ptr(beta), yp, d.ptr(stats), sc, n, v, c, eps, slope))
 }
 
 // InstanceNormActBackward computes dx, dgamma and dbeta from dy.
@@ -54,7 +54,7 @@ func (d *Device[B]) InstanceNormActBackward(x, gamma, beta, stats, dy, dx, dgamm
 	if !ok {
 		return
 	}
-	d.check(op, d.ops.InstanceNormActBackward(d.p(x), d.p(gamma), d.p(beta), d.p(stats), dyp, dxp, dgp, dbp, sc, n, v, c, slope))
+	d.check(op, d.ops.InstanceNormActBackward(d.ptr(x), d.ptr(gamma), d.ptr(beta), d.ptr(stats), dyp, dxp, dgp, dbp, sc, n, v, c, slope))
 }
 
 // ActForward computes y = max(x, slope·x) (y may alias x).
@@ -62,7 +62,7 @@ func (d *Device[B]) ActForward(x, y nn.Tensor, slope float32) {
 	const op = "ActForward"
 	d.begin(op)
 	d.checkSlope(op, slope)
-	xt := d.T(x)
+	xt := d.Tensor(x)
 	d.check(op, d.ops.ActForward(xt.ptr, d.mustLen(op, y, xt.elems), xt.elems, slope))
 }
 
@@ -71,6 +71,6 @@ func (d *Device[B]) ActBackward(y, dy, dx nn.Tensor, slope float32) {
 	const op = "ActBackward"
 	d.begin(op)
 	d.checkSlope(op, slope)
-	yt := d.T(y)
+	yt := d.Tensor(y)
 	d.check(op, d.ops.ActBackward(yt.ptr, d.mustLen(op, dy, yt.elems), d.mustLen(op, dx, yt.elems), yt.elems, slope))
 }
