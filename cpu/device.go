@@ -25,6 +25,7 @@ import (
 	"sync"
 
 	"github.com/voxtrain/voxtrain/cpu/kern"
+	"github.com/voxtrain/voxtrain/internal/geom"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
@@ -118,7 +119,7 @@ func (d *Device) Alloc(shape nn.Shape) nn.Tensor {
 
 // Free releases t; using it afterwards panics.
 func (d *Device) Free(t nn.Tensor) {
-	ct := tt(t)
+	ct := cpuTensor(t)
 	if ct.view || ct.data == nil {
 		ct.data = nil
 		return
@@ -131,7 +132,7 @@ func (d *Device) Free(t nn.Tensor) {
 
 // View returns a tensor of another shape sharing t's memory.
 func (d *Device) View(t nn.Tensor, shape nn.Shape) nn.Tensor {
-	ct := tt(t)
+	ct := cpuTensor(t)
 	if shape.Len() != len(ct.data) {
 		panic(fmt.Sprintf("cpu.View: cannot view %v as %v", ct.shape, shape))
 	}
@@ -145,8 +146,8 @@ func (d *Device) MemoryInUse() (cur, peak int64) {
 	return d.inUse, d.peakInUse
 }
 
-// tt returns the CPU tensor behind t, panicking on a foreign tensor.
-func tt(t nn.Tensor) *Tensor {
+// cpuTensor returns the CPU tensor behind t, panicking on a foreign tensor.
+func cpuTensor(t nn.Tensor) *Tensor {
 	ct, ok := t.(*Tensor)
 	if !ok {
 		panic(fmt.Sprintf("cpu: tensor of type %T does not belong to the CPU device", t))
@@ -159,7 +160,7 @@ func tt(t nn.Tensor) *Tensor {
 
 // mustLen panics unless t has n elements.
 func mustLen(op string, t nn.Tensor, n int) []float32 {
-	x := tt(t).data
+	x := cpuTensor(t).data
 	if len(x) != n {
 		panic(fmt.Sprintf("cpu.%s: tensor %v has %d elements, want %d", op, t.Shape(), len(x), n))
 	}
@@ -168,7 +169,7 @@ func mustLen(op string, t nn.Tensor, n int) []float32 {
 
 // mustShape panics unless t has shape s.
 func mustShape(op string, t nn.Tensor, s nn.Shape) []float32 {
-	ct := tt(t)
+	ct := cpuTensor(t)
 	if !ct.shape.Equal(s) {
 		panic(fmt.Sprintf("cpu.%s: tensor shape %v, want %v", op, ct.shape, s))
 	}
@@ -184,7 +185,7 @@ func (d *Device) NewStream() nn.Stream { return &asyncStream{} }
 
 // Upload copies src into dst on stream s.
 func (d *Device) Upload(s nn.Stream, dst nn.Tensor, src []float32) error {
-	ct := tt(dst)
+	ct := cpuTensor(dst)
 	if len(src) != len(ct.data) {
 		return fmt.Errorf("upload: host buffer has %d floats, tensor %v needs %d", len(src), ct.shape, len(ct.data))
 	}
@@ -193,22 +194,15 @@ func (d *Device) Upload(s nn.Stream, dst nn.Tensor, src []float32) error {
 
 // Download copies src into dst on stream s.
 func (d *Device) Download(s nn.Stream, dst []float32, src nn.Tensor) error {
-	ct := tt(src)
+	ct := cpuTensor(src)
 	if len(dst) != len(ct.data) {
 		return fmt.Errorf("download: host buffer has %d floats, tensor %v needs %d", len(dst), ct.shape, len(ct.data))
 	}
 	return enqueue(s, func() { copy(dst, ct.data) })
 }
 
-// toKern converts a geometry to the kernels' type.
-func toKern(g nn.ConvGeom) kern.ConvGeom {
-	// The two types have the same fields in the same order (a conversion
-	// stops compiling if one of them changes).
-	return kern.ConvGeom(g)
-}
-
 // Conv3DForward computes y = conv(x, w) + b.
-func (d *Device) Conv3DForward(g nn.ConvGeom, x, w, b, y nn.Tensor) {
+func (d *Device) Conv3DForward(g geom.Conv, x, w, b, y nn.Tensor) {
 	checkGeom("Conv3DForward", g)
 	xs := mustShape("Conv3DForward", x, g.InShape())
 	ws := mustShape("Conv3DForward", w, g.WeightShape())
@@ -218,27 +212,27 @@ func (d *Device) Conv3DForward(g nn.ConvGeom, x, w, b, y nn.Tensor) {
 		bs = mustLen("Conv3DForward", b, g.OutC)
 	}
 	if d.refConv {
-		kern.Conv3DForwardRef(toKern(g), xs, ws, bs, ys)
+		kern.Conv3DForwardRef(g, xs, ws, bs, ys)
 		return
 	}
-	d.eng.Conv3DForward(toKern(g), xs, ws, bs, ys)
+	d.eng.Conv3DForward(g, xs, ws, bs, ys)
 }
 
 // Conv3DBackwardData computes dx from dy.
-func (d *Device) Conv3DBackwardData(g nn.ConvGeom, dy, w, dx nn.Tensor) {
+func (d *Device) Conv3DBackwardData(g geom.Conv, dy, w, dx nn.Tensor) {
 	checkGeom("Conv3DBackwardData", g)
 	dys := mustShape("Conv3DBackwardData", dy, g.OutShape())
 	ws := mustShape("Conv3DBackwardData", w, g.WeightShape())
 	dxs := mustShape("Conv3DBackwardData", dx, g.InShape())
 	if d.refConv {
-		kern.Conv3DBackwardDataRef(toKern(g), dys, ws, dxs)
+		kern.Conv3DBackwardDataRef(g, dys, ws, dxs)
 		return
 	}
-	d.eng.Conv3DBackwardData(toKern(g), dys, ws, dxs)
+	d.eng.Conv3DBackwardData(g, dys, ws, dxs)
 }
 
 // Conv3DBackwardWeight computes dw and db.
-func (d *Device) Conv3DBackwardWeight(g nn.ConvGeom, x, dy, dw, db nn.Tensor) {
+func (d *Device) Conv3DBackwardWeight(g geom.Conv, x, dy, dw, db nn.Tensor) {
 	checkGeom("Conv3DBackwardWeight", g)
 	xs := mustShape("Conv3DBackwardWeight", x, g.InShape())
 	dys := mustShape("Conv3DBackwardWeight", dy, g.OutShape())
@@ -248,13 +242,13 @@ func (d *Device) Conv3DBackwardWeight(g nn.ConvGeom, x, dy, dw, db nn.Tensor) {
 		dbs = mustLen("Conv3DBackwardWeight", db, g.OutC)
 	}
 	if d.refConv {
-		kern.Conv3DBackwardWeightRef(toKern(g), xs, dys, dws, dbs)
+		kern.Conv3DBackwardWeightRef(g, xs, dys, dws, dbs)
 		return
 	}
-	d.eng.Conv3DBackwardWeight(toKern(g), xs, dys, dws, dbs)
+	d.eng.Conv3DBackwardWeight(g, xs, dys, dws, dbs)
 }
 
-func checkGeom(op string, g nn.ConvGeom) {
+func checkGeom(op string, g geom.Conv) {
 	if err := g.Validate(); err != nil {
 		panic(fmt.Sprintf("cpu.%s: %v", op, err))
 	}

@@ -1,63 +1,19 @@
 package cpu
 
 import (
-	"math"
-	"math/rand/v2"
 	"testing"
 
+	"github.com/voxtrain/voxtrain/internal/geom"
+	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
-// Finite-difference gradient checks: for an op y = f(x, …) and a fixed
-// random projection r, L = Σ r·y; the op's backward applied to r must match
-// (L(x + ε e_i) − L(x − ε e_i)) / 2ε at sampled coordinates i.
-
-// dot64 returns Σ a·b in float64.
-func dot64(a, b []float32) float64 {
-	var s float64
-	for i := range a {
-		s += float64(a[i]) * float64(b[i])
-	}
-	return s
-}
-
-// checkGrad compares analytic with central differences of loss at up to
-// samples coordinates of x (perturbed in place). Errors are measured
-// against tol·max|analytic| plus tol·|analytic|.
-func checkGrad(t *testing.T, name string, x, analytic []float32, loss func() float64, eps float32, tol float64, samples int) {
-	t.Helper()
-	rng := rand.New(rand.NewPCG(uint64(len(x)), 11))
-	var scale float64
-	for _, g := range analytic {
-		scale = max(scale, math.Abs(float64(g)))
-	}
-	idx := rng.Perm(len(x))
-	if len(idx) > samples {
-		idx = idx[:samples]
-	}
-	var worst float64
-	for _, i := range idx {
-		orig := x[i]
-		x[i] = orig + eps
-		hi := x[i]
-		lp := loss()
-		x[i] = orig - eps
-		lo := x[i]
-		lm := loss()
-		x[i] = orig
-		num := (lp - lm) / float64(hi-lo)
-		err := math.Abs(num-float64(analytic[i])) / (scale + math.Abs(float64(analytic[i])))
-		worst = max(worst, err)
-		if err > tol {
-			t.Errorf("%s: d/dx[%d] analytic %.6g, numeric %.6g (rel. error %.2e > %.0e)", name, i, analytic[i], num, err, tol)
-			return
-		}
-	}
-	t.Logf("%s: worst relative error %.2e over %d coordinates", name, worst, len(idx))
-}
+// Finite-difference gradient checks (testutil.GradCheck): for an op
+// y = f(x, …) and a fixed random projection r, L = Σ r·y; the op's
+// backward applied to r must match L's central differences.
 
 func TestConvGradients(t *testing.T) {
-	geoms := []nn.ConvGeom{
+	geoms := []geom.Conv{
 		{N: 2, InD: 5, InH: 6, InW: 7, InC: 3, OutC: 4, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1},
 		{N: 1, InD: 6, InH: 7, InW: 8, InC: 2, OutC: 3, KD: 3, KH: 3, KW: 3, SD: 2, SH: 2, SW: 2, PD: 1, PH: 1, PW: 1},
 		{N: 2, InD: 4, InH: 6, InW: 6, InC: 3, OutC: 2, KD: 1, KH: 3, KW: 3, SD: 1, SH: 2, SW: 2, PD: 0, PH: 1, PW: 1},
@@ -65,43 +21,45 @@ func TestConvGradients(t *testing.T) {
 		{N: 2, InD: 3, InH: 4, InW: 5, InC: 4, OutC: 2, KD: 1, KH: 1, KW: 1, SD: 1, SH: 1, SW: 1},
 		{N: 1, InD: 5, InH: 5, InW: 5, InC: 2, OutC: 2, KD: 5, KH: 3, KW: 1, SD: 1, SH: 2, SW: 1, PD: 2, PH: 0, PW: 0},
 	}
+	check := testutil.GradCheck{Eps: 1e-2, Tol: 1e-3, Samples: 40}
 	for gi, g := range geoms {
 		// The fast kernels are held to the references by kern's tests;
 		// here the references' float64 accumulation keeps the finite
 		// differences clean.
 		d := New(Options{Threads: 2, ReferenceConv: true})
 		rng := newRNG(uint64(gi))
-		x := tensorOf(d, g.InShape(), randn(rng, g.InShape().Len(), 1, 0))
-		w := tensorOf(d, g.WeightShape(), randn(rng, g.WeightShape().Len(), 0.3, 0))
+		x := tensorOf(d, g.InShape(), randn(rng, g.InLen(), 1, 0))
+		w := tensorOf(d, g.WeightShape(), randn(rng, g.WeightLen(), 0.3, 0))
 		b := tensorOf(d, nn.Shape{g.OutC}, randn(rng, g.OutC, 1, 0))
-		r := tensorOf(d, g.OutShape(), randn(rng, g.OutShape().Len(), 1, 0))
+		r := tensorOf(d, g.OutShape(), randn(rng, g.OutLen(), 1, 0))
 		y := d.Alloc(g.OutShape()).(*Tensor)
-		loss := func() float64 { d.Conv3DForward(g, x, w, b, y); return dot64(y.data, r.data) }
+		loss := func() float64 { d.Conv3DForward(g, x, w, b, y); return testutil.Dot64(y.data, r.data) }
 		dx := d.Alloc(g.InShape()).(*Tensor)
 		dw := d.Alloc(g.WeightShape()).(*Tensor)
 		db := d.Alloc(nn.Shape{g.OutC}).(*Tensor)
 		d.Conv3DBackwardData(g, r, w, dx)
 		d.Conv3DBackwardWeight(g, x, r, dw, db)
-		checkGrad(t, "conv dx", x.data, dx.data, loss, 1e-2, 1e-3, 40)
-		checkGrad(t, "conv dw", w.data, dw.data, loss, 1e-2, 1e-3, 40)
-		checkGrad(t, "conv db", b.data, db.data, loss, 1e-2, 1e-3, 40)
+		check.Check(t, "conv dx", x.data, dx.data, loss)
+		check.Check(t, "conv dw", w.data, dw.data, loss)
+		check.Check(t, "conv db", b.data, db.data, loss)
 
 		// The transposed conv whose adjoint is g: input g.OutShape(), output g.InShape().
-		xt := tensorOf(d, g.OutShape(), randn(rng, g.OutShape().Len(), 1, 0))
+		xt := tensorOf(d, g.OutShape(), randn(rng, g.OutLen(), 1, 0))
 		bt := tensorOf(d, nn.Shape{g.InC}, randn(rng, g.InC, 1, 0))
-		rt := tensorOf(d, g.InShape(), randn(rng, g.InShape().Len(), 1, 0))
+		rt := tensorOf(d, g.InShape(), randn(rng, g.InLen(), 1, 0))
 		yt := d.Alloc(g.InShape()).(*Tensor)
-		lossT := func() float64 { nn.ConvTransposeForward(d, g, xt, w, bt, yt); return dot64(yt.data, rt.data) }
+		lossT := func() float64 { nn.ConvTransposeForward(d, g, xt, w, bt, yt); return testutil.Dot64(yt.data, rt.data) }
 		dxt := d.Alloc(g.OutShape()).(*Tensor)
 		dbt := d.Alloc(nn.Shape{g.InC}).(*Tensor)
 		nn.ConvTransposeBackward(d, g, xt, rt, w, dxt, dw, dbt)
-		checkGrad(t, "convT dx", xt.data, dxt.data, lossT, 1e-2, 1e-3, 40)
-		checkGrad(t, "convT dw", w.data, dw.data, lossT, 1e-2, 1e-3, 40)
-		checkGrad(t, "convT db", bt.data, dbt.data, lossT, 1e-2, 1e-3, 40)
+		check.Check(t, "convT dx", xt.data, dxt.data, lossT)
+		check.Check(t, "convT dw", w.data, dw.data, lossT)
+		check.Check(t, "convT db", bt.data, dbt.data, lossT)
 	}
 }
 
 func TestInstanceNormActGradients(t *testing.T) {
+	check := testutil.GradCheck{Eps: 1e-3, Tol: 1e-2, Samples: 60}
 	for _, slope := range []float32{0.01, 0, 1} {
 		d := New(Options{Threads: 2})
 		rng := newRNG(21)
@@ -115,21 +73,21 @@ func TestInstanceNormActGradients(t *testing.T) {
 		st := d.Alloc(nn.Shape{n, c, 2})
 		loss := func() float64 {
 			d.InstanceNormActForward(x, gamma, beta, y, st, 1e-5, slope)
-			return dot64(y.data, r.data)
+			return testutil.Dot64(y.data, r.data)
 		}
 		loss()
 		dx, dg, db := d.Alloc(s).(*Tensor), d.Alloc(nn.Shape{c}).(*Tensor), d.Alloc(nn.Shape{c}).(*Tensor)
 		d.InstanceNormActBackward(x, gamma, beta, st, r, dx, dg, db, slope)
-		checkGrad(t, "norm dx", x.data, dx.data, loss, 1e-3, 1e-2, 60)
-		checkGrad(t, "norm dgamma", gamma.data, dg.data, loss, 1e-3, 1e-2, 60)
-		checkGrad(t, "norm dbeta", beta.data, db.data, loss, 1e-3, 1e-2, 60)
+		check.Check(t, "norm dx", x.data, dx.data, loss)
+		check.Check(t, "norm dgamma", gamma.data, dg.data, loss)
+		check.Check(t, "norm dbeta", beta.data, db.data, loss)
 
 		y2 := d.Alloc(s).(*Tensor)
-		lossA := func() float64 { d.ActForward(x, y2, slope); return dot64(y2.data, r.data) }
+		lossA := func() float64 { d.ActForward(x, y2, slope); return testutil.Dot64(y2.data, r.data) }
 		lossA()
 		dxa := d.Alloc(s).(*Tensor)
 		d.ActBackward(y2, r, dxa, slope)
-		checkGrad(t, "act dx", x.data, dxa.data, lossA, 1e-3, 1e-2, 60)
+		check.Check(t, "act dx", x.data, dxa.data, lossA)
 	}
 }
 
@@ -151,7 +109,7 @@ func TestSoftmaxLossGradient(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := dot64(ex.data, p.data)
+		l := testutil.Dot64(ex.data, p.data)
 		for b := 0; b < n; b++ {
 			l += float64(ce[b]) * st.CE[b]
 			for j := 0; j < c; j++ {
@@ -163,7 +121,7 @@ func TestSoftmaxLossGradient(t *testing.T) {
 	loss()
 	dz := d.Alloc(s).(*Tensor)
 	d.SoftmaxLossBackward(p, lab, ce, al, be, ex, dz)
-	checkGrad(t, "softmax loss dlogits", z.data, dz.data, loss, 1e-3, 1e-2, 80)
+	testutil.GradCheck{Eps: 1e-3, Tol: 1e-2, Samples: 80}.Check(t, "softmax loss dlogits", z.data, dz.data, loss)
 }
 
 func TestSigmoidBCEGradient(t *testing.T) {
@@ -182,7 +140,7 @@ func TestSigmoidBCEGradient(t *testing.T) {
 	}
 	loss()
 	g := append([]float32(nil), dz.data...)
-	checkGrad(t, "bce dlogits", z.data, g, loss, 1e-3, 1e-2, 80)
+	testutil.GradCheck{Eps: 1e-3, Tol: 1e-2, Samples: 80}.Check(t, "bce dlogits", z.data, g, loss)
 }
 
 func TestSoftSkeletonGradient(t *testing.T) {
@@ -197,7 +155,7 @@ func TestSoftSkeletonGradient(t *testing.T) {
 		x := tensorOf(d, s, xs)
 		r := tensorOf(d, s, randn(rng, s.Len(), 1, 0))
 		sk := d.Alloc(s).(*Tensor)
-		loss := func() float64 { d.SoftSkeleton(x, sk, iters, 1); return dot64(sk.data, r.data) }
+		loss := func() float64 { d.SoftSkeleton(x, sk, iters, 1); return testutil.Dot64(sk.data, r.data) }
 		loss()
 		for i := 0; i < s.Len(); i += 2 {
 			if sk.data[i] != 0 {
@@ -208,6 +166,6 @@ func TestSoftSkeletonGradient(t *testing.T) {
 		d.SoftSkeletonBackward(x, r, dx, iters, 1)
 		// Piecewise linear: a small step rarely crosses a switch of the
 		// pooling's argmax, and the uniform random values have no ties.
-		checkGrad(t, "soft skeleton dx", x.data, dx.data, loss, 1e-4, 1e-2, 200)
+		testutil.GradCheck{Eps: 1e-4, Tol: 1e-2, Samples: 200}.Check(t, "soft skeleton dx", x.data, dx.data, loss)
 	}
 }

@@ -44,9 +44,9 @@ func firstBad(op string, bads []badLabel, c int) error {
 
 // Softmax writes probs = softmax(logits) over the last axis.
 func (d *Device) Softmax(logits, probs nn.Tensor) {
-	s := tt(logits).shape
+	s := cpuTensor(logits).shape
 	c := s[len(s)-1]
-	zs := tt(logits).data
+	zs := cpuTensor(logits).data
 	ps := mustLen("Softmax", probs, len(zs))
 	d.parallelRange(len(zs)/c, elemBlock/c+1, func(lo, hi int) {
 		e := make([]float64, c)
@@ -77,8 +77,8 @@ func softmaxRow(z, p []float32, e []float64) (m float32, s float64) {
 func (d *Device) SoftmaxLoss(logits, labels, probs nn.Tensor) (nn.SegStats, error) {
 	const op = "SoftmaxLoss"
 	n, v, c := labelDims(op, logits, labels)
-	zs := tt(logits).data
-	ls := tt(labels).data
+	zs := cpuTensor(logits).data
+	ls := cpuTensor(labels).data
 	ps := mustLen(op, probs, len(zs))
 	nch := chunks(v)
 	// per chunk: ce, then intersect[c], psum[c], tsum[c]
@@ -134,8 +134,8 @@ func (d *Device) SoftmaxLoss(logits, labels, probs nn.Tensor) (nn.SegStats, erro
 func (d *Device) SoftmaxLossBackward(probs, labels nn.Tensor, ceScale, alpha, beta []float32, extra, dlogits nn.Tensor) {
 	const op = "SoftmaxLossBackward"
 	n, v, c := labelDims(op, probs, labels)
-	ps := tt(probs).data
-	ls := tt(labels).data
+	ps := cpuTensor(probs).data
+	ls := cpuTensor(labels).data
 	ds := mustLen(op, dlogits, len(ps))
 	var ex []float32
 	if extra != nil {
@@ -189,8 +189,8 @@ func (d *Device) SigmoidBCE(logits, labels nn.Tensor, posWeight, gradScale float
 	if c != 1 {
 		panic(fmt.Sprintf("cpu.%s: logits have %d channels, want 1", op, c))
 	}
-	zs := tt(logits).data
-	ls := tt(labels).data
+	zs := cpuTensor(logits).data
+	ls := cpuTensor(labels).data
 	ds := mustLen(op, dlogits, len(zs))
 	nch := chunks(v)
 	part := make([]float64, n*nch)
@@ -230,8 +230,8 @@ func (d *Device) SigmoidBCE(logits, labels nn.Tensor, posWeight, gradScale float
 func (d *Device) OneHot(labels, dst nn.Tensor) error {
 	const op = "OneHot"
 	n, v, c := labelDims(op, dst, labels)
-	ls := tt(labels).data
-	ds := tt(dst).data
+	ls := cpuTensor(labels).data
+	ds := cpuTensor(dst).data
 	nch := chunks(v)
 	bads := make([]badLabel, n*nch)
 	d.parallel(n*nch, func(i int) {
@@ -256,10 +256,10 @@ func (d *Device) OneHot(labels, dst nn.Tensor) error {
 func (d *Device) ChannelDot(a, b nn.Tensor) []float64 {
 	const op = "ChannelDot"
 	n, dd, h, w, c := dims5(op, a)
-	as := tt(a).data
+	as := cpuTensor(a).data
 	var bs []float32
 	if b != nil {
-		bs = mustShape(op, b, tt(a).shape)
+		bs = mustShape(op, b, cpuTensor(a).shape)
 	}
 	v := dd * h * w
 	nch := chunks(v)
@@ -298,10 +298,10 @@ func (d *Device) ChannelDot(a, b nn.Tensor) []float64 {
 func (d *Device) ChannelAffineAdd(dst, a nn.Tensor, alpha, beta []float32) {
 	const op = "ChannelAffineAdd"
 	n, dd, h, w, c := dims5(op, dst)
-	ds := tt(dst).data
+	ds := cpuTensor(dst).data
 	var as []float32
 	if a != nil {
-		as = mustShape(op, a, tt(dst).shape)
+		as = mustShape(op, a, cpuTensor(dst).shape)
 		if len(alpha) != n*c {
 			panic(fmt.Sprintf("cpu.%s: alpha has %d values for N=%d C=%d", op, len(alpha), n, c))
 		}
@@ -333,8 +333,8 @@ func (d *Device) ChannelAffineAdd(dst, a nn.Tensor, alpha, beta []float32) {
 func (d *Device) SegCounts(logits, labels nn.Tensor) (tp, fp, fn []int64, err error) {
 	const op = "SegCounts"
 	n, v, c := labelDims(op, logits, labels)
-	zs := tt(logits).data
-	ls := tt(labels).data
+	zs := cpuTensor(logits).data
+	ls := cpuTensor(labels).data
 	k := max(c, 2)
 	total := n * v
 	nch := chunks(total)

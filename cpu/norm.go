@@ -33,11 +33,11 @@ func (d *Device) InstanceNormActForward(x, gamma, beta, y, stats nn.Tensor, eps,
 	const op = "InstanceNormActForward"
 	checkSlope(op, slope)
 	n, v, c := normDims(op, x, gamma, stats)
-	xs := tt(x).data
+	xs := cpuTensor(x).data
 	ys := mustLen(op, y, len(xs))
-	gs := tt(gamma).data
+	gs := cpuTensor(gamma).data
 	bs := mustLen(op, beta, c)
-	st := tt(stats).data
+	st := cpuTensor(stats).data
 
 	nch := chunks(v)
 	part := make([]float64, n*nch*2*c)
@@ -114,14 +114,14 @@ func (d *Device) InstanceNormActBackward(x, gamma, beta, stats, dy, dx, dgamma, 
 	const op = "InstanceNormActBackward"
 	checkSlope(op, slope)
 	n, v, c := normDims(op, x, gamma, stats)
-	xs := tt(x).data
+	xs := cpuTensor(x).data
 	bs := mustLen(op, beta, c)
 	dys := mustLen(op, dy, len(xs))
 	dxs := mustLen(op, dx, len(xs))
-	gs := tt(gamma).data
+	gs := cpuTensor(gamma).data
 	dgs := mustLen(op, dgamma, c)
 	dbs := mustLen(op, dbeta, c)
-	st := tt(stats).data
+	st := cpuTensor(stats).data
 	fac := actFactors(slope)
 
 	nch := chunks(v)
@@ -203,7 +203,7 @@ func (d *Device) InstanceNormActBackward(x, gamma, beta, stats, dy, dx, dgamma, 
 // ActForward computes y = max(x, slope·x) (for slope ≤ 1).
 func (d *Device) ActForward(x, y nn.Tensor, slope float32) {
 	checkSlope("ActForward", slope)
-	xs := tt(x).data
+	xs := cpuTensor(x).data
 	ys := mustLen("ActForward", y, len(xs))
 	fac := actFactors(slope)
 	d.parallelRange(len(xs), elemBlock, func(lo, hi int) {
@@ -217,7 +217,7 @@ func (d *Device) ActForward(x, y nn.Tensor, slope float32) {
 // ActBackward computes dx = dy·(y > 0 ? 1 : slope).
 func (d *Device) ActBackward(y, dy, dx nn.Tensor, slope float32) {
 	checkSlope("ActBackward", slope)
-	ys := tt(y).data
+	ys := cpuTensor(y).data
 	dys := mustLen("ActBackward", dy, len(ys))
 	dxs := mustLen("ActBackward", dx, len(ys))
 	fac := actFactors(slope)

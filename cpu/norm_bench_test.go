@@ -3,6 +3,7 @@ package cpu
 import (
 	"testing"
 
+	"github.com/voxtrain/voxtrain/internal/procstat"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
@@ -20,18 +21,18 @@ func BenchmarkInstanceNormAct(b *testing.B) {
 	dx, dg, db := d.Alloc(s), d.Alloc(nn.Shape{c}), d.Alloc(nn.Shape{c})
 	b.Run("forward", func(b *testing.B) {
 		b.SetBytes(int64(s.Len()) * 4)
-		c0 := processCPU()
+		c0 := procstat.CPUTime()
 		for i := 0; i < b.N; i++ {
 			d.InstanceNormActForward(x, gamma, beta, y, st, 1e-5, 0.01)
 		}
-		b.ReportMetric(float64((processCPU()-c0).Nanoseconds())/float64(b.N)/float64(s.Len()), "cpu-ns/elem")
+		b.ReportMetric(float64((procstat.CPUTime()-c0).Nanoseconds())/float64(b.N)/float64(s.Len()), "cpu-ns/elem")
 	})
 	b.Run("backward", func(b *testing.B) {
 		b.SetBytes(int64(s.Len()) * 4)
-		c0 := processCPU()
+		c0 := procstat.CPUTime()
 		for i := 0; i < b.N; i++ {
 			d.InstanceNormActBackward(x, gamma, beta, st, dy, dx, dg, db, 0.01)
 		}
-		b.ReportMetric(float64((processCPU()-c0).Nanoseconds())/float64(b.N)/float64(s.Len()), "cpu-ns/elem")
+		b.ReportMetric(float64((procstat.CPUTime()-c0).Nanoseconds())/float64(b.N)/float64(s.Len()), "cpu-ns/elem")
 	})
 }

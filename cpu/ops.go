@@ -11,7 +11,7 @@ const elemBlock = 1 << 15
 
 // Fill sets every element of t to v.
 func (d *Device) Fill(t nn.Tensor, v float32) {
-	x := tt(t).data
+	x := cpuTensor(t).data
 	d.parallelRange(len(x), elemBlock, func(lo, hi int) {
 		s := x[lo:hi]
 		for i := range s {
@@ -22,14 +22,14 @@ func (d *Device) Fill(t nn.Tensor, v float32) {
 
 // Copy copies src into dst.
 func (d *Device) Copy(dst, src nn.Tensor) {
-	s := tt(src).data
+	s := cpuTensor(src).data
 	t := mustLen("Copy", dst, len(s))
 	d.parallelRange(len(s), elemBlock, func(lo, hi int) { copy(t[lo:hi], s[lo:hi]) })
 }
 
 // Add computes dst += src.
 func (d *Device) Add(dst, src nn.Tensor) {
-	s := tt(src).data
+	s := cpuTensor(src).data
 	t := mustLen("Add", dst, len(s))
 	d.parallelRange(len(s), elemBlock, func(lo, hi int) {
 		a, b := t[lo:hi], s[lo:hi]
@@ -41,7 +41,7 @@ func (d *Device) Add(dst, src nn.Tensor) {
 
 // Scale computes t *= alpha.
 func (d *Device) Scale(t nn.Tensor, alpha float32) {
-	x := tt(t).data
+	x := cpuTensor(t).data
 	d.parallelRange(len(x), elemBlock, func(lo, hi int) {
 		s := x[lo:hi]
 		for i := range s {
@@ -52,7 +52,7 @@ func (d *Device) Scale(t nn.Tensor, alpha float32) {
 
 // dims5 returns the dimensions of a 5-D tensor, panicking otherwise.
 func dims5(op string, t nn.Tensor) (n, a, b, c, e int) {
-	s := tt(t).shape
+	s := cpuTensor(t).shape
 	if len(s) != 5 {
 		panic(fmt.Sprintf("cpu.%s: want a 5-D tensor, have shape %v", op, s))
 	}
@@ -62,7 +62,7 @@ func dims5(op string, t nn.Tensor) (n, a, b, c, e int) {
 // NCDHWToNDHWC converts channels-first src to channels-last dst.
 func (d *Device) NCDHWToNDHWC(src, dst nn.Tensor) {
 	n, c, dd, h, w := dims5("NCDHWToNDHWC", src)
-	s := tt(src).data
+	s := cpuTensor(src).data
 	t := mustShape("NCDHWToNDHWC", dst, nn.Shape{n, dd, h, w, c})
 	v := dd * h * w
 	d.parallel(n*c, func(i int) {
@@ -78,7 +78,7 @@ func (d *Device) NCDHWToNDHWC(src, dst nn.Tensor) {
 // NDHWCToNCDHW converts channels-last src to channels-first dst.
 func (d *Device) NDHWCToNCDHW(src, dst nn.Tensor) {
 	n, dd, h, w, c := dims5("NDHWCToNCDHW", src)
-	s := tt(src).data
+	s := cpuTensor(src).data
 	t := mustShape("NDHWCToNCDHW", dst, nn.Shape{n, c, dd, h, w})
 	v := dd * h * w
 	d.parallel(n*c, func(i int) {
@@ -94,8 +94,8 @@ func (d *Device) NDHWCToNCDHW(src, dst nn.Tensor) {
 // ConcatChannels writes dst = concat(a, b) along the channel axis.
 func (d *Device) ConcatChannels(a, b, dst nn.Tensor) {
 	n, dd, h, w, ca := dims5("ConcatChannels", a)
-	cb := tt(b).shape[4]
-	as := tt(a).data
+	cb := cpuTensor(b).shape[4]
+	as := cpuTensor(a).data
 	bs := mustShape("ConcatChannels", b, nn.Shape{n, dd, h, w, cb})
 	ds := mustShape("ConcatChannels", dst, nn.Shape{n, dd, h, w, ca + cb})
 	c := ca + cb
@@ -110,9 +110,9 @@ func (d *Device) ConcatChannels(a, b, dst nn.Tensor) {
 // SplitChannels writes the first channels of src to a and the rest to b.
 func (d *Device) SplitChannels(src, a, b nn.Tensor) {
 	n, dd, h, w, c := dims5("SplitChannels", src)
-	ca := tt(a).shape[len(tt(a).shape)-1]
+	ca := cpuTensor(a).shape[len(cpuTensor(a).shape)-1]
 	cb := c - ca
-	ss := tt(src).data
+	ss := cpuTensor(src).data
 	as := mustShape("SplitChannels", a, nn.Shape{n, dd, h, w, ca})
 	bs := mustShape("SplitChannels", b, nn.Shape{n, dd, h, w, cb})
 	d.parallelRange(n*dd*h*w, elemBlock/c+1, func(lo, hi int) {
@@ -125,9 +125,9 @@ func (d *Device) SplitChannels(src, a, b nn.Tensor) {
 
 // AddChannelBias adds bias[c] to channel c of t.
 func (d *Device) AddChannelBias(t, bias nn.Tensor) {
-	s := tt(t).shape
+	s := cpuTensor(t).shape
 	c := s[len(s)-1]
-	x := tt(t).data
+	x := cpuTensor(t).data
 	bs := mustLen("AddChannelBias", bias, c)
 	rows := len(x) / c
 	d.parallelRange(rows, elemBlock/c+1, func(lo, hi int) {
@@ -142,9 +142,9 @@ func (d *Device) AddChannelBias(t, bias nn.Tensor) {
 
 // ChannelSum writes dst[c] = Σ of channel c of t over all other axes.
 func (d *Device) ChannelSum(t, dst nn.Tensor) {
-	s := tt(t).shape
+	s := cpuTensor(t).shape
 	c := s[len(s)-1]
-	x := tt(t).data
+	x := cpuTensor(t).data
 	out := mustLen("ChannelSum", dst, c)
 	rows := len(x) / c
 	nch := chunks(rows)
@@ -176,11 +176,11 @@ func nearestExact(o, in, out int) int {
 
 // DownsampleLabels resamples labels (N, D, H, W) to dst's size.
 func (d *Device) DownsampleLabels(src, dst nn.Tensor) {
-	ss, ds := tt(src).shape, tt(dst).shape
+	ss, ds := cpuTensor(src).shape, cpuTensor(dst).shape
 	if len(ss) != 4 || len(ds) != 4 || ss[0] != ds[0] {
 		panic(fmt.Sprintf("cpu.DownsampleLabels: shapes %v -> %v", ss, ds))
 	}
-	x, y := tt(src).data, tt(dst).data
+	x, y := cpuTensor(src).data, cpuTensor(dst).data
 	n, D, H, W := ss[0], ss[1], ss[2], ss[3]
 	oD, oH, oW := ds[1], ds[2], ds[3]
 	d.parallel(n*oD, func(i int) {

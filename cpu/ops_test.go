@@ -374,7 +374,7 @@ func TestThreadCountIndependence(t *testing.T) {
 		}
 		cs := d.Alloc(nn.Shape{c})
 		d.ChannelSum(dy, cs)
-		out := [][]float32{tt(y).data, tt(st).data, tt(dx).data, tt(dg).data, tt(db).data, tt(p).data, tt(cs).data,
+		out := [][]float32{cpuTensor(y).data, cpuTensor(st).data, cpuTensor(dx).data, cpuTensor(dg).data, cpuTensor(db).data, cpuTensor(p).data, cpuTensor(cs).data,
 			f32s(ss.CE), f32s(ss.Intersect), f32s(ss.PredSum), f32s(d.ChannelDot(x, dy)), f32s(d.SumSquares([]nn.Tensor{x, dy}))}
 		return out
 	}

@@ -15,14 +15,14 @@ func (d *Device) SumSquares(ts []nn.Tensor) []float64 {
 	type job struct{ t, lo, hi int }
 	var jobs []job
 	for i, t := range ts {
-		n := len(tt(t).data)
+		n := len(cpuTensor(t).data)
 		for lo := 0; lo < n; lo += flatChunk {
 			jobs = append(jobs, job{i, lo, min(n, lo+flatChunk)})
 		}
 	}
 	part := make([]float64, len(jobs))
 	d.parallel(len(jobs), func(j int) {
-		x := tt(ts[jobs[j].t]).data[jobs[j].lo:jobs[j].hi]
+		x := cpuTensor(ts[jobs[j].t]).data[jobs[j].lo:jobs[j].hi]
 		var s float64
 		for _, v := range x {
 			s += float64(v) * float64(v)
@@ -38,7 +38,7 @@ func (d *Device) SumSquares(ts []nn.Tensor) []float64 {
 
 // SGDUpdate applies one SGD step (PyTorch semantics, see nn.SGDArgs).
 func (d *Device) SGDUpdate(w, g, buf nn.Tensor, a nn.SGDArgs) {
-	ws := tt(w).data
+	ws := cpuTensor(w).data
 	gs := mustLen("SGDUpdate", g, len(ws))
 	var bs []float32
 	if a.Momentum != 0 {
@@ -69,7 +69,7 @@ func (d *Device) AdamWUpdate(w, g, m, v nn.Tensor, a nn.AdamWArgs) {
 	if a.Step < 1 {
 		panic(fmt.Sprintf("cpu.AdamWUpdate: step %d, want >= 1", a.Step))
 	}
-	ws := tt(w).data
+	ws := cpuTensor(w).data
 	gs := mustLen("AdamWUpdate", g, len(ws))
 	ms := mustLen("AdamWUpdate", m, len(ws))
 	vs := mustLen("AdamWUpdate", v, len(ws))

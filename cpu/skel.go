@@ -228,7 +228,7 @@ func softSkelBackward(t *skelTape, dskel []float32, g vol, iters int) []float32 
 // skelDims checks the tensors of a skeleton op.
 func skelDims(op string, x, y nn.Tensor, iters, fromC int) (n int, g vol, c int) {
 	n, dd, h, w, c := dims5(op, x)
-	mustShape(op, y, tt(x).shape)
+	mustShape(op, y, cpuTensor(x).shape)
 	if iters < 0 || fromC < 0 {
 		panic(fmt.Sprintf("cpu.%s: iters %d, fromC %d must be non-negative", op, iters, fromC))
 	}
@@ -246,7 +246,7 @@ func gather(src []float32, b, ch, c int, dst []float32) {
 // SoftSkeleton writes the soft skeleton of every channel ≥ fromC of x to skel.
 func (d *Device) SoftSkeleton(x, skel nn.Tensor, iters, fromC int) {
 	n, g, c := skelDims("SoftSkeleton", x, skel, iters, fromC)
-	xs, ss := tt(x).data, tt(skel).data
+	xs, ss := cpuTensor(x).data, cpuTensor(skel).data
 	nv := g.n()
 	d.parallel(n*c, func(i int) {
 		b, ch := i/c, i%c
@@ -269,8 +269,8 @@ func (d *Device) SoftSkeleton(x, skel nn.Tensor, iters, fromC int) {
 // SoftSkeletonBackward adds ∂(Σ dskel·SoftSkeleton(x))/∂x to dx.
 func (d *Device) SoftSkeletonBackward(x, dskel, dx nn.Tensor, iters, fromC int) {
 	n, g, c := skelDims("SoftSkeletonBackward", x, dskel, iters, fromC)
-	mustShape("SoftSkeletonBackward", dx, tt(x).shape)
-	xs, gs, dxs := tt(x).data, tt(dskel).data, tt(dx).data
+	mustShape("SoftSkeletonBackward", dx, cpuTensor(x).shape)
+	xs, gs, dxs := cpuTensor(x).data, cpuTensor(dskel).data, cpuTensor(dx).data
 	nv := g.n()
 	d.parallel(n*c, func(i int) {
 		b, ch := i/c, i%c

@@ -87,14 +87,14 @@ func jitLog(ptx []byte) string {
 // Pinned memory is a scarce system resource taken out of the page cache;
 // allocate the ring once and Free every buffer.
 type PinnedAllocator struct {
-	d             *Device
+	dev           *Device
 	WriteCombined bool
 }
 
 // PinnedAllocator returns an allocator of pinned host memory registered
 // with d, so that d.Upload and d.Download recognise its buffers.
 func (d *Device) PinnedAllocator(writeCombined bool) *PinnedAllocator {
-	return &PinnedAllocator{d: d, WriteCombined: writeCombined}
+	return &PinnedAllocator{dev: d, WriteCombined: writeCombined}
 }
 
 // HostAllocator returns the allocator of the data ring's batch buffers for
@@ -130,13 +130,13 @@ func (a *PinnedAllocator) Alloc(n int) ([]float32, error) {
 	}
 	bytes := 4 * n
 	var p unsafe.Pointer
-	err := a.d.th.do(func() error {
+	err := a.dev.thread.do(func() error {
 		return cuResultErr(fmt.Sprintf("cuMemHostAlloc(%d bytes)", bytes), C.vt_mem_host_alloc(&p, C.size_t(bytes), flags))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gpu: pinned host memory for a batch buffer: %w", err)
 	}
-	a.d.pinned.Add(uintptr(p), bytes)
+	a.dev.pinned.Add(uintptr(p), bytes)
 	return unsafe.Slice((*float32)(p), n), nil
 }
 
@@ -146,10 +146,10 @@ func (a *PinnedAllocator) Free(buf []float32) {
 		return
 	}
 	p := unsafe.Pointer(unsafe.SliceData(buf))
-	if !a.d.pinned.Remove(uintptr(p)) {
+	if !a.dev.pinned.Remove(uintptr(p)) {
 		panic(fmt.Sprintf("gpu: PinnedAllocator.Free of %p, which it did not allocate (or freed twice)", p))
 	}
-	a.d.th.post(func() string { return "gpu: free pinned host memory" }, func() error {
+	a.dev.thread.post(func() string { return "gpu: free pinned host memory" }, func() error {
 		return cuErr(fmt.Sprintf("cuMemFreeHost(%p)", p), cu.MemFreeHost(p))
 	})
 }

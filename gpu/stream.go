@@ -13,17 +13,17 @@ import (
 
 // Stream is a CUDA stream of the device (nn.Stream).
 type Stream struct {
-	d    *Device
-	s    cu.Stream
-	name string // "compute" or "stream 3", for messages
+	dev      *Device
+	cuStream cu.Stream
+	name     string // "compute" or "stream 3", for messages
 }
 
 // Event is a CUDA event (nn.Event). Its driver object is created and
 // recorded on the device's thread when the Record call reaches it, so
 // Record does not wait; anything that uses the event is queued after.
 type Event struct {
-	d      *Device
-	h      *eventHandle
+	dev    *Device
+	handle *eventHandle
 	timing bool
 	where  string // the stream it was recorded on
 }
@@ -40,10 +40,10 @@ var (
 // newStream creates a stream that does not synchronise with the legacy
 // NULL stream (nothing here uses it, but libraries might).
 func (d *Device) newStream(name string) (*Stream, error) {
-	st := &Stream{d: d, name: name}
-	err := d.th.do(func() error {
+	st := &Stream{dev: d, name: name}
+	err := d.thread.do(func() error {
 		s, err := cu.MakeStream(cu.NonBlocking)
-		st.s = s
+		st.cuStream = s
 		return cuErr("cuStreamCreate(CU_STREAM_NON_BLOCKING)", err)
 	})
 	if err != nil {
@@ -53,8 +53,8 @@ func (d *Device) newStream(name string) (*Stream, error) {
 	// an abandoned one is destroyed once unreachable; cuStreamDestroy
 	// returns at once and releases it when its work is done.
 	runtime.AddCleanup(st, func(s cu.Stream) {
-		d.th.tryPost(func() error { return cuErr("cuStreamDestroy", s.Destroy()) })
-	}, st.s)
+		d.thread.tryPost(func() error { return cuErr("cuStreamDestroy", s.Destroy()) })
+	}, st.cuStream)
 	return st, nil
 }
 
@@ -68,28 +68,28 @@ func (s *Stream) RecordTimed() *Event { return s.record(true) }
 
 func (s *Stream) record(timing bool) *Event {
 	h := &eventHandle{}
-	e := &Event{d: s.d, h: h, timing: timing, where: s.name}
+	e := &Event{dev: s.dev, handle: h, timing: timing, where: s.name}
 	flags := cu.DisableTiming
 	if timing {
 		flags = cu.DefaultEvent
 	}
-	if !s.d.spin {
+	if !s.dev.spin {
 		// Host waits sleep instead of spinning on a core the data
 		// workers want (as the context's CU_CTX_SCHED_BLOCKING_SYNC does
 		// for stream synchronisation).
 		flags |= cu.BlockingSyncEvent
 	}
-	s.d.th.post(func() string { return "gpu: record an event on the " + s.name + " stream" }, func() error {
+	s.dev.thread.post(func() string { return "gpu: record an event on the " + s.name + " stream" }, func() error {
 		ev, err := cu.MakeEvent(flags)
 		if err != nil {
 			return cuErr("cuEventCreate", err)
 		}
 		h.ev = ev
-		return cuErr("cuEventRecord", ev.Record(s.s))
+		return cuErr("cuEventRecord", ev.Record(s.cuStream))
 	})
-	d := s.d // the cleanup must not keep the stream reachable
+	d := s.dev // the cleanup must not keep the stream reachable
 	runtime.AddCleanup(e, func(h *eventHandle) {
-		d.th.tryPost(func() error {
+		d.thread.tryPost(func() error {
 			if h.ev == (cu.Event{}) {
 				return nil // never created (the device failed first)
 			}
@@ -102,11 +102,11 @@ func (s *Stream) record(timing bool) *Event {
 // Wait makes work issued to the stream after this call wait for e (on the
 // GPU: the caller does not block).
 func (s *Stream) Wait(e nn.Event) {
-	ev := s.d.event(e)
-	s.d.th.post(func() string {
+	ev := s.dev.event(e)
+	s.dev.thread.post(func() string {
 		return fmt.Sprintf("gpu: the %s stream waits for an event of the %s stream", s.name, ev.where)
 	}, func() error {
-		return cuErr("cuStreamWaitEvent", s.s.Wait(ev.h.ev, 0))
+		return cuErr("cuStreamWaitEvent", s.cuStream.Wait(ev.handle.ev, 0))
 	})
 	runtime.KeepAlive(ev)
 }
@@ -114,14 +114,14 @@ func (s *Stream) Wait(e nn.Event) {
 // Synchronize blocks until the work issued to the stream so far has
 // completed. A failure is recorded as the device's error (Device.Err).
 func (s *Stream) Synchronize() {
-	err := s.d.th.do(func() error { return cuErr("cuStreamSynchronize("+s.name+")", s.s.Synchronize()) })
-	s.d.core.SetErr(wrapAsync(err))
+	err := s.dev.thread.do(func() error { return cuErr("cuStreamSynchronize("+s.name+")", s.cuStream.Synchronize()) })
+	s.dev.core.SetErr(wrapAsync(err))
 }
 
 // Synchronize blocks until the event has completed.
 func (e *Event) Synchronize() {
-	err := e.d.th.do(func() error { return cuErr("cuEventSynchronize", e.h.ev.Synchronize()) })
-	e.d.core.SetErr(wrapAsync(err))
+	err := e.dev.thread.do(func() error { return cuErr("cuEventSynchronize", e.handle.ev.Synchronize()) })
+	e.dev.core.SetErr(wrapAsync(err))
 	runtime.KeepAlive(e)
 }
 
@@ -130,8 +130,8 @@ func (e *Event) Synchronize() {
 // records the failure as the device's error.
 func (e *Event) Done() bool {
 	done := false
-	err := e.d.th.do(func() error {
-		err := e.h.ev.Query()
+	err := e.dev.thread.do(func() error {
+		err := e.handle.ev.Query()
 		if isNotReady(err) {
 			return nil
 		}
@@ -139,7 +139,7 @@ func (e *Event) Done() bool {
 		return cuErr("cuEventQuery", err)
 	})
 	if err != nil {
-		e.d.core.SetErr(wrapAsync(err))
+		e.dev.core.SetErr(wrapAsync(err))
 		return true
 	}
 	runtime.KeepAlive(e)
@@ -173,9 +173,9 @@ func (d *Device) Elapsed(start, end nn.Event) (time.Duration, error) {
 		return 0, fmt.Errorf("gpu: Elapsed needs events from RecordTimed")
 	}
 	var ms float64
-	err := d.th.do(func() error {
+	err := d.thread.do(func() error {
 		var err error
-		ms, err = a.h.ev.Elapsed(b.h.ev)
+		ms, err = a.handle.ev.Elapsed(b.handle.ev)
 		return cuErr("cuEventElapsedTime", err)
 	})
 	runtime.KeepAlive(a)
@@ -186,7 +186,7 @@ func (d *Device) Elapsed(start, end nn.Event) (time.Duration, error) {
 // event returns the CUDA event behind e, panicking on a foreign event.
 func (d *Device) event(e nn.Event) *Event {
 	ev, ok := e.(*Event)
-	if !ok || ev.d != d {
+	if !ok || ev.dev != d {
 		panic(fmt.Sprintf("gpu: event of type %T does not belong to this device", e))
 	}
 	return ev
@@ -195,7 +195,7 @@ func (d *Device) event(e nn.Event) *Event {
 // stream returns the CUDA stream behind s, panicking on a foreign stream.
 func (d *Device) stream(s nn.Stream) (*Stream, error) {
 	st, ok := s.(*Stream)
-	if !ok || st.d != d {
+	if !ok || st.dev != d {
 		return nil, fmt.Errorf("gpu: stream of type %T does not belong to this device", s)
 	}
 	return st, nil

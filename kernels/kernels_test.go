@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/voxtrain/voxtrain/nn"
+	"github.com/voxtrain/voxtrain/internal/geom"
 )
 
 var (
@@ -168,7 +168,7 @@ func TestPTXUnknownModule(t *testing.T) {
 // TestCol2VolRange checks that the range covers every input voxel each
 // tile's rows read, for strided, padded and transposed-conv geometries.
 func TestCol2VolRange(t *testing.T) {
-	geoms := []nn.ConvGeom{
+	geoms := []geom.Conv{
 		{N: 2, InD: 5, InH: 4, InW: 3, InC: 2, OutC: 1, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1},
 		{N: 2, InD: 7, InH: 5, InW: 6, InC: 1, OutC: 1, KD: 3, KH: 3, KW: 3, SD: 2, SH: 2, SW: 2, PD: 1, PH: 1, PW: 1},
 		{N: 3, InD: 5, InH: 4, InW: 4, InC: 1, OutC: 1, KD: 2, KH: 2, KW: 2, SD: 2, SH: 2, SW: 2},
@@ -205,7 +205,7 @@ func TestCol2VolRange(t *testing.T) {
 }
 
 func TestVol2ColTileRows(t *testing.T) {
-	g := nn.ConvGeom{N: 2, InD: 8, InH: 8, InW: 8, InC: 4, OutC: 4, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}
+	g := geom.Conv{N: 2, InD: 8, InH: 8, InW: 8, InC: 4, OutC: 4, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}
 	k := 27 * 4
 	if r := Vol2ColTileRows(g, 100*4*k+3); r != 100 {
 		t.Errorf("rows = %d, want 100", r)

@@ -11,24 +11,10 @@ import (
 	"time"
 
 	"github.com/voxtrain/voxtrain/cpu"
+	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/nifti"
 	"github.com/voxtrain/voxtrain/nn"
 )
-
-// demoDirs are where the demo data (MSD Task04 Hippocampus, see its
-// README.md) may be: $VOXTRAIN_DEMO_DIR, the repository's testdata, the
-// shared copy.
-func demoDir() string {
-	for _, d := range []string{os.Getenv("VOXTRAIN_DEMO_DIR"), "../testdata/demo", "/work/shared/data/demo"} {
-		if d == "" {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(d, "imagesTr")); err == nil {
-			return d
-		}
-	}
-	return ""
-}
 
 // demoCase is one z-scored image and its labels, (D, H, W) = (z, y, x).
 type demoCase struct {
@@ -92,13 +78,11 @@ func (c demoCase) crop(o, p [3]int, img, lab []float32) {
 // TestDemoTrainingLearns trains a small U-Net on real hippocampus MRI and
 // checks that the training loss falls and the validation Dice rises.
 func TestDemoTrainingLearns(t *testing.T) {
-	if testing.Short() || raceEnabled {
+	if testing.Short() || testutil.Race {
 		t.Skip("demo training skipped under -short and -race")
 	}
-	dir := demoDir()
-	if dir == "" {
-		t.Skip("demo data not found (set VOXTRAIN_DEMO_DIR)")
-	}
+	// The bundled 80 cases are enough: the test reads at most 60.
+	dir := testutil.DemoDir(t)
 	start := time.Now()
 	entries, err := os.ReadDir(filepath.Join(dir, "imagesTr"))
 	if err != nil {

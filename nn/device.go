@@ -51,6 +51,8 @@ package nn
 import (
 	"fmt"
 	"strings"
+
+	"github.com/voxtrain/voxtrain/internal/geom"
 )
 
 // Shape is a tensor's dimensions, outermost first.
@@ -116,59 +118,6 @@ type Stream interface {
 	Wait(e Event)
 	// Synchronize blocks the caller until all work enqueued so far has completed.
 	Synchronize()
-}
-
-// ConvGeom describes one 3D convolution over a batch of channels-last
-// activations: input (N, InD, InH, InW, InC), weight (OutC, KD, KH, KW, InC),
-// output (N, OutD(), OutH(), OutW(), OutC). Padding is zero padding applied
-// on both sides of an axis.
-type ConvGeom struct {
-	N                  int // batch size
-	InD, InH, InW, InC int // input spatial size and channels
-	OutC               int // output channels
-	KD, KH, KW         int // kernel size
-	SD, SH, SW         int // stride
-	PD, PH, PW         int // padding
-}
-
-// OutD returns the output depth.
-func (g ConvGeom) OutD() int { return (g.InD+2*g.PD-g.KD)/g.SD + 1 }
-
-// OutH returns the output height.
-func (g ConvGeom) OutH() int { return (g.InH+2*g.PH-g.KH)/g.SH + 1 }
-
-// OutW returns the output width.
-func (g ConvGeom) OutW() int { return (g.InW+2*g.PW-g.KW)/g.SW + 1 }
-
-// InShape returns the input activation shape.
-func (g ConvGeom) InShape() Shape { return Shape{g.N, g.InD, g.InH, g.InW, g.InC} }
-
-// OutShape returns the output activation shape.
-func (g ConvGeom) OutShape() Shape { return Shape{g.N, g.OutD(), g.OutH(), g.OutW(), g.OutC} }
-
-// WeightShape returns the weight shape in device layout.
-func (g ConvGeom) WeightShape() Shape { return Shape{g.OutC, g.KD, g.KH, g.KW, g.InC} }
-
-// MACs returns the multiply-accumulates of the forward convolution.
-func (g ConvGeom) MACs() int64 {
-	return int64(g.N) * int64(g.OutD()*g.OutH()*g.OutW()) * int64(g.OutC) * int64(g.KD*g.KH*g.KW*g.InC)
-}
-
-// Validate reports whether the geometry is usable.
-func (g ConvGeom) Validate() error {
-	if g.N <= 0 || g.InD <= 0 || g.InH <= 0 || g.InW <= 0 || g.InC <= 0 || g.OutC <= 0 {
-		return fmt.Errorf("conv geometry %+v: sizes must be positive", g)
-	}
-	if g.KD <= 0 || g.KH <= 0 || g.KW <= 0 || g.SD <= 0 || g.SH <= 0 || g.SW <= 0 {
-		return fmt.Errorf("conv geometry %+v: kernel and stride must be positive", g)
-	}
-	if g.PD < 0 || g.PH < 0 || g.PW < 0 {
-		return fmt.Errorf("conv geometry %+v: padding must be non-negative", g)
-	}
-	if g.OutD() <= 0 || g.OutH() <= 0 || g.OutW() <= 0 {
-		return fmt.Errorf("conv geometry %+v: kernel larger than padded input", g)
-	}
-	return nil
 }
 
 // SegStats are the per-sample and per-class sums from which the
@@ -266,13 +215,16 @@ type Device interface {
 	// size by PyTorch's "nearest-exact" rule: src index ⌊(o + ½)·in/out⌋.
 	DownsampleLabels(src, dst Tensor)
 
-	// Conv3DForward computes y = conv(x, w) + b; b may be nil.
-	Conv3DForward(g ConvGeom, x, w, b, y Tensor)
+	// Conv3DForward computes y = conv(x, w) + b; b may be nil. The
+	// geometry g gives every tensor's shape (g.InShape, g.WeightShape,
+	// g.OutShape; b has g.OutC elements); a g that fails g.Validate is a
+	// programming error, as for the other convolution ops.
+	Conv3DForward(g geom.Conv, x, w, b, y Tensor)
 	// Conv3DBackwardData computes dx = ∂L/∂x from dy (overwrites dx).
-	Conv3DBackwardData(g ConvGeom, dy, w, dx Tensor)
+	Conv3DBackwardData(g geom.Conv, dy, w, dx Tensor)
 	// Conv3DBackwardWeight computes dw and, when db is not nil, db
 	// (both overwritten).
-	Conv3DBackwardWeight(g ConvGeom, x, dy, dw, db Tensor)
+	Conv3DBackwardWeight(g geom.Conv, x, dy, dw, db Tensor)
 
 	// InstanceNormActForward normalises x (N, D, H, W, C) per sample and
 	// channel, applies the affine gamma, beta (C) and then the activation

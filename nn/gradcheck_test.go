@@ -7,19 +7,14 @@ import (
 	"testing"
 
 	"github.com/voxtrain/voxtrain/cpu"
+	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
+// data returns a CPU tensor's memory.
 func data(t nn.Tensor) []float32 { return t.(*cpu.Tensor).Data() }
 
-func dot64(a, b []float32) float64 {
-	var s float64
-	for i := range a {
-		s += float64(a[i]) * float64(b[i])
-	}
-	return s
-}
-
+// randn returns n normal random values of standard deviation scale.
 func randn(rng *rand.Rand, n int, scale float64) []float32 {
 	x := make([]float32, n)
 	for i := range x {
@@ -28,45 +23,8 @@ func randn(rng *rand.Rand, n int, scale float64) []float32 {
 	return x
 }
 
-// checkGrad compares analytic against central differences of loss at up to
-// samples coordinates of x (perturbed in place); errors are relative to
-// max|analytic| + |analytic_i|.
-func checkGrad(t *testing.T, name string, x, analytic []float32, loss func() float64, eps float32, tol float64, samples int, rng *rand.Rand) {
-	t.Helper()
-	var scale float64
-	for _, g := range analytic {
-		scale = max(scale, math.Abs(float64(g)))
-	}
-	if scale == 0 {
-		scale = 1e-12
-	}
-	idx := rng.Perm(len(x))
-	if len(idx) > samples {
-		idx = idx[:samples]
-	}
-	var worst float64
-	for _, i := range idx {
-		orig := x[i]
-		x[i] = orig + eps
-		hi := x[i]
-		lp := loss()
-		x[i] = orig - eps
-		lo := x[i]
-		lm := loss()
-		x[i] = orig
-		num := (lp - lm) / float64(hi-lo)
-		err := math.Abs(num-float64(analytic[i])) / (scale + math.Abs(float64(analytic[i])))
-		worst = max(worst, err)
-		if err > tol {
-			t.Errorf("%s: d/dx[%d] analytic %.6g, numeric %.6g (rel. error %.2e > %.0e)", name, i, analytic[i], num, err, tol)
-			return
-		}
-	}
-	t.Logf("%s: worst relative error %.2e over %d coordinates", name, worst, len(idx))
-}
-
-// randomLabels returns labels (N, D, H, W) with a box of every class, so
-// that every class is present (Dice is smooth there).
+// randomLabels returns labels (N, D, H, W) of uniformly random classes, so
+// that at these sizes every class is present (Dice is smooth there).
 func randomLabels(rng *rand.Rand, n, d, h, w, classes int) []float32 {
 	l := make([]float32, n*d*h*w)
 	for i := range l {
@@ -132,7 +90,7 @@ func TestLossGradients(t *testing.T) {
 					}
 					continue
 				}
-				checkGrad(t, c.name, data(logits[i]), ana, loss, 1e-3, 1e-2, 60, rng)
+				testutil.GradCheck{Eps: 1e-3, Tol: 1e-2, Samples: 60, Rand: rng}.Check(t, c.name, data(logits[i]), ana, loss)
 			}
 		})
 	}
@@ -184,7 +142,7 @@ func TestUNetGradients(t *testing.T) {
 			loss := func() float64 {
 				var l float64
 				for i, o := range m.Forward(ws, x) {
-					l += dot64(data(o), data(rs[i]))
+					l += testutil.Dot64(data(o), data(rs[i]))
 				}
 				return l
 			}
@@ -213,7 +171,7 @@ func TestUNetGradients(t *testing.T) {
 				prev = ana
 				// Small steps: with many LeakyReLU units a larger step
 				// crosses kinks; float32 rounding bounds it from below.
-				checkGrad(t, p.Name, data(p.W), ana, loss, 1e-4, 2e-2, 12, rng)
+				testutil.GradCheck{Eps: 1e-4, Tol: 2e-2, Samples: 12, Rand: rng}.Check(t, p.Name, data(p.W), ana, loss)
 			}
 		})
 	}

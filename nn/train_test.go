@@ -30,19 +30,31 @@ func syntheticBatch(rng *rand.Rand, n int, size [3]int) (x, y []float32) {
 	return x, y
 }
 
-// trainSteps trains a small deep-supervised U-Net for steps steps on fixed
+// smallPatch is the patch the small U-Net of newSmallLearner trains on.
+var smallPatch = [3]int{8, 12, 16}
+
+// newSmallLearner builds the small deep-supervised U-Net (weights from seed)
+// that the determinism and resume tests train, with a learner for batches of
+// 2 × smallPatch.
+func newSmallLearner(t *testing.T, dev nn.Device, optim nn.OptimConfig, seed uint64) (*nn.UNet, *nn.Learner) {
+	t.Helper()
+	m, err := nn.NewUNet(dev, nn.UNetConfig{Features: []int{4, 8, 8}, DeepSupervision: true}, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := nn.NewLearner(m, 2, smallPatch, nn.LossConfig{}, optim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, l
+}
+
+// trainSteps trains newSmallLearner's U-Net for steps steps on fixed
 // synthetic batches and returns its final weights and optimiser state.
 func trainSteps(t *testing.T, dev nn.Device, optim nn.OptimConfig, steps int) (w, state []nn.HostTensor) {
 	t.Helper()
-	m, err := nn.NewUNet(dev, nn.UNetConfig{Features: []int{4, 8, 8}, DeepSupervision: true}, 42)
-	if err != nil {
-		t.Fatal(err)
-	}
-	size := [3]int{8, 12, 16}
-	l, err := nn.NewLearner(m, 2, size, nn.LossConfig{}, optim)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, l := newSmallLearner(t, dev, optim, 42)
+	size := smallPatch
 	rng := rand.New(rand.NewPCG(7, 7))
 	for s := 0; s < steps; s++ {
 		xs, ys := syntheticBatch(rng, 2, size)
@@ -53,7 +65,7 @@ func trainSteps(t *testing.T, dev nn.Device, optim nn.OptimConfig, steps int) (w
 		dev.Free(x)
 		dev.Free(y)
 	}
-	w, err = nn.ExportParams(dev, m.Params())
+	w, err := nn.ExportParams(dev, m.Params())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,15 +117,8 @@ func TestExactResume(t *testing.T) {
 		dev := cpu.New(cpu.Options{})
 		full, fullState := trainSteps(t, dev, optim, 4)
 
-		m, err := nn.NewUNet(dev, nn.UNetConfig{Features: []int{4, 8, 8}, DeepSupervision: true}, 42)
-		if err != nil {
-			t.Fatal(err)
-		}
-		size := [3]int{8, 12, 16}
-		l, err := nn.NewLearner(m, 2, size, nn.LossConfig{}, optim)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m, l := newSmallLearner(t, dev, optim, 42)
+		size := smallPatch
 		rng := rand.New(rand.NewPCG(7, 7))
 		batches := make([][2][]float32, 4)
 		for s := range batches {
@@ -128,11 +133,8 @@ func TestExactResume(t *testing.T) {
 		st, _ := l.Opt.State()
 		steps := l.Opt.Steps()
 
-		m2, _ := nn.NewUNet(dev, nn.UNetConfig{Features: []int{4, 8, 8}, DeepSupervision: true}, 999)
-		l2, err := nn.NewLearner(m2, 2, size, nn.LossConfig{}, optim)
-		if err != nil {
-			t.Fatal(err)
-		}
+		// Other initial weights, which the import must overwrite.
+		m2, l2 := newSmallLearner(t, dev, optim, 999)
 		if err := nn.ImportParams(dev, m2.Params(), w); err != nil {
 			t.Fatal(err)
 		}

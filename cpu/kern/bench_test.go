@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/voxtrain/voxtrain/internal/geom"
+	"github.com/voxtrain/voxtrain/internal/procstat"
 )
 
 // unetLayer is one convolution of the reference U-Net
@@ -14,7 +17,7 @@ import (
 // gradient Conv3DBackwardWeight(g) with the roles of x and dy swapped.
 type unetLayer struct {
 	name  string
-	g     ConvGeom
+	g     geom.Conv
 	up    bool // a transposed convolution
 	first bool // the input layer: no input gradient in a training step
 }
@@ -22,11 +25,11 @@ type unetLayer struct {
 // unetLayers lists the convolutions of one U-Net training step at batch n,
 // cube side s (features 16-32-64-128, in 1, out 2).
 func unetLayers(n, s int) []unetLayer {
-	c3 := func(side, ci, co, st int) ConvGeom {
-		return ConvGeom{N: n, InD: side, InH: side, InW: side, InC: ci, OutC: co, KD: 3, KH: 3, KW: 3, SD: st, SH: st, SW: st, PD: 1, PH: 1, PW: 1}
+	c3 := func(side, ci, co, st int) geom.Conv {
+		return geom.Conv{N: n, InD: side, InH: side, InW: side, InC: ci, OutC: co, KD: 3, KH: 3, KW: 3, SD: st, SH: st, SW: st, PD: 1, PH: 1, PW: 1}
 	}
-	up := func(outSide, ci, co int) ConvGeom {
-		return ConvGeom{N: n, InD: outSide, InH: outSide, InW: outSide, InC: ci, OutC: co, KD: 2, KH: 2, KW: 2, SD: 2, SH: 2, SW: 2}
+	up := func(outSide, ci, co int) geom.Conv {
+		return geom.Conv{N: n, InD: outSide, InH: outSide, InW: outSide, InC: ci, OutC: co, KD: 2, KH: 2, KW: 2, SD: 2, SH: 2, SW: 2}
 	}
 	return []unetLayer{
 		{name: "enc1a", g: c3(s, 1, 16, 1), first: true},
@@ -46,18 +49,16 @@ func unetLayers(n, s int) []unetLayer {
 		{name: "up1", g: up(s, 16, 32), up: true},
 		{name: "dec1a", g: c3(s, 32, 16, 1)},
 		{name: "dec1b", g: c3(s, 16, 16, 1)},
-		{name: "head", g: ConvGeom{N: n, InD: s, InH: s, InW: s, InC: 16, OutC: 2, KD: 1, KH: 1, KW: 1, SD: 1, SH: 1, SW: 1}},
+		{name: "head", g: geom.Conv{N: n, InD: s, InH: s, InW: s, InC: 16, OutC: 2, KD: 1, KH: 1, KW: 1, SD: 1, SH: 1, SW: 1}},
 	}
 }
 
 // flops is 2 × multiply-adds of one pass (the same for all three ops).
-func (g ConvGeom) flops() float64 {
-	return 2 * float64(g.OutLen()) * float64(g.KD*g.KH*g.KW*g.InC)
-}
+func flops(g geom.Conv) float64 { return 2 * float64(g.MACs()) }
 
 type layerBufs struct{ x, w, b, y, dx, dw, db []float32 }
 
-func newLayerBufs(g ConvGeom) *layerBufs {
+func newLayerBufs(g geom.Conv) *layerBufs {
 	r := rand.New(rand.NewPCG(1, 1))
 	return &layerBufs{
 		x: randSlice(r, g.InLen()), w: randSlice(r, g.WeightLen()), b: randSlice(r, g.OutC),
@@ -113,11 +114,11 @@ func BenchmarkUNet(b *testing.B) {
 					var e Engine
 					runOp(&e, l, bu, op) // warm the scratch pool
 					b.ResetTimer()
-					c0 := cpuSeconds()
+					c0 := procstat.CPUTime()
 					for i := 0; i < b.N; i++ {
 						runOp(&e, l, bu, op)
 					}
-					reportRates(b, l.g.flops()*float64(b.N), cpuSeconds()-c0)
+					reportRates(b, flops(l.g)*float64(b.N), (procstat.CPUTime() - c0).Seconds())
 				})
 			}
 		}
@@ -134,7 +135,7 @@ func BenchmarkUNetStep(b *testing.B) {
 			var fl float64
 			for i, l := range ls {
 				bus[i] = newLayerBufs(l.g)
-				fl += 3 * l.g.flops()
+				fl += 3 * flops(l.g)
 			}
 			var e Engine
 			step := func() {
@@ -148,11 +149,11 @@ func BenchmarkUNetStep(b *testing.B) {
 			}
 			step()
 			b.ResetTimer()
-			c0 := cpuSeconds()
+			c0 := procstat.CPUTime()
 			for i := 0; i < b.N; i++ {
 				step()
 			}
-			reportRates(b, fl*float64(b.N), cpuSeconds()-c0)
+			reportRates(b, fl*float64(b.N), (procstat.CPUTime() - c0).Seconds())
 		})
 	}
 }
@@ -167,11 +168,11 @@ func BenchmarkSgemm(b *testing.B) {
 			var e Engine
 			e.Sgemm(false, false, m, n, k, 1, a, k, bb, n, 0, c, n)
 			b.ResetTimer()
-			c0 := cpuSeconds()
+			c0 := procstat.CPUTime()
 			for i := 0; i < b.N; i++ {
 				e.Sgemm(false, false, m, n, k, 1, a, k, bb, n, 0, c, n)
 			}
-			reportRates(b, 2*float64(m*n*k)*float64(b.N), cpuSeconds()-c0)
+			reportRates(b, 2*float64(m*n*k)*float64(b.N), (procstat.CPUTime() - c0).Seconds())
 		})
 	}
 }
@@ -181,8 +182,8 @@ func BenchmarkSgemm(b *testing.B) {
 // at the bottom and the 1-channel input layer. The large top layers are
 // BenchmarkUNet's shapes with more channels.
 func BenchmarkNNUNet(b *testing.B) {
-	c3 := func(n, side, ci, co, st int) ConvGeom {
-		return ConvGeom{N: n, InD: side, InH: side, InW: side, InC: ci, OutC: co, KD: 3, KH: 3, KW: 3, SD: st, SH: st, SW: st, PD: 1, PH: 1, PW: 1}
+	c3 := func(n, side, ci, co, st int) geom.Conv {
+		return geom.Conv{N: n, InD: side, InH: side, InW: side, InC: ci, OutC: co, KD: 3, KH: 3, KW: 3, SD: st, SH: st, SW: st, PD: 1, PH: 1, PW: 1}
 	}
 	layers := []unetLayer{
 		{name: "in1x128c32", g: c3(2, 128, 1, 32, 1), first: true},
@@ -192,7 +193,7 @@ func BenchmarkNNUNet(b *testing.B) {
 		{name: "s8c320", g: c3(2, 8, 320, 320, 1)},
 		{name: "s8c320to320s2", g: c3(2, 8, 320, 320, 2)},
 		{name: "s4c320", g: c3(2, 4, 320, 320, 1)},
-		{name: "up4to8c320", g: ConvGeom{N: 2, InD: 8, InH: 8, InW: 8, InC: 320, OutC: 320, KD: 2, KH: 2, KW: 2, SD: 2, SH: 2, SW: 2}, up: true},
+		{name: "up4to8c320", g: geom.Conv{N: 2, InD: 8, InH: 8, InW: 8, InC: 320, OutC: 320, KD: 2, KH: 2, KW: 2, SD: 2, SH: 2, SW: 2}, up: true},
 		{name: "s8c640to320", g: c3(2, 8, 640, 320, 1)},
 	}
 	for _, l := range layers {
@@ -208,11 +209,11 @@ func BenchmarkNNUNet(b *testing.B) {
 				var e Engine
 				runOp(&e, l, bu, op)
 				b.ResetTimer()
-				c0 := cpuSeconds()
+				c0 := procstat.CPUTime()
 				for i := 0; i < b.N; i++ {
 					runOp(&e, l, bu, op)
 				}
-				reportRates(b, l.g.flops()*float64(b.N), cpuSeconds()-c0)
+				reportRates(b, flops(l.g)*float64(b.N), (procstat.CPUTime() - c0).Seconds())
 			})
 		}
 	}

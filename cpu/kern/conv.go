@@ -1,15 +1,17 @@
 package kern
 
+import "github.com/voxtrain/voxtrain/internal/geom"
+
 // Implicit-GEMM convolution: forward and backward-data.
 //
 // Both are instances of one operation, icOp: for every row (a voxel of the
 // destination) and every column (a destination channel),
 //
-//	dst[row, co] = bias[co] + Σ_taps Σ_c src[row·rs + so + tap, c] · B[tap, c, co]
+//	dst[row·dstStep + dstOrigin, co] = bias[co] + Σ_taps Σ_c src[row·srcStep + srcOrigin + tap, c] · B[tap, c, co]
 //
-// where src positions outside the source are zero. The forward convolution
-// is one such "class" (rows = output voxels, rs = stride, so = -padding,
-// taps = the kernel). Backward-data splits dx by the residue of each
+// (per axis D, H, W) where src positions outside the source are zero. The
+// forward convolution is one such "class" (rows = output voxels, srcStep =
+// stride, srcOrigin = -padding, taps = the kernel, dstStep 1, dstOrigin 0). Backward-data splits dx by the residue of each
 // coordinate modulo the stride: within one residue class every dx voxel
 // receives exactly the kernel taps k ≡ (residue + padding) mod stride, from
 // consecutive dy voxels, so the class is a stride-1 convolution of dy with a
@@ -18,41 +20,41 @@ package kern
 // plain GEMMs).
 //
 // The source planes a row plane needs are copied, zero-padded, into a small
-// per-goroutine ring (planeRing), so the micro-kernel never tests borders and
+// per-goroutine ring (scratch.ring, see preparePlanes), so the micro-kernel never tests borders and
 // the (kw, c) run of a tap is contiguous. Nothing of size voxels × taps is
 // ever built. When no padding is needed the source is read in place.
 
 // icClass is one destination residue class of an icOp (see above). Axes are
 // (D, H, W) = 0, 1, 2.
 type icClass struct {
-	R        [3]int // rows per axis
-	rs       [3]int // source step per row
-	so       [3]int // source coordinate of row 0, tap 0
-	T        [3]int // taps per axis
-	ds, dr   [3]int // destination coordinate = row·ds + dr
-	bOff     int    // offset of this class's panel 0 in the packed B
-	panelLen int    // floats per column panel: T0·T1·T2·srcC·16
+	rows               [3]int // rows per axis
+	srcStep            [3]int // source step per row
+	srcOrigin          [3]int // source coordinate of row 0, tap 0
+	taps               [3]int // taps per axis
+	dstStep, dstOrigin [3]int // destination coordinate = row·dstStep + dstOrigin
+	packedOff          int    // offset of this class's panel 0 in icOp.packedB
+	panelLen           int    // floats per column panel: taps[0]·taps[1]·taps[2]·srcC·16
 }
 
 // icOp is an implicit-GEMM convolution over a batch.
 type icOp struct {
-	n       int
+	batch   int
 	src     []float32
-	sDim    [3]int
-	sC      int
+	srcDim  [3]int
+	srcC    int
 	dst     []float32
-	dDim    [3]int
-	dC      int
+	dstDim  [3]int
+	dstC    int
 	classes []icClass
-	bp      []float32 // packed B: per class, per panel, [t0][t1][t2][c][16]
-	panels  int       // ceil(dC/16)
+	packedB []float32 // the GEMM's B (weights): per class, per panel, [t0][t1][t2][c][16]
+	panels  int       // ceil(dstC/16)
 	bias    []float32 // panels·16 floats (zero padded), or nil
 }
 
-// icItem is one unit of work: row planes [a0, a1) of batch element n of a
-// class, rows [r0, r1) of each plane.
+// icItem is one unit of work: row planes [plane0, plane1) of batch element
+// sample of a class, rows [row0, row1) of each plane.
 type icItem struct {
-	cls, n, a0, a1, r0, r1 int
+	class, sample, plane0, plane1, row0, row1 int
 }
 
 // Keys of scratch.ringKeys besides plane numbers n·D + d.
@@ -62,16 +64,29 @@ const (
 	zeroPlane = -1 // a plane outside the source: all zero
 )
 
+// forwardClass is the one class of g's forward convolution: a row per
+// output voxel, reading the input at stride steps from −padding, over the
+// whole kernel. The weight gradient walks the same rows and taps.
+func forwardClass(g geom.Conv) icClass {
+	return icClass{
+		rows:      [3]int{g.OutD(), g.OutH(), g.OutW()},
+		srcStep:   [3]int{g.SD, g.SH, g.SW},
+		srcOrigin: [3]int{-g.PD, -g.PH, -g.PW},
+		taps:      [3]int{g.KD, g.KH, g.KW},
+		dstStep:   [3]int{1, 1, 1},
+	}
+}
+
 // ringGeom gives the padded plane extent of a class: Hp × Wp voxels.
 func (cl *icClass) ringGeom() (hp, wp int) {
-	return (cl.R[1]-1)*cl.rs[1] + cl.T[1], (cl.R[2]-1)*cl.rs[2] + cl.T[2]
+	return (cl.rows[1]-1)*cl.srcStep[1] + cl.taps[1], (cl.rows[2]-1)*cl.srcStep[2] + cl.taps[2]
 }
 
 // hwDirect reports whether the class can read source planes in place: no
 // padding in H and W, and a padded line is exactly a source line.
 func (cl *icClass) hwDirect(sDim [3]int) bool {
 	hp, wp := cl.ringGeom()
-	return cl.so[1] >= 0 && cl.so[1]+hp <= sDim[1] && cl.so[2] == 0 && wp == sDim[2]
+	return cl.srcOrigin[1] >= 0 && cl.srcOrigin[1]+hp <= sDim[1] && cl.srcOrigin[2] == 0 && wp == sDim[2]
 }
 
 // resetRing forgets the ring's contents (at the start of an item).
@@ -82,10 +97,10 @@ func (s *scratch) resetRing(slots int) {
 	}
 }
 
-// preparePlanes makes the T0 source planes of row plane a (batch element n)
+// preparePlanes makes the taps[0] source planes of row plane a (batch element n)
 // available and fills slotOff[td] with the offset of plane td's padded
 // origin in the returned buffer; a padded line is wp·sC floats. The caller
-// must have called resetRing(T0+1) at the start of the item.
+// must have called resetRing(taps[0]+1) at the start of the item.
 //
 // With ones set, the planes are always copied (never read in place) and the
 // ring holds one more slot filled with 1.0 at offset onesOff: a weight
@@ -93,11 +108,11 @@ func (s *scratch) resetRing(slots int) {
 func (s *scratch) preparePlanes(src []float32, n int, sDim [3]int, sC int, cl *icClass, a int, slotOff []int, ones bool) (buf []float32, onesOff int) {
 	hp, wp := cl.ringGeom()
 	pitch := wp * sC
-	t0 := cl.T[0]
-	d0 := a*cl.rs[0] + cl.so[0]
+	t0 := cl.taps[0]
+	d0 := a*cl.srcStep[0] + cl.srcOrigin[0]
 	if !ones && cl.hwDirect(sDim) && d0 >= 0 && d0+t0 <= sDim[0] {
 		for td := 0; td < t0; td++ {
-			slotOff[td] = (((n*sDim[0]+d0+td)*sDim[1] + cl.so[1]) * sDim[2]) * sC
+			slotOff[td] = (((n*sDim[0]+d0+td)*sDim[1] + cl.srcOrigin[1]) * sDim[2]) * sC
 		}
 		return src, 0
 	}
@@ -134,17 +149,17 @@ func (s *scratch) preparePlanes(src []float32, n int, sDim [3]int, sC int, cl *i
 			continue
 		}
 		// Valid W range of a padded line, in padded coordinates.
-		w0 := max(0, -cl.so[2])
-		w1 := min(wp, sDim[2]-cl.so[2])
+		w0 := max(0, -cl.srcOrigin[2])
+		w1 := min(wp, sDim[2]-cl.srcOrigin[2])
 		for h := 0; h < hp; h++ {
 			line := dstPlane[h*pitch : (h+1)*pitch]
-			sh := cl.so[1] + h
+			sh := cl.srcOrigin[1] + h
 			if sh < 0 || sh >= sDim[1] || w0 >= w1 {
 				clear(line)
 				continue
 			}
 			clear(line[:w0*sC])
-			so := ((key*sDim[1]+sh)*sDim[2] + cl.so[2] + w0) * sC
+			so := ((key*sDim[1]+sh)*sDim[2] + cl.srcOrigin[2] + w0) * sC
 			copy(line[w0*sC:w1*sC], src[so:so+(w1-w0)*sC])
 			clear(line[w1*sC:])
 		}
@@ -158,7 +173,7 @@ func (s *scratch) preparePlanes(src []float32, n int, sDim [3]int, sC int, cl *i
 func (op *icOp) items(threads int, its []icItem) []icItem {
 	planes := 0
 	for i := range op.classes {
-		planes += op.n * op.classes[i].R[0]
+		planes += op.batch * op.classes[i].rows[0]
 	}
 	want := 4 * threads
 	its = its[:0]
@@ -166,10 +181,10 @@ func (op *icOp) items(threads int, its []icItem) []icItem {
 		chunk := max(1, planes/want)
 		for ci := range op.classes {
 			cl := &op.classes[ci]
-			rows := cl.R[1] * cl.R[2]
-			for n := 0; n < op.n; n++ {
-				for a := 0; a < cl.R[0]; a += chunk {
-					its = append(its, icItem{ci, n, a, min(a+chunk, cl.R[0]), 0, rows})
+			rows := cl.rows[1] * cl.rows[2]
+			for n := 0; n < op.batch; n++ {
+				for a := 0; a < cl.rows[0]; a += chunk {
+					its = append(its, icItem{ci, n, a, min(a+chunk, cl.rows[0]), 0, rows})
 				}
 			}
 		}
@@ -178,11 +193,11 @@ func (op *icOp) items(threads int, its []icItem) []icItem {
 	pieces := (want + planes - 1) / planes
 	for ci := range op.classes {
 		cl := &op.classes[ci]
-		rows := cl.R[1] * cl.R[2]
+		rows := cl.rows[1] * cl.rows[2]
 		per := max(tileRows, (rows+pieces-1)/pieces)
 		per = (per + tileRows - 1) / tileRows * tileRows
-		for n := 0; n < op.n; n++ {
-			for a := 0; a < cl.R[0]; a++ {
+		for n := 0; n < op.batch; n++ {
+			for a := 0; a < cl.rows[0]; a++ {
 				for r := 0; r < rows; r += per {
 					its = append(its, icItem{ci, n, a, a + 1, r, min(r+per, rows)})
 				}
@@ -201,47 +216,47 @@ func (e *Engine) runIC(op *icOp, cs *scratch) {
 
 // icItem computes one work item.
 func (e *Engine) icItem(op *icOp, s *scratch, it icItem) {
-	cl := &op.classes[it.cls]
-	dD, dH, dW, dC := op.dDim[0], op.dDim[1], op.dDim[2], op.dC
-	if cl.T[0] == 0 || cl.T[1] == 0 || cl.T[2] == 0 {
+	cl := &op.classes[it.class]
+	dD, dH, dW, dC := op.dstDim[0], op.dstDim[1], op.dstDim[2], op.dstC
+	if cl.taps[0] == 0 || cl.taps[1] == 0 || cl.taps[2] == 0 {
 		// No tap reaches this class: its destination voxels are zero.
-		for a := it.a0; a < it.a1; a++ {
-			dd := a*cl.ds[0] + cl.dr[0]
-			for r := it.r0; r < it.r1; r++ {
-				b, c := r/cl.R[2], r%cl.R[2]
-				o := (((it.n*dD+dd)*dH+b*cl.ds[1]+cl.dr[1])*dW + c*cl.ds[2] + cl.dr[2]) * dC
+		for a := it.plane0; a < it.plane1; a++ {
+			dd := a*cl.dstStep[0] + cl.dstOrigin[0]
+			for r := it.row0; r < it.row1; r++ {
+				b, c := r/cl.rows[2], r%cl.rows[2]
+				o := (((it.sample*dD+dd)*dH+b*cl.dstStep[1]+cl.dstOrigin[1])*dW + c*cl.dstStep[2] + cl.dstOrigin[2]) * dC
 				clear(op.dst[o : o+dC])
 			}
 		}
 		return
 	}
 	_, wp := cl.ringGeom()
-	pitch := wp * op.sC
-	nr := it.r1 - it.r0
+	pitch := wp * op.srcC
+	nr := it.row1 - it.row0
 	ntile := (nr + tileRows - 1) / tileRows
 	padded := ntile * tileRows
 	// Row tables: A offset of each row relative to the tap origin, C offset
 	// relative to the destination plane.
-	s.ints = grow(s.ints, padded)
-	s.ints2 = grow(s.ints2, padded)
-	aoff, coff := s.ints, s.ints2
-	b, c := it.r0/cl.R[2], it.r0%cl.R[2]
+	s.rowOffA = grow(s.rowOffA, padded)
+	s.rowOffC = grow(s.rowOffC, padded)
+	aoff, coff := s.rowOffA, s.rowOffC
+	b, c := it.row0/cl.rows[2], it.row0%cl.rows[2]
 	for i := 0; i < nr; i++ {
-		aoff[i] = b*cl.rs[1]*pitch + c*cl.rs[2]*op.sC
-		coff[i] = ((b*cl.ds[1]+cl.dr[1])*dW + c*cl.ds[2] + cl.dr[2]) * dC
-		if c++; c == cl.R[2] {
+		aoff[i] = b*cl.srcStep[1]*pitch + c*cl.srcStep[2]*op.srcC
+		coff[i] = ((b*cl.dstStep[1]+cl.dstOrigin[1])*dW + c*cl.dstStep[2] + cl.dstOrigin[2]) * dC
+		if c++; c == cl.rows[2] {
 			c, b = 0, b+1
 		}
 	}
 	for i := nr; i < padded; i++ {
 		aoff[i], coff[i] = aoff[0], coff[0]
 	}
-	t0, t1 := cl.T[0], cl.T[1]
-	s.ints3 = grow(s.ints3, t0*t1+t0+padded)
-	taps := s.ints3[:t0*t1]
-	slotOff := s.ints3[t0*t1 : t0*t1+t0]
-	tileOff := s.ints3[t0*t1+t0:]
-	partial := op.dC%tileCols != 0
+	t0, t1 := cl.taps[0], cl.taps[1]
+	s.offTables = grow(s.offTables, t0*t1+t0+padded)
+	tapOff := s.offTables[:t0*t1]
+	slotOff := s.offTables[t0*t1 : t0*t1+t0]
+	tileOff := s.offTables[t0*t1+t0:]
+	partial := op.dstC%tileCols != 0
 	if partial {
 		for i := range tileOff {
 			tileOff[i] = i * tileCols
@@ -249,18 +264,18 @@ func (e *Engine) icItem(op *icOp, s *scratch, it icItem) {
 		s.tile = grow(s.tile, padded*tileCols)
 	}
 	s.resetRing(t0 + 1)
-	for a := it.a0; a < it.a1; a++ {
-		buf, _ := s.preparePlanes(op.src, it.n, op.sDim, op.sC, cl, a, slotOff, false)
+	for a := it.plane0; a < it.plane1; a++ {
+		buf, _ := s.preparePlanes(op.src, it.sample, op.srcDim, op.srcC, cl, a, slotOff, false)
 		for td := 0; td < t0; td++ {
 			for th := 0; th < t1; th++ {
-				taps[td*t1+th] = slotOff[td] + th*pitch
+				tapOff[td*t1+th] = slotOff[td] + th*pitch
 			}
 		}
-		plane := ((it.n*dD + a*cl.ds[0] + cl.dr[0]) * dH) * dW * dC
+		plane := ((it.sample*dD + a*cl.dstStep[0] + cl.dstOrigin[0]) * dH) * dW * dC
 		for p := 0; p < op.panels; p++ {
 			args := ukArgs{
-				a: buf, aoff: aoff[:padded], taps: taps, run: cl.T[2] * op.sC, astr: 1,
-				b: op.bp, boff: cl.bOff + p*cl.panelLen, bstr: tileCols,
+				a: buf, aoff: aoff[:padded], taps: tapOff, run: cl.taps[2] * op.srcC, astr: 1,
+				b: op.packedB, boff: cl.packedOff + p*cl.panelLen, bstr: tileCols,
 				c: op.dst[plane+p*tileCols:], coff: coff[:padded],
 				mlast: nr - (ntile-1)*tileRows, mode: modeStore,
 			}
@@ -289,30 +304,24 @@ func (e *Engine) icItem(op *icOp, s *scratch, it icItem) {
 }
 
 // convForward is Conv3DForward after the argument checks.
-func (e *Engine) convForward(g ConvGeom, x, w, bias, y []float32) {
+func (e *Engine) convForward(g geom.Conv, x, w, bias, y []float32) {
 	cs := e.getScratch()
 	defer e.putScratch(cs)
-	cl := icClass{
-		R:  [3]int{g.OutD(), g.OutH(), g.OutW()},
-		rs: [3]int{g.SD, g.SH, g.SW},
-		so: [3]int{-g.PD, -g.PH, -g.PW},
-		T:  [3]int{g.KD, g.KH, g.KW},
-		ds: [3]int{1, 1, 1},
-	}
+	cl := forwardClass(g)
 	op := &icOp{
-		n: g.N, src: x, sDim: [3]int{g.InD, g.InH, g.InW}, sC: g.InC,
-		dst: y, dDim: cl.R, dC: g.OutC, classes: append(cs.classes[:0], cl),
+		batch: g.N, src: x, srcDim: [3]int{g.InD, g.InH, g.InW}, srcC: g.InC,
+		dst: y, dstDim: cl.rows, dstC: g.OutC, classes: append(cs.classes[:0], cl),
 		panels: (g.OutC + tileCols - 1) / tileCols,
 	}
 	cs.classes = op.classes
-	k := g.KD * g.KH * g.KW * g.InC
+	k := g.PatchLen()
 	op.classes[0].panelLen = k * tileCols
-	cs.big = grow(cs.big, op.panels*k*tileCols)
-	op.bp = cs.big
+	cs.callBuf = grow(cs.callBuf, op.panels*k*tileCols)
+	op.packedB = cs.callBuf
 	// Pack W as [panel][kd][kh][kw][ci][16 output channels]; the kernel's
 	// (kd, kh, kw, ci) order is already the order of a weight row.
 	e.parallel(op.panels, func(_ *scratch, p int) {
-		dst := op.bp[p*k*tileCols : (p+1)*k*tileCols]
+		dst := op.packedB[p*k*tileCols : (p+1)*k*tileCols]
 		for j := 0; j < tileCols; j++ {
 			co := p*tileCols + j
 			if co >= g.OutC {
@@ -328,8 +337,8 @@ func (e *Engine) convForward(g ConvGeom, x, w, bias, y []float32) {
 		}
 	})
 	if bias != nil {
-		cs.big2 = grow(cs.big2, op.panels*tileCols)
-		op.bias = cs.big2
+		cs.biasBuf = grow(cs.biasBuf, op.panels*tileCols)
+		op.bias = cs.biasBuf
 		clear(op.bias)
 		copy(op.bias, bias[:g.OutC])
 	}
@@ -337,17 +346,17 @@ func (e *Engine) convForward(g ConvGeom, x, w, bias, y []float32) {
 }
 
 // convBackwardData is Conv3DBackwardData after the argument checks.
-func (e *Engine) convBackwardData(g ConvGeom, dy, w, dx []float32) {
+func (e *Engine) convBackwardData(g geom.Conv, dy, w, dx []float32) {
 	cs := e.getScratch()
 	defer e.putScratch(cs)
 	inDim := [3]int{g.InD, g.InH, g.InW}
 	outDim := [3]int{g.OutD(), g.OutH(), g.OutW()}
 	kDim := [3]int{g.KD, g.KH, g.KW}
-	sDim := [3]int{g.SD, g.SH, g.SW}
-	pDim := [3]int{g.PD, g.PH, g.PW}
+	strideDim := [3]int{g.SD, g.SH, g.SW}
+	padDim := [3]int{g.PD, g.PH, g.PW}
 	op := &icOp{
-		n: g.N, src: dy, sDim: outDim, sC: g.OutC,
-		dst: dx, dDim: inDim, dC: g.InC,
+		batch: g.N, src: dy, srcDim: outDim, srcC: g.OutC,
+		dst: dx, dstDim: inDim, dstC: g.InC,
 		panels:  (g.InC + tileCols - 1) / tileCols,
 		classes: cs.classes[:0],
 	}
@@ -359,7 +368,7 @@ func (e *Engine) convBackwardData(g ConvGeom, dy, w, dx []float32) {
 	type axisClass struct{ r, R, T, so, k0 int }
 	var ax [3][]axisClass
 	for d := 0; d < 3; d++ {
-		S, P, K := sDim[d], pDim[d], kDim[d]
+		S, P, K := strideDim[d], padDim[d], kDim[d]
 		for r := 0; r < S && r < inDim[d]; r++ {
 			ac := axisClass{r: r, R: (inDim[d] - r + S - 1) / S, k0: (r + P) % S}
 			if ac.k0 < K {
@@ -374,14 +383,14 @@ func (e *Engine) convBackwardData(g ConvGeom, dy, w, dx []float32) {
 		for _, a1 := range ax[1] {
 			for _, a2 := range ax[2] {
 				cl := icClass{
-					R:  [3]int{a0.R, a1.R, a2.R},
-					rs: [3]int{1, 1, 1},
-					so: [3]int{a0.so, a1.so, a2.so},
-					T:  [3]int{a0.T, a1.T, a2.T},
-					ds: sDim,
-					dr: [3]int{a0.r, a1.r, a2.r},
+					rows:      [3]int{a0.R, a1.R, a2.R},
+					srcStep:   [3]int{1, 1, 1},
+					srcOrigin: [3]int{a0.so, a1.so, a2.so},
+					taps:      [3]int{a0.T, a1.T, a2.T},
+					dstStep:   strideDim,
+					dstOrigin: [3]int{a0.r, a1.r, a2.r},
 				}
-				cl.bOff = total
+				cl.packedOff = total
 				cl.panelLen = a0.T * a1.T * a2.T * g.OutC * tileCols
 				total += op.panels * cl.panelLen
 				op.classes = append(op.classes, cl)
@@ -389,8 +398,8 @@ func (e *Engine) convBackwardData(g ConvGeom, dy, w, dx []float32) {
 		}
 	}
 	cs.classes = op.classes
-	cs.big = grow(cs.big, total)
-	op.bp = cs.big
+	cs.callBuf = grow(cs.callBuf, total)
+	op.packedB = cs.callBuf
 	// Pack each class's sub-kernel as [panel][t0][t1][t2][co][16 input
 	// channels], tap t' of an axis being kernel index k0 + S·(T-1-t').
 	k0s := func(d int, ci int) int { return ax[d][ci].k0 }
@@ -399,14 +408,14 @@ func (e *Engine) convBackwardData(g ConvGeom, dy, w, dx []float32) {
 		ci, p := item/op.panels, item%op.panels
 		cl := &op.classes[ci]
 		c0, c1, c2 := ci/(nc[1]*nc[2]), (ci/nc[2])%nc[1], ci%nc[2]
-		dst := op.bp[cl.bOff+p*cl.panelLen : cl.bOff+(p+1)*cl.panelLen]
+		dst := op.packedB[cl.packedOff+p*cl.panelLen : cl.packedOff+(p+1)*cl.panelLen]
 		i := 0
-		for t0 := 0; t0 < cl.T[0]; t0++ {
-			kd := k0s(0, c0) + g.SD*(cl.T[0]-1-t0)
-			for t1 := 0; t1 < cl.T[1]; t1++ {
-				kh := k0s(1, c1) + g.SH*(cl.T[1]-1-t1)
-				for t2 := 0; t2 < cl.T[2]; t2++ {
-					kw := k0s(2, c2) + g.SW*(cl.T[2]-1-t2)
+		for t0 := 0; t0 < cl.taps[0]; t0++ {
+			kd := k0s(0, c0) + g.SD*(cl.taps[0]-1-t0)
+			for t1 := 0; t1 < cl.taps[1]; t1++ {
+				kh := k0s(1, c1) + g.SH*(cl.taps[1]-1-t1)
+				for t2 := 0; t2 < cl.taps[2]; t2++ {
+					kw := k0s(2, c2) + g.SW*(cl.taps[2]-1-t2)
 					for co := 0; co < g.OutC; co++ {
 						wo := (((co*g.KD+kd)*g.KH+kh)*g.KW + kw) * g.InC
 						for j := 0; j < tileCols; j++ {

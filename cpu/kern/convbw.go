@@ -1,5 +1,7 @@
 package kern
 
+import "github.com/voxtrain/voxtrain/internal/geom"
+
 // Backward-weight: dW[co, k] = Σ_voxels dy[voxel, co] · x[voxel·S - P + tap(k), ci(k)],
 // a GEMM whose reduction runs over all output voxels of the batch.
 //
@@ -26,43 +28,39 @@ func reductionUnits(planes, voxels, partLen int) int {
 // maxPartialFloats caps the partial sums of a weight gradient (64 MiB).
 const maxPartialFloats = 16 << 20
 
-// bwItem is one work item: unit u, k tiles [kt0, kt1), column panels [p0, p1).
-type bwItem struct{ u, kt0, kt1, p0, p1 int }
+// bwItem is one work item: reduction unit unit, k tiles [ktile0, ktile1),
+// column panels [panel0, panel1).
+type bwItem struct{ unit, ktile0, ktile1, panel0, panel1 int }
 
 // convBackwardWeight is Conv3DBackwardWeight after the argument checks.
-func (e *Engine) convBackwardWeight(g ConvGeom, x, dy, dw, dbias []float32) {
+func (e *Engine) convBackwardWeight(g geom.Conv, x, dy, dw, dbias []float32) {
 	cs := e.getScratch()
 	defer e.putScratch(cs)
-	cl := icClass{
-		R:  [3]int{g.OutD(), g.OutH(), g.OutW()},
-		rs: [3]int{g.SD, g.SH, g.SW},
-		so: [3]int{-g.PD, -g.PH, -g.PW},
-		T:  [3]int{g.KD, g.KH, g.KW},
-	}
+	cl := forwardClass(g)
 	sDim := [3]int{g.InD, g.InH, g.InW}
 	co := g.OutC
 	panels := (co + tileCols - 1) / tileCols
 	cop := panels * tileCols
-	k := g.KD * g.KH * g.KW * g.InC
+	k := g.PatchLen()
 	// With a bias gradient, row k of the product is the bias: its A operand
 	// is the ring's slot of ones (see preparePlanes).
 	//
 	// Where the input can be read in place (1×1×1 and stride = kernel
 	// convolutions), copying it into the ring only to add that row would
 	// cost more than summing dy directly, which is done instead.
-	inPlace := cl.hwDirect(sDim) && cl.so[0] >= 0 && (cl.R[0]-1)*cl.rs[0]+cl.so[0]+cl.T[0] <= sDim[0]
+	inPlace := cl.hwDirect(sDim) && cl.srcOrigin[0] >= 0 && (cl.rows[0]-1)*cl.srcStep[0]+cl.srcOrigin[0]+cl.taps[0] <= sDim[0]
 	onesRow := dbias != nil && !inPlace
 	krows := k
 	if onesRow {
 		krows++
 	}
 	ktiles := (krows + tileRows - 1) / tileRows
-	planes := g.N * cl.R[0]
-	rows := cl.R[1] * cl.R[2]
+	planes := g.N * cl.rows[0]
+	rows := cl.rows[1] * cl.rows[2]
 	units := reductionUnits(planes, planes*rows, krows*cop)
 	// Partial sums: [unit][krows][cop].
-	cs.big = grow(cs.big, units*krows*cop)
-	part := cs.big
+	cs.callBuf = grow(cs.callBuf, units*krows*cop)
+	part := cs.callBuf
 
 	// Items: every unit, its k tiles cut into pieces so that there are about
 	// 4 items per goroutine; column panels are cut too when k is small.
@@ -78,9 +76,9 @@ func (e *Engine) convBackwardWeight(g ConvGeom, x, dy, dw, dbias []float32) {
 		for pk := 0; pk < kpieces; pk++ {
 			for pp := 0; pp < ppieces; pp++ {
 				its = append(its, bwItem{
-					u:   u,
-					kt0: pk * ktiles / kpieces, kt1: (pk + 1) * ktiles / kpieces,
-					p0: pp * panels / ppieces, p1: (pp + 1) * panels / ppieces,
+					unit:   u,
+					ktile0: pk * ktiles / kpieces, ktile1: (pk + 1) * ktiles / kpieces,
+					panel0: pp * panels / ppieces, panel1: (pp + 1) * panels / ppieces,
 				})
 			}
 		}
@@ -89,40 +87,40 @@ func (e *Engine) convBackwardWeight(g ConvGeom, x, dy, dw, dbias []float32) {
 	// Output lines per block: about 128 voxels, so that the block's dy
 	// columns and the input rows one k tile reads stay in L1 while the next
 	// k tiles (same tap, neighbouring channels) reuse them.
-	lb := max(1, min(cl.R[1], 128/cl.R[2]))
+	lb := max(1, min(cl.rows[1], 128/cl.rows[2]))
 	_, wp := cl.ringGeom()
 	pitch := wp * g.InC
 	padDy := co%tileCols != 0
 
 	e.parallel(len(its), func(s *scratch, i int) {
 		it := its[i]
-		kr0, kr1 := it.kt0*tileRows, min(krows, it.kt1*tileRows)
+		kr0, kr1 := it.ktile0*tileRows, min(krows, it.ktile1*tileRows)
 		nk := kr1 - kr0
-		padded := (it.kt1 - it.kt0) * tileRows
-		t0, t1 := cl.T[0], cl.T[1]
-		run := cl.T[2] * g.InC
-		s.ints = grow(s.ints, padded)
-		s.ints2 = grow(s.ints2, padded)
-		s.ints3 = grow(s.ints3, cl.R[1]+t0)
-		koff, kc := s.ints[:padded], s.ints2[:padded]
-		lineOff, slotOff := s.ints3[:cl.R[1]], s.ints3[cl.R[1]:cl.R[1]+t0]
+		padded := (it.ktile1 - it.ktile0) * tileRows
+		t0, t1 := cl.taps[0], cl.taps[1]
+		run := cl.taps[2] * g.InC
+		s.rowOffA = grow(s.rowOffA, padded)
+		s.rowOffC = grow(s.rowOffC, padded)
+		s.offTables = grow(s.offTables, cl.rows[1]+t0)
+		koff, kc := s.rowOffA[:padded], s.rowOffC[:padded]
+		lineOff, slotOff := s.offTables[:cl.rows[1]], s.offTables[cl.rows[1]:cl.rows[1]+t0]
 		for kk := 0; kk < padded; kk++ {
 			kc[kk] = min(kr0+kk, kr1-1) * cop
 		}
 		for b := range lineOff {
-			lineOff[b] = b * cl.rs[1] * pitch
+			lineOff[b] = b * cl.srcStep[1] * pitch
 		}
 		if padDy {
-			s.bpad = grow(s.bpad, lb*cl.R[2]*cop)
+			s.bpad = grow(s.bpad, lb*cl.rows[2]*cop)
 			clear(s.bpad)
 		}
-		p0 := it.u * planes / units
-		p1 := (it.u + 1) * planes / units
-		pu := part[it.u*krows*cop:]
+		p0 := it.unit * planes / units
+		p1 := (it.unit + 1) * planes / units
+		pu := part[it.unit*krows*cop:]
 		first := true
 		s.resetRing(t0 + 1)
 		for pl := p0; pl < p1; pl++ {
-			n, a := pl/cl.R[0], pl%cl.R[0]
+			n, a := pl/cl.rows[0], pl%cl.rows[0]
 			buf, onesOff := s.preparePlanes(x, n, sDim, g.InC, &cl, a, slotOff, onesRow)
 			// Row offsets of the tile rows: weight position kq = (td, th, q)
 			// with q = kw·C + ci, i.e. the tap run of the forward pass.
@@ -137,11 +135,11 @@ func (e *Engine) convBackwardWeight(g ConvGeom, x, dy, dw, dbias []float32) {
 				koff[kk] = slotOff[td] + th*pitch + q
 			}
 			dyPlane := pl * rows * co
-			for b0 := 0; b0 < cl.R[1]; b0 += lb {
-				b1 := min(b0+lb, cl.R[1])
-				bsrc, boff, bstr := dy, dyPlane+b0*cl.R[2]*co, co
+			for b0 := 0; b0 < cl.rows[1]; b0 += lb {
+				b1 := min(b0+lb, cl.rows[1])
+				bsrc, boff, bstr := dy, dyPlane+b0*cl.rows[2]*co, co
 				if padDy {
-					nv := (b1 - b0) * cl.R[2]
+					nv := (b1 - b0) * cl.rows[2]
 					for v := 0; v < nv; v++ {
 						d := s.bpad[v*cop:][:co]
 						src := dy[boff+v*co:][:co]
@@ -151,12 +149,12 @@ func (e *Engine) convBackwardWeight(g ConvGeom, x, dy, dw, dbias []float32) {
 					}
 					bsrc, boff, bstr = s.bpad, 0, cop
 				}
-				for p := it.p0; p < it.p1; p++ {
+				for p := it.panel0; p < it.panel1; p++ {
 					args := ukArgs{
-						a: buf, aoff: koff, taps: lineOff[b0:b1], run: cl.R[2], astr: cl.rs[2] * g.InC,
+						a: buf, aoff: koff, taps: lineOff[b0:b1], run: cl.rows[2], astr: cl.srcStep[2] * g.InC,
 						b: bsrc, boff: boff + p*tileCols, bstr: bstr,
 						c: pu[p*tileCols:], coff: kc,
-						mlast: nk - (it.kt1-it.kt0-1)*tileRows, mode: modeAccum,
+						mlast: nk - (it.ktile1-it.ktile0-1)*tileRows, mode: modeAccum,
 					}
 					if first {
 						args.mode = modeStore

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/voxtrain/voxtrain/internal/geom"
 )
 
 // Engine runs the fast kernels. The zero value is ready to use and runs on
@@ -37,18 +39,18 @@ type Engine struct {
 
 // scratch holds one goroutine's buffers. Slices only grow.
 type scratch struct {
-	ring     []float32 // zero-padded source planes (see preparePlanes)
-	ringKeys []int     // which plane each ring slot holds
-	tile     []float32 // C rows of a partial column panel
-	bpad     []float32 // a B block copied with padded row stride
-	ints     []int     // offset tables
-	ints2    []int
-	ints3    []int
-	big      []float32 // per-call shared buffers (packed weights, partial sums)
-	big2     []float32
-	classes  []icClass // per-call work lists
-	icItems  []icItem
-	bwItems  []bwItem
+	ring      []float32 // zero-padded source planes (see preparePlanes)
+	ringKeys  []int     // which plane each ring slot holds
+	tile      []float32 // C rows of a partial column panel
+	bpad      []float32 // a B block copied with padded row stride
+	rowOffA   []int     // offsets of the register tiles' A rows (ukArgs.aoff)
+	rowOffC   []int     // offsets of their C rows (ukArgs.coff)
+	offTables []int     // further offset tables: taps, ring slots, lines, tile rows
+	callBuf   []float32 // per-call buffer shared by all goroutines: packed weights or partial sums
+	biasBuf   []float32 // per-call bias, zero-padded to whole column panels
+	classes   []icClass // per-call work lists
+	icItems   []icItem
+	bwItems   []bwItem
 }
 
 // getScratch takes a scratch from the pool (or makes one).
@@ -139,7 +141,7 @@ func grow[T any](buf []T, n int) []T {
 
 // checkConv panics with a clear message when the geometry is invalid or a
 // slice is too short: the assembly kernels do no bounds checks of their own.
-func checkConv(op string, g ConvGeom, xLen, wLen, yLen int, x, w, y []float32, bias []float32, biasName string) {
+func checkConv(op string, g geom.Conv, xLen, wLen, yLen int, x, w, y []float32, bias []float32, biasName string) {
 	if err := g.Validate(); err != nil {
 		panic(fmt.Sprintf("kern.%s: %v", op, err))
 	}
@@ -157,20 +159,20 @@ func checkConv(op string, g ConvGeom, xLen, wLen, yLen int, x, w, y []float32, b
 }
 
 // Conv3DForward computes y = conv(x, w) + bias (see Conv3DForwardRef). y is overwritten.
-func (e *Engine) Conv3DForward(g ConvGeom, x, w, bias, y []float32) {
+func (e *Engine) Conv3DForward(g geom.Conv, x, w, bias, y []float32) {
 	checkConv("Conv3DForward", g, g.InLen(), g.WeightLen(), g.OutLen(), x, w, y, bias, "bias")
 	e.convForward(g, x, w, bias, y)
 }
 
 // Conv3DBackwardData computes dx from dy (see Conv3DBackwardDataRef). dx is overwritten.
-func (e *Engine) Conv3DBackwardData(g ConvGeom, dy, w, dx []float32) {
+func (e *Engine) Conv3DBackwardData(g geom.Conv, dy, w, dx []float32) {
 	checkConv("Conv3DBackwardData", g, g.OutLen(), g.WeightLen(), g.InLen(), dy, w, dx, nil, "")
 	e.convBackwardData(g, dy, w, dx)
 }
 
 // Conv3DBackwardWeight computes dw and, if dbias is not nil, dbias (see
 // Conv3DBackwardWeightRef). Both are overwritten.
-func (e *Engine) Conv3DBackwardWeight(g ConvGeom, x, dy, dw, dbias []float32) {
+func (e *Engine) Conv3DBackwardWeight(g geom.Conv, x, dy, dw, dbias []float32) {
 	checkConv("Conv3DBackwardWeight", g, g.InLen(), g.OutLen(), g.WeightLen(), x, dy, dw, dbias, "dbias")
 	e.convBackwardWeight(g, x, dy, dw, dbias)
 }

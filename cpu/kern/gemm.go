@@ -51,8 +51,8 @@ func (e *Engine) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []floa
 	cs := e.getScratch()
 	defer e.putScratch(cs)
 	panels := (n + tileCols - 1) / tileCols
-	cs.big = grow(cs.big, panels*k*tileCols)
-	bp := cs.big
+	cs.callBuf = grow(cs.callBuf, panels*k*tileCols)
+	bp := cs.callBuf
 	e.parallel(panels, func(_ *scratch, p int) {
 		dst := bp[p*k*tileCols : (p+1)*k*tileCols]
 		for j := 0; j < tileCols; j++ {
@@ -92,10 +92,10 @@ func (e *Engine) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []floa
 		ks := kb + tileCols
 		s.ring = grow(s.ring, nr*ks)
 		apack := s.ring
-		s.ints = grow(s.ints, padded)
-		s.ints2 = grow(s.ints2, padded)
-		s.ints3 = grow(s.ints3, padded)
-		aoff, coff, toff := s.ints, s.ints2, s.ints3
+		s.rowOffA = grow(s.rowOffA, padded)
+		s.rowOffC = grow(s.rowOffC, padded)
+		s.offTables = grow(s.offTables, padded)
+		aoff, coff, toff := s.rowOffA, s.rowOffC, s.offTables
 		tw := (p1 - p0) * tileCols // row stride of the scratch C tile
 		for r := 0; r < padded; r++ {
 			rr := min(r, nr-1)

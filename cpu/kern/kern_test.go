@@ -7,6 +7,9 @@ import (
 	"sync"
 	"testing"
 	"unsafe"
+
+	"github.com/voxtrain/voxtrain/internal/geom"
+	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 // tolRel bounds |fast − reference| per element, relative to Σ|terms| of that
@@ -67,10 +70,10 @@ func sameBits(a, b []float32) int {
 // randGeom draws a small valid geometry: odd and even sizes, kernels 1–4,
 // strides 1–3, padding 0–kernel, channel counts that are and are not
 // multiples of 8 and 16.
-func randGeom(r *rand.Rand) ConvGeom {
+func randGeom(r *rand.Rand) geom.Conv {
 	chans := []int{1, 2, 3, 5, 8, 13, 16, 17, 24, 32, 35}
 	for {
-		g := ConvGeom{
+		g := geom.Conv{
 			N:    1 + r.IntN(2),
 			InD:  1 + r.IntN(9),
 			InH:  1 + r.IntN(9),
@@ -88,14 +91,14 @@ func randGeom(r *rand.Rand) ConvGeom {
 }
 
 // fixedGeoms are the shapes of the U-Net's layers, scaled down.
-func fixedGeoms() []ConvGeom {
-	c3 := func(n, s, ci, co, st int) ConvGeom {
-		return ConvGeom{N: n, InD: s, InH: s, InW: s, InC: ci, OutC: co, KD: 3, KH: 3, KW: 3, SD: st, SH: st, SW: st, PD: 1, PH: 1, PW: 1}
+func fixedGeoms() []geom.Conv {
+	c3 := func(n, s, ci, co, st int) geom.Conv {
+		return geom.Conv{N: n, InD: s, InH: s, InW: s, InC: ci, OutC: co, KD: 3, KH: 3, KW: 3, SD: st, SH: st, SW: st, PD: 1, PH: 1, PW: 1}
 	}
-	up := func(n, s, ci, co int) ConvGeom { // the conv whose backward-data is ConvTranspose3d(2, 2)
-		return ConvGeom{N: n, InD: 2 * s, InH: 2 * s, InW: 2 * s, InC: ci, OutC: co, KD: 2, KH: 2, KW: 2, SD: 2, SH: 2, SW: 2}
+	up := func(n, s, ci, co int) geom.Conv { // the conv whose backward-data is ConvTranspose3d(2, 2)
+		return geom.Conv{N: n, InD: 2 * s, InH: 2 * s, InW: 2 * s, InC: ci, OutC: co, KD: 2, KH: 2, KW: 2, SD: 2, SH: 2, SW: 2}
 	}
-	return []ConvGeom{
+	return []geom.Conv{
 		c3(2, 10, 1, 16, 1),  // first layer, K = 27
 		c3(1, 9, 16, 16, 1),  // odd size
 		c3(2, 10, 16, 32, 2), // stride-2 down
@@ -111,13 +114,13 @@ func fixedGeoms() []ConvGeom {
 }
 
 type convData struct {
-	g                 ConvGeom
+	g                 geom.Conv
 	x, w, b, dy       []float32
 	y, dx, dw, db     []float32 // reference results
 	yB, dxB, dwB, dbB []float32 // Σ|terms| bounds
 }
 
-func newConvData(r *rand.Rand, g ConvGeom) *convData {
+func newConvData(r *rand.Rand, g geom.Conv) *convData {
 	d := &convData{g: g,
 		x: randSlice(r, g.InLen()), w: randSlice(r, g.WeightLen()),
 		b: randSlice(r, g.OutC), dy: randSlice(r, g.OutLen()),
@@ -203,7 +206,7 @@ func TestConvFixedGeoms(t *testing.T) {
 func TestConvRandomGeoms(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	n := 120
-	if raceEnabled || testing.Short() {
+	if testutil.Race || testing.Short() {
 		n = 12
 	}
 	for i := 0; i < n; i++ {
@@ -219,11 +222,11 @@ func TestConvRandomGeoms(t *testing.T) {
 // geometries large enough to split the weight-gradient reduction into
 // several units (so the unit split and the item split are both exercised).
 func TestConvDeterminism(t *testing.T) {
-	geoms := []ConvGeom{
+	geoms := []geom.Conv{
 		{N: 2, InD: 12, InH: 20, InW: 20, InC: 16, OutC: 16, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1},
 		{N: 1, InD: 16, InH: 15, InW: 17, InC: 5, OutC: 19, KD: 3, KH: 2, KW: 3, SD: 2, SH: 1, SW: 2, PD: 1, PH: 0, PW: 1},
 	}
-	if raceEnabled {
+	if testutil.Race {
 		geoms[0].InD, geoms[0].InH, geoms[0].InW = 8, 12, 12
 	}
 	r := rand.New(rand.NewPCG(5, 6))
@@ -239,7 +242,7 @@ func TestConvDeterminism(t *testing.T) {
 				e.Conv3DBackwardWeight(g, x, dy, dw, db)
 				if y0 == nil {
 					y0, dx0, dw0, db0 = y, dx, dw, db
-					if u := reductionUnits(g.N*g.OutD(), g.N*g.OutD()*g.OutH()*g.OutW(), g.WeightLen()); gi == 0 && u < 2 && !raceEnabled {
+					if u := reductionUnits(g.N*g.OutD(), g.OutVoxels(), g.WeightLen()); gi == 0 && u < 2 && !testutil.Race {
 						t.Fatalf("geometry %+v has %d reduction unit(s); the test wants several", g, u)
 					}
 					continue
@@ -313,7 +316,7 @@ func TestGenericForced(t *testing.T) {
 		t.Skip("no assembly kernel on this machine")
 	}
 	r := rand.New(rand.NewPCG(9, 10))
-	g := ConvGeom{N: 1, InD: 6, InH: 6, InW: 6, InC: 32, OutC: 16, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}
+	g := geom.Conv{N: 1, InD: 6, InH: 6, InW: 6, InC: 32, OutC: 16, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}
 	d := newConvData(r, g)
 	ya, yg := make([]float32, g.OutLen()), make([]float32, g.OutLen())
 	(&Engine{}).Conv3DForward(g, d.x, d.w, nil, ya)
@@ -342,7 +345,7 @@ func TestUkArgsLayout(t *testing.T) {
 func TestSgemm(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	n := 60
-	if raceEnabled || testing.Short() {
+	if testutil.Race || testing.Short() {
 		n = 10
 	}
 	for i := 0; i < n; i++ {
@@ -389,7 +392,7 @@ func TestSgemm(t *testing.T) {
 }
 
 func TestBadArgsPanic(t *testing.T) {
-	g := ConvGeom{N: 1, InD: 4, InH: 4, InW: 4, InC: 2, OutC: 3, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}
+	g := geom.Conv{N: 1, InD: 4, InH: 4, InW: 4, InC: 2, OutC: 3, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}
 	mustPanic := func(name string, f func()) {
 		t.Helper()
 		defer func() {

@@ -1,12 +1,14 @@
 package kern
 
+import "github.com/voxtrain/voxtrain/internal/geom"
+
 // Conv3DForwardRef is the reference convolution:
 //
 //	y[n,od,oh,ow,co] = bias[co] + Σ_{kd,kh,kw,ci} x[n, od*SD-PD+kd, oh*SH-PH+kh, ow*SW-PW+kw, ci] · w[co,kd,kh,kw,ci]
 //
 // with out-of-range input voxels read as zero. bias may be nil. y is overwritten.
 // Accumulation is in float64 so the reference is a tight bound for the fast kernels.
-func Conv3DForwardRef(g ConvGeom, x, w, bias, y []float32) {
+func Conv3DForwardRef(g geom.Conv, x, w, bias, y []float32) {
 	oD, oH, oW := g.OutD(), g.OutH(), g.OutW()
 	for n := 0; n < g.N; n++ {
 		for od := 0; od < oD; od++ {
@@ -50,7 +52,7 @@ func Conv3DForwardRef(g ConvGeom, x, w, bias, y []float32) {
 
 // Conv3DBackwardDataRef computes dx = ∂L/∂x given dy = ∂L/∂y for the
 // convolution of Conv3DForwardRef. dx is overwritten.
-func Conv3DBackwardDataRef(g ConvGeom, dy, w, dx []float32) {
+func Conv3DBackwardDataRef(g geom.Conv, dy, w, dx []float32) {
 	acc := make([]float64, g.InLen())
 	oD, oH, oW := g.OutD(), g.OutH(), g.OutW()
 	for n := 0; n < g.N; n++ {
@@ -98,7 +100,7 @@ func Conv3DBackwardDataRef(g ConvGeom, dy, w, dx []float32) {
 // Conv3DBackwardWeightRef computes dw = ∂L/∂w and, when dbias is not nil,
 // dbias = ∂L/∂bias for the convolution of Conv3DForwardRef. Both are
 // overwritten.
-func Conv3DBackwardWeightRef(g ConvGeom, x, dy, dw, dbias []float32) {
+func Conv3DBackwardWeightRef(g geom.Conv, x, dy, dw, dbias []float32) {
 	acc := make([]float64, g.WeightLen())
 	accB := make([]float64, g.OutC)
 	oD, oH, oW := g.OutD(), g.OutH(), g.OutW()

@@ -5,7 +5,10 @@
 // benchmarks of package cpu and package gpu use it.
 package optiming
 
-import "github.com/voxtrain/voxtrain/nn"
+import (
+	"github.com/voxtrain/voxtrain/internal/geom"
+	"github.com/voxtrain/voxtrain/nn"
+)
 
 // Device is an nn.Device whose convolution, normalisation, concatenation,
 // bias, loss and optimiser ops each run inside Span(group); every other op
@@ -32,19 +35,19 @@ const (
 )
 
 // Conv3DForward runs the wrapped device's Conv3DForward in a span.
-func (d *Device) Conv3DForward(g nn.ConvGeom, x, w, b, y nn.Tensor) {
+func (d *Device) Conv3DForward(g geom.Conv, x, w, b, y nn.Tensor) {
 	defer d.Span(ConvForward)()
 	d.Device.Conv3DForward(g, x, w, b, y)
 }
 
 // Conv3DBackwardData runs the wrapped device's Conv3DBackwardData in a span.
-func (d *Device) Conv3DBackwardData(g nn.ConvGeom, dy, w, dx nn.Tensor) {
+func (d *Device) Conv3DBackwardData(g geom.Conv, dy, w, dx nn.Tensor) {
 	defer d.Span(ConvBackData)()
 	d.Device.Conv3DBackwardData(g, dy, w, dx)
 }
 
 // Conv3DBackwardWeight runs the wrapped device's Conv3DBackwardWeight in a span.
-func (d *Device) Conv3DBackwardWeight(g nn.ConvGeom, x, dy, dw, db nn.Tensor) {
+func (d *Device) Conv3DBackwardWeight(g geom.Conv, x, dy, dw, db nn.Tensor) {
 	defer d.Span(ConvBackWeight)()
 	d.Device.Conv3DBackwardWeight(g, x, dy, dw, db)
 }

@@ -7,18 +7,13 @@ import (
 	"testing"
 
 	"github.com/voxtrain/voxtrain/cpu/kern"
-	"github.com/voxtrain/voxtrain/nn"
+	"github.com/voxtrain/voxtrain/internal/geom"
 )
 
-func toKern(g nn.ConvGeom) kern.ConvGeom {
-	return kern.ConvGeom{N: g.N, InD: g.InD, InH: g.InH, InW: g.InW, InC: g.InC, OutC: g.OutC,
-		KD: g.KD, KH: g.KH, KW: g.KW, SD: g.SD, SH: g.SH, SW: g.SW, PD: g.PD, PH: g.PH, PW: g.PW}
-}
-
 // vol2colRef is the plain vol2col: rows [m0, m0+rows) of the matrix.
-func vol2colRef(g nn.ConvGeom, x []float32, m0, rows int) []float32 {
+func vol2colRef(g geom.Conv, x []float32, m0, rows int) []float32 {
 	oD, oH, oW := g.OutD(), g.OutH(), g.OutW()
-	k := g.KD * g.KH * g.KW * g.InC
+	k := g.PatchLen()
 	col := make([]float32, rows*k)
 	for r := 0; r < rows; r++ {
 		m := m0 + r
@@ -54,18 +49,18 @@ func vol2colRef(g nn.ConvGeom, x []float32, m0, rows int) []float32 {
 func TestConvVol2ColCol2Vol(t *testing.T) {
 	geoms := []struct {
 		name string
-		g    nn.ConvGeom
+		g    geom.Conv
 	}{
-		{"3x3x3 stride 1 pad 1", nn.ConvGeom{N: 2, InD: 4, InH: 5, InW: 3, InC: 3, OutC: 4, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}},
-		{"3x3x3 stride 2 pad 1 (downsampling)", nn.ConvGeom{N: 2, InD: 5, InH: 6, InW: 7, InC: 2, OutC: 3, KD: 3, KH: 3, KW: 3, SD: 2, SH: 2, SW: 2, PD: 1, PH: 1, PW: 1}},
-		{"anisotropic 1x3x3 stride (1,2,2)", nn.ConvGeom{N: 1, InD: 3, InH: 7, InW: 6, InC: 2, OutC: 2, KD: 1, KH: 3, KW: 3, SD: 1, SH: 2, SW: 2, PD: 0, PH: 1, PW: 1}},
-		{"2x2x2 stride 2 (ConvTranspose3d's adjoint), odd input", nn.ConvGeom{N: 2, InD: 5, InH: 4, InW: 6, InC: 3, OutC: 2, KD: 2, KH: 2, KW: 2, SD: 2, SH: 2, SW: 2}},
-		{"1x1x1 head", nn.ConvGeom{N: 2, InD: 3, InH: 4, InW: 5, InC: 4, OutC: 3, KD: 1, KH: 1, KW: 1, SD: 1, SH: 1, SW: 1}},
+		{"3x3x3 stride 1 pad 1", geom.Conv{N: 2, InD: 4, InH: 5, InW: 3, InC: 3, OutC: 4, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}},
+		{"3x3x3 stride 2 pad 1 (downsampling)", geom.Conv{N: 2, InD: 5, InH: 6, InW: 7, InC: 2, OutC: 3, KD: 3, KH: 3, KW: 3, SD: 2, SH: 2, SW: 2, PD: 1, PH: 1, PW: 1}},
+		{"anisotropic 1x3x3 stride (1,2,2)", geom.Conv{N: 1, InD: 3, InH: 7, InW: 6, InC: 2, OutC: 2, KD: 1, KH: 3, KW: 3, SD: 1, SH: 2, SW: 2, PD: 0, PH: 1, PW: 1}},
+		{"2x2x2 stride 2 (ConvTranspose3d's adjoint), odd input", geom.Conv{N: 2, InD: 5, InH: 4, InW: 6, InC: 3, OutC: 2, KD: 2, KH: 2, KW: 2, SD: 2, SH: 2, SW: 2}},
+		{"1x1x1 head", geom.Conv{N: 2, InD: 3, InH: 4, InW: 5, InC: 4, OutC: 3, KD: 1, KH: 1, KW: 1, SD: 1, SH: 1, SW: 1}},
 		// Channel counts that are multiples of 4 take the kernels' 16-byte path.
-		{"3x3x3 stride 1 pad 1, 8 channels", nn.ConvGeom{N: 2, InD: 4, InH: 5, InW: 3, InC: 8, OutC: 4, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}},
-		{"3x3x3 stride 2 pad 1, 4 channels", nn.ConvGeom{N: 2, InD: 5, InH: 6, InW: 7, InC: 4, OutC: 3, KD: 3, KH: 3, KW: 3, SD: 2, SH: 2, SW: 2, PD: 1, PH: 1, PW: 1}},
-		{"anisotropic 1x3x3 stride (1,2,2), 4 channels", nn.ConvGeom{N: 1, InD: 3, InH: 7, InW: 6, InC: 4, OutC: 2, KD: 1, KH: 3, KW: 3, SD: 1, SH: 2, SW: 2, PD: 0, PH: 1, PW: 1}},
-		{"2x2x2 stride 2 (ConvTranspose3d's adjoint), 12 channels", nn.ConvGeom{N: 2, InD: 5, InH: 4, InW: 6, InC: 12, OutC: 2, KD: 2, KH: 2, KW: 2, SD: 2, SH: 2, SW: 2}},
+		{"3x3x3 stride 1 pad 1, 8 channels", geom.Conv{N: 2, InD: 4, InH: 5, InW: 3, InC: 8, OutC: 4, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}},
+		{"3x3x3 stride 2 pad 1, 4 channels", geom.Conv{N: 2, InD: 5, InH: 6, InW: 7, InC: 4, OutC: 3, KD: 3, KH: 3, KW: 3, SD: 2, SH: 2, SW: 2, PD: 1, PH: 1, PW: 1}},
+		{"anisotropic 1x3x3 stride (1,2,2), 4 channels", geom.Conv{N: 1, InD: 3, InH: 7, InW: 6, InC: 4, OutC: 2, KD: 1, KH: 3, KW: 3, SD: 1, SH: 2, SW: 2, PD: 0, PH: 1, PW: 1}},
+		{"2x2x2 stride 2 (ConvTranspose3d's adjoint), 12 channels", geom.Conv{N: 2, InD: 5, InH: 4, InW: 6, InC: 12, OutC: 2, KD: 2, KH: 2, KW: 2, SD: 2, SH: 2, SW: 2}},
 	}
 	r := rng(20)
 	for gi, tc := range geoms {
@@ -73,10 +68,10 @@ func TestConvVol2ColCol2Vol(t *testing.T) {
 		if err := g.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		k := g.KD * g.KH * g.KW * g.InC
+		k := g.PatchLen()
 		oD, oH, oW := g.OutD(), g.OutH(), g.OutW()
 		rowsTotal := g.N * oD * oH * oW
-		inLen := g.N * g.InD * g.InH * g.InW * g.InC
+		inLen := g.InLen()
 		x := uniform(r, inLen, -1, 1)
 		w := uniform(r, g.OutC*k, -1, 1)
 		dy := uniform(r, rowsTotal*g.OutC, -1, 1)
@@ -140,11 +135,11 @@ func TestConvVol2ColCol2Vol(t *testing.T) {
 			t.Logf("kernel vol2col vs plain Go vol2col (%s): bit-exact over %d rows × %d columns (max |x| %.2f); vol2col_bf16 = its bf16 rounding", label, rowsTotal, k, colMax)
 
 			yRef := make([]float32, len(y))
-			kern.Conv3DForwardRef(toKern(g), x, w, nil, yRef)
+			kern.Conv3DForwardRef(g, x, w, nil, yRef)
 			compare(t, "vol2col (+GEMM)", "kern.Conv3DForwardRef ("+label+")", y, yRef, 1e-6, 1e-6)
 
 			dwRef := make([]float32, len(dw))
-			kern.Conv3DBackwardWeightRef(toKern(g), x, dy, dwRef, nil)
+			kern.Conv3DBackwardWeightRef(g, x, dy, dwRef, nil)
 			dw32 := make([]float32, len(dw))
 			for i, v := range dw {
 				dw32[i] = float32(v)
@@ -152,7 +147,7 @@ func TestConvVol2ColCol2Vol(t *testing.T) {
 			compare(t, "vol2col (+GEMM, weight gradient)", "kern.Conv3DBackwardWeightRef ("+label+")", dw32, dwRef, 1e-6, 1e-6)
 
 			dxRef := make([]float32, inLen)
-			kern.Conv3DBackwardDataRef(toKern(g), dy, w, dxRef)
+			kern.Conv3DBackwardDataRef(g, dy, w, dxRef)
 			compare(t, "col2vol (GEMM+)", "kern.Conv3DBackwardDataRef ("+label+")", dxb.F32(), dxRef, 2e-5, 1e-5)
 		}
 	}
@@ -166,7 +161,7 @@ func abs32(x float32) float32 {
 }
 
 func TestConvArgumentErrors(t *testing.T) {
-	g := nn.ConvGeom{N: 1, InD: 3, InH: 3, InW: 3, InC: 1, OutC: 1, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}
+	g := geom.Conv{N: 1, InD: 3, InH: 3, InW: 3, InC: 1, OutC: 1, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}
 	b := scratch(t, 4*27*27)
 	if err := ops.Vol2Col(g, b, b, 20, 10); err == nil {
 		t.Error("rows past the output accepted")
@@ -182,10 +177,10 @@ func TestConvArgumentErrors(t *testing.T) {
 // at a time, but only where every pointer is 16-byte aligned; views offset
 // by 4 bytes take the scalar path and must give the same bits.
 func TestConvUnalignedFallback(t *testing.T) {
-	g := nn.ConvGeom{N: 1, InD: 4, InH: 3, InW: 5, InC: 8, OutC: 2, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}
-	k := g.KD * g.KH * g.KW * g.InC
-	rows := g.N * g.OutD() * g.OutH() * g.OutW()
-	inLen := g.N * g.InD * g.InH * g.InW * g.InC
+	g := geom.Conv{N: 1, InD: 4, InH: 3, InW: 5, InC: 8, OutC: 2, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}
+	k := g.PatchLen()
+	rows := g.OutVoxels()
+	inLen := g.InLen()
 	r := rng(21)
 	x := uniform(r, inLen, -1, 1)
 	dcol := uniform(r, rows*k, -1, 1)

@@ -35,8 +35,8 @@ const (
 // one made by Launcher.Offset. Create it with Alloc or one of the From*
 // helpers; Free it when done.
 type Buffer struct {
-	p       unsafe.Pointer // first data byte
-	n       int            // data bytes
+	ptr     unsafe.Pointer // first data byte
+	size    int            // data bytes
 	root    *Buffer        // the allocation a view belongs to (itself for an allocation)
 	base    unsafe.Pointer // the allocation's C pointer (root only)
 	freed   bool
@@ -57,7 +57,7 @@ func Alloc(bytes int) *Buffer {
 	p := unsafe.Add(base, guard)
 	C.memset(p, poison, C.size_t(bytes))
 	C.memset(unsafe.Add(p, bytes), guardByte, guard)
-	b := &Buffer{p: p, n: bytes, base: base}
+	b := &Buffer{ptr: p, size: bytes, base: base}
 	b.root = b
 	b.cleanup = runtime.AddCleanup(b, func(p unsafe.Pointer) { C.free(p) }, base)
 	return b
@@ -77,7 +77,7 @@ func (b *Buffer) Free() {
 }
 
 // Len returns the buffer's size in bytes.
-func (b *Buffer) Len() int { return b.n }
+func (b *Buffer) Len() int { return b.size }
 
 func (b *Buffer) live() {
 	if b.root.freed {
@@ -88,7 +88,7 @@ func (b *Buffer) live() {
 // bytes returns the buffer's memory (valid until Free).
 func (b *Buffer) bytes() []byte {
 	b.live()
-	return unsafe.Slice((*byte)(b.p), b.n)
+	return unsafe.Slice((*byte)(b.ptr), b.size)
 }
 
 // guardsIntact reports whether the allocation's guard bytes are untouched.
@@ -98,7 +98,7 @@ func (b *Buffer) guardsIntact() bool {
 		return true
 	}
 	before := unsafe.Slice((*byte)(r.base), guard)
-	after := unsafe.Slice((*byte)(unsafe.Add(r.p, r.n)), guard)
+	after := unsafe.Slice((*byte)(unsafe.Add(r.ptr, r.size)), guard)
 	for i := 0; i < guard; i++ {
 		if before[i] != guardByte || after[i] != guardByte {
 			return false
@@ -111,11 +111,11 @@ func (b *Buffer) guardsIntact() bool {
 func view[T any](b *Buffer) []T {
 	var z T
 	sz := int(unsafe.Sizeof(z))
-	if b.n%sz != 0 {
-		panic(fmt.Sprintf("emu: buffer of %d bytes is not a whole number of %d-byte elements", b.n, sz))
+	if b.size%sz != 0 {
+		panic(fmt.Sprintf("emu: buffer of %d bytes is not a whole number of %d-byte elements", b.size, sz))
 	}
 	b.live()
-	return unsafe.Slice((*T)(b.p), b.n/sz)
+	return unsafe.Slice((*T)(b.ptr), b.size/sz)
 }
 
 // FromF32 returns a new buffer holding a copy of x.
@@ -144,8 +144,8 @@ func (b *Buffer) U64() []uint64 { return append([]uint64(nil), view[uint64](b)..
 
 // SetF32 copies x into the start of the buffer.
 func (b *Buffer) SetF32(x []float32) {
-	if 4*len(x) > b.n {
-		panic(fmt.Sprintf("emu: %d floats do not fit in %d bytes", len(x), b.n))
+	if 4*len(x) > b.size {
+		panic(fmt.Sprintf("emu: %d floats do not fit in %d bytes", len(x), b.size))
 	}
 	copy(view[float32](b), x)
 }
@@ -165,10 +165,10 @@ func (l *Launcher) Offset(b *Buffer, bytes int) *Buffer {
 	if b == nil {
 		panic("emu: Offset of a null buffer")
 	}
-	if bytes < 0 || bytes > b.n {
-		panic(fmt.Sprintf("emu: offset %d outside a buffer of %d bytes", bytes, b.n))
+	if bytes < 0 || bytes > b.size {
+		panic(fmt.Sprintf("emu: offset %d outside a buffer of %d bytes", bytes, b.size))
 	}
-	return &Buffer{p: unsafe.Add(b.p, bytes), n: b.n - bytes, root: b.root}
+	return &Buffer{ptr: unsafe.Add(b.ptr, bytes), size: b.size - bytes, root: b.root}
 }
 
 // Launch runs kernel k on grid (blocks of kernels.Block threads) and
@@ -222,7 +222,7 @@ func (l *Launcher) Launch(k kernels.Kernel, grid kernels.Dim3, args ...any) erro
 		case *Buffer:
 			var p unsafe.Pointer
 			if v != nil {
-				p = v.p
+				p = v.ptr
 			}
 			*(*unsafe.Pointer)(slot) = p
 		case int32:
@@ -246,7 +246,7 @@ func (l *Launcher) Launch(k kernels.Kernel, grid kernels.Dim3, args ...any) erro
 	}
 	for _, b := range bufs {
 		if !b.guardsIntact() {
-			return fmt.Errorf("emu: kernel %s wrote outside a buffer argument (%d bytes)", k.Name, b.n)
+			return fmt.Errorf("emu: kernel %s wrote outside a buffer argument (%d bytes)", k.Name, b.size)
 		}
 	}
 	return nil

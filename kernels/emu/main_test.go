@@ -24,7 +24,7 @@ var launcher Launcher
 // ops runs the launch recipes with chunk sizes that are not multiples of
 // the block size and do not divide the test volumes, so every reduction has
 // several chunks, one of them short.
-var ops = kernels.Ops[*Buffer]{L: &launcher, Chunk: 37, FlatChunk: 1000}
+var ops = kernels.Ops[*Buffer]{Launcher: &launcher, Chunk: 37, FlatChunk: 1000}
 
 // dev is the CPU reference device.
 var dev = cpu.New(cpu.Options{Threads: 2})

@@ -21,7 +21,7 @@ import (
 // allocator simple. Classes: multiples of 512 bytes below 1 MiB, of 2 MiB
 // above.
 type cache[B comparable] struct {
-	be Backend[B]
+	machine Backend[B]
 
 	mu       sync.Mutex
 	free     map[int][]B
@@ -64,14 +64,14 @@ func (c *cache[B]) get(n int, tensor bool) (B, error) {
 		c.cached -= int64(cls)
 		return p, nil
 	}
-	p, err := c.be.Malloc(cls)
+	p, err := c.machine.Malloc(cls)
 	if err != nil {
 		// Give every cached block back and try once more: the free lists
 		// may hold memory of other size classes.
 		if rerr := c.releaseLocked(); rerr != nil {
 			err = errors.Join(err, rerr)
 		} else {
-			p, err = c.be.Malloc(cls)
+			p, err = c.machine.Malloc(cls)
 		}
 	}
 	if err != nil {
@@ -111,7 +111,7 @@ func (c *cache[B]) releaseLocked() error {
 	var errs []error
 	for cls, l := range c.free {
 		for _, p := range l {
-			if err := c.be.MemFree(p); err != nil {
+			if err := c.machine.MemFree(p); err != nil {
 				errs = append(errs, err)
 			}
 			c.reserved -= int64(cls)
@@ -139,29 +139,29 @@ func (c *cache[B]) reservedBytes() int64 {
 // demand (the old block goes back to the cache; stream order makes that
 // safe, see cache).
 type buffer[B comparable] struct {
-	p    B
+	ptr  B
 	size int
 }
 
 // ensure returns a block of at least n bytes.
 func (b *buffer[B]) ensure(c *cache[B], n int) (B, error) {
 	if b.size >= n && b.size > 0 {
-		return b.p, nil
+		return b.ptr, nil
 	}
 	b.drop(c)
 	p, err := c.get(n, false)
 	if err != nil {
 		return p, err
 	}
-	b.p, b.size = p, classBytes(n)
+	b.ptr, b.size = p, classBytes(n)
 	return p, nil
 }
 
 // drop returns the buffer's block to the cache.
 func (b *buffer[B]) drop(c *cache[B]) {
 	if b.size > 0 {
-		c.put(b.p, b.size, false)
+		c.put(b.ptr, b.size, false)
 		var null B
-		b.p, b.size = null, 0
+		b.ptr, b.size = null, 0
 	}
 }

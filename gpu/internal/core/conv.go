@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 
+	"github.com/voxtrain/voxtrain/internal/geom"
 	"github.com/voxtrain/voxtrain/kernels"
 	"github.com/voxtrain/voxtrain/nn"
 )
@@ -28,21 +29,16 @@ import (
 
 // pointwise reports whether g is a 1×1×1 convolution with stride 1 and no
 // padding, whose vol2col matrix is the input itself.
-func pointwise(g nn.ConvGeom) bool {
+func pointwise(g geom.Conv) bool {
 	return g.KD == 1 && g.KH == 1 && g.KW == 1 && g.SD == 1 && g.SH == 1 && g.SW == 1 &&
 		g.PD == 0 && g.PH == 0 && g.PW == 0
 }
 
-// convDims returns K and the number of output voxels M.
-func convDims(g nn.ConvGeom) (k, m int) {
-	return g.KD * g.KH * g.KW * g.InC, g.N * g.OutD() * g.OutH() * g.OutW()
-}
-
-func (d *Device[B]) checkGeom(op string, g nn.ConvGeom) {
+func (d *Device[B]) checkGeom(op string, g geom.Conv) {
 	if err := g.Validate(); err != nil {
 		panic(fmt.Sprintf("%s.%s: %v", d.prefix, op, err))
 	}
-	k, m := convDims(g)
+	k, m := g.PatchLen(), g.OutVoxels()
 	const lim = 1<<31 - 1
 	if int64(k)*int64(g.OutC) > lim || int64(m)*int64(max(g.OutC, g.InC)) > lim ||
 		int64(g.N)*int64(g.InD*g.InH*g.InW)*int64(g.InC) > lim {
@@ -52,7 +48,7 @@ func (d *Device[B]) checkGeom(op string, g nn.ConvGeom) {
 
 // gemm issues one GEMM, recording a backend failure.
 func (d *Device[B]) gemm(op string, ta, tb bool, m, n, k int, alpha float32, a B, lda int, b B, ldb int, beta float32, c B, ldc int) {
-	if err := d.be.Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); err != nil {
+	if err := d.machine.Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); err != nil {
 		d.fail(op, fmt.Errorf("GEMM %s%s m=%d n=%d k=%d: %w", tr(ta), tr(tb), m, n, k, err))
 	}
 }
@@ -67,34 +63,34 @@ func tr(t bool) string {
 // gemmYT computes a tile of Y (rows × OutC, row-major at y) from its
 // vol2col rows (rows × K at col): Yᵀ(OutC × rows) = W(OutC × K)·colᵀ,
 // where W's row-major memory is the column-major K × OutC matrix Wᵀ.
-func (d *Device[B]) gemmYT(op string, g nn.ConvGeom, k, rows int, w, col, y B) {
+func (d *Device[B]) gemmYT(op string, g geom.Conv, k, rows int, w, col, y B) {
 	d.gemm(op, true, false, g.OutC, rows, k, 1, w, k, col, k, 0, y, g.OutC)
 }
 
 // gemmDW accumulates dW (OutC × K, row-major) += dY_tileᵀ·col_tile:
 // dWᵀ(K × OutC) = colᵀ(K × rows)·dY_tile(rows × OutC), the last being the
 // transpose of dY's column-major OutC × rows view.
-func (d *Device[B]) gemmDW(op string, g nn.ConvGeom, k, rows int, col, dy, dw B, beta float32) {
+func (d *Device[B]) gemmDW(op string, g geom.Conv, k, rows int, col, dy, dw B, beta float32) {
 	d.gemm(op, false, true, k, g.OutC, rows, 1, col, k, dy, g.OutC, beta, dw, k)
 }
 
 // gemmDcol computes dcol (rows × K, row-major) = dY_tile·W:
 // dcolᵀ(K × rows) = Wᵀ(K × OutC)·dY_tileᵀ(OutC × rows).
-func (d *Device[B]) gemmDcol(op string, g nn.ConvGeom, k, rows int, w, dy, dcol B) {
+func (d *Device[B]) gemmDcol(op string, g geom.Conv, k, rows int, w, dy, dcol B) {
 	d.gemm(op, false, false, k, rows, g.OutC, 1, w, k, dy, g.OutC, 0, dcol, k)
 }
 
 // tileRows returns the rows per vol2col tile and a workspace for them.
-func (d *Device[B]) tileRows(op string, g nn.ConvGeom) (rows int, ws B, ok bool) {
+func (d *Device[B]) tileRows(op string, g geom.Conv) (rows int, ws B, ok bool) {
 	rows = d.rowsPerTile(g)
-	ws, ok = d.need(op, &d.ws, 4*rows*g.KD*g.KH*g.KW*g.InC)
+	ws, ok = d.need(op, &d.convTile, 4*rows*g.PatchLen())
 	return rows, ws, ok
 }
 
 // rowsPerTile returns the rows of the vol2col matrix built at a time: as
 // many as fit in Options.ConvWorkspace as float32.
-func (d *Device[B]) rowsPerTile(g nn.ConvGeom) int {
-	_, m := convDims(g)
+func (d *Device[B]) rowsPerTile(g geom.Conv) int {
+	m := g.OutVoxels()
 	rows := kernels.Vol2ColTileRows(g, d.opt.ConvWorkspace)
 	if rows < m && rows > 32 {
 		// Whole multiples of 32 rows keep every tile's GEMM operands
@@ -105,7 +101,7 @@ func (d *Device[B]) rowsPerTile(g nn.ConvGeom) int {
 }
 
 // Conv3DForward computes y = conv(x, w) + b (b may be nil).
-func (d *Device[B]) Conv3DForward(g nn.ConvGeom, x, w, b, y nn.Tensor) {
+func (d *Device[B]) Conv3DForward(g geom.Conv, x, w, b, y nn.Tensor) {
 	const op = "Conv3DForward"
 	d.begin(op)
 	d.checkGeom(op, g)
@@ -116,7 +112,7 @@ func (d *Device[B]) Conv3DForward(g nn.ConvGeom, x, w, b, y nn.Tensor) {
 	if b != nil {
 		bp = d.mustLen(op, b, g.OutC)
 	}
-	k, m := convDims(g)
+	k, m := g.PatchLen(), g.OutVoxels()
 	if d.opt.BF16 {
 		d.forwardBF16(op, g, xp, wp, yp)
 	} else if pointwise(g) {
@@ -129,7 +125,7 @@ func (d *Device[B]) Conv3DForward(g nn.ConvGeom, x, w, b, y nn.Tensor) {
 		for m0 := 0; m0 < m; m0 += rows {
 			r := min(rows, m-m0)
 			d.check(op, d.ops.Vol2Col(g, xp, ws, m0, r))
-			d.gemmYT(op, g, k, r, wp, ws, d.be.Offset(yp, 4*m0*g.OutC))
+			d.gemmYT(op, g, k, r, wp, ws, d.machine.Offset(yp, 4*m0*g.OutC))
 		}
 	}
 	if b != nil {
@@ -138,14 +134,14 @@ func (d *Device[B]) Conv3DForward(g nn.ConvGeom, x, w, b, y nn.Tensor) {
 }
 
 // Conv3DBackwardData computes dx from dy (overwriting dx).
-func (d *Device[B]) Conv3DBackwardData(g nn.ConvGeom, dy, w, dx nn.Tensor) {
+func (d *Device[B]) Conv3DBackwardData(g geom.Conv, dy, w, dx nn.Tensor) {
 	const op = "Conv3DBackwardData"
 	d.begin(op)
 	d.checkGeom(op, g)
 	dyp := d.mustShape(op, dy, g.OutShape())
 	wp := d.mustShape(op, w, g.WeightShape())
 	dxp := d.mustShape(op, dx, g.InShape())
-	k, m := convDims(g)
+	k, m := g.PatchLen(), g.OutVoxels()
 	if d.opt.BF16 {
 		d.backwardDataBF16(op, g, dyp, wp, dxp)
 		return
@@ -158,10 +154,10 @@ func (d *Device[B]) Conv3DBackwardData(g nn.ConvGeom, dy, w, dx nn.Tensor) {
 	if !ok {
 		return
 	}
-	d.check(op, d.ops.Fill(dxp, g.N*g.InD*g.InH*g.InW*g.InC, 0))
+	d.check(op, d.ops.Fill(dxp, g.InLen(), 0))
 	for m0 := 0; m0 < m; m0 += rows {
 		r := min(rows, m-m0)
-		d.gemmDcol(op, g, k, r, wp, d.be.Offset(dyp, 4*m0*g.OutC), ws)
+		d.gemmDcol(op, g, k, r, wp, d.machine.Offset(dyp, 4*m0*g.OutC), ws)
 		d.check(op, d.ops.Col2Vol(g, ws, dxp, m0, r))
 	}
 }
@@ -169,7 +165,7 @@ func (d *Device[B]) Conv3DBackwardData(g nn.ConvGeom, dy, w, dx nn.Tensor) {
 // Conv3DBackwardWeight computes dw and, when db is not nil, db
 // (overwriting both). Tiles accumulate into dw in a fixed order, so the
 // result is the same from run to run.
-func (d *Device[B]) Conv3DBackwardWeight(g nn.ConvGeom, x, dy, dw, db nn.Tensor) {
+func (d *Device[B]) Conv3DBackwardWeight(g geom.Conv, x, dy, dw, db nn.Tensor) {
 	const op = "Conv3DBackwardWeight"
 	d.begin(op)
 	d.checkGeom(op, g)
@@ -180,7 +176,7 @@ func (d *Device[B]) Conv3DBackwardWeight(g nn.ConvGeom, x, dy, dw, db nn.Tensor)
 	if db != nil {
 		dbp = d.mustLen(op, db, g.OutC)
 	}
-	k, m := convDims(g)
+	k, m := g.PatchLen(), g.OutVoxels()
 	if d.opt.BF16 {
 		d.backwardWeightBF16(op, g, xp, dyp, dwp)
 	} else if pointwise(g) {
@@ -197,7 +193,7 @@ func (d *Device[B]) Conv3DBackwardWeight(g nn.ConvGeom, x, dy, dw, db nn.Tensor)
 			if m0 == 0 {
 				beta = 0
 			}
-			d.gemmDW(op, g, k, r, ws, d.be.Offset(dyp, 4*m0*g.OutC), dwp, beta)
+			d.gemmDW(op, g, k, r, ws, d.machine.Offset(dyp, 4*m0*g.OutC), dwp, beta)
 		}
 	}
 	if db != nil {

@@ -3,7 +3,7 @@ package core
 import (
 	"fmt"
 
-	"github.com/voxtrain/voxtrain/nn"
+	"github.com/voxtrain/voxtrain/internal/geom"
 )
 
 // The bf16 mixed-precision convolutions (Options.BF16) are the GEMMs of
@@ -19,15 +19,15 @@ import (
 
 // gemmH issues one bf16 GEMM, recording a backend failure.
 func (d *Device[B]) gemmH(op string, ta, tb bool, m, n, k int, a B, lda int, b B, ldb int, beta float32, c B, ldc int) {
-	if err := d.be.GemmBF16(ta, tb, m, n, k, 1, a, lda, b, ldb, beta, c, ldc); err != nil {
+	if err := d.machine.GemmBF16(ta, tb, m, n, k, 1, a, lda, b, ldb, beta, c, ldc); err != nil {
 		d.fail(op, fmt.Errorf("GEMM (bf16) %s%s m=%d n=%d k=%d: %w", tr(ta), tr(tb), m, n, k, err))
 	}
 }
 
 // weightsH returns g's weights w (OutC × K float32) rounded to bf16.
-func (d *Device[B]) weightsH(op string, g nn.ConvGeom, w B) (B, bool) {
-	k, _ := convDims(g)
-	wh, ok := d.need(op, &d.wH, 2*g.OutC*k)
+func (d *Device[B]) weightsH(op string, g geom.Conv, w B) (B, bool) {
+	k := g.PatchLen()
+	wh, ok := d.need(op, &d.weightsBF16, 2*g.OutC*k)
 	if ok {
 		d.check(op, d.ops.F32ToBF16(w, wh, g.OutC*k))
 	}
@@ -35,49 +35,49 @@ func (d *Device[B]) weightsH(op string, g nn.ConvGeom, w B) (B, bool) {
 }
 
 // colH writes rows [m0, m0+r) of the vol2col matrix of x in bf16 to dst.
-func (d *Device[B]) colH(op string, g nn.ConvGeom, x, dst B, m0, r int) {
+func (d *Device[B]) colH(op string, g geom.Conv, x, dst B, m0, r int) {
 	if pointwise(g) {
-		d.check(op, d.ops.F32ToBF16(d.be.Offset(x, 4*m0*g.InC), dst, r*g.InC))
+		d.check(op, d.ops.F32ToBF16(d.machine.Offset(x, 4*m0*g.InC), dst, r*g.InC))
 		return
 	}
 	d.check(op, d.ops.Vol2ColBF16(g, x, dst, m0, r))
 }
 
 // dyH writes rows [m0, m0+r) of dy (M × OutC float32) in bf16 to dst.
-func (d *Device[B]) dyH(op string, g nn.ConvGeom, dy, dst B, m0, r int) {
-	d.check(op, d.ops.F32ToBF16(d.be.Offset(dy, 4*m0*g.OutC), dst, r*g.OutC))
+func (d *Device[B]) dyH(op string, g geom.Conv, dy, dst B, m0, r int) {
+	d.check(op, d.ops.F32ToBF16(d.machine.Offset(dy, 4*m0*g.OutC), dst, r*g.OutC))
 }
 
 // forwardBF16 computes y = conv(x, w) (no bias) with bf16 GEMMs:
 // Yᵀ(OutC × rows) = W·colᵀ a tile at a time.
-func (d *Device[B]) forwardBF16(op string, g nn.ConvGeom, x, w, y B) {
-	k, m := convDims(g)
+func (d *Device[B]) forwardBF16(op string, g geom.Conv, x, w, y B) {
+	k, m := g.PatchLen(), g.OutVoxels()
 	rows := d.rowsPerTile(g)
 	wh, ok := d.weightsH(op, g, w)
 	if !ok {
 		return
 	}
-	colh, ok := d.need(op, &d.wsH, 2*rows*k)
+	colh, ok := d.need(op, &d.convTileBF16, 2*rows*k)
 	if !ok {
 		return
 	}
 	for m0 := 0; m0 < m; m0 += rows {
 		r := min(rows, m-m0)
 		d.colH(op, g, x, colh, m0, r)
-		d.gemmH(op, true, false, g.OutC, r, k, wh, k, colh, k, 0, d.be.Offset(y, 4*m0*g.OutC), g.OutC)
+		d.gemmH(op, true, false, g.OutC, r, k, wh, k, colh, k, 0, d.machine.Offset(y, 4*m0*g.OutC), g.OutC)
 	}
 }
 
 // backwardWeightBF16 computes dw = Σ over tiles dY_tileᵀ·col_tile with
 // bf16 operands, accumulating in float32 in a fixed tile order.
-func (d *Device[B]) backwardWeightBF16(op string, g nn.ConvGeom, x, dy, dw B) {
-	k, m := convDims(g)
+func (d *Device[B]) backwardWeightBF16(op string, g geom.Conv, x, dy, dw B) {
+	k, m := g.PatchLen(), g.OutVoxels()
 	rows := d.rowsPerTile(g)
-	colh, ok := d.need(op, &d.wsH, 2*rows*k)
+	colh, ok := d.need(op, &d.convTileBF16, 2*rows*k)
 	if !ok {
 		return
 	}
-	dyh, ok := d.need(op, &d.ws, 2*rows*g.OutC)
+	dyh, ok := d.need(op, &d.convTile, 2*rows*g.OutC)
 	if !ok {
 		return
 	}
@@ -95,14 +95,14 @@ func (d *Device[B]) backwardWeightBF16(op string, g nn.ConvGeom, x, dy, dw B) {
 
 // backwardDataBF16 computes dx from dy with bf16 operands: dcol =
 // dY_tile·W in float32, then col2vol (for a 1×1×1 convolution dcol is dx).
-func (d *Device[B]) backwardDataBF16(op string, g nn.ConvGeom, dy, w, dx B) {
-	k, m := convDims(g)
+func (d *Device[B]) backwardDataBF16(op string, g geom.Conv, dy, w, dx B) {
+	k, m := g.PatchLen(), g.OutVoxels()
 	rows := d.rowsPerTile(g)
 	wh, ok := d.weightsH(op, g, w)
 	if !ok {
 		return
 	}
-	dyh, ok := d.need(op, &d.wsH, 2*rows*g.OutC)
+	dyh, ok := d.need(op, &d.convTileBF16, 2*rows*g.OutC)
 	if !ok {
 		return
 	}
@@ -110,15 +110,15 @@ func (d *Device[B]) backwardDataBF16(op string, g nn.ConvGeom, dy, w, dx B) {
 		for m0 := 0; m0 < m; m0 += rows {
 			r := min(rows, m-m0)
 			d.dyH(op, g, dy, dyh, m0, r)
-			d.gemmH(op, false, false, k, r, g.OutC, wh, k, dyh, g.OutC, 0, d.be.Offset(dx, 4*m0*k), k)
+			d.gemmH(op, false, false, k, r, g.OutC, wh, k, dyh, g.OutC, 0, d.machine.Offset(dx, 4*m0*k), k)
 		}
 		return
 	}
-	dcol, ok := d.need(op, &d.ws, 4*rows*k)
+	dcol, ok := d.need(op, &d.convTile, 4*rows*k)
 	if !ok {
 		return
 	}
-	d.check(op, d.ops.Fill(dx, g.N*g.InD*g.InH*g.InW*g.InC, 0))
+	d.check(op, d.ops.Fill(dx, g.InLen(), 0))
 	for m0 := 0; m0 < m; m0 += rows {
 		r := min(rows, m-m0)
 		d.dyH(op, g, dy, dyh, m0, r)

@@ -87,10 +87,10 @@ const DefaultConvWorkspace = 256 << 20
 // ops share scratch buffers and must be issued by one goroutine at a time
 // (as nn issues them: from the training loop).
 type Device[B comparable] struct {
-	be     Backend[B]
-	ops    kernels.Ops[B]
-	opt    Options
-	prefix string
+	machine Backend[B] // the CUDA device, or the host emulation in tests
+	ops     kernels.Ops[B]
+	opt     Options
+	prefix  string
 
 	mu    sync.Mutex
 	err   error
@@ -98,18 +98,23 @@ type Device[B comparable] struct {
 
 	// Reused device buffers, grown on demand; only compute-stream work uses
 	// them, so a later op may reuse one as soon as an earlier op issued
-	// its last use.
-	scratch, ws, small buffer[B]
+	// its last use. scratch holds the intermediates of reductions and the
+	// soft skeleton, small the few values an op copies in from or out to
+	// the host (loss sums, per-sample coefficients, a bad-label cell), and
+	// convTile one tile of a convolution's vol2col matrix (in the bf16
+	// convolutions, a tile of the float32 dcol or of the bf16 output
+	// gradient).
+	scratch, convTile, small buffer[B]
 	// bf16 operands of the BF16 convolutions: a tile of the vol2col
 	// matrix or of the output gradient, and the weights.
-	wsH, wH buffer[B]
+	convTileBF16, weightsBF16 buffer[B]
 }
 
 // Tensor is a Device's tensor: a shape and a device pointer.
 type Tensor[B comparable] struct {
 	shape nn.Shape
 	ptr   B
-	n     int        // elements
+	elems int        // float32 elements
 	root  *Tensor[B] // the allocation (itself unless a view)
 	freed bool       // root only
 	// Fence is for the wrapping package: package gpu keeps here the event
@@ -125,7 +130,7 @@ func (t *Tensor[B]) Shape() nn.Shape { return t.shape }
 func (t *Tensor[B]) Ptr() B { return t.ptr }
 
 // Len returns the number of float32 elements.
-func (t *Tensor[B]) Len() int { return t.n }
+func (t *Tensor[B]) Len() int { return t.elems }
 
 // Root returns the allocation a view belongs to (t itself otherwise).
 func (t *Tensor[B]) Root() *Tensor[B] { return t.root }
@@ -140,14 +145,14 @@ func New[B comparable](be Backend[B], o Options) *Device[B] {
 	if o.Prefix == "" {
 		o.Prefix = "gpu"
 	}
-	d := &Device[B]{be: be, opt: o, prefix: o.Prefix}
-	d.ops = kernels.Ops[B]{L: launcher[B]{d}, Chunk: o.Chunk, FlatChunk: o.FlatChunk}
-	d.cache.be = be
+	d := &Device[B]{machine: be, opt: o, prefix: o.Prefix}
+	d.ops = kernels.Ops[B]{Launcher: launcher[B]{d}, Chunk: o.Chunk, FlatChunk: o.FlatChunk}
+	d.cache.machine = be
 	return d
 }
 
 // Backend returns the device's backend.
-func (d *Device[B]) Backend() Backend[B] { return d.be }
+func (d *Device[B]) Backend() Backend[B] { return d.machine }
 
 // Name returns Options.Name.
 func (d *Device[B]) Name() string { return d.opt.Name }
@@ -184,13 +189,13 @@ func (d *Device[B]) fail(op string, err error) {
 type launcher[B comparable] struct{ d *Device[B] }
 
 func (l launcher[B]) Launch(k kernels.Kernel, grid kernels.Dim3, args ...any) error {
-	if err := l.d.be.Launch(k, grid, args...); err != nil {
+	if err := l.d.machine.Launch(k, grid, args...); err != nil {
 		l.d.SetErr(fmt.Errorf("%s: launch %s: %w", l.d.prefix, k.Name, err))
 	}
 	return nil
 }
 
-func (l launcher[B]) Offset(b B, bytes int) B { return l.d.be.Offset(b, bytes) }
+func (l launcher[B]) Offset(b B, bytes int) B { return l.d.machine.Offset(b, bytes) }
 
 // check panics on an argument error of kernels.Ops (a programming error
 // or a tensor beyond the kernels' int32 indexing).
@@ -201,7 +206,7 @@ func (d *Device[B]) check(op string, err error) {
 }
 
 // begin names op for the backend's asynchronous error messages.
-func (d *Device[B]) begin(op string) { d.be.Op(op) }
+func (d *Device[B]) begin(op string) { d.machine.Op(op) }
 
 // OutOfMemoryError is the panic value of Alloc when the device has no
 // memory left for a tensor, even after releasing its cached blocks.
@@ -212,11 +217,13 @@ type OutOfMemoryError struct {
 	Err           error // the backend's error
 }
 
+// Error describes the failed allocation and the memory held at the time.
 func (e *OutOfMemoryError) Error() string {
 	return fmt.Sprintf("out of device memory allocating %v (%.1f MiB) with %.1f MiB in tensors and %.1f MiB cached: %v",
 		e.Shape, mib(e.Bytes), mib(e.InUse), mib(e.Cached), e.Err)
 }
 
+// Unwrap returns the backend's error.
 func (e *OutOfMemoryError) Unwrap() error { return e.Err }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
@@ -238,7 +245,7 @@ func (d *Device[B]) AllocTensor(shape nn.Shape) *Tensor[B] {
 		inUse, _, cached := d.cache.stats()
 		panic(&OutOfMemoryError{Shape: shape.Clone(), Bytes: 4 * int64(n), InUse: inUse, Cached: cached, Err: err})
 	}
-	t := &Tensor[B]{shape: shape.Clone(), ptr: p, n: n}
+	t := &Tensor[B]{shape: shape.Clone(), ptr: p, elems: n}
 	t.root = t
 	d.begin("Alloc")
 	d.check("Alloc", d.ops.Fill(p, n, 0))
@@ -247,21 +254,21 @@ func (d *Device[B]) AllocTensor(shape nn.Shape) *Tensor[B] {
 
 // Free returns a tensor's memory to the cache; views are not freed.
 func (d *Device[B]) Free(t nn.Tensor) {
-	ct := d.T(t)
+	ct := d.Tensor(t)
 	if ct.root != ct {
 		return
 	}
 	ct.freed = true
-	d.cache.put(ct.ptr, 4*ct.n, true)
+	d.cache.put(ct.ptr, 4*ct.elems, true)
 }
 
 // View returns a tensor of another shape sharing t's memory.
 func (d *Device[B]) View(t nn.Tensor, shape nn.Shape) nn.Tensor {
-	ct := d.T(t)
-	if shape.Len() != ct.n {
+	ct := d.Tensor(t)
+	if shape.Len() != ct.elems {
 		panic(fmt.Sprintf("%s.View: cannot view %v as %v", d.prefix, ct.shape, shape))
 	}
-	return &Tensor[B]{shape: shape.Clone(), ptr: ct.ptr, n: ct.n, root: ct.root}
+	return &Tensor[B]{shape: shape.Clone(), ptr: ct.ptr, elems: ct.elems, root: ct.root}
 }
 
 // MemoryInUse returns the bytes of live tensors and their peak.
@@ -281,16 +288,16 @@ func (d *Device[B]) ReleaseCached() error { return d.cache.release() }
 // still allocated stay allocated (the backend's context owns them).
 func (d *Device[B]) Close() error {
 	var errs []error
-	for _, b := range []*buffer[B]{&d.scratch, &d.ws, &d.small, &d.wsH, &d.wH} {
+	for _, b := range []*buffer[B]{&d.scratch, &d.convTile, &d.small, &d.convTileBF16, &d.weightsBF16} {
 		b.drop(&d.cache)
 	}
 	errs = append(errs, d.cache.release())
 	return errors.Join(errs...)
 }
 
-// T returns the device tensor behind t, panicking on a foreign or freed
+// Tensor returns the device tensor behind t, panicking on a foreign or freed
 // tensor.
-func (d *Device[B]) T(t nn.Tensor) *Tensor[B] {
+func (d *Device[B]) Tensor(t nn.Tensor) *Tensor[B] {
 	ct, ok := t.(*Tensor[B])
 	if !ok || ct == nil {
 		panic(fmt.Sprintf("%s: tensor of type %T does not belong to this device", d.prefix, t))
@@ -301,27 +308,27 @@ func (d *Device[B]) T(t nn.Tensor) *Tensor[B] {
 	return ct
 }
 
-// p returns t's pointer, or the null pointer for a nil tensor.
-func (d *Device[B]) p(t nn.Tensor) B {
+// ptr returns t's pointer, or the null pointer for a nil tensor.
+func (d *Device[B]) ptr(t nn.Tensor) B {
 	if t == nil {
 		var null B
 		return null
 	}
-	return d.T(t).ptr
+	return d.Tensor(t).ptr
 }
 
 // mustLen returns t's pointer, panicking unless t has n elements.
 func (d *Device[B]) mustLen(op string, t nn.Tensor, n int) B {
-	ct := d.T(t)
-	if ct.n != n {
-		panic(fmt.Sprintf("%s.%s: tensor %v has %d elements, want %d", d.prefix, op, ct.shape, ct.n, n))
+	ct := d.Tensor(t)
+	if ct.elems != n {
+		panic(fmt.Sprintf("%s.%s: tensor %v has %d elements, want %d", d.prefix, op, ct.shape, ct.elems, n))
 	}
 	return ct.ptr
 }
 
 // mustShape returns t's pointer, panicking unless t has shape s.
 func (d *Device[B]) mustShape(op string, t nn.Tensor, s nn.Shape) B {
-	ct := d.T(t)
+	ct := d.Tensor(t)
 	if !ct.shape.Equal(s) {
 		panic(fmt.Sprintf("%s.%s: tensor shape %v, want %v", d.prefix, op, ct.shape, s))
 	}
@@ -330,7 +337,7 @@ func (d *Device[B]) mustShape(op string, t nn.Tensor, s nn.Shape) B {
 
 // dims5 returns the dimensions of a 5-D tensor, panicking otherwise.
 func (d *Device[B]) dims5(op string, t nn.Tensor) (n, a, b, c, e int) {
-	s := d.T(t).shape
+	s := d.Tensor(t).shape
 	if len(s) != 5 {
 		panic(fmt.Sprintf("%s.%s: want a 5-D tensor, have shape %v", d.prefix, op, s))
 	}
@@ -340,7 +347,7 @@ func (d *Device[B]) dims5(op string, t nn.Tensor) (n, a, b, c, e int) {
 // lastDim returns t's last dimension (its channels), panicking for a
 // scalar shape.
 func (d *Device[B]) lastDim(op string, t nn.Tensor) int {
-	s := d.T(t).shape
+	s := d.Tensor(t).shape
 	if len(s) == 0 || s[len(s)-1] <= 0 {
 		panic(fmt.Sprintf("%s.%s: tensor shape %v has no channel axis", d.prefix, op, s))
 	}

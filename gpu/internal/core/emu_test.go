@@ -229,7 +229,7 @@ func (d *emuDevice) ComputeStream() nn.Stream { return syncStream{} }
 func (d *emuDevice) NewStream() nn.Stream     { return syncStream{} }
 
 func (d *emuDevice) Upload(s nn.Stream, dst nn.Tensor, src []float32) error {
-	t := d.T(dst)
+	t := d.Tensor(dst)
 	if len(src) != t.Len() {
 		return fmt.Errorf("upload: host buffer has %d floats, tensor %v needs %d", len(src), t.Shape(), t.Len())
 	}
@@ -241,7 +241,7 @@ func (d *emuDevice) Upload(s nn.Stream, dst nn.Tensor, src []float32) error {
 }
 
 func (d *emuDevice) Download(s nn.Stream, dst []float32, src nn.Tensor) error {
-	t := d.T(src)
+	t := d.Tensor(src)
 	if len(dst) != t.Len() {
 		return fmt.Errorf("download: host buffer has %d floats, tensor %v needs %d", len(dst), t.Shape(), t.Len())
 	}

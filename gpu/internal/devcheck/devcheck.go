@@ -109,7 +109,7 @@ type checker struct {
 	t    *testing.T
 	dev  nn.Device
 	ref  *cpu.Device
-	r    *rand.Rand
+	rng  *rand.Rand
 	tol  Tolerances
 	name string
 }
@@ -143,14 +143,14 @@ func download(t testing.TB, dev nn.Device, x nn.Tensor) []float32 {
 
 // pair is one tensor on both devices.
 type pair struct {
-	d, c nn.Tensor
+	dev, ref nn.Tensor
 }
 
 // both uploads data to both devices.
 func (k *checker) both(shape nn.Shape, data []float32) pair {
 	k.t.Helper()
 	p := pair{upload(k.t, k.dev, shape, data), cpu.NewTensor(shape, append([]float32(nil), data...))}
-	k.t.Cleanup(func() { k.dev.Free(p.d) })
+	k.t.Cleanup(func() { k.dev.Free(p.dev) })
 	return p
 }
 
@@ -160,7 +160,7 @@ func (k *checker) zeros(shape nn.Shape) pair { return k.both(shape, make([]float
 func (k *checker) uniform(n int, lo, hi float32) []float32 {
 	x := make([]float32, n)
 	for i := range x {
-		x[i] = lo + (hi-lo)*k.r.Float32()
+		x[i] = lo + (hi-lo)*k.rng.Float32()
 	}
 	return x
 }
@@ -168,7 +168,7 @@ func (k *checker) uniform(n int, lo, hi float32) []float32 {
 func (k *checker) labels(n, c int) []float32 {
 	x := make([]float32, n)
 	for i := range x {
-		x[i] = float32(k.r.IntN(c))
+		x[i] = float32(k.rng.IntN(c))
 	}
 	return x
 }
@@ -176,7 +176,7 @@ func (k *checker) labels(n, c int) []float32 {
 // same compares a tensor on both devices.
 func (k *checker) same(what string, p pair, tol Tol) {
 	k.t.Helper()
-	compare(k.t, k.name, what, download(k.t, k.dev, p.d), p.c.(*cpu.Tensor).Data(), tol)
+	compare(k.t, k.name, what, download(k.t, k.dev, p.dev), p.ref.(*cpu.Tensor).Data(), tol)
 }
 
 // compare fails t unless got matches want within tol, and logs the result.
@@ -248,7 +248,7 @@ func Ops(t *testing.T, dev nn.Device, o Options) {
 			continue
 		}
 		t.Run(tc.name, func(t *testing.T) {
-			k := &checker{t: t, dev: dev, ref: ref, r: rand.New(rand.NewPCG(o.Seed, hash(tc.name))), tol: o.Tol, name: dev.Name()}
+			k := &checker{t: t, dev: dev, ref: ref, rng: rand.New(rand.NewPCG(o.Seed, hash(tc.name))), tol: o.Tol, name: dev.Name()}
 			tc.run(k, o.Shape)
 			if err := dev.Err(); err != nil {
 				t.Fatalf("%s after %s: %v", dev.Name(), tc.name, err)

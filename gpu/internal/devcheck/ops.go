@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/voxtrain/voxtrain/internal/geom"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
@@ -22,18 +23,18 @@ func lab(s [4]int) nn.Shape { return nn.Shape{s[0], s[1], s[2], s[3]} }
 // activation size s.
 func geoms(s [4]int) []struct {
 	name string
-	g    nn.ConvGeom
+	g    geom.Conv
 } {
 	n, d, h, w := s[0], s[1], s[2], s[3]
 	return []struct {
 		name string
-		g    nn.ConvGeom
+		g    geom.Conv
 	}{
-		{"3x3x3 pad 1", nn.ConvGeom{N: n, InD: d, InH: h, InW: w, InC: 3, OutC: 5, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}},
-		{"3x3x3 stride 2 pad 1", nn.ConvGeom{N: n, InD: d, InH: h, InW: w, InC: 4, OutC: 6, KD: 3, KH: 3, KW: 3, SD: 2, SH: 2, SW: 2, PD: 1, PH: 1, PW: 1}},
-		{"1x3x3 stride (1,2,2)", nn.ConvGeom{N: n, InD: d, InH: h, InW: w, InC: 2, OutC: 3, KD: 1, KH: 3, KW: 3, SD: 1, SH: 2, SW: 2, PD: 0, PH: 1, PW: 1}},
-		{"2x2x2 stride 2 (transposed conv's adjoint)", nn.ConvGeom{N: n, InD: d, InH: h, InW: w, InC: 3, OutC: 4, KD: 2, KH: 2, KW: 2, SD: 2, SH: 2, SW: 2}},
-		{"1x1x1 head", nn.ConvGeom{N: n, InD: d, InH: h, InW: w, InC: 6, OutC: 3, KD: 1, KH: 1, KW: 1, SD: 1, SH: 1, SW: 1}},
+		{"3x3x3 pad 1", geom.Conv{N: n, InD: d, InH: h, InW: w, InC: 3, OutC: 5, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}},
+		{"3x3x3 stride 2 pad 1", geom.Conv{N: n, InD: d, InH: h, InW: w, InC: 4, OutC: 6, KD: 3, KH: 3, KW: 3, SD: 2, SH: 2, SW: 2, PD: 1, PH: 1, PW: 1}},
+		{"1x3x3 stride (1,2,2)", geom.Conv{N: n, InD: d, InH: h, InW: w, InC: 2, OutC: 3, KD: 1, KH: 3, KW: 3, SD: 1, SH: 2, SW: 2, PD: 0, PH: 1, PW: 1}},
+		{"2x2x2 stride 2 (transposed conv's adjoint)", geom.Conv{N: n, InD: d, InH: h, InW: w, InC: 3, OutC: 4, KD: 2, KH: 2, KW: 2, SD: 2, SH: 2, SW: 2}},
+		{"1x1x1 head", geom.Conv{N: n, InD: d, InH: h, InW: w, InC: 6, OutC: 3, KD: 1, KH: 1, KW: 1, SD: 1, SH: 1, SW: 1}},
 	}
 }
 
@@ -46,7 +47,7 @@ var opTests = []opTest{
 		x := k.uniform(shape.Len(), -3, 3)
 		p := k.both(shape, x)
 		k.same("Upload then Download", p, Exact)
-		v := k.dev.View(p.d, nn.Shape{shape.Len()})
+		v := k.dev.View(p.dev, nn.Shape{shape.Len()})
 		compare(k.t, k.name, "View", download(k.t, k.dev, v), x, Exact)
 		cur, peak := k.dev.MemoryInUse()
 		if cur < 4*int64(shape.Len()) || peak < cur {
@@ -54,10 +55,10 @@ var opTests = []opTest{
 		}
 		// Download on another stream, ordered after the compute stream by an event.
 		cs := k.dev.NewStream()
-		k.dev.Fill(p.d, 2)
+		k.dev.Fill(p.dev, 2)
 		cs.Wait(k.dev.ComputeStream().Record())
 		got := make([]float32, shape.Len())
-		if err := k.dev.Download(cs, got, p.d); err != nil {
+		if err := k.dev.Download(cs, got, p.dev); err != nil {
 			k.t.Fatal(err)
 		}
 		cs.Record().Synchronize()
@@ -66,14 +67,14 @@ var opTests = []opTest{
 			want[i] = 2
 		}
 		compare(k.t, k.name, "Download on a second stream after an event", got, want, Exact)
-		if err := k.dev.Upload(k.dev.ComputeStream(), p.d, make([]float32, 3)); err == nil {
+		if err := k.dev.Upload(k.dev.ComputeStream(), p.dev, make([]float32, 3)); err == nil {
 			k.t.Errorf("Upload of 3 floats into %v accepted", shape)
 		}
 	}},
 	{"Fill", func(k *checker, s [4]int) {
 		p := k.zeros(act(s, 3))
-		k.dev.Fill(p.d, -1.5)
-		k.ref.Fill(p.c, -1.5)
+		k.dev.Fill(p.dev, -1.5)
+		k.ref.Fill(p.ref, -1.5)
 		k.same("Fill", p, Exact)
 	}},
 	{"CopyAddScale", func(k *checker, s [4]int) {
@@ -81,14 +82,14 @@ var opTests = []opTest{
 		a := k.both(shape, k.uniform(shape.Len(), -2, 2))
 		b := k.both(shape, k.uniform(shape.Len(), -2, 2))
 		c := k.zeros(shape)
-		k.dev.Copy(c.d, a.d)
-		k.ref.Copy(c.c, a.c)
+		k.dev.Copy(c.dev, a.dev)
+		k.ref.Copy(c.ref, a.ref)
 		k.same("Copy", c, Exact)
-		k.dev.Add(c.d, b.d)
-		k.ref.Add(c.c, b.c)
+		k.dev.Add(c.dev, b.dev)
+		k.ref.Add(c.ref, b.ref)
 		k.same("Add", c, k.tol.Elementwise)
-		k.dev.Scale(c.d, -0.37)
-		k.ref.Scale(c.c, -0.37)
+		k.dev.Scale(c.dev, -0.37)
+		k.ref.Scale(c.ref, -0.37)
 		k.same("Scale", c, k.tol.Elementwise)
 	}},
 	{"Layout", func(k *checker, s [4]int) {
@@ -96,24 +97,24 @@ var opTests = []opTest{
 		first := nn.Shape{n, c, s[1], s[2], s[3]}
 		a := k.both(first, k.uniform(first.Len(), -1, 1))
 		last := k.zeros(act(s, c))
-		k.dev.NCDHWToNDHWC(a.d, last.d)
-		k.ref.NCDHWToNDHWC(a.c, last.c)
+		k.dev.NCDHWToNDHWC(a.dev, last.dev)
+		k.ref.NCDHWToNDHWC(a.ref, last.ref)
 		k.same("NCDHWToNDHWC", last, Exact)
 		back := k.zeros(first)
-		k.dev.NDHWCToNCDHW(last.d, back.d)
-		k.ref.NDHWCToNCDHW(last.c, back.c)
+		k.dev.NDHWCToNCDHW(last.dev, back.dev)
+		k.ref.NDHWCToNCDHW(last.ref, back.ref)
 		k.same("NDHWCToNCDHW", back, Exact)
 	}},
 	{"ConcatSplit", func(k *checker, s [4]int) {
 		a := k.both(act(s, 3), k.uniform(act(s, 3).Len(), -1, 1))
 		b := k.both(act(s, 5), k.uniform(act(s, 5).Len(), -1, 1))
 		cat := k.zeros(act(s, 8))
-		k.dev.ConcatChannels(a.d, b.d, cat.d)
-		k.ref.ConcatChannels(a.c, b.c, cat.c)
+		k.dev.ConcatChannels(a.dev, b.dev, cat.dev)
+		k.ref.ConcatChannels(a.ref, b.ref, cat.ref)
 		k.same("ConcatChannels", cat, Exact)
 		a2, b2 := k.zeros(act(s, 3)), k.zeros(act(s, 5))
-		k.dev.SplitChannels(cat.d, a2.d, b2.d)
-		k.ref.SplitChannels(cat.c, a2.c, b2.c)
+		k.dev.SplitChannels(cat.dev, a2.dev, b2.dev)
+		k.ref.SplitChannels(cat.ref, a2.ref, b2.ref)
 		k.same("SplitChannels (first)", a2, Exact)
 		k.same("SplitChannels (rest)", b2, Exact)
 	}},
@@ -121,12 +122,12 @@ var opTests = []opTest{
 		for _, c := range []int{1, 7, 40} {
 			x := k.both(act(s, c), k.uniform(act(s, c).Len(), -1, 1))
 			bias := k.both(nn.Shape{c}, k.uniform(c, -1, 1))
-			k.dev.AddChannelBias(x.d, bias.d)
-			k.ref.AddChannelBias(x.c, bias.c)
+			k.dev.AddChannelBias(x.dev, bias.dev)
+			k.ref.AddChannelBias(x.ref, bias.ref)
 			k.same(fmt.Sprintf("AddChannelBias (%d channels)", c), x, k.tol.Elementwise)
 			sum := k.zeros(nn.Shape{c})
-			k.dev.ChannelSum(x.d, sum.d)
-			k.ref.ChannelSum(x.c, sum.c)
+			k.dev.ChannelSum(x.dev, sum.dev)
+			k.ref.ChannelSum(x.ref, sum.ref)
 			k.same(fmt.Sprintf("ChannelSum (%d channels)", c), sum, k.tol.Reduce)
 		}
 	}},
@@ -134,38 +135,38 @@ var opTests = []opTest{
 		src := k.both(lab(s), k.labels(lab(s).Len(), 4))
 		for _, o := range [][3]int{{(s[1] + 1) / 2, (s[2] + 1) / 2, (s[3] + 1) / 2}, {s[1], (s[2] + 3) / 4, 1}} {
 			dst := k.zeros(nn.Shape{s[0], o[0], o[1], o[2]})
-			k.dev.DownsampleLabels(src.d, dst.d)
-			k.ref.DownsampleLabels(src.c, dst.c)
+			k.dev.DownsampleLabels(src.dev, dst.dev)
+			k.ref.DownsampleLabels(src.ref, dst.ref)
 			k.same(fmt.Sprintf("DownsampleLabels to %v", o), dst, Exact)
 		}
 	}},
 	{"Conv3D", func(k *checker, s [4]int) {
 		for _, gc := range geoms(s) {
 			g := gc.g
-			x := k.both(g.InShape(), k.uniform(g.InShape().Len(), -1, 1))
-			w := k.both(g.WeightShape(), k.uniform(g.WeightShape().Len(), -1, 1))
+			x := k.both(g.InShape(), k.uniform(g.InLen(), -1, 1))
+			w := k.both(g.WeightShape(), k.uniform(g.WeightLen(), -1, 1))
 			b := k.both(nn.Shape{g.OutC}, k.uniform(g.OutC, -1, 1))
-			dy := k.both(g.OutShape(), k.uniform(g.OutShape().Len(), -1, 1))
+			dy := k.both(g.OutShape(), k.uniform(g.OutLen(), -1, 1))
 			y := k.zeros(g.OutShape())
-			k.dev.Conv3DForward(g, x.d, w.d, b.d, y.d)
-			k.ref.Conv3DForward(g, x.c, w.c, b.c, y.c)
+			k.dev.Conv3DForward(g, x.dev, w.dev, b.dev, y.dev)
+			k.ref.Conv3DForward(g, x.ref, w.ref, b.ref, y.ref)
 			k.same("Conv3DForward "+gc.name, y, k.tol.Conv)
-			k.dev.Conv3DForward(g, x.d, w.d, nil, y.d)
-			k.ref.Conv3DForward(g, x.c, w.c, nil, y.c)
+			k.dev.Conv3DForward(g, x.dev, w.dev, nil, y.dev)
+			k.ref.Conv3DForward(g, x.ref, w.ref, nil, y.ref)
 			k.same("Conv3DForward without bias "+gc.name, y, k.tol.Conv)
 			// Garbage in dx and dw first: both are overwritten.
-			dx := k.both(g.InShape(), k.uniform(g.InShape().Len(), 5, 6))
-			k.dev.Conv3DBackwardData(g, dy.d, w.d, dx.d)
-			k.ref.Conv3DBackwardData(g, dy.c, w.c, dx.c)
+			dx := k.both(g.InShape(), k.uniform(g.InLen(), 5, 6))
+			k.dev.Conv3DBackwardData(g, dy.dev, w.dev, dx.dev)
+			k.ref.Conv3DBackwardData(g, dy.ref, w.ref, dx.ref)
 			k.same("Conv3DBackwardData "+gc.name, dx, k.tol.Conv)
-			dw := k.both(g.WeightShape(), k.uniform(g.WeightShape().Len(), 5, 6))
+			dw := k.both(g.WeightShape(), k.uniform(g.WeightLen(), 5, 6))
 			db := k.both(nn.Shape{g.OutC}, k.uniform(g.OutC, 5, 6))
-			k.dev.Conv3DBackwardWeight(g, x.d, dy.d, dw.d, db.d)
-			k.ref.Conv3DBackwardWeight(g, x.c, dy.c, dw.c, db.c)
+			k.dev.Conv3DBackwardWeight(g, x.dev, dy.dev, dw.dev, db.dev)
+			k.ref.Conv3DBackwardWeight(g, x.ref, dy.ref, dw.ref, db.ref)
 			k.same("Conv3DBackwardWeight (dw) "+gc.name, dw, k.tol.Conv)
 			k.same("Conv3DBackwardWeight (db) "+gc.name, db, k.tol.Reduce)
-			k.dev.Conv3DBackwardWeight(g, x.d, dy.d, dw.d, nil)
-			k.ref.Conv3DBackwardWeight(g, x.c, dy.c, dw.c, nil)
+			k.dev.Conv3DBackwardWeight(g, x.dev, dy.dev, dw.dev, nil)
+			k.ref.Conv3DBackwardWeight(g, x.ref, dy.ref, dw.ref, nil)
 			k.same("Conv3DBackwardWeight without db "+gc.name, dw, k.tol.Conv)
 		}
 	}},
@@ -183,15 +184,15 @@ var opTests = []opTest{
 			for _, slope := range []float32{0.01, 0, 1} {
 				tag := fmt.Sprintf("(%d channels, slope %g)", c, slope)
 				y, stats := k.zeros(shape), k.zeros(nn.Shape{s[0], c, 2})
-				k.dev.InstanceNormActForward(x.d, gamma.d, beta.d, y.d, stats.d, 1e-5, slope)
-				k.ref.InstanceNormActForward(x.c, gamma.c, beta.c, y.c, stats.c, 1e-5, slope)
+				k.dev.InstanceNormActForward(x.dev, gamma.dev, beta.dev, y.dev, stats.dev, 1e-5, slope)
+				k.ref.InstanceNormActForward(x.ref, gamma.ref, beta.ref, y.ref, stats.ref, 1e-5, slope)
 				k.same("InstanceNormActForward stats "+tag, stats, k.tol.Reduce)
 				k.same("InstanceNormActForward y "+tag, y, k.tol.Norm)
 				// dx aliases dy, as in nn.
 				dy := k.both(shape, dyv)
 				dg, dbt := k.zeros(nn.Shape{c}), k.zeros(nn.Shape{c})
-				k.dev.InstanceNormActBackward(x.d, gamma.d, beta.d, stats.d, dy.d, dy.d, dg.d, dbt.d, slope)
-				k.ref.InstanceNormActBackward(x.c, gamma.c, beta.c, stats.c, dy.c, dy.c, dg.c, dbt.c, slope)
+				k.dev.InstanceNormActBackward(x.dev, gamma.dev, beta.dev, stats.dev, dy.dev, dy.dev, dg.dev, dbt.dev, slope)
+				k.ref.InstanceNormActBackward(x.ref, gamma.ref, beta.ref, stats.ref, dy.ref, dy.ref, dg.ref, dbt.ref, slope)
 				k.same("InstanceNormActBackward dx "+tag, dy, k.tol.Norm)
 				k.same("InstanceNormActBackward dgamma "+tag, dg, k.tol.Norm)
 				k.same("InstanceNormActBackward dbeta "+tag, dbt, k.tol.Norm)
@@ -204,16 +205,16 @@ var opTests = []opTest{
 		for _, slope := range []float32{0.01, 0, 1} {
 			x := k.both(shape, xv)
 			y := k.zeros(shape)
-			k.dev.ActForward(x.d, y.d, slope)
-			k.ref.ActForward(x.c, y.c, slope)
+			k.dev.ActForward(x.dev, y.dev, slope)
+			k.ref.ActForward(x.ref, y.ref, slope)
 			k.same(fmt.Sprintf("ActForward slope %g", slope), y, k.tol.Elementwise)
-			k.dev.ActForward(x.d, x.d, slope) // in place
-			k.ref.ActForward(x.c, x.c, slope)
+			k.dev.ActForward(x.dev, x.dev, slope) // in place
+			k.ref.ActForward(x.ref, x.ref, slope)
 			k.same(fmt.Sprintf("ActForward in place slope %g", slope), x, k.tol.Elementwise)
 			dy := k.both(shape, k.uniform(shape.Len(), -1, 1))
 			dx := k.zeros(shape)
-			k.dev.ActBackward(y.d, dy.d, dx.d, slope)
-			k.ref.ActBackward(y.c, dy.c, dx.c, slope)
+			k.dev.ActBackward(y.dev, dy.dev, dx.dev, slope)
+			k.ref.ActBackward(y.ref, dy.ref, dx.ref, slope)
 			k.same(fmt.Sprintf("ActBackward slope %g", slope), dx, k.tol.Elementwise)
 		}
 	}},
@@ -223,15 +224,15 @@ var opTests = []opTest{
 			logits := k.both(shape, k.uniform(shape.Len(), -4, 4))
 			labels := k.both(lab(s), k.labels(lab(s).Len(), c))
 			probs := k.zeros(shape)
-			k.dev.Softmax(logits.d, probs.d)
-			k.ref.Softmax(logits.c, probs.c)
+			k.dev.Softmax(logits.dev, probs.dev)
+			k.ref.Softmax(logits.ref, probs.ref)
 			k.same(fmt.Sprintf("Softmax (%d classes)", c), probs, k.tol.Softmax)
 			probs = k.zeros(shape)
-			got, err := k.dev.SoftmaxLoss(logits.d, labels.d, probs.d)
+			got, err := k.dev.SoftmaxLoss(logits.dev, labels.dev, probs.dev)
 			if err != nil {
 				k.t.Fatal(err)
 			}
-			want, err := k.ref.SoftmaxLoss(logits.c, labels.c, probs.c)
+			want, err := k.ref.SoftmaxLoss(logits.ref, labels.ref, probs.ref)
 			if err != nil {
 				k.t.Fatal(err)
 			}
@@ -247,13 +248,13 @@ var opTests = []opTest{
 				var ed, ec nn.Tensor
 				if withExtra {
 					e := k.both(shape, k.uniform(shape.Len(), -0.5, 0.5))
-					ed, ec = e.d, e.c
+					ed, ec = e.dev, e.ref
 				}
 				ce := k.uniform(s[0], 0.1, 1)
 				al, be := k.uniform(s[0]*c, -1, 1), k.uniform(s[0]*c, -1, 1)
 				dl := k.zeros(shape)
-				k.dev.SoftmaxLossBackward(probs.d, labels.d, ce, al, be, ed, dl.d)
-				k.ref.SoftmaxLossBackward(probs.c, labels.c, ce, al, be, ec, dl.c)
+				k.dev.SoftmaxLossBackward(probs.dev, labels.dev, ce, al, be, ed, dl.dev)
+				k.ref.SoftmaxLossBackward(probs.ref, labels.ref, ce, al, be, ec, dl.ref)
 				k.same(fmt.Sprintf("SoftmaxLossBackward (%d classes, extra %v)", c, withExtra), dl, k.tol.Softmax)
 			}
 		}
@@ -264,8 +265,8 @@ var opTests = []opTest{
 		lv[len(lv)-2], lv[len(lv)/2] = 3, 0.5
 		logits := k.both(shape, k.uniform(shape.Len(), -4, 4))
 		labels := k.both(lab(s), lv)
-		_, gerr := k.dev.SoftmaxLoss(logits.d, labels.d, k.zeros(shape).d)
-		_, werr := k.ref.SoftmaxLoss(logits.c, labels.c, k.zeros(shape).c)
+		_, gerr := k.dev.SoftmaxLoss(logits.dev, labels.dev, k.zeros(shape).dev)
+		_, werr := k.ref.SoftmaxLoss(logits.ref, labels.ref, k.zeros(shape).ref)
 		sameError(k, "SoftmaxLoss", gerr, werr)
 	}},
 	{"SigmoidBCE", func(k *checker, s [4]int) {
@@ -273,11 +274,11 @@ var opTests = []opTest{
 		logits := k.both(shape, k.uniform(shape.Len(), -6, 6))
 		labels := k.both(lab(s), k.labels(lab(s).Len(), 2))
 		dl := k.zeros(shape)
-		got, err := k.dev.SigmoidBCE(logits.d, labels.d, 2.5, 0.3, dl.d)
+		got, err := k.dev.SigmoidBCE(logits.dev, labels.dev, 2.5, 0.3, dl.dev)
 		if err != nil {
 			k.t.Fatal(err)
 		}
-		want, err := k.ref.SigmoidBCE(logits.c, labels.c, 2.5, 0.3, dl.c)
+		want, err := k.ref.SigmoidBCE(logits.ref, labels.ref, 2.5, 0.3, dl.ref)
 		if err != nil {
 			k.t.Fatal(err)
 		}
@@ -286,44 +287,44 @@ var opTests = []opTest{
 		lv := k.labels(lab(s).Len(), 2)
 		lv[7] = 2
 		bad := k.both(lab(s), lv)
-		_, gerr := k.dev.SigmoidBCE(logits.d, bad.d, 1, 1, k.zeros(shape).d)
-		_, werr := k.ref.SigmoidBCE(logits.c, bad.c, 1, 1, k.zeros(shape).c)
+		_, gerr := k.dev.SigmoidBCE(logits.dev, bad.dev, 1, 1, k.zeros(shape).dev)
+		_, werr := k.ref.SigmoidBCE(logits.ref, bad.ref, 1, 1, k.zeros(shape).ref)
 		sameError(k, "SigmoidBCE", gerr, werr)
 	}},
 	{"OneHot", func(k *checker, s [4]int) {
 		c := 4
 		labels := k.both(lab(s), k.labels(lab(s).Len(), c))
 		dst := k.both(act(s, c), k.uniform(act(s, c).Len(), 3, 4))
-		if err := k.dev.OneHot(labels.d, dst.d); err != nil {
+		if err := k.dev.OneHot(labels.dev, dst.dev); err != nil {
 			k.t.Fatal(err)
 		}
-		if err := k.ref.OneHot(labels.c, dst.c); err != nil {
+		if err := k.ref.OneHot(labels.ref, dst.ref); err != nil {
 			k.t.Fatal(err)
 		}
 		k.same("OneHot", dst, Exact)
 		lv := k.labels(lab(s).Len(), c)
 		lv[3] = -1
 		bad := k.both(lab(s), lv)
-		sameError(k, "OneHot", k.dev.OneHot(bad.d, k.zeros(act(s, c)).d), k.ref.OneHot(bad.c, k.zeros(act(s, c)).c))
+		sameError(k, "OneHot", k.dev.OneHot(bad.dev, k.zeros(act(s, c)).dev), k.ref.OneHot(bad.ref, k.zeros(act(s, c)).ref))
 	}},
 	{"SoftSkeleton", func(k *checker, s [4]int) {
 		c := 2
 		shape := act(s, c)
 		xv := make([]float32, shape.Len())
 		for i := range xv {
-			xv[i] = float32(k.r.IntN(5)) / 4 // ties, as in probability maps
+			xv[i] = float32(k.rng.IntN(5)) / 4 // ties, as in probability maps
 		}
 		x := k.both(shape, xv)
 		for _, it := range []struct{ iters, fromC int }{{3, 1}, {0, 0}} {
 			tag := fmt.Sprintf("(%d iterations, from channel %d)", it.iters, it.fromC)
 			sk := k.zeros(shape)
-			k.dev.SoftSkeleton(x.d, sk.d, it.iters, it.fromC)
-			k.ref.SoftSkeleton(x.c, sk.c, it.iters, it.fromC)
+			k.dev.SoftSkeleton(x.dev, sk.dev, it.iters, it.fromC)
+			k.ref.SoftSkeleton(x.ref, sk.ref, it.iters, it.fromC)
 			k.same("SoftSkeleton "+tag, sk, k.tol.Elementwise)
 			ds := k.both(shape, k.uniform(shape.Len(), -1, 1))
 			dx := k.both(shape, k.uniform(shape.Len(), -1, 1))
-			k.dev.SoftSkeletonBackward(x.d, ds.d, dx.d, it.iters, it.fromC)
-			k.ref.SoftSkeletonBackward(x.c, ds.c, dx.c, it.iters, it.fromC)
+			k.dev.SoftSkeletonBackward(x.dev, ds.dev, dx.dev, it.iters, it.fromC)
+			k.ref.SoftSkeletonBackward(x.ref, ds.ref, dx.ref, it.iters, it.fromC)
 			k.same("SoftSkeletonBackward "+tag, dx, k.tol.Elementwise)
 		}
 	}},
@@ -332,18 +333,18 @@ var opTests = []opTest{
 			shape := act(s, c)
 			a := k.both(shape, k.uniform(shape.Len(), -1, 1))
 			b := k.both(shape, k.uniform(shape.Len(), -1, 1))
-			compare(k.t, k.name, fmt.Sprintf("ChannelDot a·b (%d channels)", c), k.dev.ChannelDot(a.d, b.d), k.ref.ChannelDot(a.c, b.c), k.tol.Sum64)
-			compare(k.t, k.name, fmt.Sprintf("ChannelDot sums (%d channels)", c), k.dev.ChannelDot(a.d, nil), k.ref.ChannelDot(a.c, nil), k.tol.Sum64)
+			compare(k.t, k.name, fmt.Sprintf("ChannelDot a·b (%d channels)", c), k.dev.ChannelDot(a.dev, b.dev), k.ref.ChannelDot(a.ref, b.ref), k.tol.Sum64)
+			compare(k.t, k.name, fmt.Sprintf("ChannelDot sums (%d channels)", c), k.dev.ChannelDot(a.dev, nil), k.ref.ChannelDot(a.ref, nil), k.tol.Sum64)
 			al, be := k.uniform(s[0]*c, -1, 1), k.uniform(s[0]*c, -1, 1)
 			dst := k.both(shape, k.uniform(shape.Len(), -1, 1))
-			k.dev.ChannelAffineAdd(dst.d, a.d, al, be)
-			k.ref.ChannelAffineAdd(dst.c, a.c, al, be)
+			k.dev.ChannelAffineAdd(dst.dev, a.dev, al, be)
+			k.ref.ChannelAffineAdd(dst.ref, a.ref, al, be)
 			k.same(fmt.Sprintf("ChannelAffineAdd alpha·a + beta (%d channels)", c), dst, k.tol.Elementwise)
-			k.dev.ChannelAffineAdd(dst.d, nil, nil, be)
-			k.ref.ChannelAffineAdd(dst.c, nil, nil, be)
+			k.dev.ChannelAffineAdd(dst.dev, nil, nil, be)
+			k.ref.ChannelAffineAdd(dst.ref, nil, nil, be)
 			k.same(fmt.Sprintf("ChannelAffineAdd beta only (%d channels)", c), dst, k.tol.Elementwise)
-			k.dev.ChannelAffineAdd(dst.d, a.d, al, nil)
-			k.ref.ChannelAffineAdd(dst.c, a.c, al, nil)
+			k.dev.ChannelAffineAdd(dst.dev, a.dev, al, nil)
+			k.ref.ChannelAffineAdd(dst.ref, a.ref, al, nil)
 			k.same(fmt.Sprintf("ChannelAffineAdd alpha·a only (%d channels)", c), dst, k.tol.Elementwise)
 		}
 	}},
@@ -356,11 +357,11 @@ var opTests = []opTest{
 			}
 			logits := k.both(act(s, c), lv)
 			labels := k.both(lab(s), k.labels(lab(s).Len(), kc))
-			tp, fp, fn, err := k.dev.SegCounts(logits.d, labels.d)
+			tp, fp, fn, err := k.dev.SegCounts(logits.dev, labels.dev)
 			if err != nil {
 				k.t.Fatal(err)
 			}
-			wtp, wfp, wfn, err := k.ref.SegCounts(logits.c, labels.c)
+			wtp, wfp, wfn, err := k.ref.SegCounts(logits.ref, labels.ref)
 			if err != nil {
 				k.t.Fatal(err)
 			}
@@ -372,8 +373,8 @@ var opTests = []opTest{
 		lv[11] = 3
 		bad := k.both(lab(s), lv)
 		logits := k.both(act(s, 3), k.uniform(act(s, 3).Len(), -1, 1))
-		_, _, _, gerr := k.dev.SegCounts(logits.d, bad.d)
-		_, _, _, werr := k.ref.SegCounts(logits.c, bad.c)
+		_, _, _, gerr := k.dev.SegCounts(logits.dev, bad.dev)
+		_, _, _, werr := k.ref.SegCounts(logits.ref, bad.ref)
 		sameError(k, "SegCounts", gerr, werr)
 	}},
 	{"Optimisers", func(k *checker, s [4]int) {
@@ -382,7 +383,7 @@ var opTests = []opTest{
 		var ds, cs []nn.Tensor
 		for i := 0; i < 3; i++ {
 			p := k.both(nn.Shape{n - i}, k.uniform(n-i, -2, 2))
-			ds, cs = append(ds, p.d), append(cs, p.c)
+			ds, cs = append(ds, p.dev), append(cs, p.ref)
 		}
 		compare(k.t, k.name, "SumSquares of 3 tensors", k.dev.SumSquares(ds), k.ref.SumSquares(cs), k.tol.Sum64)
 		w := k.both(shape, k.uniform(n, -1, 1))
@@ -393,16 +394,16 @@ var opTests = []opTest{
 			{LR: 0.02, Momentum: 0.9, GradScale: 0.5},
 			{LR: 0.05, GradScale: 1, WeightDecay: 1e-4},
 		} {
-			k.dev.SGDUpdate(w.d, g.d, buf.d, a)
-			k.ref.SGDUpdate(w.c, g.c, buf.c, a)
+			k.dev.SGDUpdate(w.dev, g.dev, buf.dev, a)
+			k.ref.SGDUpdate(w.ref, g.ref, buf.ref, a)
 			k.same(fmt.Sprintf("SGDUpdate w (%+v)", a), w, k.tol.Elementwise)
 			k.same(fmt.Sprintf("SGDUpdate momentum buffer (%+v)", a), buf, k.tol.Elementwise)
 		}
 		m, v := k.zeros(shape), k.zeros(shape)
 		for step := 1; step <= 3; step++ {
 			a := nn.AdamWArgs{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: step, GradScale: 0.8}
-			k.dev.AdamWUpdate(w.d, g.d, m.d, v.d, a)
-			k.ref.AdamWUpdate(w.c, g.c, m.c, v.c, a)
+			k.dev.AdamWUpdate(w.dev, g.dev, m.dev, v.dev, a)
+			k.ref.AdamWUpdate(w.ref, g.ref, m.ref, v.ref, a)
 			k.same(fmt.Sprintf("AdamWUpdate w (step %d)", step), w, k.tol.Elementwise)
 			k.same(fmt.Sprintf("AdamWUpdate m (step %d)", step), m, k.tol.Elementwise)
 			k.same(fmt.Sprintf("AdamWUpdate v (step %d)", step), v, k.tol.Elementwise)

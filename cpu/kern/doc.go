@@ -12,7 +12,8 @@
 //	weights     w[co][kd][kh][kw][ci]   index ((((co*KD+kd)*KH+kh)*KW+kw)*Ci + ci)
 //
 // so that the convolution's reduction dimension (kd,kh,kw,ci) is contiguous in
-// both the weights and a vol2col row.
+// both the weights and a vol2col row. A convolution's sizes, strides and
+// padding are a geom.Conv (internal/geom), the type every layer shares.
 //
 // # Fast kernels
 //
@@ -39,51 +40,3 @@
 // a reduction's order, so results are bit-identical for any thread count
 // (see Engine).
 package kern
-
-import "fmt"
-
-// ConvGeom describes one 3D convolution over a batch in channels-last layout.
-// Padding is zero padding, applied symmetrically on both sides of an axis.
-type ConvGeom struct {
-	N                  int // batch size
-	InD, InH, InW, InC int // input spatial size and channels
-	OutC               int // output channels
-	KD, KH, KW         int // kernel size
-	SD, SH, SW         int // stride
-	PD, PH, PW         int // padding
-}
-
-// OutD returns the output depth.
-func (g ConvGeom) OutD() int { return (g.InD+2*g.PD-g.KD)/g.SD + 1 }
-
-// OutH returns the output height.
-func (g ConvGeom) OutH() int { return (g.InH+2*g.PH-g.KH)/g.SH + 1 }
-
-// OutW returns the output width.
-func (g ConvGeom) OutW() int { return (g.InW+2*g.PW-g.KW)/g.SW + 1 }
-
-// InLen is the number of float32s in the input tensor.
-func (g ConvGeom) InLen() int { return g.N * g.InD * g.InH * g.InW * g.InC }
-
-// OutLen is the number of float32s in the output tensor.
-func (g ConvGeom) OutLen() int { return g.N * g.OutD() * g.OutH() * g.OutW() * g.OutC }
-
-// WeightLen is the number of float32s in the weight tensor.
-func (g ConvGeom) WeightLen() int { return g.OutC * g.KD * g.KH * g.KW * g.InC }
-
-// Validate reports whether the geometry is usable.
-func (g ConvGeom) Validate() error {
-	if g.N <= 0 || g.InD <= 0 || g.InH <= 0 || g.InW <= 0 || g.InC <= 0 || g.OutC <= 0 {
-		return fmt.Errorf("conv geometry %+v: sizes must be positive", g)
-	}
-	if g.KD <= 0 || g.KH <= 0 || g.KW <= 0 || g.SD <= 0 || g.SH <= 0 || g.SW <= 0 {
-		return fmt.Errorf("conv geometry %+v: kernel and stride must be positive", g)
-	}
-	if g.PD < 0 || g.PH < 0 || g.PW < 0 {
-		return fmt.Errorf("conv geometry %+v: padding must be non-negative", g)
-	}
-	if g.OutD() <= 0 || g.OutH() <= 0 || g.OutW() <= 0 {
-		return fmt.Errorf("conv geometry %+v: kernel larger than padded input", g)
-	}
-	return nil
-}

@@ -1,6 +1,0 @@
-//go:build !race
-
-package kern
-
-// raceEnabled shrinks the heavy numeric tests under the race detector.
-const raceEnabled = false

@@ -1,0 +1,120 @@
+// The data-movement and elementwise ops: fills, copies, arithmetic, layout
+// transposes, concat/split, channel bias and its gradient, label
+// resampling.
+
+package core
+
+import (
+	"fmt"
+
+	"github.com/voxtrain/voxtrain/nn"
+)
+
+// Fill sets every element of t to v.
+func (d *Device[B]) Fill(t nn.Tensor, v float32) {
+	d.begin("Fill")
+	ct := d.Tensor(t)
+	d.check("Fill", d.ops.Fill(ct.ptr, ct.elems, v))
+}
+
+// Copy copies src into dst (same length).
+func (d *Device[B]) Copy(dst, src nn.Tensor) {
+	d.begin("Copy")
+	s := d.Tensor(src)
+	d.check("Copy", d.ops.Copy(d.mustLen("Copy", dst, s.elems), s.ptr, s.elems))
+}
+
+// Add computes dst += src.
+func (d *Device[B]) Add(dst, src nn.Tensor) {
+	d.begin("Add")
+	s := d.Tensor(src)
+	d.check("Add", d.ops.Add(d.mustLen("Add", dst, s.elems), s.ptr, s.elems))
+}
+
+// Scale computes t *= alpha.
+func (d *Device[B]) Scale(t nn.Tensor, alpha float32) {
+	d.begin("Scale")
+	ct := d.Tensor(t)
+	d.check("Scale", d.ops.Scale(ct.ptr, ct.elems, alpha))
+}
+
+// NCDHWToNDHWC converts a channels-first tensor to channels-last.
+func (d *Device[B]) NCDHWToNDHWC(src, dst nn.Tensor) {
+	const op = "NCDHWToNDHWC"
+	d.begin(op)
+	n, c, dd, h, w := d.dims5(op, src)
+	dp := d.mustShape(op, dst, nn.Shape{n, dd, h, w, c})
+	d.check(op, d.ops.NCDHWToNDHWC(d.ptr(src), dp, n, c, dd*h*w))
+}
+
+// NDHWCToNCDHW converts a channels-last tensor to channels-first.
+func (d *Device[B]) NDHWCToNCDHW(src, dst nn.Tensor) {
+	const op = "NDHWCToNCDHW"
+	d.begin(op)
+	n, dd, h, w, c := d.dims5(op, src)
+	dp := d.mustShape(op, dst, nn.Shape{n, c, dd, h, w})
+	d.check(op, d.ops.NDHWCToNCDHW(d.ptr(src), dp, n, c, dd*h*w))
+}
+
+// ConcatChannels writes dst = concat(a, b) along the channel axis.
+func (d *Device[B]) ConcatChannels(a, b, dst nn.Tensor) {
+	const op = "ConcatChannels"
+	d.begin(op)
+	n, dd, h, w, ca := d.dims5(op, a)
+	cb := d.lastDim(op, b)
+	bp := d.mustShape(op, b, nn.Shape{n, dd, h, w, cb})
+	dp := d.mustShape(op, dst, nn.Shape{n, dd, h, w, ca + cb})
+	d.check(op, d.ops.ConcatChannels(d.ptr(a), bp, dp, n*dd*h*w, ca, cb))
+}
+
+// SplitChannels writes the first channels of src to a and the rest to b.
+func (d *Device[B]) SplitChannels(src, a, b nn.Tensor) {
+	const op = "SplitChannels"
+	d.begin(op)
+	n, dd, h, w, c := d.dims5(op, src)
+	ca := d.lastDim(op, a)
+	cb := c - ca
+	ap := d.mustShape(op, a, nn.Shape{n, dd, h, w, ca})
+	bp := d.mustShape(op, b, nn.Shape{n, dd, h, w, cb})
+	d.check(op, d.ops.SplitChannels(d.ptr(src), ap, bp, n*dd*h*w, ca, cb))
+}
+
+// AddChannelBias adds bias[c] to every element of channel c of t.
+func (d *Device[B]) AddChannelBias(t, bias nn.Tensor) {
+	const op = "AddChannelBias"
+	d.begin(op)
+	ct := d.Tensor(t)
+	c := d.lastDim(op, t)
+	bp := d.mustLen(op, bias, c)
+	d.check(op, d.ops.AddChannelBias(ct.ptr, bp, ct.elems/c, c))
+}
+
+// ChannelSum writes dst[c] = Σ over all other axes of t[..., c].
+func (d *Device[B]) ChannelSum(t, dst nn.Tensor) {
+	const op = "ChannelSum"
+	d.begin(op)
+	ct := d.Tensor(t)
+	c := d.lastDim(op, t)
+	dp := d.mustLen(op, dst, c)
+	rows := ct.elems / c
+	if rows == 0 {
+		d.check(op, d.ops.Fill(dp, c, 0))
+		return
+	}
+	sc, ok := d.need(op, &d.scratch, d.ops.ScratchBytes(1, rows, c))
+	if !ok {
+		return
+	}
+	d.check(op, d.ops.ChannelSum(ct.ptr, dp, sc, rows, c))
+}
+
+// DownsampleLabels resamples a label map to dst's size (nearest-exact).
+func (d *Device[B]) DownsampleLabels(src, dst nn.Tensor) {
+	const op = "DownsampleLabels"
+	d.begin(op)
+	ss, ds := d.Tensor(src).shape, d.Tensor(dst).shape
+	if len(ss) != 4 || len(ds) != 4 || ss[0] != ds[0] {
+		panic(fmt.Sprintf("%s.%s: shapes %v -> %v", d.prefix, op, ss, ds))
+	}
+	d.check(op, d.ops.DownsampleLabels(d.ptr(src), d.ptr(dst), ss[0], ss[1], ss[2], ss[3], ds[1], ds[2], ds[3]))
+}

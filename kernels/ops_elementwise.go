@@ -1,0 +1,125 @@
+// Launch recipes of elementwise.cu — fills, copies, arithmetic,
+// activations, channel bias, concat/split, layout transposes, label
+// resampling — and of cast.cu (float32 ↔ bfloat16).
+
+package kernels
+
+import "fmt"
+
+// Fill sets x[0:n] to v.
+func (o Ops[B]) Fill(x B, n int, v float32) error {
+	return o.launchFlat("Fill", kFill, n, x, i32(n), v)
+}
+
+// Scale computes x[0:n] *= alpha.
+func (o Ops[B]) Scale(x B, n int, alpha float32) error {
+	return o.launchFlat("Scale", kScale, n, x, i32(n), alpha)
+}
+
+// Copy copies src[0:n] into dst[0:n].
+func (o Ops[B]) Copy(dst, src B, n int) error {
+	return o.launchFlat("Copy", kCopy, n, dst, src, i32(n))
+}
+
+// Add computes dst[0:n] += src[0:n].
+func (o Ops[B]) Add(dst, src B, n int) error {
+	return o.launchFlat("Add", kAdd, n, dst, src, i32(n))
+}
+
+// ActForward computes y = max(x, slope·x) (y may be x).
+func (o Ops[B]) ActForward(x, y B, n int, slope float32) error {
+	if err := checkSlope("ActForward", slope); err != nil {
+		return err
+	}
+	return o.launchFlat("ActForward", kActForward, n, x, y, i32(n), slope)
+}
+
+// ActBackward computes dx = y > 0 ? dy : slope·dy (dx may be dy).
+func (o Ops[B]) ActBackward(y, dy, dx B, n int, slope float32) error {
+	if err := checkSlope("ActBackward", slope); err != nil {
+		return err
+	}
+	return o.launchFlat("ActBackward", kActBackward, n, y, dy, dx, i32(n), slope)
+}
+
+// checkSlope rejects slopes for which y's sign no longer tells z's.
+func checkSlope(op string, slope float32) error {
+	if !(slope >= 0 && slope <= 1) {
+		return fmt.Errorf("kernels.%s: slope %v outside [0, 1]", op, slope)
+	}
+	return nil
+}
+
+// AddChannelBias adds bias[j] (c floats) to channel j of t (rows voxels).
+func (o Ops[B]) AddChannelBias(t, bias B, rows, c int) error {
+	if err := checkSizes("AddChannelBias", []int{rows, c}); err != nil {
+		return err
+	}
+	return o.launch1(kAddChannelBias, rows*c, t, bias, i32(rows), i32(c))
+}
+
+// ConcatChannels writes dst (voxels, ca+cb) = concat(a (voxels, ca), b (voxels, cb)).
+func (o Ops[B]) ConcatChannels(a, b, dst B, voxels, ca, cb int) error {
+	if err := checkSizes("ConcatChannels", []int{voxels, ca + cb}); err != nil {
+		return err
+	}
+	return o.launch1(kConcatChannels, voxels*(ca+cb), a, b, dst, i32(voxels), i32(ca), i32(cb))
+}
+
+// SplitChannels is ConcatChannels' adjoint: a and b receive the first ca
+// and last cb channels of src.
+func (o Ops[B]) SplitChannels(src, a, b B, voxels, ca, cb int) error {
+	if err := checkSizes("SplitChannels", []int{voxels, ca + cb}); err != nil {
+		return err
+	}
+	return o.launch1(kSplitChannels, voxels*(ca+cb), src, a, b, i32(voxels), i32(ca), i32(cb))
+}
+
+// NCDHWToNDHWC converts src (n, c, v) to dst (n, v, c).
+func (o Ops[B]) NCDHWToNDHWC(src, dst B, n, c, v int) error {
+	if err := checkSizes("NCDHWToNDHWC", []int{n, c, v}); err != nil {
+		return err
+	}
+	return o.launch1(kNCDHWToNDHWC, n*c*v, src, dst, i32(n), i32(c), i32(v))
+}
+
+// NDHWCToNCDHW converts src (n, v, c) to dst (n, c, v).
+func (o Ops[B]) NDHWCToNCDHW(src, dst B, n, c, v int) error {
+	if err := checkSizes("NDHWCToNCDHW", []int{n, c, v}); err != nil {
+		return err
+	}
+	return o.launch1(kNDHWCToNCDHW, n*c*v, src, dst, i32(n), i32(c), i32(v))
+}
+
+// ChannelAffineAdd computes dst[n,v,j] += alpha[n·c+j]·a[n,v,j] + beta[n·c+j]
+// with device arrays alpha and beta (n·c floats). a (with alpha) and beta
+// may each be B's zero value (absent).
+func (o Ops[B]) ChannelAffineAdd(dst, a, alpha, beta B, n, v, c int) error {
+	if err := checkSizes("ChannelAffineAdd", []int{n, v, c}); err != nil {
+		return err
+	}
+	return o.launch1(kChannelAffineAdd, n*v*c, dst, a, alpha, beta, i32(n), i32(v), i32(c))
+}
+
+// DownsampleLabels resamples labels (n, d, h, w) to dst (n, od, oh, ow) by
+// PyTorch's nearest-exact rule.
+func (o Ops[B]) DownsampleLabels(src, dst B, n, d, h, w, od, oh, ow int) error {
+	if err := checkSizes("DownsampleLabels", []int{n, d, h, w}, []int{n, od, oh, ow}); err != nil {
+		return err
+	}
+	if od <= 0 || oh <= 0 || ow <= 0 || d <= 0 || h <= 0 || w <= 0 {
+		return fmt.Errorf("kernels.DownsampleLabels: sizes (%d, %d, %d) -> (%d, %d, %d) must be positive", d, h, w, od, oh, ow)
+	}
+	return o.launch1(kDownsampleLabels, n*od*oh*ow, src, dst, i32(n), i32(d), i32(h), i32(w), i32(od), i32(oh), i32(ow))
+}
+
+// F32ToBF16 converts n floats to bfloat16 (dst: n uint16s), rounding to
+// nearest even.
+func (o Ops[B]) F32ToBF16(src, dst B, n int) error {
+	return o.launchFlat("F32ToBF16", kF32ToBF16, n, src, dst, i32(n))
+}
+
+// BF16ToF32 converts n bfloat16s (uint16s) to floats, exactly.
+func (o Ops[B]) BF16ToF32(src, dst B, n int) error {
+	return o.launchFlat("BF16ToF32", kBF16ToF32, n, src, dst, i32(n))
+}

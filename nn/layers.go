@@ -1,0 +1,136 @@
+// The U-Net's layers: a convolution's parameters and geometry, the
+// conv → norm → activation block, and their forward and backward passes
+// on a Device, including the transposed convolution.
+
+package nn
+
+import "github.com/voxtrain/voxtrain/internal/geom"
+
+// conv is a Conv3d (or, with transposed set, a ConvTranspose3d) layer's
+// parameters and hyper-parameters.
+type conv struct {
+	weight, bias        *Param // bias is nil in a layer without one
+	inC, outC           int
+	kernel, stride, pad [3]int
+	transposed          bool
+}
+
+// geometry returns the convolution's geometry for a batch of n inputs of
+// spatial size in.
+func (c *conv) geometry(n int, in [3]int) geom.Conv {
+	return geom.Conv{N: n, InD: in[0], InH: in[1], InW: in[2], InC: c.inC, OutC: c.outC,
+		KD: c.kernel[0], KH: c.kernel[1], KW: c.kernel[2], SD: c.stride[0], SH: c.stride[1], SW: c.stride[2], PD: c.pad[0], PH: c.pad[1], PW: c.pad[2]}
+}
+
+// adjointGeometry returns, for a transposed conv whose output has spatial
+// size out, the geometry of its adjoint: the convolution that maps the
+// transposed conv's output (c.outC channels) back to its input (c.inC
+// channels), in whose terms ConvTransposeForward and ConvTransposeBackward
+// are written.
+func (c *conv) adjointGeometry(n int, out [3]int) geom.Conv {
+	g := c.geometry(n, out)
+	g.InC, g.OutC = c.outC, c.inC
+	return g
+}
+
+// block is one conv → instance norm → nonlinearity unit.
+type block struct {
+	conv        conv
+	gamma, beta *Param // nil without norm
+}
+
+// blockForward runs conv → norm → activation.
+func (m *UNet) blockForward(b *block, bb *blockBuf, in Tensor) {
+	var bias Tensor
+	if b.conv.bias != nil {
+		bias = b.conv.bias.W
+	}
+	if b.gamma != nil {
+		m.dev.Conv3DForward(bb.geom, in, b.conv.weight.W, bias, bb.convOut)
+		m.dev.InstanceNormActForward(bb.convOut, b.gamma.W, b.beta.W, bb.out, bb.stats, m.eps, m.slope)
+		return
+	}
+	m.dev.Conv3DForward(bb.geom, in, b.conv.weight.W, bias, bb.out)
+	if m.slope != 1 {
+		m.dev.ActForward(bb.out, bb.out, m.slope)
+	}
+}
+
+// blockBackward takes the gradient of the block's output in da (which it
+// overwrites), accumulates nothing, sets the block's parameter gradients
+// and, when dx is not nil, writes the gradient of the block's input to dx.
+func (m *UNet) blockBackward(b *block, bb *blockBuf, in, da, dx Tensor) {
+	if b.gamma != nil {
+		m.dev.InstanceNormActBackward(bb.convOut, b.gamma.W, b.beta.W, bb.stats, da, da, b.gamma.G, b.beta.G, m.slope)
+	} else if m.slope != 1 {
+		m.dev.ActBackward(bb.out, da, da, m.slope)
+	}
+	convBackward(m.dev, &b.conv, bb.geom, in, da, dx)
+}
+
+// convForward runs a plain conv layer.
+func convForward(dev Device, c *conv, g geom.Conv, in, out Tensor) {
+	var bias Tensor
+	if c.bias != nil {
+		bias = c.bias.W
+	}
+	dev.Conv3DForward(g, in, c.weight.W, bias, out)
+}
+
+// convBackward sets a plain conv layer's gradients from dy and writes the
+// input gradient to dx when it is not nil.
+func convBackward(dev Device, c *conv, g geom.Conv, in, dy, dx Tensor) {
+	var db Tensor
+	if c.bias != nil {
+		db = c.bias.G
+	}
+	dev.Conv3DBackwardWeight(g, in, dy, c.weight.G, db)
+	if dx != nil {
+		dev.Conv3DBackwardData(g, dy, c.weight.W, dx)
+	}
+}
+
+// convTForward runs a transposed conv layer.
+func convTForward(dev Device, c *conv, g geom.Conv, in, out Tensor) {
+	var b Tensor
+	if c.bias != nil {
+		b = c.bias.W
+	}
+	ConvTransposeForward(dev, g, in, c.weight.W, b, out)
+}
+
+// convTBackward sets a transposed conv layer's gradients.
+func convTBackward(dev Device, c *conv, g geom.Conv, in, dy, dx Tensor) {
+	var db Tensor
+	if c.bias != nil {
+		db = c.bias.G
+	}
+	ConvTransposeBackward(dev, g, in, dy, c.weight.W, dx, c.weight.G, db)
+}
+
+// ConvTransposeForward computes a ConvTranspose3d, y = convT(x, w) + b, as
+// the data gradient of its adjoint convolution g: g maps the transposed
+// conv's output (g.InShape(): (N, D, H, W, Cout)) to its input
+// (g.OutShape(): (N, d, h, w, Cin)), and w has g.WeightShape() = (Cin, kD,
+// kH, kW, Cout), PyTorch's (Cin, Cout, kD, kH, kW) with Cout moved last.
+// b may be nil.
+func ConvTransposeForward(dev Device, g geom.Conv, x, w, b, y Tensor) {
+	dev.Conv3DBackwardData(g, x, w, y)
+	if b != nil {
+		dev.AddChannelBias(y, b)
+	}
+}
+
+// ConvTransposeBackward computes the gradients of ConvTransposeForward from
+// dy: dw (overwritten) is the adjoint conv's weight gradient with input and
+// output swapped, db (overwritten, may be nil) the channel sums of dy, and
+// dx (overwritten, skipped when nil) the adjoint's forward applied to dy.
+func ConvTransposeBackward(dev Device, g geom.Conv, x, dy, w, dx, dw, db Tensor) {
+	dev.Conv3DBackwardWeight(g, dy, x, dw, nil)
+	if db != nil {
+		dev.ChannelSum(dy, db)
+	}
+	if dx != nil {
+		dev.Conv3DForward(g, dy, w, nil, dx)
+	}
+}

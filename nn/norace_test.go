@@ -1,5 +1,0 @@
-//go:build !race
-
-package nn_test
-
-const raceEnabled = false

@@ -1,0 +1,229 @@
+// A U-Net's memory for one batch shape: activations, gradient buffers and
+// convolution geometries, allocated once (Workspace).
+
+package nn
+
+import (
+	"fmt"
+
+	"github.com/voxtrain/voxtrain/internal/geom"
+)
+
+// blockBuf is the memory of one block for one batch shape.
+type blockBuf struct {
+	geom    geom.Conv
+	convOut Tensor // conv output (nil without norm: then out holds it)
+	out     Tensor // block output
+	stats   Tensor // (N, C, 2) mean, rstd
+}
+
+// Workspace holds the activations (and, for training, the gradient
+// buffers) of a U-Net for one batch shape, allocated once so that a
+// training step allocates no tensor memory.
+type Workspace struct {
+	m           *UNet
+	batch       int
+	size        [3]int   // input spatial size
+	sizes       [][3]int // spatial size per level
+	train       bool
+	inputNDHWC  Tensor // channels-last input when InChannels > 1
+	input       Tensor // channels-last view of the last input
+	enc         [][]blockBuf
+	upGeom      []geom.Conv // adjoint geometry per stage
+	up          []Tensor    // transposed-conv output per stage
+	cat         []Tensor    // concat(up, skip) per stage
+	dec         [][]blockBuf
+	headGeom    geom.Conv
+	deepSupGeom []geom.Conv
+	logits      []Tensor // [level]: 0 = head, l ≥ 1 = deep supervision at level l
+
+	// Gradient buffers per level (training only). The blocks of a level
+	// alternate between actGrad and actGradSpare: each reads its output's
+	// gradient from one and writes its input's gradient to the other.
+	// skipGrad receives the skip connection's share of an encoder level's
+	// output gradient, catGrad the gradient of a decoder stage's concat.
+	actGrad, actGradSpare []Tensor
+	skipGrad, catGrad     []Tensor
+}
+
+// LevelSizes returns the spatial size of every level for an input of
+// spatial size size, or an error if the size does not divide evenly
+// through the strides (the decoder could not restore it).
+func (m *UNet) LevelSizes(size [3]int) ([][3]int, error) {
+	sizes := [][3]int{}
+	cur := size
+	for l, lvl := range m.enc {
+		c := lvl[0].conv
+		var next [3]int
+		for a := 0; a < 3; a++ {
+			next[a] = (cur[a]+2*c.pad[a]-c.kernel[a])/c.stride[a] + 1
+			if next[a] < 1 {
+				return nil, fmt.Errorf("patch %v too small for level %d", size, l)
+			}
+		}
+		if l > 0 {
+			for a := 0; a < 3; a++ {
+				if next[a]*c.stride[a] != cur[a] {
+					return nil, fmt.Errorf("patch %v: axis %d has size %d at level %d, not divisible by the stride %d of level %d (each axis must be divisible by the product of the strides)", size, a, cur[a], l-1, c.stride[a], l)
+				}
+			}
+		}
+		sizes = append(sizes, next)
+		cur = next
+	}
+	return sizes, nil
+}
+
+// NewWorkspace allocates the buffers for batches of n samples of spatial
+// size (D, H, W); with train false only what inference needs.
+func (m *UNet) NewWorkspace(n int, size [3]int, train bool) (*Workspace, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("batch size %d, want >= 1", n)
+	}
+	sizes, err := m.LevelSizes(size)
+	if err != nil {
+		return nil, err
+	}
+	dev := m.dev
+	L := len(m.enc)
+	ws := &Workspace{m: m, batch: n, size: size, sizes: sizes, train: train}
+	act := func(l, c int) Tensor { s := sizes[l]; return dev.Alloc(Shape{n, s[0], s[1], s[2], c}) }
+	in := size
+	if m.cfg.InChannels > 1 {
+		ws.inputNDHWC = dev.Alloc(Shape{n, size[0], size[1], size[2], m.cfg.InChannels})
+	}
+	newBuf := func(b *block, in [3]int, l int) blockBuf {
+		bb := blockBuf{geom: b.conv.geometry(n, in)}
+		bb.out = act(l, b.conv.outC)
+		if b.gamma != nil {
+			bb.convOut = act(l, b.conv.outC)
+			bb.stats = dev.Alloc(Shape{n, b.conv.outC, 2})
+		}
+		return bb
+	}
+	for l, lvl := range m.enc {
+		var bufs []blockBuf
+		for _, b := range lvl {
+			bufs = append(bufs, newBuf(b, in, l))
+			in = sizes[l]
+		}
+		ws.enc = append(ws.enc, bufs)
+	}
+	for d, u := range m.up {
+		l := L - 2 - d
+		g := u.adjointGeometry(n, sizes[l])
+		if g.OutD() != sizes[l+1][0] || g.OutH() != sizes[l+1][1] || g.OutW() != sizes[l+1][2] {
+			return nil, fmt.Errorf("patch %v: transposed conv of stage %d gives %v from %v, skip has %v", size, d, sizes[l], sizes[l+1], sizes[l])
+		}
+		ws.upGeom = append(ws.upGeom, g)
+		ws.up = append(ws.up, act(l, u.outC))
+		ws.cat = append(ws.cat, act(l, 2*u.outC))
+		var bufs []blockBuf
+		for _, b := range m.dec[d] {
+			bufs = append(bufs, newBuf(b, sizes[l], l))
+		}
+		ws.dec = append(ws.dec, bufs)
+	}
+	ws.logits = make([]Tensor, 1+len(m.deepSup))
+	ws.headGeom = m.head.geometry(n, sizes[0])
+	ws.logits[0] = act(0, m.cfg.NumClasses)
+	for d, h := range m.deepSup {
+		l := L - 2 - d
+		ws.deepSupGeom = append(ws.deepSupGeom, h.geometry(n, sizes[l]))
+		ws.logits[l] = act(l, m.cfg.NumClasses)
+	}
+	if train {
+		for l, f := range m.cfg.Features {
+			ws.actGrad = append(ws.actGrad, act(l, f))
+			ws.actGradSpare = append(ws.actGradSpare, act(l, f))
+			if l < L-1 {
+				ws.skipGrad = append(ws.skipGrad, act(l, f))
+				ws.catGrad = append(ws.catGrad, act(l, 2*f))
+			}
+		}
+	}
+	return ws, nil
+}
+
+// Free releases the workspace's memory.
+func (ws *Workspace) Free() {
+	dev := ws.m.dev
+	free := func(ts ...Tensor) {
+		for _, t := range ts {
+			if t != nil {
+				dev.Free(t)
+			}
+		}
+	}
+	freeBufs := func(bs [][]blockBuf) {
+		for _, lvl := range bs {
+			for _, b := range lvl {
+				free(b.convOut, b.out, b.stats)
+			}
+		}
+	}
+	free(ws.inputNDHWC)
+	freeBufs(ws.enc)
+	freeBufs(ws.dec)
+	free(ws.up...)
+	free(ws.cat...)
+	free(ws.logits...)
+	free(ws.actGrad...)
+	free(ws.actGradSpare...)
+	free(ws.skipGrad...)
+	free(ws.catGrad...)
+}
+
+// Outputs returns the logits of the last Forward: [0] at full resolution
+// (N, D, H, W, classes), then with deep supervision one per lower level,
+// highest resolution first (nnU-Net's order).
+func (ws *Workspace) Outputs() []Tensor { return ws.logits }
+
+// OutputShapes returns the shapes of the outputs (see Outputs).
+func (ws *Workspace) OutputShapes() []Shape {
+	s := make([]Shape, len(ws.logits))
+	for i, t := range ws.logits {
+		s[i] = t.Shape().Clone()
+	}
+	return s
+}
+
+// InputShape returns the NCDHW input shape the workspace expects.
+func (ws *Workspace) InputShape() Shape {
+	return Shape{ws.batch, ws.m.cfg.InChannels, ws.size[0], ws.size[1], ws.size[2]}
+}
+
+// LabelShape returns the (N, D, H, W) label shape of the workspace.
+func (ws *Workspace) LabelShape() Shape {
+	s := ws.InputShape()
+	return Shape{s[0], s[2], s[3], s[4]}
+}
+
+// levelOutput returns the output of encoder level l.
+func (ws *Workspace) levelOutput(l int) Tensor { b := ws.enc[l]; return b[len(b)-1].out }
+
+// stageOutput returns the output of decoder stage d.
+func (ws *Workspace) stageOutput(d int) Tensor { b := ws.dec[d]; return b[len(b)-1].out }
+
+// ForwardFLOPs returns the analytic FLOPs (2 × multiply-adds) of the
+// convolutions, transposed convolutions and heads of one forward pass for
+// the workspace's batch, counted like bench/torch_unet_step.py.
+func (ws *Workspace) ForwardFLOPs() int64 {
+	var macs int64
+	for _, lvl := range ws.enc {
+		for _, b := range lvl {
+			macs += b.geom.MACs()
+		}
+	}
+	for d := range ws.dec {
+		macs += ws.upGeom[d].MACs()
+		for _, b := range ws.dec[d] {
+			macs += b.geom.MACs()
+		}
+	}
+	macs += ws.headGeom.MACs()
+	for _, g := range ws.deepSupGeom {
+		macs += g.MACs()
+	}
+	return 2 * macs
+}
