@@ -27,9 +27,9 @@ func runFed(t testing.TB, d *gpu.Device, cfg nn.UNetConfig, n int, size [3]int, 
 	defer l.Free()
 	ring := newHostRing(t, d.PinnedAllocator(false), 4, n, size)
 	f := feed.New(d, feed.Options{})
-	next := func() feed.Host {
+	next := func() feed.HostBatch {
 		i := <-ring.ready
-		return feed.Host{Image: ring.img[i], Label: ring.lbl[i], N: n, C: 1, Patch: size, Release: func() { ring.free <- i }}
+		return &feed.Arrays{Image: ring.img[i], Label: ring.lbl[i], N: n, C: 1, Patch: size, OnRelease: func() { ring.free <- i }}
 	}
 	cur, err := f.Upload(next())
 	if err != nil {
