@@ -13,10 +13,6 @@
 //	loader, err := data.Open(cfg.Data, data.Options{Seed: cfg.Seed, ...})
 package config
 
-import (
-	"github.com/voxtrain/voxtrain/nn"
-)
-
 // Config is a run's whole config file.
 type Config struct {
 	// Experiment names the run directory <output_dir>/<experiment>/.
@@ -33,14 +29,14 @@ type Config struct {
 	// RunID numbers repeated runs of one experiment and fold.
 	RunID int `yaml:"run_id"`
 
-	Data       Data           `yaml:"data"`
-	Augment    Augment        `yaml:"augment"`
-	Model      nn.UNetConfig  `yaml:"model"`
-	Loss       nn.LossConfig  `yaml:"loss"`
-	Optim      nn.OptimConfig `yaml:"optim"`
-	Train      Train          `yaml:"train"`
-	Validation Validation     `yaml:"validation"`
-	Checkpoint Checkpoint     `yaml:"checkpoint"`
+	Data       Data       `yaml:"data"`
+	Augment    Augment    `yaml:"augment"`
+	Model      Model      `yaml:"model"`
+	Loss       Loss       `yaml:"loss"`
+	Optim      Optim      `yaml:"optim"`
+	Train      Train      `yaml:"train"`
+	Validation Validation `yaml:"validation"`
+	Checkpoint Checkpoint `yaml:"checkpoint"`
 
 	// Warnings are notes from loading (keys of an older config moved to
 	// their replacements), for the caller to log. They are not saved.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 )
@@ -9,7 +10,7 @@ import (
 // default (except data.dataset and train.patch_size, which have none).
 func Default() Config {
 	c := table()
-	c.derive()
+	c.derive(nil)
 	return c
 }
 
@@ -48,6 +49,48 @@ func table() Config {
 		// nnU-Net's (AugmentPreset, below).
 		Augment: none,
 
+		// The reference U-Net of bench/torch_unet_step.py; nnU-Net's plans
+		// set features 32…320 and deep supervision (configs/).
+		Model: Model{
+			InChannels:    1,
+			NumClasses:    2,
+			Features:      []int{16, 32, 64, 128},
+			ConvsPerLevel: 2,          // n_conv_per_stage
+			Norm:          "instance", // InstanceNorm3d, affine
+			NormEps:       1e-5,
+			Nonlinearity:  "leaky_relu",
+			NegativeSlope: 0.01, // LeakyReLU(0.01)
+			ConvBias:      true, // conv_bias
+		},
+
+		// nnU-Net's DC_and_CE_loss: soft Dice (smooth 1e-5, no background)
+		// plus cross-entropy, weight 1 each.
+		Loss: Loss{
+			Name:          "dice_ce",
+			Smooth:        1e-5,
+			SkeletonIters: 3, // clDice's reference code
+			ClDiceSmooth:  1,
+			PosWeight:     1,
+		},
+
+		// nnUNetTrainer: SGD, initial_lr 1e-2, momentum 0.99, Nesterov,
+		// weight_decay 3e-5, clip_grad_norm_ 12, PolyLRScheduler(0.9).
+		Optim: Optim{
+			Name:     "sgd",
+			Momentum: 0.99,
+			Nesterov: true,
+			Betas:    [2]float64{0.9, 0.999}, // AdamW's, PyTorch's defaults
+			Eps:      1e-8,
+			GradClip: 12,
+			Schedule: Schedule{
+				Name:           "poly",
+				Exponent:       0.9,
+				PctStart:       0.3, // OneCycleLR's
+				DivFactor:      25,
+				FinalDivFactor: 1e4,
+			},
+		},
+
 		Train: Train{
 			Epochs:             1000, // num_epochs
 			IterationsPerEpoch: 250,  // num_iterations_per_epoch
@@ -68,11 +111,115 @@ func table() Config {
 	}
 }
 
-// derive fills the settings whose default follows another setting.
-func (c *Config) derive() {
-	c.Model = c.Model.WithDefaults()
-	c.Loss = c.Loss.WithDefaults()
-	c.Optim = c.Optim.WithDefaults()
+// derive fills the settings whose default follows another one the file
+// gives (present reports whether a key, "model.levels", was in the file;
+// nil: none was).
+func (c *Config) derive(present func(key string) bool) {
+	if present == nil {
+		present = func(string) bool { return false }
+	}
+	m := &c.Model
+	// model.features from base_features (32), doubled per level and capped
+	// at max_features (320), for levels (4) levels: nnU-Net's planner rule,
+	// for a file that gives any of those and no features.
+	if !present("model.features") && (present("model.base_features") || present("model.max_features") || present("model.levels")) {
+		levels, base, maxF := cmp.Or(m.Levels, 4), cmp.Or(m.BaseFeatures, 32), cmp.Or(m.MaxFeatures, 320)
+		m.Features = nil
+		for f := range levels {
+			m.Features = append(m.Features, min(base<<f, maxF))
+		}
+	}
+}
+
+// The settings below follow others whenever they are left out, in a file
+// or in code: they are read through these methods.
+
+// KernelSize is level l's convolution kernel: kernel_sizes[l], the one
+// kernel_sizes entry for every level, or 3×3×3.
+func (m Model) KernelSize(l int) [3]int {
+	switch len(m.KernelSizes) {
+	case 0:
+		return [3]int{3, 3, 3}
+	case 1:
+		return m.KernelSizes[0]
+	}
+	return m.KernelSizes[l]
+}
+
+// Stride is the stride of level l's first convolution (and of the
+// transposed convolution that comes back up to it): strides[l], or 1 at
+// level 0 and 2 below.
+func (m Model) Stride(l int) [3]int {
+	switch {
+	case len(m.Strides) > 0:
+		return m.Strides[l]
+	case l == 0:
+		return [3]int{1, 1, 1}
+	}
+	return [3]int{2, 2, 2}
+}
+
+// TermWeights are the loss's term weights: those the file gives, the rest
+// by name — dice_ce: ce 1, dice 1 (nnU-Net's DC_and_CE_loss); ce: ce 1;
+// dice: dice 1; cldice: dice 0.5, cldice 0.5 (soft_dice_cldice, alpha
+// 0.5); bce: none (the BCE term is always on).
+func (l Loss) TermWeights() (ce, dice, cldice float64) {
+	switch l.Name {
+	case "dice_ce":
+		ce, dice = 1, 1
+	case "ce":
+		ce = 1
+	case "dice":
+		dice = 1
+	case "cldice":
+		dice, cldice = 0.5, 0.5
+	}
+	return cmpPtr(l.CEWeight, ce), cmpPtr(l.DiceWeight, dice), cmpPtr(l.ClDiceWeight, cldice)
+}
+
+// BaseLR is the learning rate the schedule starts from: lr, else the
+// optimiser's — sgd 1e-2 (nnUNetTrainer's initial_lr), adamw 1e-3.
+func (o Optim) BaseLR() float64 {
+	if o.Name == "adamw" {
+		return cmpPtr(o.LR, 1e-3)
+	}
+	return cmpPtr(o.LR, 1e-2)
+}
+
+// Decay is the weight decay: weight_decay, else the optimiser's — sgd 3e-5
+// (nnUNetTrainer's), adamw 0.01 (PyTorch's AdamW).
+func (o Optim) Decay() float64 {
+	if o.Name == "adamw" {
+		return cmpPtr(o.WeightDecay, 0.01)
+	}
+	return cmpPtr(o.WeightDecay, 3e-5)
+}
+
+// explicit returns c with every setting that follows another written out
+// (the YAML a run saves says what it ran with).
+func (c Config) explicit() Config {
+	given, m := c.Model, &c.Model
+	m.KernelSizes, m.Strides = nil, nil
+	for l := range m.Features {
+		m.KernelSizes = append(m.KernelSizes, given.KernelSize(l))
+		m.Strides = append(m.Strides, given.Stride(l))
+	}
+	if m.Levels == 0 {
+		m.Levels = len(m.Features)
+	}
+	ce, dice, cldice := c.Loss.TermWeights()
+	c.Loss.CEWeight, c.Loss.DiceWeight, c.Loss.ClDiceWeight = &ce, &dice, &cldice
+	lr, wd := c.Optim.BaseLR(), c.Optim.Decay()
+	c.Optim.LR, c.Optim.WeightDecay = &lr, &wd
+	return c
+}
+
+// cmpPtr is *p, or def when p is nil.
+func cmpPtr(p *float64, def float64) float64 {
+	if p == nil {
+		return def
+	}
+	return *p
 }
 
 // Augmentation preset names.

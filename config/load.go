@@ -67,8 +67,10 @@ func Parse(b []byte, name, baseDir string) (*Config, error) {
 			return nil, fmt.Errorf("config %s: %w", name, err)
 		}
 		c.Warnings = warn
+		c.derive(func(key string) bool { return lookup(root, strings.Split(key, ".")...) != nil })
+		return &c, nil
 	}
-	c.derive()
+	c.derive(nil)
 	return &c, nil
 }
 
@@ -76,7 +78,8 @@ func Parse(b []byte, name, baseDir string) (*Config, error) {
 // run directory's config.yaml and every checkpoint carry it, so a run can
 // be reproduced and predicted from without the original file).
 func (c *Config) YAML() (string, error) {
-	b, err := yaml.Marshal(c)
+	e := c.explicit()
+	b, err := yaml.Marshal(&e)
 	if err != nil {
 		return "", fmt.Errorf("encode config: %w", err)
 	}
@@ -157,11 +160,13 @@ func set(n *yaml.Node, key string, value *yaml.Node) {
 }
 
 // moved are the keys of older configs that now live elsewhere, one key per
-// setting: the sampler's seed is the run's seed, and the number of batches
-// per epoch is the training loop's.
+// setting: the sampler's seed is the run's seed, the number of batches per
+// epoch is the training loop's, and out_channels was an alias of
+// num_classes.
 var moved = []struct{ from, to []string }{
 	{[]string{"data", "seed"}, []string{"seed"}},
 	{[]string{"data", "iterations_per_epoch"}, []string{"train", "iterations_per_epoch"}},
+	{[]string{"model", "out_channels"}, []string{"model", "num_classes"}},
 }
 
 // migrate folds the moved keys of an older config (a run directory's or a

@@ -151,7 +151,8 @@ func TestPathsFollowTheFile(t *testing.T) {
 func TestChanges(t *testing.T) {
 	old, _ := Parse([]byte(minimal), "a", "")
 	now, _ := Parse([]byte(minimal), "b", "")
-	now.Train.Epochs, now.Optim.LR = 2, 0.005
+	lr := 0.005
+	now.Train.Epochs, now.Optim.LR = 2, &lr
 	a, _ := old.YAML()
 	b, _ := now.YAML()
 	got := Changes(a, b)

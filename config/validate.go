@@ -39,7 +39,8 @@ func (c *Config) Validate() error {
 		// The decoder restores each level's size only if every axis divides
 		// by the product of the strides down to it.
 		prod := [3]int{1, 1, 1}
-		for _, st := range c.Model.Strides {
+		for l := range c.Model.Features {
+			st := c.Model.Stride(l)
 			for a := range prod {
 				prod[a] *= st[a]
 			}

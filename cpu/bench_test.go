@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/internal/optiming"
 	"github.com/voxtrain/voxtrain/nn"
 )
@@ -20,7 +21,7 @@ func BenchmarkUNetStep(b *testing.B) {
 	for _, c := range []struct{ batch, side int }{{2, 64}, {1, 96}} {
 		b.Run(fmt.Sprintf("%dx%d", c.batch, c.side), func(b *testing.B) {
 			dev := New(Options{})
-			r, err := nn.BenchStep(dev, nn.UNetConfig{}, nn.BenchOptions{
+			r, err := nn.BenchStep(dev, config.Default().Model, nn.BenchOptions{
 				Batch: c.batch, Patch: [3]int{c.side, c.side, c.side}, Steps: b.N, Warmup: 1})
 			if err != nil {
 				b.Fatal(err)
@@ -49,7 +50,7 @@ func BenchmarkUNetStepOps(b *testing.B) {
 	}}
 	warm := 1
 	var total time.Duration
-	_, err := nn.BenchStep(dev, nn.UNetConfig{}, nn.BenchOptions{Batch: 2, Patch: [3]int{64, 64, 64}, Steps: b.N, Warmup: warm,
+	_, err := nn.BenchStep(dev, config.Default().Model, nn.BenchOptions{Batch: 2, Patch: [3]int{64, 64, 64}, Steps: b.N, Warmup: warm,
 		Progress: func(s int, w bool, d time.Duration, _ float64) {
 			if s == warm-1 {
 				clear(times) // drop the warm-up step

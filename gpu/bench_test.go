@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/gpu"
+	"github.com/voxtrain/voxtrain/gpu/internal/devcheck"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
@@ -67,13 +69,13 @@ func BenchmarkH2D(b *testing.B) {
 // network at its usual 128³ patch.
 var stepConfigs = []struct {
 	name  string
-	cfg   nn.UNetConfig
+	cfg   config.Model
 	batch int
 	patch [3]int
 }{
-	{"ref-2x64", nn.UNetConfig{}, 2, [3]int{64, 64, 64}},
-	{"ref-1x96", nn.UNetConfig{}, 1, [3]int{96, 96, 96}},
-	{"nnunet-2x128", nn.UNetConfig{Features: []int{32, 64, 128, 256, 320, 320}, DeepSupervision: true}, 2, [3]int{128, 128, 128}},
+	{"ref-2x64", config.Default().Model, 2, [3]int{64, 64, 64}},
+	{"ref-1x96", config.Default().Model, 1, [3]int{96, 96, 96}},
+	{"nnunet-2x128", devcheck.Model([]int{32, 64, 128, 256, 320, 320}, 2, true), 2, [3]int{128, 128, 128}},
 }
 
 // BenchmarkUNetStep times training steps (forward, loss, backward, SGD)

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/data"
 	"github.com/voxtrain/voxtrain/feed"
 	"github.com/voxtrain/voxtrain/gpu"
@@ -130,32 +131,32 @@ func TestConvBF16(t *testing.T) {
 func TestUNetStep(t *testing.T) {
 	t.Run("reference U-Net, 2x1x32^3, dice_ce, SGD", func(t *testing.T) {
 		devcheck.UNetStep(t, dev, devcheck.StepCase{
-			Loss:  nn.LossConfig{Name: "dice_ce", BatchDice: true},
-			Optim: nn.OptimConfig{Name: "sgd", LR: 0.01},
+			Loss:  devcheck.Loss("dice_ce", true),
+			Optim: devcheck.Optim("sgd"),
 			Batch: 2, Patch: [3]int{32, 32, 32}, Seed: 1,
 		}, devcheck.FP32)
 	})
 	t.Run("deep supervision, 3 classes, 1x1x24x32x16, cldice, AdamW", func(t *testing.T) {
 		devcheck.UNetStep(t, dev, devcheck.StepCase{
-			Model: nn.UNetConfig{Features: []int{8, 16, 32}, NumClasses: 3, DeepSupervision: true},
-			Loss:  nn.LossConfig{Name: "cldice"},
-			Optim: nn.OptimConfig{Name: "adamw"},
+			Model: devcheck.Model([]int{8, 16, 32}, 3, true),
+			Loss:  devcheck.Loss("cldice", false),
+			Optim: devcheck.Optim("adamw"),
 			Batch: 1, Patch: [3]int{24, 32, 16}, Seed: 2,
 		}, devcheck.FP32)
 	})
 	t.Run("reference U-Net with TF32 GEMMs", func(t *testing.T) {
 		d := open(t, gpu.Options{Math: gpu.MathTF32})
 		devcheck.UNetStep(t, d, devcheck.StepCase{
-			Loss:  nn.LossConfig{Name: "dice_ce", BatchDice: true},
-			Optim: nn.OptimConfig{Name: "sgd", LR: 0.01},
+			Loss:  devcheck.Loss("dice_ce", true),
+			Optim: devcheck.Optim("sgd"),
 			Batch: 2, Patch: [3]int{32, 32, 32}, Seed: 1, Steps: 1,
 		}, devcheck.TF32)
 	})
 	t.Run("reference U-Net with bf16 mixed precision", func(t *testing.T) {
 		d := open(t, gpu.Options{Math: gpu.MathBF16})
 		devcheck.UNetStep(t, d, devcheck.StepCase{
-			Loss:  nn.LossConfig{Name: "dice_ce", BatchDice: true},
-			Optim: nn.OptimConfig{Name: "sgd", LR: 0.01},
+			Loss:  devcheck.Loss("dice_ce", true),
+			Optim: devcheck.Optim("sgd"),
 			Batch: 2, Patch: [3]int{32, 32, 32}, Seed: 1, Steps: 2,
 		}, devcheck.BF16)
 	})
@@ -165,13 +166,13 @@ func TestUNetStep(t *testing.T) {
 // returns the weights.
 func train(t *testing.T, d nn.Device, steps int) []nn.HostTensor {
 	t.Helper()
-	m, err := nn.NewUNet(d, nn.UNetConfig{}, 7)
+	m, err := nn.NewUNet(d, config.Default().Model, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Free()
 	size := [3]int{32, 32, 32}
-	l, err := nn.NewLearner(m, 2, size, nn.LossConfig{Name: "dice_ce", BatchDice: true}, nn.OptimConfig{Name: "sgd", LR: 0.01})
+	l, err := nn.NewLearner(m, 2, size, devcheck.Loss("dice_ce", true), devcheck.Optim("sgd"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,21 +6,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/feed"
 	"github.com/voxtrain/voxtrain/gpu"
+	"github.com/voxtrain/voxtrain/gpu/internal/devcheck"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
 // runFed trains steps U-Net steps of batch n × size on d, feeding batches
 // from a pinned ring through a feed.Feeder, and returns its stats and the
 // wall time per step.
-func runFed(t testing.TB, d *gpu.Device, cfg nn.UNetConfig, n int, size [3]int, steps int) (feed.Stats, time.Duration) {
+func runFed(t testing.TB, d *gpu.Device, cfg config.Model, n int, size [3]int, steps int) (feed.Stats, time.Duration) {
 	m, err := nn.NewUNet(d, cfg, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Free()
-	l, err := nn.NewLearner(m, n, size, nn.LossConfig{Name: "dice_ce", BatchDice: true}, nn.OptimConfig{Name: "sgd", LR: 0.01})
+	l, err := nn.NewLearner(m, n, size, devcheck.Loss("dice_ce", true), devcheck.Optim("sgd"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +67,7 @@ func runFed(t testing.TB, d *gpu.Device, cfg nn.UNetConfig, n int, size [3]int, 
 func TestOverlap(t *testing.T) {
 	const steps = 16
 	size := [3]int{64, 64, 64}
-	st, wall := runFed(t, dev, nn.UNetConfig{}, 2, size, steps)
+	st, wall := runFed(t, dev, config.Default().Model, 2, size, steps)
 	perCopy := time.Duration(0)
 	if st.Timed > 0 {
 		perCopy = st.CopyTime / time.Duration(st.Timed)

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/voxtrain/voxtrain/config"
 )
 
 // BenchOptions configure BenchStep.
@@ -16,8 +18,8 @@ type BenchOptions struct {
 	// Loss and Optim default to what bench/torch_unet_step.py runs: CE +
 	// batch soft Dice of the foreground, SGD lr 0.01, Nesterov momentum
 	// 0.99, no weight decay, no gradient clipping, constant lr.
-	Loss  *LossConfig
-	Optim *OptimConfig
+	Loss  *config.Loss
+	Optim *config.Optim
 	Seed  uint64
 	// Progress, when set, is called after every step.
 	Progress func(step int, warmup bool, d time.Duration, loss float64)
@@ -48,7 +50,7 @@ type BenchResult struct {
 // (about 3 % of the voxels) as class 1. FLOPs are counted analytically
 // (convolutions, transposed convolutions and heads, 2 × multiply-adds; a
 // step counts as 3 × forward).
-func BenchStep(dev Device, cfg UNetConfig, o BenchOptions) (BenchResult, error) {
+func BenchStep(dev Device, cfg config.Model, o BenchOptions) (BenchResult, error) {
 	if o.Batch == 0 {
 		o.Batch = 2
 	}
@@ -61,18 +63,24 @@ func BenchStep(dev Device, cfg UNetConfig, o BenchOptions) (BenchResult, error) 
 	if o.Batch < 1 || o.Steps < 1 || o.Warmup < 0 {
 		return BenchResult{}, fmt.Errorf("bench: batch %d, steps %d, warmup %d: want batch, steps >= 1, warmup >= 0", o.Batch, o.Steps, o.Warmup)
 	}
-	loss := LossConfig{Name: "dice_ce", BatchDice: true}
-	if cfg.WithDefaults().NumClasses == 1 {
-		loss = LossConfig{Name: "bce"}
+	// torch_unet_step.py's loss and optimiser: CE + batch soft Dice (BCE
+	// for one output channel); SGD lr 0.01, Nesterov 0.99, no weight decay,
+	// no clipping, constant rate.
+	loss := config.Default().Loss
+	loss.BatchDice = true
+	if cfg.NumClasses == 1 {
+		loss = config.Default().Loss
+		loss.Name = "bce"
 	}
 	if o.Loss != nil {
 		loss = *o.Loss
 	}
-	optim := OptimConfig{Name: "sgd", LR: 0.01, WeightDecay: f64(0), GradClip: f64(0), Schedule: ScheduleConfig{Name: "constant"}}
+	optim := config.Default().Optim
+	lr, decay := 0.01, 0.0
+	optim.LR, optim.WeightDecay, optim.GradClip, optim.Schedule.Name = &lr, &decay, 0, "constant"
 	if o.Optim != nil {
 		optim = *o.Optim
 	}
-	optim = optim.WithDefaults()
 	m, err := NewUNet(dev, cfg, o.Seed)
 	if err != nil {
 		return BenchResult{}, err
@@ -100,7 +108,7 @@ func BenchStep(dev Device, cfg UNetConfig, o BenchOptions) (BenchResult, error) 
 	sync := dev.ComputeStream()
 	total := o.Warmup + o.Steps
 	for s := 0; s < total; s++ {
-		lr := optim.Schedule.LR(optim.LR, s, total)
+		lr := LearningRate(optim.Schedule, optim.BaseLR(), s, total)
 		t0 := time.Now()
 		out := m.Forward(l.WS, x)
 		v, err := l.Loss.Compute(out, y)

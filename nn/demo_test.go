@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/cpu"
 	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/nifti"
@@ -111,14 +112,14 @@ func TestDemoTrainingLearns(t *testing.T) {
 	t.Logf("loaded %d training and %d validation cases in %v", len(train), len(val), time.Since(start).Round(time.Millisecond))
 
 	dev := cpu.New(cpu.Options{})
-	m, err := nn.NewUNet(dev, nn.UNetConfig{InChannels: 1, NumClasses: 3, Features: []int{8, 16, 32}}, 1)
+	m, err := nn.NewUNet(dev, model([]int{8, 16, 32}, func(m *config.Model) { m.NumClasses = 3 }), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const batch, steps = 2, 160
 	patch := [3]int{24, 40, 32}
-	optim := nn.OptimConfig{Name: "adamw", LR: 3e-3, WeightDecay: ptr(1e-4)}
-	l, err := nn.NewLearner(m, batch, patch, nn.LossConfig{Name: "dice_ce"}, optim)
+	adamw := optim("adamw", func(o *config.Optim) { o.LR, o.WeightDecay = ptr(3e-3), ptr(1e-4) })
+	l, err := nn.NewLearner(m, batch, patch, loss("dice_ce", nil), adamw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestDemoTrainingLearns(t *testing.T) {
 
 	dice0 := validate()
 	rng := rand.New(rand.NewPCG(2024, 1))
-	sched := optim.WithDefaults().Schedule
+	sched := adamw.Schedule
 	var losses []float64
 	for s := 0; s < steps; s++ {
 		for b := 0; b < batch; b++ {
@@ -177,7 +178,7 @@ func TestDemoTrainingLearns(t *testing.T) {
 		if err := dev.Upload(dev.ComputeStream(), y, lab); err != nil {
 			t.Fatal(err)
 		}
-		res, err := l.Step(x, y, sched.LR(optim.LR, s, steps))
+		res, err := l.Step(x, y, nn.LearningRate(sched, adamw.BaseLR(), s, steps))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/cpu"
 	"github.com/voxtrain/voxtrain/nn"
 )
@@ -110,28 +111,28 @@ func toNCDHW(t *testing.T, dev nn.Device, x nn.Tensor) []float32 {
 // fixtureCase describes one UNet fixture of make_fixtures.py.
 type fixtureCase struct {
 	file  string
-	model nn.UNetConfig
-	loss  nn.LossConfig
-	optim nn.OptimConfig
+	model config.Model
+	loss  config.Loss
+	optim config.Optim
 }
 
 func fixtureCases() []fixtureCase {
-	f := false
 	return []fixtureCase{
 		{
 			file:  "testdata/unet_sgd.safetensors",
-			model: nn.UNetConfig{InChannels: 1, NumClasses: 3, Features: []int{4, 8, 8}},
-			loss:  nn.LossConfig{Name: "dice_ce"},
-			optim: nn.OptimConfig{Name: "sgd", Schedule: nn.ScheduleConfig{Name: "constant"}},
+			model: model([]int{4, 8, 8}, func(m *config.Model) { m.NumClasses = 3 }),
+			loss:  loss("dice_ce", nil),
+			optim: optim("sgd", func(o *config.Optim) { o.Schedule.Name = "constant" }),
 		},
 		{
 			file: "testdata/unet_adamw_ds.safetensors",
-			model: nn.UNetConfig{InChannels: 2, NumClasses: 2, Features: []int{4, 4, 8, 8},
-				KernelSizes:  [][3]int{{1, 3, 3}, {3, 3, 3}, {3, 3, 3}, {3, 3, 3}},
-				Strides:      [][3]int{{1, 1, 1}, {1, 2, 2}, {2, 2, 2}, {2, 2, 2}},
-				Nonlinearity: "relu", ConvBias: &f, DeepSupervision: true},
-			loss:  nn.LossConfig{Name: "dice_ce", BatchDice: true},
-			optim: nn.OptimConfig{Name: "adamw", LR: 1e-3, Schedule: nn.ScheduleConfig{Name: "constant"}},
+			model: model([]int{4, 4, 8, 8}, func(m *config.Model) {
+				m.InChannels, m.NumClasses, m.Nonlinearity, m.ConvBias, m.DeepSupervision = 2, 2, "relu", false, true
+				m.KernelSizes = [][3]int{{1, 3, 3}, {3, 3, 3}, {3, 3, 3}, {3, 3, 3}}
+				m.Strides = [][3]int{{1, 1, 1}, {1, 2, 2}, {2, 2, 2}, {2, 2, 2}}
+			}),
+			loss:  loss("dice_ce", func(l *config.Loss) { l.BatchDice = true }),
+			optim: optim("adamw", func(o *config.Optim) { o.LR, o.Schedule.Name = ptr(1e-3), "constant" }),
 		},
 	}
 }
@@ -165,7 +166,7 @@ func TestUNetMatchesPyTorch(t *testing.T) {
 			xd := upload(t, dev, x.Shape, x.Data)
 			yd := upload(t, dev, y.Shape, y.Data)
 			for step := 1; step <= 2; step++ {
-				res, err := l.Step(xd, yd, *ptr(fc.optim.WithDefaults().LR))
+				res, err := l.Step(xd, yd, fc.optim.BaseLR())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -209,7 +210,7 @@ func TestUNetMatchesPyTorch(t *testing.T) {
 					// A conv bias right before an instance norm has a zero
 					// gradient in exact arithmetic: its update is rounding
 					// noise (plus weight decay) on both sides, so skip it.
-					if (strings.HasPrefix(p.Name, "enc.") || strings.HasPrefix(p.Name, "dec.")) && strings.HasSuffix(p.Name, ".0.bias") && fc.model.WithDefaults().Norm == "instance" {
+					if (strings.HasPrefix(p.Name, "enc.") || strings.HasPrefix(p.Name, "dec.")) && strings.HasSuffix(p.Name, ".0.bias") && fc.model.Norm == "instance" {
 						continue
 					}
 					worstDelta = max(worstDelta, relErr(dg, dw))

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/cpu"
 	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/nn"
@@ -37,21 +38,21 @@ func randomLabels(rng *rand.Rand, n, d, h, w, classes int) []float32 {
 func TestLossGradients(t *testing.T) {
 	cases := []struct {
 		name    string
-		cfg     nn.LossConfig
+		cfg     config.Loss
 		classes int
 		ds      bool
 	}{
-		{"ce", nn.LossConfig{Name: "ce"}, 3, false},
-		{"dice per sample", nn.LossConfig{Name: "dice"}, 3, false},
-		{"dice batch with bg", nn.LossConfig{Name: "dice", BatchDice: true, DoBackground: true}, 3, false},
-		{"dice_ce", nn.LossConfig{Name: "dice_ce"}, 2, false},
-		{"dice_ce deep supervision", nn.LossConfig{Name: "dice_ce"}, 3, true},
-		{"cldice", nn.LossConfig{Name: "cldice", CEWeight: ptr(0.3)}, 2, false},
-		{"cldice 3 classes", nn.LossConfig{Name: "cldice", SkeletonIters: 2}, 3, false},
-		{"bce", nn.LossConfig{Name: "bce", PosWeight: ptr(2.0)}, 1, false},
-		{"bce deep supervision", nn.LossConfig{Name: "bce"}, 1, true},
-		{"bce + cldice", nn.LossConfig{Name: "bce", PosWeight: ptr(3.0), ClDiceWeight: ptr(0.5), SkeletonIters: 2}, 1, false},
-		{"bce + cldice deep supervision", nn.LossConfig{Name: "bce", ClDiceWeight: ptr(1.0)}, 1, true},
+		{"ce", loss("ce", nil), 3, false},
+		{"dice per sample", loss("dice", nil), 3, false},
+		{"dice batch with bg", loss("dice", func(l *config.Loss) { l.BatchDice, l.DoBackground = true, true }), 3, false},
+		{"dice_ce", loss("dice_ce", nil), 2, false},
+		{"dice_ce deep supervision", loss("dice_ce", nil), 3, true},
+		{"cldice", loss("cldice", func(l *config.Loss) { l.CEWeight = ptr(0.3) }), 2, false},
+		{"cldice 3 classes", loss("cldice", func(l *config.Loss) { l.SkeletonIters = 2 }), 3, false},
+		{"bce", loss("bce", func(l *config.Loss) { l.PosWeight = 2 }), 1, false},
+		{"bce deep supervision", loss("bce", nil), 1, true},
+		{"bce + cldice", loss("bce", func(l *config.Loss) { l.PosWeight, l.ClDiceWeight, l.SkeletonIters = 3, ptr(0.5), 2 }), 1, false},
+		{"bce + cldice deep supervision", loss("bce", func(l *config.Loss) { l.ClDiceWeight = ptr(1.0) }), 1, true},
 	}
 	for ci, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -99,17 +100,20 @@ func TestLossGradients(t *testing.T) {
 // TestUNetGradients checks every parameter's gradient of Σ r·outputs for
 // small networks of several configurations.
 func TestUNetGradients(t *testing.T) {
-	f := false
 	cases := []struct {
 		name string
-		cfg  nn.UNetConfig
+		cfg  config.Model
 		n    int
 		size [3]int
 	}{
-		{"instance norm, leaky relu, deep supervision", nn.UNetConfig{InChannels: 1, NumClasses: 2, Features: []int{2, 3, 4}, DeepSupervision: true}, 2, [3]int{8, 8, 8}},
-		{"no norm, relu, 2 inputs, anisotropic", nn.UNetConfig{InChannels: 2, NumClasses: 3, Features: []int{3, 4},
-			KernelSizes: [][3]int{{1, 3, 3}, {3, 3, 3}}, Strides: [][3]int{{1, 1, 1}, {1, 2, 2}}, Norm: "none", Nonlinearity: "relu"}, 1, [3]int{3, 6, 4}},
-		{"3 convs per level, no bias, linear", nn.UNetConfig{Features: []int{2, 2}, ConvsPerLevel: 3, ConvBias: &f, Nonlinearity: "none"}, 1, [3]int{4, 4, 4}},
+		{"instance norm, leaky relu, deep supervision", model([]int{2, 3, 4}, func(m *config.Model) { m.DeepSupervision = true }), 2, [3]int{8, 8, 8}},
+		{"no norm, relu, 2 inputs, anisotropic", model([]int{3, 4}, func(m *config.Model) {
+			m.InChannels, m.NumClasses, m.Norm, m.Nonlinearity = 2, 3, "none", "relu"
+			m.KernelSizes, m.Strides = [][3]int{{1, 3, 3}, {3, 3, 3}}, [][3]int{{1, 1, 1}, {1, 2, 2}}
+		}), 1, [3]int{3, 6, 4}},
+		{"3 convs per level, no bias, linear", model([]int{2, 2}, func(m *config.Model) {
+			m.ConvsPerLevel, m.ConvBias, m.Nonlinearity = 3, false, "none"
+		}), 1, [3]int{4, 4, 4}},
 	}
 	for ci, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

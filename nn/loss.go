@@ -3,116 +3,9 @@ package nn
 import (
 	"fmt"
 	"math"
+
+	"github.com/voxtrain/voxtrain/config"
 )
-
-// LossConfig describes the training loss (the `loss:` section of a run's
-// YAML). The loss is a weighted sum of terms computed on every network
-// output (with deep supervision, each output against labels downsampled by
-// nearest-exact and weighted 1, ½, ¼, …, lowest 0, renormalised):
-//
-//	ce      cross-entropy of softmax(logits), mean over voxels and samples
-//	dice    1 − mean soft Dice over classes (and samples unless batch_dice),
-//	        dc = (2·Σp·g + smooth) / max(Σp + Σg + smooth, 1e-8)  (nnU-Net's
-//	        MemoryEfficientSoftDiceLoss, shifted by 1 to be non-negative)
-//	cldice  1 − 2·Tprec·Tsens/(Tprec + Tsens) on soft skeletons of the
-//	        foreground channels (Shit et al. 2021, reference PyTorch code)
-//	bce     BCEWithLogits(pos_weight) for a one-channel (sigmoid) output;
-//	        with cldice_weight > 0 also clDice on σ(logits) (thin structures)
-type LossConfig struct {
-	// Name picks the default weights: dice_ce (ce 1, dice 1; nnU-Net's
-	// default and the default here), ce, dice, cldice (dice 0.5,
-	// cldice 0.5, as soft_dice_cldice with alpha 0.5) or bce.
-	Name         string   `yaml:"name"`
-	CEWeight     *float64 `yaml:"ce_weight"`
-	DiceWeight   *float64 `yaml:"dice_weight"`
-	ClDiceWeight *float64 `yaml:"cldice_weight"`
-	// BatchDice sums the Dice statistics over the batch before the ratio.
-	BatchDice bool `yaml:"batch_dice"`
-	// DoBackground includes class 0 in the Dice mean (nnU-Net: false).
-	DoBackground bool `yaml:"do_bg"`
-	// Smooth is the Dice smoothing term (default 1e-5).
-	Smooth *float64 `yaml:"smooth"`
-	// SkeletonIters is the soft skeleton's iterations (default 3) and
-	// ClDiceSmooth clDice's smoothing (default 1, as the reference code).
-	SkeletonIters int      `yaml:"skeleton_iters"`
-	ClDiceSmooth  *float64 `yaml:"cldice_smooth"`
-	// PosWeight weighs the positive class of bce (default 1).
-	PosWeight *float64 `yaml:"pos_weight"`
-	// DeepSupervisionWeights overrides nnU-Net's output weights (one per
-	// output, highest resolution first; renormalised to sum 1).
-	DeepSupervisionWeights []float64 `yaml:"deep_supervision_weights"`
-}
-
-func f64(v float64) *float64 { return &v }
-
-// WithDefaults returns c with unset fields given their defaults.
-func (c LossConfig) WithDefaults() LossConfig {
-	if c.Name == "" {
-		c.Name = "dice_ce"
-	}
-	var ce, dice, cl float64
-	switch c.Name {
-	case "dice_ce":
-		ce, dice = 1, 1
-	case "ce":
-		ce = 1
-	case "dice":
-		dice = 1
-	case "cldice":
-		dice, cl = 0.5, 0.5
-	}
-	if c.CEWeight == nil {
-		c.CEWeight = f64(ce)
-	}
-	if c.DiceWeight == nil {
-		c.DiceWeight = f64(dice)
-	}
-	if c.ClDiceWeight == nil {
-		c.ClDiceWeight = f64(cl)
-	}
-	if c.Smooth == nil {
-		c.Smooth = f64(1e-5)
-	}
-	if c.SkeletonIters == 0 {
-		c.SkeletonIters = 3
-	}
-	if c.ClDiceSmooth == nil {
-		c.ClDiceSmooth = f64(1)
-	}
-	if c.PosWeight == nil {
-		c.PosWeight = f64(1)
-	}
-	return c
-}
-
-// Validate checks a configuration with defaults applied.
-func (c LossConfig) Validate() error {
-	switch c.Name {
-	case "dice_ce", "ce", "dice", "cldice", "bce":
-	default:
-		return fmt.Errorf("loss.name: %q, want dice_ce, ce, dice, cldice or bce", c.Name)
-	}
-	for _, w := range []struct {
-		name string
-		v    float64
-	}{{"ce_weight", *c.CEWeight}, {"dice_weight", *c.DiceWeight}, {"cldice_weight", *c.ClDiceWeight}, {"smooth", *c.Smooth}, {"cldice_smooth", *c.ClDiceSmooth}, {"pos_weight", *c.PosWeight}} {
-		if w.v < 0 || math.IsNaN(w.v) || math.IsInf(w.v, 0) {
-			return fmt.Errorf("loss.%s: %v, want a finite value >= 0", w.name, w.v)
-		}
-	}
-	if c.Name != "bce" && *c.CEWeight+*c.DiceWeight+*c.ClDiceWeight == 0 {
-		return fmt.Errorf("loss: all term weights are 0")
-	}
-	if c.SkeletonIters < 0 {
-		return fmt.Errorf("loss.skeleton_iters: %d, want >= 0", c.SkeletonIters)
-	}
-	for i, w := range c.DeepSupervisionWeights {
-		if w < 0 || math.IsNaN(w) || math.IsInf(w, 0) {
-			return fmt.Errorf("loss.deep_supervision_weights[%d]: %v, want a finite value >= 0", i, w)
-		}
-	}
-	return nil
-}
 
 // DeepSupervisionWeights returns nnU-Net's weights for n outputs: 1, ½, ¼,
 // …, the last set to 0, normalised to sum 1 (a single output gets 1).
@@ -157,7 +50,7 @@ type lossOut struct {
 // Criterion computes a loss and its gradient with respect to a U-Net's
 // outputs, with buffers allocated once for one workspace shape.
 type Criterion struct {
-	cfg  LossConfig
+	cfg  config.Loss
 	dev  Device
 	outs []lossOut
 	k    int // classes (channels)
@@ -166,8 +59,7 @@ type Criterion struct {
 // NewCriterion allocates a criterion for network outputs (logits) of the
 // given channels-last shapes (N, D, H, W, classes), highest resolution
 // first, as Workspace.OutputShapes returns them.
-func NewCriterion(dev Device, cfg LossConfig, outputs []Shape) (*Criterion, error) {
-	cfg = cfg.WithDefaults()
+func NewCriterion(dev Device, cfg config.Loss, outputs []Shape) (*Criterion, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -213,7 +105,7 @@ func NewCriterion(dev Device, cfg LossConfig, outputs []Shape) (*Criterion, erro
 		if cfg.Name != "bce" {
 			o.probs = dev.Alloc(s)
 		}
-		if *cfg.ClDiceWeight > 0 {
+		if _, _, wCl := cfg.TermWeights(); wCl > 0 {
 			ps := s // the probabilities clDice works on
 			if cfg.Name == "bce" {
 				ps = Shape{s[0], s[1], s[2], s[3], 2}
@@ -307,7 +199,7 @@ func (c *Criterion) Compute(outputs []Tensor, labels Tensor) (LossValue, error) 
 func (c *Criterion) bce(logits, labels Tensor, o *lossOut) (LossValue, error) {
 	s := logits.Shape()
 	count := float64(s.Len())
-	sums, err := c.dev.SigmoidBCE(logits, labels, float32(*c.cfg.PosWeight), float32(o.weight/count), o.dlogits)
+	sums, err := c.dev.SigmoidBCE(logits, labels, float32(c.cfg.PosWeight), float32(o.weight/count), o.dlogits)
 	if err != nil {
 		return LossValue{}, err
 	}
@@ -317,7 +209,7 @@ func (c *Criterion) bce(logits, labels Tensor, o *lossOut) (LossValue, error) {
 	}
 	t /= count
 	v := LossValue{Total: t, BCE: t}
-	if wCl := *c.cfg.ClDiceWeight; wCl > 0 {
+	if _, _, wCl := c.cfg.TermWeights(); wCl > 0 {
 		// softmax([0, z]) = [1−σ(z), σ(z)]: clDice on the two-class form
 		// reuses the softmax clDice exactly, and ∂/∂z is the gradient with
 		// respect to the second logit.
@@ -350,7 +242,7 @@ func (c *Criterion) softmax(logits, labels Tensor, o *lossOut) (LossValue, error
 		return LossValue{}, err
 	}
 	n, k := st.N, st.C
-	wCE, wDice, wCl := *c.cfg.CEWeight, *c.cfg.DiceWeight, *c.cfg.ClDiceWeight
+	wCE, wDice, wCl := c.cfg.TermWeights()
 	var v LossValue
 
 	// Cross-entropy: mean over N·V voxels.
@@ -366,7 +258,7 @@ func (c *Criterion) softmax(logits, labels Tensor, o *lossOut) (LossValue, error
 	alpha := make([]float32, n*k)
 	beta := make([]float32, n*k)
 	if wDice > 0 {
-		d, a, b := softDice(st, c.cfg.BatchDice, c.cfg.DoBackground, *c.cfg.Smooth)
+		d, a, b := softDice(st, c.cfg.BatchDice, c.cfg.DoBackground, c.cfg.Smooth)
 		v.Dice = d
 		v.Total += wDice * d
 		for i := range alpha {
@@ -457,7 +349,7 @@ func (c *Criterion) clDiceK(labels Tensor, o *lossOut, w float64, k int) (float6
 		}
 		return s
 	}
-	sm := *c.cfg.ClDiceSmooth
+	sm := c.cfg.ClDiceSmooth
 	A := sumFg(dev.ChannelDot(o.skelP, o.onehot))
 	B := sumFg(dev.ChannelDot(o.skelP, nil))
 	C := sumFg(dev.ChannelDot(o.skelT, o.probs))

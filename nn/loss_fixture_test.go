@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/cpu"
 	"github.com/voxtrain/voxtrain/nn"
 )
@@ -45,7 +46,7 @@ func TestClDiceMatchesPyTorch(t *testing.T) {
 	logits := channelsLast(t, dev, fx["cldice.logits"])
 	lab := fx["cldice.labels"]
 	labels := upload(t, dev, lab.Shape, lab.Data)
-	c, err := nn.NewCriterion(dev, nn.LossConfig{Name: "cldice"}, []nn.Shape{logits.Shape()})
+	c, err := nn.NewCriterion(dev, loss("cldice", nil), []nn.Shape{logits.Shape()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestBCEMatchesPyTorch(t *testing.T) {
 	logits := channelsLast(t, dev, fx["bce.logits"])
 	lab := fx["bce.labels"]
 	labels := upload(t, dev, lab.Shape, lab.Data)
-	c, err := nn.NewCriterion(dev, nn.LossConfig{Name: "bce", PosWeight: ptr(3.0)}, []nn.Shape{logits.Shape()})
+	c, err := nn.NewCriterion(dev, loss("bce", func(l *config.Loss) { l.PosWeight = 3 }), []nn.Shape{logits.Shape()})
 	if err != nil {
 		t.Fatal(err)
 	}

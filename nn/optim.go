@@ -3,103 +3,9 @@ package nn
 import (
 	"fmt"
 	"math"
+
+	"github.com/voxtrain/voxtrain/config"
 )
-
-// OptimConfig describes the optimiser and its learning-rate schedule (the
-// `optim:` section of a run's YAML). Defaults are nnU-Net's: SGD, lr 0.01,
-// Nesterov momentum 0.99, weight decay 3e-5, gradient-norm clip 12, poly
-// schedule with exponent 0.9.
-type OptimConfig struct {
-	// Name is "sgd" or "adamw".
-	Name string  `yaml:"name"`
-	LR   float64 `yaml:"lr"`
-	// Momentum and Nesterov apply to SGD (defaults 0.99, true).
-	Momentum *float64 `yaml:"momentum"`
-	Nesterov *bool    `yaml:"nesterov"`
-	// WeightDecay: SGD's L2 term (default 3e-5) or AdamW's decoupled decay
-	// (default 0.01, PyTorch's).
-	WeightDecay *float64 `yaml:"weight_decay"`
-	// Betas and Eps apply to AdamW (defaults (0.9, 0.999), 1e-8).
-	Betas *[2]float64 `yaml:"betas"`
-	Eps   *float64    `yaml:"eps"`
-	// GradClip is the maximum global gradient L2 norm (0: no clipping;
-	// default 12).
-	GradClip *float64       `yaml:"grad_clip"`
-	Schedule ScheduleConfig `yaml:"schedule"`
-}
-
-// WithDefaults returns c with unset fields given their defaults.
-func (c OptimConfig) WithDefaults() OptimConfig {
-	if c.Name == "" {
-		c.Name = "sgd"
-	}
-	if c.LR == 0 {
-		if c.Name == "adamw" {
-			c.LR = 1e-3
-		} else {
-			c.LR = 0.01
-		}
-	}
-	if c.Momentum == nil {
-		c.Momentum = f64(0.99)
-	}
-	if c.Nesterov == nil {
-		t := true
-		c.Nesterov = &t
-	}
-	if c.WeightDecay == nil {
-		if c.Name == "adamw" {
-			c.WeightDecay = f64(0.01)
-		} else {
-			c.WeightDecay = f64(3e-5)
-		}
-	}
-	if c.Betas == nil {
-		c.Betas = &[2]float64{0.9, 0.999}
-	}
-	if c.Eps == nil {
-		c.Eps = f64(1e-8)
-	}
-	if c.GradClip == nil {
-		c.GradClip = f64(12)
-	}
-	c.Schedule = c.Schedule.WithDefaults()
-	return c
-}
-
-// Validate checks a configuration with defaults applied.
-func (c OptimConfig) Validate() error {
-	switch c.Name {
-	case "sgd", "adamw":
-	default:
-		return fmt.Errorf("optim.name: %q, want sgd or adamw", c.Name)
-	}
-	bad := func(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }
-	if c.LR <= 0 || bad(c.LR) {
-		return fmt.Errorf("optim.lr: %v, want > 0", c.LR)
-	}
-	if m := *c.Momentum; m < 0 || m >= 1 || bad(m) {
-		return fmt.Errorf("optim.momentum: %v, want in [0, 1)", m)
-	}
-	if *c.Nesterov && *c.Momentum == 0 && c.Name == "sgd" {
-		return fmt.Errorf("optim.nesterov: needs momentum > 0")
-	}
-	if w := *c.WeightDecay; w < 0 || bad(w) {
-		return fmt.Errorf("optim.weight_decay: %v, want >= 0", w)
-	}
-	for i, b := range c.Betas {
-		if b < 0 || b >= 1 || bad(b) {
-			return fmt.Errorf("optim.betas[%d]: %v, want in [0, 1)", i, b)
-		}
-	}
-	if e := *c.Eps; e <= 0 || bad(e) {
-		return fmt.Errorf("optim.eps: %v, want > 0", e)
-	}
-	if g := *c.GradClip; g < 0 || bad(g) {
-		return fmt.Errorf("optim.grad_clip: %v, want >= 0 (0 = off)", g)
-	}
-	return c.Schedule.Validate()
-}
 
 // Optimizer updates parameters from their gradients.
 type Optimizer interface {
@@ -121,12 +27,11 @@ type Optimizer interface {
 }
 
 // NewOptimizer returns the optimiser cfg describes for params.
-func NewOptimizer(dev Device, cfg OptimConfig, params []*Param) (Optimizer, error) {
-	cfg = cfg.WithDefaults()
+func NewOptimizer(dev Device, cfg config.Optim, params []*Param) (Optimizer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	base := optBase{dev: dev, params: params, clip: *cfg.GradClip}
+	base := optBase{dev: dev, params: params, clip: cfg.GradClip}
 	alloc := func() []Tensor {
 		ts := make([]Tensor, len(params))
 		for i, p := range params {
@@ -139,7 +44,7 @@ func NewOptimizer(dev Device, cfg OptimConfig, params []*Param) (Optimizer, erro
 		return &AdamW{optBase: base, cfg: cfg, m: alloc(), v: alloc()}, nil
 	default:
 		o := &SGD{optBase: base, cfg: cfg}
-		if *cfg.Momentum != 0 {
+		if cfg.Momentum != 0 {
 			o.buf = alloc()
 		}
 		return o, nil
@@ -194,15 +99,15 @@ func indexOf(params []*Param) map[*Param]int {
 // decay, with PyTorch's torch.optim.SGD semantics.
 type SGD struct {
 	optBase
-	cfg OptimConfig
+	cfg config.Optim
 	buf []Tensor // momentum buffers (nil without momentum)
 }
 
 // Step applies one SGD update.
 func (o *SGD) Step(lr float64) float64 {
 	norm, scale := o.gradScale()
-	a := SGDArgs{LR: float32(lr), Momentum: float32(*o.cfg.Momentum), WeightDecay: float32(*o.cfg.WeightDecay),
-		Nesterov: *o.cfg.Nesterov, GradScale: scale}
+	a := SGDArgs{LR: float32(lr), Momentum: float32(o.cfg.Momentum), WeightDecay: float32(o.cfg.Decay()),
+		Nesterov: o.cfg.Nesterov, GradScale: scale}
 	for i, p := range o.params {
 		var b Tensor
 		if o.buf != nil {
@@ -245,7 +150,7 @@ func (o *SGD) Free() {
 // AdamW is Adam with decoupled weight decay (torch.optim.AdamW semantics).
 type AdamW struct {
 	optBase
-	cfg  OptimConfig
+	cfg  config.Optim
 	m, v []Tensor
 }
 
@@ -254,7 +159,7 @@ func (o *AdamW) Step(lr float64) float64 {
 	norm, scale := o.gradScale()
 	o.steps++
 	a := AdamWArgs{LR: float32(lr), Beta1: float32(o.cfg.Betas[0]), Beta2: float32(o.cfg.Betas[1]),
-		Eps: float32(*o.cfg.Eps), WeightDecay: float32(*o.cfg.WeightDecay), Step: o.steps, GradScale: scale}
+		Eps: float32(o.cfg.Eps), WeightDecay: float32(o.cfg.Decay()), Step: o.steps, GradScale: scale}
 	for i, p := range o.params {
 		o.dev.AdamWUpdate(p.W, p.G, o.m[i], o.v[i], a)
 	}

@@ -1,13 +1,14 @@
 package nn
 
 import (
-	"fmt"
 	"math"
+
+	"github.com/voxtrain/voxtrain/config"
 )
 
-// ScheduleConfig describes a learning-rate schedule as a function of the
-// step index (0-based) out of a total; whether a step is an iteration or an
-// epoch is the trainer's choice (nnU-Net steps its poly schedule per epoch).
+// LearningRate returns schedule s's learning rate at step (0-based) of
+// total steps for base learning rate base. Steps at or past total get the
+// schedule's final value. The schedules (config.Schedule):
 //
 //	poly      lr·(1 − step/total)^exponent           (nnU-Net's PolyLRScheduler)
 //	onecycle  PyTorch's OneCycleLR (cosine, two phases, lr as max_lr): from
@@ -16,64 +17,7 @@ import (
 //	cosine    linear warm-up from 0 over warmup_steps, then cosine decay from
 //	          lr to min_lr (as transformers' cosine schedule with warm-up)
 //	constant  lr
-type ScheduleConfig struct {
-	Name           string  `yaml:"name"`
-	Exponent       float64 `yaml:"exponent"`
-	WarmupSteps    int     `yaml:"warmup_steps"`
-	MinLR          float64 `yaml:"min_lr"`
-	PctStart       float64 `yaml:"pct_start"`
-	DivFactor      float64 `yaml:"div_factor"`
-	FinalDivFactor float64 `yaml:"final_div_factor"`
-}
-
-// WithDefaults returns s with unset fields given their defaults.
-func (s ScheduleConfig) WithDefaults() ScheduleConfig {
-	if s.Name == "" {
-		s.Name = "poly"
-	}
-	if s.Exponent == 0 {
-		s.Exponent = 0.9
-	}
-	if s.PctStart == 0 {
-		s.PctStart = 0.3
-	}
-	if s.DivFactor == 0 {
-		s.DivFactor = 25
-	}
-	if s.FinalDivFactor == 0 {
-		s.FinalDivFactor = 1e4
-	}
-	return s
-}
-
-// Validate checks a schedule with defaults applied.
-func (s ScheduleConfig) Validate() error {
-	switch s.Name {
-	case "poly", "onecycle", "cosine", "constant":
-	default:
-		return fmt.Errorf("optim.schedule.name: %q, want poly, onecycle, cosine or constant", s.Name)
-	}
-	if s.Exponent < 0 {
-		return fmt.Errorf("optim.schedule.exponent: %v, want >= 0", s.Exponent)
-	}
-	if s.WarmupSteps < 0 {
-		return fmt.Errorf("optim.schedule.warmup_steps: %d, want >= 0", s.WarmupSteps)
-	}
-	if s.MinLR < 0 {
-		return fmt.Errorf("optim.schedule.min_lr: %v, want >= 0", s.MinLR)
-	}
-	if s.PctStart <= 0 || s.PctStart >= 1 {
-		return fmt.Errorf("optim.schedule.pct_start: %v, want in (0, 1)", s.PctStart)
-	}
-	if s.DivFactor <= 0 || s.FinalDivFactor <= 0 {
-		return fmt.Errorf("optim.schedule: div_factor %v and final_div_factor %v must be > 0", s.DivFactor, s.FinalDivFactor)
-	}
-	return nil
-}
-
-// LR returns the learning rate at step (0-based) of total steps for base
-// learning rate base. Steps at or past total get the schedule's final value.
-func (s ScheduleConfig) LR(base float64, step, total int) float64 {
+func LearningRate(s config.Schedule, base float64, step, total int) float64 {
 	if total < 1 {
 		total = 1
 	}

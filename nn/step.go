@@ -1,6 +1,10 @@
 package nn
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/voxtrain/voxtrain/config"
+)
 
 // Learner bundles what one training step needs: a model with its
 // workspace, the criterion and the optimiser, all sized for one batch shape.
@@ -13,7 +17,7 @@ type Learner struct {
 
 // NewLearner allocates a training workspace for batches of n samples of
 // spatial size size, a criterion and an optimiser for m.
-func NewLearner(m *UNet, n int, size [3]int, loss LossConfig, optim OptimConfig) (*Learner, error) {
+func NewLearner(m *UNet, n int, size [3]int, loss config.Loss, optim config.Optim) (*Learner, error) {
 	ws, err := m.NewWorkspace(n, size, true)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/cpu"
 	"github.com/voxtrain/voxtrain/nn"
 )
@@ -36,13 +37,13 @@ var smallPatch = [3]int{8, 12, 16}
 // newSmallLearner builds the small deep-supervised U-Net (weights from seed)
 // that the determinism and resume tests train, with a learner for batches of
 // 2 × smallPatch.
-func newSmallLearner(t *testing.T, dev nn.Device, optim nn.OptimConfig, seed uint64) (*nn.UNet, *nn.Learner) {
+func newSmallLearner(t *testing.T, dev nn.Device, optim config.Optim, seed uint64) (*nn.UNet, *nn.Learner) {
 	t.Helper()
-	m, err := nn.NewUNet(dev, nn.UNetConfig{Features: []int{4, 8, 8}, DeepSupervision: true}, seed)
+	m, err := nn.NewUNet(dev, model([]int{4, 8, 8}, func(m *config.Model) { m.DeepSupervision = true }), seed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := nn.NewLearner(m, 2, smallPatch, nn.LossConfig{}, optim)
+	l, err := nn.NewLearner(m, 2, smallPatch, config.Default().Loss, optim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func newSmallLearner(t *testing.T, dev nn.Device, optim nn.OptimConfig, seed uin
 
 // trainSteps trains newSmallLearner's U-Net for steps steps on fixed
 // synthetic batches and returns its final weights and optimiser state.
-func trainSteps(t *testing.T, dev nn.Device, optim nn.OptimConfig, steps int) (w, state []nn.HostTensor) {
+func trainSteps(t *testing.T, dev nn.Device, optim config.Optim, steps int) (w, state []nn.HostTensor) {
 	t.Helper()
 	m, l := newSmallLearner(t, dev, optim, 42)
 	size := smallPatch
@@ -96,7 +97,7 @@ func sameBits(t *testing.T, what string, a, b []nn.HostTensor) {
 // TestTrainingIsDeterministicAcrossThreads: the same seed and data give
 // bit-identical weights whatever the thread count and GOMAXPROCS.
 func TestTrainingIsDeterministicAcrossThreads(t *testing.T) {
-	sgd := nn.OptimConfig{}
+	sgd := config.Default().Optim
 	ref, refState := trainSteps(t, cpu.New(cpu.Options{Threads: 1}), sgd, 3)
 	for _, threads := range []int{2, 5} {
 		w, st := trainSteps(t, cpu.New(cpu.Options{Threads: threads}), sgd, 3)
@@ -113,7 +114,7 @@ func TestTrainingIsDeterministicAcrossThreads(t *testing.T) {
 // and optimiser state, importing them into a fresh model, and training 2
 // more.
 func TestExactResume(t *testing.T) {
-	for _, optim := range []nn.OptimConfig{{Name: "sgd"}, {Name: "adamw"}} {
+	for _, optim := range []config.Optim{optim("sgd", nil), optim("adamw", nil)} {
 		dev := cpu.New(cpu.Options{})
 		full, fullState := trainSteps(t, dev, optim, 4)
 
@@ -162,12 +163,12 @@ func TestExactResume(t *testing.T) {
 // allocate no tensors, and the fast device matches the reference device.
 func TestStepAllocatesNoDeviceMemory(t *testing.T) {
 	dev := cpu.New(cpu.Options{})
-	m, err := nn.NewUNet(dev, nn.UNetConfig{Features: []int{4, 8}, DeepSupervision: false}, 1)
+	m, err := nn.NewUNet(dev, model([]int{4, 8}, nil), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	size := [3]int{8, 8, 8}
-	l, err := nn.NewLearner(m, 2, size, nn.LossConfig{Name: "cldice", CEWeight: ptr(1.0)}, nn.OptimConfig{Name: "adamw"})
+	l, err := nn.NewLearner(m, 2, size, loss("cldice", func(l *config.Loss) { l.CEWeight = ptr(1.0) }), optim("adamw", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,12 +199,12 @@ func TestStepAllocatesNoDeviceMemory(t *testing.T) {
 // against the reference convolutions (float64 accumulation).
 func TestFastMatchesReferenceDevice(t *testing.T) {
 	run := func(dev nn.Device) ([]float32, []nn.HostTensor) {
-		m, err := nn.NewUNet(dev, nn.UNetConfig{Features: []int{8, 16, 16}, DeepSupervision: true}, 3)
+		m, err := nn.NewUNet(dev, model([]int{8, 16, 16}, func(m *config.Model) { m.DeepSupervision = true }), 3)
 		if err != nil {
 			t.Fatal(err)
 		}
 		size := [3]int{12, 16, 16}
-		l, err := nn.NewLearner(m, 2, size, nn.LossConfig{}, nn.OptimConfig{})
+		l, err := nn.NewLearner(m, 2, size, config.Default().Loss, config.Default().Optim)
 		if err != nil {
 			t.Fatal(err)
 		}

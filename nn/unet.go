@@ -3,13 +3,15 @@ package nn
 import (
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/voxtrain/voxtrain/config"
 )
 
-// UNet is a 3D U-Net built from a UNetConfig (PyTorch reference module:
+// UNet is a 3D U-Net built from a config.Model (PyTorch reference module:
 // nn/testdata/make_fixtures.py, class UNet3D; parameter names are its
 // state_dict keys).
 type UNet struct {
-	cfg     UNetConfig
+	cfg     config.Model
 	dev     Device
 	params  []*Param
 	enc     [][]*block // [level][block]
@@ -22,13 +24,12 @@ type UNet struct {
 }
 
 // NewUNet builds a U-Net on dev with weights initialised from seed like
-// nnU-Net (InitWeights_He(1e-2)). cfg gets its defaults applied.
-func NewUNet(dev Device, cfg UNetConfig, seed uint64) (*UNet, error) {
-	cfg = cfg.WithDefaults()
+// nnU-Net (InitWeights_He(1e-2)); cfg is checked first (config.Model.Validate).
+func NewUNet(dev Device, cfg config.Model, seed uint64) (*UNet, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m := &UNet{cfg: cfg, dev: dev, slope: cfg.slope(), eps: float32(cfg.NormEps)}
+	m := &UNet{cfg: cfg, dev: dev, slope: slope(cfg), eps: float32(cfg.NormEps)}
 	L := len(cfg.Features)
 	norm := cfg.Norm == "instance"
 
@@ -53,7 +54,7 @@ func NewUNet(dev Device, cfg UNetConfig, seed uint64) (*UNet, error) {
 		return c
 	}
 	newBlock := func(prefix string, in, out int, k, s [3]int) *block {
-		b := &block{conv: *newConv(prefix+".0", in, out, k, s, *cfg.ConvBias, false)}
+		b := &block{conv: *newConv(prefix+".0", in, out, k, s, cfg.ConvBias, false)}
 		if norm {
 			b.gamma = newParam(prefix+".1.weight", Vector, Shape{out})
 			b.gamma.initOne = true
@@ -69,16 +70,16 @@ func NewUNet(dev Device, cfg UNetConfig, seed uint64) (*UNet, error) {
 			s := [3]int{1, 1, 1}
 			in := f
 			if k == 0 {
-				s, in = cfg.Strides[l], prev
+				s, in = cfg.Stride(l), prev
 			}
-			lvl = append(lvl, newBlock(fmt.Sprintf("enc.%d.%d", l, k), in, f, cfg.KernelSizes[l], s))
+			lvl = append(lvl, newBlock(fmt.Sprintf("enc.%d.%d", l, k), in, f, cfg.KernelSize(l), s))
 		}
 		m.enc = append(m.enc, lvl)
 		prev = f
 	}
 	for d := 0; d < L-1; d++ {
 		l := L - 2 - d
-		st := cfg.Strides[l+1]
+		st := cfg.Stride(l + 1)
 		m.up = append(m.up, newConv(fmt.Sprintf("up.%d", d), cfg.Features[l+1], cfg.Features[l], st, st, true, true))
 	}
 	for d := 0; d < L-1; d++ {
@@ -90,7 +91,7 @@ func NewUNet(dev Device, cfg UNetConfig, seed uint64) (*UNet, error) {
 			if k == 0 {
 				in = 2 * f
 			}
-			stage = append(stage, newBlock(fmt.Sprintf("dec.%d.%d", d, k), in, f, cfg.KernelSizes[l], [3]int{1, 1, 1}))
+			stage = append(stage, newBlock(fmt.Sprintf("dec.%d.%d", d, k), in, f, cfg.KernelSize(l), [3]int{1, 1, 1}))
 		}
 		m.dec = append(m.dec, stage)
 	}
@@ -110,7 +111,7 @@ func NewUNet(dev Device, cfg UNetConfig, seed uint64) (*UNet, error) {
 }
 
 // Config returns the model's configuration (defaults applied).
-func (m *UNet) Config() UNetConfig { return m.cfg }
+func (m *UNet) Config() config.Model { return m.cfg }
 
 // Device returns the device the model lives on.
 func (m *UNet) Device() Device { return m.dev }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/voxtrain/voxtrain/data"
 	"github.com/voxtrain/voxtrain/gpumon"
+	"github.com/voxtrain/voxtrain/nn"
 	"github.com/voxtrain/voxtrain/runlog"
 )
 
@@ -87,7 +88,7 @@ func (t *trainer) trainStep(ctx context.Context, step int) error {
 		t.feed.fetch(ctx)
 	}
 	computeStart := time.Now()
-	lr := t.cfg.Optim.Schedule.LR(t.cfg.Optim.LR, int(t.state.Step), int(t.total))
+	lr := nn.LearningRate(t.cfg.Optim.Schedule, t.cfg.Optim.BaseLR(), int(t.state.Step), int(t.total))
 	sr, err := t.learner.Step(x, y, lr)
 	t.feed.done(cur)
 	if err != nil {
@@ -116,7 +117,7 @@ func (t *trainer) onEpochEnd(ctx context.Context) error {
 	t.state.Epoch++
 	t.state.StepInEpoch = 0
 	rec := runlog.Epoch{Epoch: t.state.Epoch, Step: t.state.Step, Time: time.Now().UTC().Format(time.RFC3339),
-		LR:        t.cfg.Optim.Schedule.LR(t.cfg.Optim.LR, int(t.state.Step), int(t.total)),
+		LR:        nn.LearningRate(t.cfg.Optim.Schedule, t.cfg.Optim.BaseLR(), int(t.state.Step), int(t.total)),
 		TrainLoss: runlog.Float(t.lossSum / float64(max(t.losses, 1)))}
 	var metric *float64
 	if t.val.due(t.state.Epoch, t.cfg.Train.Epochs) {

@@ -137,7 +137,7 @@ func TestResumeIsExact(t *testing.T) {
 
 func testResumeIsExact(t *testing.T, optimizer string) {
 	withOpt := func(c *config.Config) *config.Config {
-		c.Optim = nn.OptimConfig{Name: optimizer}.WithDefaults()
+		c.Optim.Name = optimizer
 		return c
 	}
 	straight := withOpt(tinyConfig(t, t.TempDir()))
@@ -261,7 +261,8 @@ func TestResumeWithChangedConfigWarns(t *testing.T) {
 	c.Train.Epochs = 1
 	runTiny(t, c, Options{})
 	c.Train.Epochs = 2
-	c.Optim.LR *= 0.5
+	lr := c.Optim.BaseLR() * 0.5
+	c.Optim.LR = &lr
 	var log bytes.Buffer
 	res := runTiny(t, c, Options{Resume: "auto", Out: &log})
 	text, _ := os.ReadFile(filepath.Join(res.RunDir, "train.log"))

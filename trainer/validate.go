@@ -23,7 +23,7 @@ type validator struct {
 	cfg    config.Validation
 	batch  int
 	patch  [3]int
-	loss   nn.LossConfig
+	loss   config.Loss
 	model  *nn.UNet
 	loader *data.Loader
 

@@ -24,7 +24,7 @@ type BenchStepOptions struct {
 
 	// Model is the U-Net: the model: section of --config, or the
 	// reference network.
-	Model nn.UNetConfig
+	Model config.Model
 	// Bench holds the batch, patch, steps, warm-up and seed.
 	Bench   nn.BenchOptions
 	Device  string

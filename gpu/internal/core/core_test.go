@@ -46,9 +46,9 @@ func TestUNetStepUnderEmulation(t *testing.T) {
 	}
 	dev := newEmuDevice(core.Options{Chunk: 37, ConvWorkspace: 64 << 10})
 	devcheck.UNetStep(t, dev, devcheck.StepCase{
-		Model: nn.UNetConfig{Features: []int{4, 8, 8}, NumClasses: 3, DeepSupervision: true},
-		Loss:  nn.LossConfig{Name: "cldice"},
-		Optim: nn.OptimConfig{Name: "adamw"},
+		Model: devcheck.Model([]int{4, 8, 8}, 3, true),
+		Loss:  devcheck.Loss("cldice", false),
+		Optim: devcheck.Optim("adamw"),
 		Batch: 1, Patch: [3]int{4, 8, 8}, Seed: 2, Steps: 1,
 	}, devcheck.FP32)
 }
@@ -76,9 +76,9 @@ func TestUNetStepBF16UnderEmulation(t *testing.T) {
 	}
 	dev := newEmuDevice(core.Options{Chunk: 37, ConvWorkspace: 64 << 10, BF16: true, Name: "emulated CUDA device (bf16 GEMMs)"})
 	devcheck.UNetStep(t, dev, devcheck.StepCase{
-		Model: nn.UNetConfig{Features: []int{4, 8, 8}, NumClasses: 3, DeepSupervision: true},
-		Loss:  nn.LossConfig{Name: "cldice"},
-		Optim: nn.OptimConfig{Name: "sgd", LR: 0.01},
+		Model: devcheck.Model([]int{4, 8, 8}, 3, true),
+		Loss:  devcheck.Loss("cldice", false),
+		Optim: devcheck.Optim("sgd"),
 		Batch: 1, Patch: [3]int{4, 8, 8}, Seed: 2, Steps: 1,
 	}, devcheck.BF16)
 }

@@ -7,15 +7,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/cpu"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
 // StepCase is one U-Net training-step comparison.
 type StepCase struct {
-	Model nn.UNetConfig
-	Loss  nn.LossConfig
-	Optim nn.OptimConfig
+	Model config.Model
+	Loss  config.Loss
+	Optim config.Optim
 	Batch int
 	Patch [3]int
 	Steps int // training steps compared (default 2)
@@ -83,7 +84,7 @@ func UNetStep(t *testing.T, dev nn.Device, sc StepCase, tol Tolerances) {
 	if tol == (Tolerances{}) {
 		tol = FP32
 	}
-	lr := sc.Optim.WithDefaults().LR
+	lr := sc.Optim.BaseLR()
 	ref := cpu.New(cpu.Options{})
 	type side struct {
 		dev nn.Device

@@ -1,0 +1,73 @@
+package config
+
+import (
+	"fmt"
+	"math"
+)
+
+// Loss is the `loss:` section: the training loss (package nn computes
+// it). The loss is a weighted sum of terms computed on every network
+// output (with deep supervision, each output against labels downsampled by
+// nearest-exact and weighted 1, ½, ¼, …, lowest 0, renormalised):
+//
+//	ce      cross-entropy of softmax(logits), mean over voxels and samples
+//	dice    1 − mean soft Dice over classes (and samples unless batch_dice),
+//	        dc = (2·Σp·g + smooth) / max(Σp + Σg + smooth, 1e-8)  (nnU-Net's
+//	        MemoryEfficientSoftDiceLoss, shifted by 1 to be non-negative)
+//	cldice  1 − 2·Tprec·Tsens/(Tprec + Tsens) on soft skeletons of the
+//	        foreground channels (Shit et al. 2021, reference PyTorch code)
+//	bce     BCEWithLogits(pos_weight) for a one-channel (sigmoid) output;
+//	        with cldice_weight > 0 also clDice on σ(logits) (thin structures)
+type Loss struct {
+	// Name is dice_ce (nnU-Net's), ce, dice, cldice or bce; it picks the
+	// weights of the terms the file does not give (see TermWeights).
+	Name         string   `yaml:"name"`
+	CEWeight     *float64 `yaml:"ce_weight"`
+	DiceWeight   *float64 `yaml:"dice_weight"`
+	ClDiceWeight *float64 `yaml:"cldice_weight"`
+	// BatchDice sums the Dice statistics over the batch before the ratio.
+	BatchDice bool `yaml:"batch_dice"`
+	// DoBackground includes class 0 in the Dice mean (nnU-Net: false).
+	DoBackground bool `yaml:"do_bg"`
+	// Smooth is the Dice smoothing term.
+	Smooth float64 `yaml:"smooth"`
+	// SkeletonIters is the soft skeleton's iterations and ClDiceSmooth
+	// clDice's smoothing (as the reference code).
+	SkeletonIters int     `yaml:"skeleton_iters"`
+	ClDiceSmooth  float64 `yaml:"cldice_smooth"`
+	// PosWeight weighs the positive class of bce.
+	PosWeight float64 `yaml:"pos_weight"`
+	// DeepSupervisionWeights overrides nnU-Net's output weights (one per
+	// output, highest resolution first; renormalised to sum 1).
+	DeepSupervisionWeights []float64 `yaml:"deep_supervision_weights"`
+}
+
+// Validate reports the first problem of the section, naming the key.
+func (c Loss) Validate() error {
+	switch c.Name {
+	case "dice_ce", "ce", "dice", "cldice", "bce":
+	default:
+		return fmt.Errorf("loss.name: %q, want dice_ce, ce, dice, cldice or bce", c.Name)
+	}
+	ce, dice, cldice := c.TermWeights()
+	for _, w := range []struct {
+		name string
+		v    float64
+	}{{"ce_weight", ce}, {"dice_weight", dice}, {"cldice_weight", cldice}, {"smooth", c.Smooth}, {"cldice_smooth", c.ClDiceSmooth}, {"pos_weight", c.PosWeight}} {
+		if w.v < 0 || math.IsNaN(w.v) || math.IsInf(w.v, 0) {
+			return fmt.Errorf("loss.%s: %v, want a finite value >= 0", w.name, w.v)
+		}
+	}
+	if c.Name != "bce" && ce+dice+cldice == 0 {
+		return fmt.Errorf("loss: all term weights are 0")
+	}
+	if c.SkeletonIters < 0 {
+		return fmt.Errorf("loss.skeleton_iters: %d, want >= 0", c.SkeletonIters)
+	}
+	for i, w := range c.DeepSupervisionWeights {
+		if w < 0 || math.IsNaN(w) || math.IsInf(w, 0) {
+			return fmt.Errorf("loss.deep_supervision_weights[%d]: %v, want a finite value >= 0", i, w)
+		}
+	}
+	return nil
+}

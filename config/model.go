@@ -1,0 +1,118 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Model is the `model:` section: a U-Net (package nn builds it). The
+// defaults give the reference network of bench/torch_unet_step.py: 1 → 2
+// channels, features 16-32-64-128, 3×3×3 kernels, stride 2 below the first
+// level, two conv–instance norm–LeakyReLU(0.01) blocks per level, no deep
+// supervision.
+type Model struct {
+	// InChannels is the number of image channels (modalities).
+	InChannels int `yaml:"in_channels"`
+	// NumClasses is the number of output channels (classes, background
+	// included; 1 for a sigmoid/BCE output). out_channels in a file is
+	// read as num_classes.
+	NumClasses int `yaml:"num_classes"`
+	// Features lists the channels per level, highest resolution first. A
+	// file that gives base_features, max_features or levels instead gets
+	// base_features·2^l capped at max_features for levels levels, nnU-Net's
+	// rule (32, 64, 128, 256, 320, 320); Levels is len(Features).
+	Features     []int `yaml:"features"`
+	BaseFeatures int   `yaml:"base_features"`
+	MaxFeatures  int   `yaml:"max_features"`
+	Levels       int   `yaml:"levels"`
+	// KernelSizes gives each level's (D, H, W) kernel: none for 3×3×3
+	// everywhere, one entry for every level, or one per level (see
+	// KernelSize).
+	KernelSizes [][3]int `yaml:"kernel_sizes"`
+	// Strides gives each level's downsampling stride (D, H, W) of its first
+	// convolution: none for 1 at level 0 and 2 below, or one per level (see
+	// Stride). The transposed convolution that comes back up uses the same
+	// value as kernel and stride.
+	Strides [][3]int `yaml:"strides"`
+	// ConvsPerLevel is the number of conv–norm–nonlinearity blocks per
+	// encoder level and decoder stage.
+	ConvsPerLevel int `yaml:"convs_per_level"`
+	// Norm is "instance" (InstanceNorm3d, affine) or "none".
+	Norm    string  `yaml:"norm"`
+	NormEps float64 `yaml:"norm_eps"`
+	// Nonlinearity is "leaky_relu", "relu" or "none"; NegativeSlope is
+	// LeakyReLU's slope.
+	Nonlinearity  string  `yaml:"nonlinearity"`
+	NegativeSlope float64 `yaml:"negative_slope"`
+	// ConvBias adds a bias to the conv layers of the blocks (as nnU-Net and
+	// PyTorch). Transposed convs and heads always have one.
+	ConvBias bool `yaml:"conv_bias"`
+	// DeepSupervision adds a 1×1×1 head to every decoder stage but the last,
+	// whose outputs the loss weighs 1, ½, ¼, … (lowest 0, renormalised).
+	DeepSupervision bool `yaml:"deep_supervision"`
+}
+
+// Validate reports the first problem of the section, naming the key.
+func (c Model) Validate() error {
+	if c.InChannels < 1 {
+		return fmt.Errorf("model.in_channels: %d, want >= 1", c.InChannels)
+	}
+	if c.NumClasses < 1 {
+		return fmt.Errorf("model.num_classes: %d, want >= 1", c.NumClasses)
+	}
+	if len(c.Features) < 1 {
+		return errors.New("model.features: need at least one level")
+	}
+	if c.Levels != 0 && c.Levels != len(c.Features) {
+		return fmt.Errorf("model.levels (%d) disagrees with model.features (%d levels)", c.Levels, len(c.Features))
+	}
+	for l, f := range c.Features {
+		if f < 1 {
+			return fmt.Errorf("model.features[%d]: %d, want >= 1", l, f)
+		}
+	}
+	if n := len(c.KernelSizes); n > 1 && n != len(c.Features) {
+		return fmt.Errorf("model.kernel_sizes: %d entries for %d levels (give one or one per level)", n, len(c.Features))
+	}
+	if n := len(c.Strides); n != 0 && n != len(c.Features) {
+		return fmt.Errorf("model.strides: %d entries for %d levels", n, len(c.Features))
+	}
+	for l := range c.Features {
+		k, s := c.KernelSize(l), c.Stride(l)
+		for a := 0; a < 3; a++ {
+			if k[a] < 1 || k[a]%2 == 0 {
+				return fmt.Errorf("model.kernel_sizes[%d]: %v, want odd sizes >= 1", l, k)
+			}
+			if s[a] < 1 {
+				return fmt.Errorf("model.strides[%d]: %v, want sizes >= 1", l, s)
+			}
+		}
+	}
+	if s := c.Stride(0); s != [3]int{1, 1, 1} {
+		return fmt.Errorf("model.strides[0]: %v, the first level must keep full resolution (1, 1, 1)", s)
+	}
+	if c.ConvsPerLevel < 1 {
+		return fmt.Errorf("model.convs_per_level: %d, want >= 1", c.ConvsPerLevel)
+	}
+	switch c.Norm {
+	case "instance", "none":
+	default:
+		return fmt.Errorf("model.norm: %q, want instance or none (batch norm is not implemented)", c.Norm)
+	}
+	if !(c.NormEps > 0) {
+		return fmt.Errorf("model.norm_eps: %v, want > 0", c.NormEps)
+	}
+	switch c.Nonlinearity {
+	case "leaky_relu", "relu", "none":
+	default:
+		return fmt.Errorf("model.nonlinearity: %q, want leaky_relu, relu or none", c.Nonlinearity)
+	}
+	if s := c.NegativeSlope; !(s >= 0 && s <= 1) || math.IsNaN(s) {
+		return fmt.Errorf("model.negative_slope: %v, want in [0, 1]", s)
+	}
+	if c.DeepSupervision && len(c.Features) < 3 {
+		return errors.New("model.deep_supervision: needs at least 3 levels (the lowest decoder output gets weight 0)")
+	}
+	return nil
+}
