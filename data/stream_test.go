@@ -1,22 +1,20 @@
 package data
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"math"
 	"math/rand/v2"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 // fakeTask writes a pattern drawn from the sample's RNG, so any mixing of
@@ -75,12 +73,6 @@ func (f *fakeTask) describe(c int) string {
 	return fmt.Sprintf("case%03d (/data/case%03d.nii.gz)", c, c)
 }
 
-// logBuf collects log output safely from many goroutines.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
 func (l *logBuf) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -91,11 +83,6 @@ func (l *logBuf) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-func testLogger() (*slog.Logger, *logBuf) {
-	lb := &logBuf{}
-	return slog.New(slog.NewTextHandler(lb, nil)), lb
 }
 
 func fakeSampler(ncases, batch, iters int) *caseSampler {
@@ -347,125 +334,6 @@ func TestNextCancellation(t *testing.T) {
 	}
 }
 
-func TestOnErrorFail(t *testing.T) {
-	for _, mode := range []string{"error", "panic"} {
-		for _, workers := range []int{0, 2} {
-			p := newPool(workers, poolOptions{})
-			f := &fakeTask{fail: map[int]string{3: mode}}
-			s := fakeStream(t, p, f, fakeSampler(5, 2, 0), 1, nil)
-			var err error
-			for err == nil {
-				var b *Batch
-				b, err = s.Next(context.Background())
-				if err == nil {
-					b.Release()
-				}
-			}
-			if err == io.EOF || !strings.Contains(err.Error(), "case003") && !strings.Contains(err.Error(), "/data/case003.nii.gz") {
-				t.Errorf("%s, workers %d: error %v does not name case 3's file", mode, workers, err)
-			}
-			if _, err2 := s.Next(context.Background()); err2 == nil || err2.Error() != err.Error() {
-				t.Errorf("%s: stream continued after failing: %v", mode, err2)
-			}
-			s.Close()
-			p.Close()
-		}
-	}
-}
-
-func TestOnErrorSkip(t *testing.T) {
-	var ref string
-	for _, workers := range []int{1, 4, 0} {
-		log, lb := testLogger()
-		p := newPool(workers, poolOptions{Logger: log})
-		f := &fakeTask{fail: map[int]string{2: "error", 4: "panic"}, jitter: time.Millisecond}
-		smp := fakeSampler(6, 2, 6)
-		s := fakeStream(t, p, f, smp, 2, func(o *streamOptions) { o.skip = true })
-		d, meta := digestRun(t, s)
-		s.Close()
-		p.Close()
-		if len(meta) != 12 {
-			t.Fatalf("%d batches, want 12: the run must continue", len(meta))
-		}
-		for _, b := range meta {
-			for _, sm := range b.Samples {
-				if sm.Case == 2 || sm.Case == 4 {
-					t.Fatalf("a quarantined case was delivered: %+v", sm)
-				}
-			}
-		}
-		out := lb.String()
-		if c := strings.Count(out, `quarantined, replacing its samples" case="case002`); c != 1 {
-			t.Errorf("case 2 logged %d times, want once:\n%s", c, out)
-		}
-		if c := strings.Count(out, `quarantined, replacing its samples" case="case004`); c != 1 {
-			t.Errorf("case 4 logged %d times, want once:\n%s", c, out)
-		}
-		if ref == "" {
-			ref = d
-		} else if d != ref {
-			t.Errorf("workers %d: replacements differ from workers 1", workers)
-		}
-	}
-}
-
-func TestSkipAllCasesBad(t *testing.T) {
-	log, _ := testLogger()
-	p := newPool(2, poolOptions{Logger: log})
-	defer p.Close()
-	f := &fakeTask{fail: map[int]string{0: "error", 1: "error"}}
-	s := fakeStream(t, p, f, fakeSampler(2, 1, 3), 1, func(o *streamOptions) { o.skip = true })
-	defer s.Close()
-	_, err := s.Next(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "every case is quarantined") {
-		t.Fatalf("err %v", err)
-	}
-}
-
-func TestWatchdogReportsSlowSample(t *testing.T) {
-	for _, workers := range []int{0, 2} {
-		log, lb := testLogger()
-		p := newPool(workers, poolOptions{Logger: log, Watchdog: 30 * time.Millisecond})
-		f := &fakeTask{fail: map[int]string{1: "block"}, block: make(chan struct{})}
-		s := fakeStream(t, p, f, fakeSampler(3, 1, 0), 1, func(o *streamOptions) {
-			o.sampler.Sequential = true
-		})
-		go func() {
-			deadline := time.Now().Add(5 * time.Second)
-			for !strings.Contains(lb.String(), "slow sample") && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
-			}
-			close(f.block)
-		}()
-		_, meta := digestRun(t, s)
-		s.Close()
-		p.Close()
-		out := lb.String()
-		if len(meta) != 3 {
-			t.Errorf("%d batches", len(meta))
-		}
-		for _, want := range []string{"slow sample", "/data/case001.nii.gz", "elapsed=", "worker="} {
-			if !strings.Contains(out, want) {
-				t.Errorf("workers %d: watchdog output lacks %q:\n%s", workers, want, out)
-			}
-		}
-	}
-}
-
-func TestHardTimeout(t *testing.T) {
-	log, _ := testLogger()
-	p := newPool(2, poolOptions{Logger: log, Watchdog: -1, HardTimeout: 40 * time.Millisecond})
-	f := &fakeTask{fail: map[int]string{0: "block"}, block: make(chan struct{})}
-	s := fakeStream(t, p, f, fakeSampler(1, 1, 2), 1, nil)
-	_, err := s.Next(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "hard timeout") || !strings.Contains(err.Error(), "/data/case000.nii.gz") {
-		t.Fatalf("Next: %v, want a hard-timeout error naming the file", err)
-	}
-	close(f.block) // the stuck sample ends; Close can then finish
-	s.Close()
-	p.Close()
-}
-
 func TestConsumerHoldingEveryBuffer(t *testing.T) {
 	p := newPool(1, poolOptions{})
 	defer p.Close()
@@ -524,47 +392,11 @@ func TestResumeMatchesContinuation(t *testing.T) {
 	}
 }
 
-func TestAutoWorkers(t *testing.T) {
-	log, lb := testLogger()
-	p := newPool(4, poolOptions{Logger: log})
-	defer p.Close()
-	// Samples take ~2 ms; a batch of 2 is ~4 ms of work; the consumer's
-	// step is 30 ms, so one worker has far more than 20 % headroom.
-	f := &fakeTask{}
-	slow := &sleepTask{fakeTask: f, d: 2 * time.Millisecond}
-	s := fakeStream(t, p, nil, fakeSampler(4, 2, 20), 1, func(o *streamOptions) { o.task = slow; o.auto = true })
-	defer s.Close()
-	for i := 0; i < 10; i++ {
-		b, err := s.Next(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(30 * time.Millisecond)
-		b.Release()
-	}
-	if p.Active() != 1 {
-		t.Errorf("auto chose %d workers, want 1", p.Active())
-	}
-	if !strings.Contains(lb.String(), "workers auto") {
-		t.Errorf("choice not logged: %s", lb.String())
-	}
-}
-
-type sleepTask struct {
-	*fakeTask
-	d time.Duration
-}
-
-func (s *sleepTask) run(w *worker, r *rand.Rand, smp Sample, img, lbl []float32) error {
-	time.Sleep(s.d)
-	return s.fakeTask.run(w, r, smp, img, lbl)
-}
-
 // TestSteadyStateAllocs shows that delivering and releasing a batch
 // allocates nothing once the stream runs (testing.AllocsPerRun counts
 // every goroutine's allocations, the workers' included).
 func TestSteadyStateAllocs(t *testing.T) {
-	if raceEnabled {
+	if testutil.Race {
 		t.Skip("the race detector allocates")
 	}
 	for _, workers := range []int{0, 2} {
@@ -587,113 +419,5 @@ func TestSteadyStateAllocs(t *testing.T) {
 		}
 		s.Close()
 		p.Close()
-	}
-}
-
-func TestSamplerEpochs(t *testing.T) {
-	s := &caseSampler{Cases: []int{10, 11, 12, 13, 14}, Seed: 3, Batch: 3, Oversample: 0.33}
-	if err := s.Check(); err != nil {
-		t.Fatal(err)
-	}
-	e0 := s.Epoch(0, nil)
-	e1 := s.Epoch(1, nil)
-	if len(e0) != 5 {
-		t.Fatalf("one pass has %d samples", len(e0))
-	}
-	seen := map[int]bool{}
-	for _, x := range e0 {
-		seen[x.Case] = true
-	}
-	if len(seen) != 5 {
-		t.Errorf("one pass does not visit every case once: %v", e0)
-	}
-	if fmt.Sprint(e0) == fmt.Sprint(e1) {
-		t.Errorf("epochs 0 and 1 have the same order")
-	}
-	if fmt.Sprint(s.Epoch(1, nil)) != fmt.Sprint(e1) {
-		t.Errorf("epoch 1 not reproducible")
-	}
-	// Batches of 3 and 2: round(3×0.33)=1 and round(2×0.33)=1 fg slot, the last.
-	for i, x := range e0 {
-		want := i == 2 || i == 4
-		if x.ForceFG != want {
-			t.Errorf("sample %d ForceFG %v, want %v", i, x.ForceFG, want)
-		}
-	}
-	s2 := &caseSampler{Cases: []int{0, 1}, Batch: 2, Oversample: 0.5, Iterations: 3}
-	s2.Check()
-	for i, x := range s2.Epoch(0, nil) {
-		if x.ForceFG != (i%2 == 1) {
-			t.Errorf("oversample 0.5, batch 2: slot %d ForceFG %v", i, x.ForceFG)
-		}
-	}
-}
-
-func TestSamplerWeights(t *testing.T) {
-	s := &caseSampler{Cases: []int{0, 1, 2, 3}, Weights: []float64{1, 0, 3, 0}, Seed: 1, Batch: 4, Iterations: 2500}
-	if err := s.Check(); err != nil {
-		t.Fatal(err)
-	}
-	count := map[int]int{}
-	for _, x := range s.Epoch(0, nil) {
-		count[x.Case]++
-	}
-	if count[1] != 0 || count[3] != 0 {
-		t.Errorf("zero-weight cases drawn: %v", count)
-	}
-	ratio := float64(count[2]) / float64(count[0])
-	if math.Abs(ratio-3) > 0.3 {
-		t.Errorf("weight 3:1 drew %v (ratio %.2f)", count, ratio)
-	}
-	for a := 1; a < 50; a++ {
-		if c := s.Replacement(0, 5, a); c != 0 && c != 2 {
-			t.Errorf("replacement drew zero-weight case %d", c)
-		}
-	}
-	if (&caseSampler{Cases: []int{0}, Weights: []float64{0}, Batch: 1}).Check() == nil {
-		t.Error("all-zero weights accepted")
-	}
-}
-
-// phaseTask sleeps short for the first n samples, then long: samples
-// that get slower after the auto decision (a busier machine).
-type phaseTask struct {
-	*fakeTask
-	n          int64
-	fast, slow time.Duration
-	count      atomic.Int64
-}
-
-func (p *phaseTask) run(w *worker, r *rand.Rand, smp Sample, img, lbl []float32) error {
-	if p.count.Add(1) <= p.n {
-		time.Sleep(p.fast)
-	} else {
-		time.Sleep(p.slow)
-	}
-	return p.fakeTask.run(w, r, smp, img, lbl)
-}
-
-func TestAutoWorkersAddsWhenStarved(t *testing.T) {
-	log, lb := testLogger()
-	p := newPool(4, poolOptions{Logger: log})
-	defer p.Close()
-	pt := &phaseTask{fakeTask: &fakeTask{}, n: 20, fast: time.Millisecond, slow: 25 * time.Millisecond}
-	s := fakeStream(t, p, nil, fakeSampler(4, 2, 1000), 1, func(o *streamOptions) { o.task = pt; o.auto = true })
-	defer s.Close()
-	for i := 0; i < 90; i++ {
-		b, err := s.Next(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(15 * time.Millisecond)
-		b.Release()
-	}
-	// 2 samples of 25 ms per 15 ms step need 4 workers; the first decision
-	// (1 ms samples) was 1.
-	if p.Active() < 3 {
-		t.Errorf("auto stayed at %d workers while the consumer starved:\n%s", p.Active(), lb.String())
-	}
-	if !strings.Contains(lb.String(), "adding a worker") {
-		t.Errorf("no log of the added workers:\n%s", lb.String())
 	}
 }

@@ -2,11 +2,8 @@ package feed_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -14,6 +11,7 @@ import (
 	"github.com/voxtrain/voxtrain/cpu"
 	"github.com/voxtrain/voxtrain/data"
 	"github.com/voxtrain/voxtrain/feed"
+	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
@@ -66,7 +64,7 @@ func TestFeederWithDataRing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reads NIfTI cases; skipped with -short")
 	}
-	dir := demoCases(t, 3)
+	dir := testutil.DemoSubset(t, []string{"hippocampus_001", "hippocampus_006", "hippocampus_011"})
 	cfg := config.Default().Data
 	cfg.Dataset, cfg.Fold, cfg.Workers = dir, -1, config.Workers{N: 2, Set: true}
 	l, err := data.Open(cfg, data.Options{Seed: 5, Iterations: 6, Patch: [3]int{16, 16, 16}, Batch: 2,
@@ -122,46 +120,4 @@ func TestFeederWithDataRing(t *testing.T) {
 	if st := f.Stats(); st.Released != 6 {
 		t.Errorf("%d batches released to the ring, want 6", st.Released)
 	}
-}
-
-// demoCases copies n cases of testdata/demo into an MSD-layout folder.
-func demoCases(t *testing.T, n int) string {
-	t.Helper()
-	src := filepath.Join("..", "testdata", "demo")
-	b, err := os.ReadFile(filepath.Join(src, "dataset.json"))
-	if err != nil {
-		t.Fatalf("demo data: %v", err)
-	}
-	var meta map[string]any
-	if err := json.Unmarshal(b, &meta); err != nil {
-		t.Fatal(err)
-	}
-	all, _ := meta["training"].([]any)
-	if len(all) < n {
-		t.Fatalf("demo data has %d cases, want %d", len(all), n)
-	}
-	dir := t.TempDir()
-	for _, sub := range []string{"imagesTr", "labelsTr"} {
-		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	meta["training"] = all[:n]
-	for _, e := range all[:n] {
-		for _, k := range []string{"image", "label"} {
-			rel := e.(map[string]any)[k].(string)
-			b, err := os.ReadFile(filepath.Join(src, rel))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, rel), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	out, _ := json.Marshal(meta)
-	if err := os.WriteFile(filepath.Join(dir, "dataset.json"), out, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }

@@ -4,6 +4,7 @@
 package testutil
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -52,4 +53,36 @@ func FullDemoDir(t testing.TB) string {
 		t.Skipf("the full demo dataset is not here (%v)", err)
 	}
 	return d
+}
+
+// DemoSubset copies the demo cases ids (image and label) into a new MSD
+// layout folder with its own dataset.json, so a test may change files and
+// write splits and stores beside them.
+func DemoSubset(t testing.TB, ids []string) string {
+	t.Helper()
+	src := DemoDir(t)
+	dir := t.TempDir()
+	var training []map[string]string
+	for _, id := range ids {
+		for _, sub := range []string{"imagesTr", "labelsTr"} {
+			if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(filepath.Join(src, sub, id+".nii.gz"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, sub, id+".nii.gz"), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		training = append(training, map[string]string{"image": "./imagesTr/" + id + ".nii.gz", "label": "./labelsTr/" + id + ".nii.gz"})
+	}
+	meta := map[string]any{"name": "demo", "modality": map[string]string{"0": "MRI"},
+		"labels": map[string]string{"0": "background", "1": "Anterior", "2": "Posterior"}, "training": training}
+	b, _ := json.MarshalIndent(meta, "", " ")
+	if err := os.WriteFile(filepath.Join(dir, "dataset.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
