@@ -1,7 +1,6 @@
 package config
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -59,20 +58,6 @@ func TestConfigUnknownKeyNamesLine(t *testing.T) {
 	doc = "augment:\n  preset: light\n  mirrror: {}\n"
 	if _, err := Parse([]byte(doc), "bad.yaml", ""); err == nil || !strings.Contains(err.Error(), "line 3") {
 		t.Fatalf("err = %v", err)
-	}
-}
-
-func TestConfigRelativePathsFollowTheFile(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "sub", "run.yaml")
-	os.MkdirAll(filepath.Dir(p), 0o755)
-	os.WriteFile(p, []byte("data:\n  dataset: ../data\ntrain:\n  patch_size: [8, 8, 8]\n"), 0o644)
-	c, err := Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Data.Dataset != filepath.Join(dir, "data") {
-		t.Fatalf("dataset %q", c.Data.Dataset)
 	}
 }
 

@@ -86,13 +86,9 @@ func resolveCTStatistics(ctx context.Context, cfg config.Data, log *slog.Logger)
 	if log == nil {
 		log = slog.Default()
 	}
-	ds, err := OpenDataset(cfg)
+	ds, ch, err := openWithChannels(cfg)
 	if err != nil {
 		return cfg, nil, fmt.Errorf("data: ct normalisation: the config has no ct_window/ct_std and the dataset to compute them from cannot be read: %w", err)
-	}
-	ch, err := channelCount(ds)
-	if err != nil {
-		return cfg, nil, err
 	}
 	return resolveCT(ctx, cfg, ds, ch, max(1, cfg.WorkerCount()), log)
 }

@@ -176,3 +176,20 @@ func testLogger() (*slog.Logger, *logBuf) {
 	lb := &logBuf{}
 	return slog.New(slog.NewTextHandler(lb, nil)), lb
 }
+
+// allocsPerBatch takes warm batches from s, then returns the allocations
+// per Next + Release over runs more (testing.AllocsPerRun).
+func allocsPerBatch(t *testing.T, s *BatchStream, warm, runs int) float64 {
+	t.Helper()
+	next := func() {
+		b, err := s.Next(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Release()
+	}
+	for range warm {
+		next()
+	}
+	return testing.AllocsPerRun(runs, next)
+}

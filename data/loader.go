@@ -113,6 +113,20 @@ func Open(cfg config.Data, opt Options) (*Loader, error) {
 	return l, nil
 }
 
+// openWithChannels opens cfg's dataset (OpenDataset) and finds its channel
+// count (channelCount).
+func openWithChannels(cfg config.Data) (*Dataset, int, error) {
+	ds, err := OpenDataset(cfg)
+	if err != nil {
+		return nil, 0, err
+	}
+	ch, err := channelCount(ds)
+	if err != nil {
+		return nil, 0, err
+	}
+	return ds, ch, nil
+}
+
 // channelCount is the dataset's declared channel count, else what the
 // first case's files hold.
 func channelCount(ds *Dataset) (int, error) {

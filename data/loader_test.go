@@ -185,22 +185,8 @@ func TestPipelineSteadyStateAllocs(t *testing.T) {
 		aug.Elastic.P = 0.3 // exercise every transform
 		l := openLoader(t, cfg, Options{Seed: 4, Iterations: 1 << 20, Patch: [3]int{24, 24, 24}, Batch: 2, Augment: aug})
 		s, _ := l.Train(StreamOptions{})
-		ctx := context.Background()
-		for i := 0; i < 200; i++ { // warm up: every case cached, scratch grown
-			b, err := s.Next(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b.Release()
-		}
-		a := testing.AllocsPerRun(100, func() {
-			b, err := s.Next(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b.Release()
-		})
-		if a != 0 {
+		// Warm up first: every case cached, scratch grown.
+		if a := allocsPerBatch(t, s, 200, 100); a != 0 {
 			t.Errorf("%s: %.2f allocations per batch in steady state, want 0", src, a)
 		}
 		l.Close()

@@ -80,11 +80,7 @@ func Prepare(ctx context.Context, cfg config.Data, opt PrepareOptions) (*Prepare
 	if opt.Workers <= 0 {
 		opt.Workers = max(1, cfg.WorkerCount())
 	}
-	ds, err := OpenDataset(cfg)
-	if err != nil {
-		return nil, err
-	}
-	ch, err := channelCount(ds)
+	ds, ch, err := openWithChannels(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -2,11 +2,11 @@ package data
 
 import (
 	"math"
-	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/preprocess"
 	"github.com/voxtrain/voxtrain/volume"
 )
@@ -112,17 +112,12 @@ func TestPrepTargetSpacing(t *testing.T) {
 	}
 }
 
+// TestResampleCaseIdentity: a whole case whose spacing equals the target
+// keeps its voxels, grid and affine.
 func TestResampleCaseIdentity(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
 	sh := [3]int{4, 5, 6}
-	img := make([]float32, 120)
-	lbl := make([]uint8, 120)
-	for i := range img {
-		img[i] = float32(r.NormFloat64() * 1000)
-		lbl[i] = uint8(r.IntN(4))
-	}
-	// A whole case whose spacing equals the target keeps its voxels, grid
-	// and affine.
+	img := testutil.NoiseVolume(sh, 1)
+	lbl := testutil.LabelsOf(img)
 	aff := volume.Affine{{0, 0, -2, 10}, {0, 1.5, 0, -4}, {0.5, 0, 0, 7}, {0, 0, 0, 1}}
 	src := &Volume{Shape: sh, Image: [][]float32{img}, Label: lbl, Spacing: [3]float64{2, 1.5, 0.5}, Affine: aff}
 	var dst Volume

@@ -31,11 +31,7 @@ func Setup(ctx context.Context, cfg config.Data, o SetupOptions) (config.Data, e
 	if log == nil {
 		log = slog.Default()
 	}
-	ds, err := OpenDataset(cfg)
-	if err != nil {
-		return cfg, err
-	}
-	ch, err := channelCount(ds)
+	ds, ch, err := openWithChannels(cfg)
 	if err != nil {
 		return cfg, err
 	}

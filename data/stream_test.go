@@ -402,19 +402,8 @@ func TestSteadyStateAllocs(t *testing.T) {
 	for _, workers := range []int{0, 2} {
 		p := newPool(workers, poolOptions{})
 		s := fakeStream(t, p, &fakeTask{}, fakeSampler(8, 4, 1<<20), 0, nil)
-		ctx := context.Background()
-		for i := 0; i < 20; i++ { // warm up: first epoch's sample list, goroutine stacks
-			b, _ := s.Next(ctx)
-			b.Release()
-		}
-		a := testing.AllocsPerRun(200, func() {
-			b, err := s.Next(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b.Release()
-		})
-		if a != 0 {
+		// Warm up first: the first epoch's sample list, goroutine stacks.
+		if a := allocsPerBatch(t, s, 20, 200); a != 0 {
 			t.Errorf("workers %d: %.2f allocations per batch, want 0", workers, a)
 		}
 		s.Close()

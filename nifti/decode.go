@@ -4,7 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"unsafe"
+
+	"github.com/voxtrain/voxtrain/internal/floatbytes"
 )
 
 // float32s decodes the voxels into dst (allocated when nil) in one pass
@@ -36,9 +37,9 @@ func (s *source) decode(dst []float32, nvox int64) ([]float32, error) {
 	}
 	le := h.ByteOrder != binary.BigEndian
 	scaled := slope != 1 || inter != 0
-	if h.Datatype == Float32 && le && len(dst) > 0 {
+	if h.Datatype == Float32 && le && floatbytes.LittleEndian && len(dst) > 0 {
 		// Fast path: the stream's bytes are the destination's bytes.
-		b := unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), len(dst)*4)
+		b := floatbytes.Bytes(dst)
 		n, err := io.ReadFull(s.r, b)
 		s.pos += int64(n)
 		if err != nil {

@@ -124,8 +124,8 @@ func (v *volumeFile) ReadRegion(box volume.Box, dst [][]float32) error {
 	if !whole && scalar {
 		n = v.prefix(box)
 	}
-	buf := getFloats(n)
-	defer putFloats(buf)
+	buf := floatScratch.get(n)
+	defer floatScratch.put(buf)
 	var err error
 	if n == all {
 		err = v.f.ReadFloat32Into(*buf)
@@ -161,21 +161,21 @@ func (v *volumeFile) ReadLabels(box volume.Box, dst []uint8) error {
 		if v.planesFromZero(box) {
 			return v.f.ReadRawPrefix(dst)
 		}
-		buf := getBytes(v.prefix(box))
-		defer putBytes(buf)
+		buf := byteScratch.get(v.prefix(box))
+		defer byteScratch.put(buf)
 		if err := v.f.ReadRawPrefix(*buf); err != nil {
 			return err
 		}
 		copyBox(dst, *buf, s, box)
 		return nil
 	}
-	buf := getFloats(vox)
-	defer putFloats(buf)
+	buf := floatScratch.get(vox)
+	defer floatScratch.put(buf)
 	if err := v.f.ReadFloat32Into(*buf); err != nil {
 		return err
 	}
-	lbl := getBytes(vox)
-	defer putBytes(lbl)
+	lbl := byteScratch.get(vox)
+	defer byteScratch.put(lbl)
 	for i, x := range *buf {
 		u := int32(x)
 		if float32(u) != x || uint32(u) > 255 {
@@ -206,33 +206,25 @@ func copyBox[T any](dst, src []T, shape [3]int, box volume.Box) {
 	}
 }
 
-// Scratch for the reads that cannot go straight into the destination,
-// reused across files.
+// scratch is a pool of buffers for the reads that cannot go straight into
+// the destination, reused across files.
+type scratch[T any] struct{ pool sync.Pool }
+
 var (
-	floatPool sync.Pool
-	bytePool  sync.Pool
+	floatScratch scratch[float32]
+	byteScratch  scratch[uint8]
 )
 
-func getFloats(n int) *[]float32 {
-	p, _ := floatPool.Get().(*[]float32)
+// get returns a buffer of n elements.
+func (s *scratch[T]) get(n int) *[]T {
+	p, _ := s.pool.Get().(*[]T)
 	if p == nil || cap(*p) < n {
-		b := make([]float32, n)
+		b := make([]T, n)
 		return &b
 	}
 	*p = (*p)[:n]
 	return p
 }
 
-func putFloats(p *[]float32) { floatPool.Put(p) }
-
-func getBytes(n int) *[]uint8 {
-	p, _ := bytePool.Get().(*[]uint8)
-	if p == nil || cap(*p) < n {
-		b := make([]uint8, n)
-		return &b
-	}
-	*p = (*p)[:n]
-	return p
-}
-
-func putBytes(p *[]uint8) { bytePool.Put(p) }
+// put gives a buffer back.
+func (s *scratch[T]) put(p *[]T) { s.pool.Put(p) }

@@ -1,13 +1,13 @@
 package nn_test
 
 import (
-	"math"
 	"math/rand/v2"
 	"runtime"
 	"testing"
 
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/cpu"
+	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
@@ -77,23 +77,6 @@ func trainSteps(t *testing.T, dev nn.Device, optim config.Optim, steps int) (w, 
 	return w, state
 }
 
-func sameBits(t *testing.T, what string, a, b []nn.HostTensor) {
-	t.Helper()
-	if len(a) != len(b) {
-		t.Fatalf("%s: %d vs %d tensors", what, len(a), len(b))
-	}
-	for i := range a {
-		if a[i].Name != b[i].Name {
-			t.Fatalf("%s: tensor %d named %s vs %s", what, i, a[i].Name, b[i].Name)
-		}
-		for j := range a[i].Data {
-			if math.Float32bits(a[i].Data[j]) != math.Float32bits(b[i].Data[j]) {
-				t.Fatalf("%s: %s[%d] = %v vs %v", what, a[i].Name, j, a[i].Data[j], b[i].Data[j])
-			}
-		}
-	}
-}
-
 // TestTrainingIsDeterministicAcrossThreads: the same seed and data give
 // bit-identical weights whatever the thread count and GOMAXPROCS.
 func TestTrainingIsDeterministicAcrossThreads(t *testing.T) {
@@ -101,13 +84,13 @@ func TestTrainingIsDeterministicAcrossThreads(t *testing.T) {
 	ref, refState := trainSteps(t, cpu.New(cpu.Options{Threads: 1}), sgd, 3)
 	for _, threads := range []int{2, 5} {
 		w, st := trainSteps(t, cpu.New(cpu.Options{Threads: threads}), sgd, 3)
-		sameBits(t, "weights", ref, w)
-		sameBits(t, "momentum", refState, st)
+		testutil.SameBits(t, "weights", ref, w)
+		testutil.SameBits(t, "momentum", refState, st)
 	}
 	old := runtime.GOMAXPROCS(1)
 	w, _ := trainSteps(t, cpu.New(cpu.Options{}), sgd, 3)
 	runtime.GOMAXPROCS(old)
-	sameBits(t, "weights (GOMAXPROCS 1 vs Threads 1)", ref, w)
+	testutil.SameBits(t, "weights (GOMAXPROCS 1 vs Threads 1)", ref, w)
 }
 
 // TestExactResume: training 4 steps equals training 2, exporting weights
@@ -150,8 +133,8 @@ func TestExactResume(t *testing.T) {
 		}
 		got, _ := nn.ExportParams(dev, m2.Params())
 		gotState, _ := l2.Opt.State()
-		sameBits(t, optim.Name+" weights after resume", full, got)
-		sameBits(t, optim.Name+" state after resume", fullState, gotState)
+		testutil.SameBits(t, optim.Name+" weights after resume", full, got)
+		testutil.SameBits(t, optim.Name+" state after resume", fullState, gotState)
 
 		if err := l2.Opt.LoadState(st[:len(st)-1]); err == nil {
 			t.Errorf("%s: LoadState with a missing tensor did not fail", optim.Name)

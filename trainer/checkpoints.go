@@ -39,16 +39,11 @@ func (c *checkpoints) resume(what string, st *State) error {
 		return nil
 	}
 	// The expected names and shapes, with buffers the load fills.
+	weights, moments, err := c.hostState()
+	if err != nil {
+		return err
+	}
 	dev := c.model.Device()
-	params, err := nn.ExportParams(dev, c.model.Params())
-	if err != nil {
-		return err
-	}
-	opt, err := c.learner.Opt.State()
-	if err != nil {
-		return err
-	}
-	weights, moments := params, opt
 	var l *checkpoint.Loaded
 	switch what {
 	case "auto":
@@ -111,12 +106,7 @@ func (c *checkpoints) save(st *State, mid bool, metric *float64) error {
 	if err := c.dir.MkdirAll(); err != nil {
 		return err
 	}
-	dev := c.model.Device()
-	params, err := nn.ExportParams(dev, c.model.Params())
-	if err != nil {
-		return err
-	}
-	opt, err := c.learner.Opt.State()
+	params, opt, err := c.hostState()
 	if err != nil {
 		return err
 	}
@@ -138,4 +128,16 @@ func (c *checkpoints) save(st *State, mid bool, metric *float64) error {
 	}
 	c.log.Info("saved checkpoint", args...)
 	return nil
+}
+
+// hostState copies the model's weights and the optimiser's state to host
+// tensors with their PyTorch names (what a checkpoint holds).
+func (c *checkpoints) hostState() (weights, moments []nn.HostTensor, err error) {
+	if weights, err = nn.ExportParams(c.model.Device(), c.model.Params()); err != nil {
+		return nil, nil, err
+	}
+	if moments, err = c.learner.Opt.State(); err != nil {
+		return nil, nil, err
+	}
+	return weights, moments, nil
 }

@@ -106,23 +106,6 @@ func expectedTensors(t *testing.T, c *config.Config) (model, opt []nn.HostTensor
 	return p, s
 }
 
-func sameTensors(t *testing.T, what string, a, b []nn.HostTensor) {
-	t.Helper()
-	if len(a) != len(b) {
-		t.Fatalf("%s: %d vs %d tensors", what, len(a), len(b))
-	}
-	for i := range a {
-		if a[i].Name != b[i].Name || len(a[i].Data) != len(b[i].Data) {
-			t.Fatalf("%s: tensor %d is %s vs %s", what, i, a[i].Name, b[i].Name)
-		}
-		for j := range a[i].Data {
-			if math.Float32bits(a[i].Data[j]) != math.Float32bits(b[i].Data[j]) {
-				t.Fatalf("%s: %s[%d] = %v vs %v", what, a[i].Name, j, a[i].Data[j], b[i].Data[j])
-			}
-		}
-	}
-}
-
 // TestResumeIsExact: 6 steps straight, against 4 steps (stopped mid-epoch
 // as on SIGTERM, saving last), then a resumed run for the remaining 2,
 // give bit-identical weights and optimiser state.
@@ -158,8 +141,8 @@ func testResumeIsExact(t *testing.T, optimizer string) {
 	}
 	ma, oa := loadFinal(t, straight, a.RunDir)
 	mc, oc := loadFinal(t, split, c.RunDir)
-	sameTensors(t, "weights", ma, mc)
-	sameTensors(t, "optimiser state", oa, oc)
+	testutil.SameBits(t, "weights", ma, mc)
+	testutil.SameBits(t, "optimiser state", oa, oc)
 }
 
 // TestCheckpointDirectoryRemovedMidRun: the output directory does not

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/voxtrain/voxtrain/internal/floatbytes"
 )
 
 // Info describes one tensor of a parsed file.
@@ -309,8 +311,8 @@ func (st *Reader) ReadFloat32(name string, dst []float32) error {
 	}
 	switch t.DType {
 	case F32:
-		if littleEndian {
-			return st.readAt(t, float32Bytes(dst))
+		if floatbytes.LittleEndian {
+			return st.readAt(t, floatbytes.Bytes(dst))
 		}
 	case F16, BF16, F64:
 	default:

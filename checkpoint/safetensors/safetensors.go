@@ -30,7 +30,6 @@ package safetensors
 import (
 	"fmt"
 	"math/bits"
-	"unsafe"
 )
 
 // DType is a safetensors element type, spelled as in the header ("F32").
@@ -145,19 +144,4 @@ func NumElements(shape []int) int {
 		n = lo
 	}
 	return int(n)
-}
-
-// littleEndian is true on hosts whose native byte order is the format's, so
-// float32 slices can be written and filled without conversion.
-var littleEndian = func() bool {
-	x := uint16(1)
-	return *(*byte)(unsafe.Pointer(&x)) == 1
-}()
-
-// float32Bytes views v as its bytes in native order (no copy).
-func float32Bytes(v []float32) []byte {
-	if len(v) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
 }

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/voxtrain/voxtrain/internal/floatbytes"
 )
 
 // Float32 returns an F32 tensor holding v. On little-endian hosts (amd64,
@@ -18,8 +20,8 @@ import (
 // Data is a converted copy.
 func Float32(name string, shape []int, v []float32) Tensor {
 	var data []byte
-	if littleEndian {
-		data = float32Bytes(v)
+	if floatbytes.LittleEndian {
+		data = floatbytes.Bytes(v)
 	} else {
 		data = make([]byte, 4*len(v))
 		for i, x := range v {

@@ -20,9 +20,9 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/internal/floatbytes"
 	"github.com/voxtrain/voxtrain/internal/procstat"
 
 	"github.com/voxtrain/voxtrain/data"
@@ -217,8 +217,8 @@ func runOne(ctx context.Context, cfg *config.Config, dc config.Data, o Options, 
 		epochOf = append(epochOf, b.Epoch)
 		res.Samples += b.N
 		if h != nil {
-			h.Write(f32bytes(b.Image))
-			h.Write(f32bytes(b.Label))
+			h.Write(floatbytes.Bytes(b.Image))
+			h.Write(floatbytes.Bytes(b.Label))
 		}
 		if step > 0 {
 			if rest := step - time.Since(ta); rest > 0 {
@@ -279,13 +279,6 @@ func runOne(ctx context.Context, cfg *config.Config, dc config.Data, o Options, 
 	res.Active = l.Pool().Active()
 	res.PeakRSS = procstat.PeakRSS()
 	return res, nil
-}
-
-func f32bytes(f []float32) []byte {
-	if len(f) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
 }
 
 // InflateBound measures the inflate-bound limit of a `.nii.gz` pipeline on

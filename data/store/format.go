@@ -1,6 +1,6 @@
 package store
 
-import "unsafe"
+import "github.com/voxtrain/voxtrain/internal/floatbytes"
 
 // Version is the store format version.
 const Version = 1
@@ -45,22 +45,8 @@ func f32bytes(f []float32) []byte {
 	if len(f) == 0 {
 		return nil
 	}
-	if !littleEndian {
+	if !floatbytes.LittleEndian {
 		panic("store: big-endian hosts are not supported")
 	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
-}
-
-var littleEndian = func() bool {
-	x := uint16(1)
-	return *(*byte)(unsafe.Pointer(&x)) == 1
-}()
-
-// bytesF32 views little-endian float32 bytes as float32s (f32bytes's
-// inverse; the host check is there).
-func bytesF32(b []byte) []float32 {
-	if len(b) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
+	return floatbytes.Bytes(f)
 }

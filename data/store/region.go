@@ -3,6 +3,8 @@ package store
 import (
 	"fmt"
 	"math"
+
+	"github.com/voxtrain/voxtrain/internal/floatbytes"
 )
 
 // ReadRegion fills the box [lo, hi) (D, H, W) of every image channel into
@@ -79,7 +81,7 @@ func (c *Case) ReadRegion(lo, hi [3]int, img [][]float32, lbl []uint8, sc *Scrat
 					case arr < c.Channels && c.codec&shuffleBit != 0:
 						scatterShuffled(img[arr], bs, lo, hi, data, clo3, chi3)
 					case arr < c.Channels:
-						scatter(img[arr], bs, lo, hi, bytesF32(data), clo3, chi3)
+						scatter(img[arr], bs, lo, hi, floatbytes.Float32s(data), clo3, chi3)
 					default:
 						scatter(lbl, bs, lo, hi, data, clo3, chi3)
 					}
