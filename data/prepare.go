@@ -170,7 +170,7 @@ func prepareCase(w *store.Writer, c Case, channels int, p *preprocess.Spec, src 
 		}
 		return false, nil
 	}
-	srcs := make([]store.Source, len(files))
+	srcs := make([]store.SourceFile, len(files))
 	for i, f := range files {
 		if srcs[i], err = store.Stat(f, nil); err != nil {
 			return false, fmt.Errorf("case %s: %w", c.ID, err)

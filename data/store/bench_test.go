@@ -52,7 +52,7 @@ func BenchmarkReadRegion(b *testing.B) {
 	img := mriLike(shape)
 	src := filepath.Join(b.TempDir(), "src.nii")
 	os.WriteFile(src, []byte("x"), 0o644)
-	srcs := []Source{{Path: src}}
+	srcs := []SourceFile{{Path: src}}
 	for _, codec := range []string{CodecS2, CodecS2Shuffle, CodecZstd, CodecZstdShuffle} {
 		b.Run(codec, func(b *testing.B) {
 			dir := b.TempDir()

@@ -30,16 +30,16 @@ type Entry struct {
 	Shape    [3]int   `json:"shape"`
 	Channels int      `json:"channels"`
 	HasLabel bool     `json:"has_label"`
-	Sources  []Source `json:"sources"`
+	Sources  []SourceFile `json:"sources"`
 	// RawBytes and StoredBytes are the voxel bytes before and after
 	// compression.
 	RawBytes    int64 `json:"raw_bytes"`
 	StoredBytes int64 `json:"stored_bytes"`
 }
 
-// Source identifies one source file by size, modification time and
+// SourceFile identifies one source file by size, modification time and
 // content hash.
-type Source struct {
+type SourceFile struct {
 	Path    string `json:"path"`
 	Size    int64  `json:"size"`
 	ModTime int64  `json:"mtime_ns"`
@@ -74,12 +74,12 @@ func ReadIndex(dir string) (*Index, error) {
 
 // Stat describes a source file now, hashing it only when size or mtime
 // differ from known (nil: always hash).
-func Stat(path string, known *Source) (Source, error) {
+func Stat(path string, known *SourceFile) (SourceFile, error) {
 	st, err := os.Stat(path)
 	if err != nil {
-		return Source{}, err
+		return SourceFile{}, err
 	}
-	s := Source{Path: path, Size: st.Size(), ModTime: st.ModTime().UnixNano()}
+	s := SourceFile{Path: path, Size: st.Size(), ModTime: st.ModTime().UnixNano()}
 	if known != nil && known.Path == path && known.Size == s.Size && known.ModTime == s.ModTime {
 		s.SHA256 = known.SHA256
 		return s, nil
@@ -105,14 +105,14 @@ func hashFile(path string) (string, error) {
 // same paths, and for each the same size and mtime, or (after a touch or
 // a copy) the same content hash. It returns the refreshed sources (new
 // mtimes of unchanged content) and, when stale, why.
-func Current(e *Entry, files []string) (ok bool, now []Source, why string, err error) {
+func Current(e *Entry, files []string) (ok bool, now []SourceFile, why string, err error) {
 	if e == nil {
 		return false, nil, "not in the store", nil
 	}
 	if len(e.Sources) != len(files) {
 		return false, nil, "its file list changed", nil
 	}
-	now = make([]Source, len(files))
+	now = make([]SourceFile, len(files))
 	for i, f := range files {
 		k := e.Sources[i]
 		if k.Path != f {

@@ -42,8 +42,8 @@ func crop[T any](vol []T, shape, lo, hi [3]int) []T {
 }
 
 // stats describes files with Stat.
-func stats(t *testing.T, files []string) []Source {
-	var out []Source
+func stats(t *testing.T, files []string) []SourceFile {
+	var out []SourceFile
 	for _, f := range files {
 		s, err := Stat(f, nil)
 		if err != nil {

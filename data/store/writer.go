@@ -68,7 +68,7 @@ func (w *Writer) Entry(id string) *Entry {
 }
 
 // Touch records refreshed source descriptions for an unchanged case.
-func (w *Writer) Touch(id string, now []Source) {
+func (w *Writer) Touch(id string, now []SourceFile) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if e := w.ix.Cases[id]; e != nil {
@@ -88,7 +88,7 @@ var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]`)
 // (described with Stat before they were read, so a file that changes while
 // it is being read leaves the case stale rather than wrongly current). The
 // case file is written to a temporary name and renamed into place.
-func (w *Writer) Put(id string, srcs []Source, shape [3]int, image [][]float32, label []uint8, extra []byte) error {
+func (w *Writer) Put(id string, srcs []SourceFile, shape [3]int, image [][]float32, label []uint8, extra []byte) error {
 	vox := shape[0] * shape[1] * shape[2]
 	for c, im := range image {
 		if len(im) != vox {
