@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -12,9 +13,12 @@ const maxChanges = 12
 
 // Changes lists the keys whose values differ between two resolved
 // configs (YAML), as "section.key: old → new", sorted; at most
-// maxChanges, then a count of the rest. A config that does not parse
-// (or is empty: a checkpoint saved without one) is reported as such.
+// maxChanges, then a count of the rest. Both are read as Load reads a file
+// first (an older version's keys moved, every setting written out), so
+// only differences of value are listed. A config that does not parse (or
+// is empty: a checkpoint saved without one) is reported as such.
 func Changes(old, now string) []string {
+	old, now = normalized(old), normalized(now)
 	var a, b map[string]any
 	if old == "" || yaml.Unmarshal([]byte(old), &a) != nil {
 		return []string{"the checkpoint's config is missing or unreadable"}
@@ -60,4 +64,20 @@ func flatten(prefix string, v any, dst map[string]string) {
 		}
 		flatten(p, sub, dst)
 	}
+}
+
+// normalized is text as this version writes the config it describes, or
+// text itself when it is not one.
+func normalized(text string) string {
+	if strings.TrimSpace(text) == "" {
+		return text
+	}
+	c, err := Parse([]byte(text), "", "")
+	if err != nil {
+		return text
+	}
+	if out, err := c.YAML(); err == nil {
+		return out
+	}
+	return text
 }

@@ -163,3 +163,30 @@ func TestChanges(t *testing.T) {
 		t.Errorf("no old config: %q", got)
 	}
 }
+
+// TestOlderRunConfigLoads: the config.yaml a run saved before one key per
+// setting (testdata: the demo's, written by commit fc2e5f8) still loads,
+// with the moved keys folded into their replacements.
+func TestOlderRunConfigLoads(t *testing.T) {
+	b, err := os.ReadFile("testdata/run_config_fc2e5f8.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse(b, "run_config_fc2e5f8.yaml", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Seed != 42 || c.Train.IterationsPerEpoch != 60 || c.Model.NumClasses != 3 || len(c.Warnings) != 3 {
+		t.Errorf("seed %d, iterations %d, classes %d, notes %q", c.Seed, c.Train.IterationsPerEpoch, c.Model.NumClasses, c.Warnings)
+	}
+	if err := c.Model.Validate(); err != nil {
+		t.Error(err)
+	}
+	if err := c.Data.Validate(); err != nil {
+		t.Error(err)
+	}
+	// It wrote keep_recent 0 for "2", which is no longer a valid value.
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "checkpoint.keep_recent") {
+		t.Errorf("keep_recent 0: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package infer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -58,8 +59,14 @@ func LoadModel(path string, dev nn.Device, batch int) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cfg.Validate(); err != nil {
+	// Inference takes the model, the data section's preprocessing and the
+	// training patch; the rest of the file (a run's, maybe written by an
+	// older version) is not its business.
+	if err := errors.Join(cfg.Model.Validate(), cfg.Data.Validate()); err != nil {
 		return nil, fmt.Errorf("%s: %w", cfgPath, err)
+	}
+	if p := cfg.Train.PatchSize; p[0] < 1 || p[1] < 1 || p[2] < 1 || cfg.Train.BatchSize < 1 {
+		return nil, fmt.Errorf("%s: train.patch_size %v, train.batch_size %d: want positive sizes", cfgPath, p, cfg.Train.BatchSize)
 	}
 	net, err := nn.NewUNet(dev, cfg.Model, cfg.Seed)
 	if err != nil {

@@ -26,10 +26,10 @@ type Index struct {
 
 // Entry describes one case in the store.
 type Entry struct {
-	File     string   `json:"file"`
-	Shape    [3]int   `json:"shape"`
-	Channels int      `json:"channels"`
-	HasLabel bool     `json:"has_label"`
+	File     string       `json:"file"`
+	Shape    [3]int       `json:"shape"`
+	Channels int          `json:"channels"`
+	HasLabel bool         `json:"has_label"`
 	Sources  []SourceFile `json:"sources"`
 	// RawBytes and StoredBytes are the voxel bytes before and after
 	// compression.
