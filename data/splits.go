@@ -145,6 +145,9 @@ func FoldCases(ds *Dataset, cfg config.Data) (train, val []int, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if cfg.Fold < 0 || cfg.Fold >= len(folds) {
+		return nil, nil, fmt.Errorf("data.fold: %d, the splits in %s have folds 0..%d (or -1: every case)", cfg.Fold, cfg.SplitsPath(), len(folds)-1)
+	}
 	f := folds[cfg.Fold]
 	for _, id := range f.Train {
 		train = append(train, ds.Index(id))

@@ -51,6 +51,9 @@ func (m *Model) Evaluate(ctx context.Context, o EvalOptions) (Scores, error) {
 	} else {
 		if o.Fold >= 0 {
 			dcfg.Fold = o.Fold
+			if err := dcfg.Validate(); err != nil {
+				return Scores{}, fmt.Errorf("evaluate --fold %d: %w", o.Fold, err)
+			}
 		}
 		if dcfg.Fold < 0 {
 			return Scores{}, errors.New("evaluate: the run trained on every case (fold -1); give --fold or --data")

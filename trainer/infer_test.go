@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/voxtrain/voxtrain/config"
@@ -187,4 +188,19 @@ func deref(p *float64) any {
 		return "null"
 	}
 	return *p
+}
+
+// TestEvaluateRefusesAFoldOutOfRange: a fold the run's splits do not have
+// is an error naming it, not a panic.
+func TestEvaluateRefusesAFoldOutOfRange(t *testing.T) {
+	_, res := trainedTiny(t)
+	m, err := infer.LoadModel(filepath.Join(res.RunDir, "checkpoints", "last"), cpu.New(cpu.Options{}), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	_, err = m.Evaluate(context.Background(), infer.EvalOptions{Fold: 5, Validation: config.Default().Validation})
+	if err == nil || !strings.Contains(err.Error(), "data.fold: 5") {
+		t.Errorf("fold 5 of a 5-fold run: %v", err)
+	}
 }
