@@ -223,5 +223,3 @@ func (t *trainer) plot() []string {
 	}
 	return files
 }
-
-func nanFloat() float64 { return math.NaN() }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"time"
 
@@ -55,7 +56,7 @@ func newTrainer(ctx context.Context, cfg *config.Config, o Options) (_ *trainer,
 	if o.Out == nil {
 		o.Out = os.Stdout
 	}
-	t := &trainer{cfg: cfg, opt: o, res: Result{LastDice: nanFloat(), BestDice: nanFloat()}}
+	t := &trainer{cfg: cfg, opt: o, res: Result{LastDice: math.NaN(), BestDice: math.NaN()}}
 	defer func() {
 		if err != nil {
 			t.close()

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/gpumon"
 	"github.com/voxtrain/voxtrain/trainer"
 )
 
@@ -20,7 +21,10 @@ import (
 type TrainOptions struct {
 	IO         *IOStreams
 	OpenDevice func(spec string, threads int) (*ComputeDevice, error)
-	Factory    *Factory
+	// Monitor samples a CUDA device's GPU (see Factory.Monitor); Version
+	// is stored in the checkpoints.
+	Monitor func(spec string) *gpumon.Monitor
+	Version string
 
 	// ConfigPath is --config; Config is that file with the flags merged
 	// in, validated.
@@ -110,7 +114,7 @@ func (tf *trainFlags) options(f *Factory, fl *pflag.FlagSet) (*TrainOptions, err
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%s with the flags given: %w", tf.config, err)
 	}
-	return &TrainOptions{IO: f.IO, OpenDevice: f.OpenDevice, Factory: f, ConfigPath: tf.config, Config: cfg,
+	return &TrainOptions{IO: f.IO, OpenDevice: f.OpenDevice, Monitor: f.Monitor, Version: f.Version, ConfigPath: tf.config, Config: cfg,
 		Resume: tf.resume, StopAfterSteps: tf.stopAfter, ResumeCommand: resumeCommand(f.Args)}, nil
 }
 
@@ -174,10 +178,10 @@ func trainRun(ctx context.Context, opts *TrainOptions) (*trainer.Result, error) 
 		return nil, err
 	}
 	defer dev.Close()
-	mon := opts.Factory.Monitor(cfg.Device)
+	mon := opts.Monitor(cfg.Device)
 	defer mon.Close()
 	res, err := trainer.Run(ctx, cfg, trainer.Options{Device: dev.Dev, Alloc: dev.Alloc, Resume: opts.Resume,
-		Out: opts.IO.Out, Version: opts.Factory.Version, ResumeCommand: opts.ResumeCommand,
+		Out: opts.IO.Out, Version: opts.Version, ResumeCommand: opts.ResumeCommand,
 		StopAfterSteps: opts.StopAfterSteps, Monitor: mon})
 	if err != nil {
 		return nil, err
