@@ -72,27 +72,6 @@ func ctStatsPath(cfg config.Data) string {
 	return filepath.Join(cfg.StoreDir(), ctStatsFile)
 }
 
-// resolveCTStatistics returns cfg with the ct statistics it leaves to
-// compute (ct_window, ct_std and ct_mean; see config.Data.CTStd) filled in
-// from the dataset, reading the cached ct_statistics.json or computing and
-// caching it, and the statistics themselves (nil when cfg does not leave
-// any to compute). Values given in cfg are kept; no other field changes,
-// so the result can be saved as a run's config, which then preprocesses
-// without the dataset. log (nil: slog.Default()) receives the statistics.
-func resolveCTStatistics(ctx context.Context, cfg config.Data, log *slog.Logger) (config.Data, *CTStatistics, error) {
-	if !cfg.NeedsCTStatistics() {
-		return cfg, nil, nil
-	}
-	if log == nil {
-		log = slog.Default()
-	}
-	ds, ch, err := openWithChannels(cfg)
-	if err != nil {
-		return cfg, nil, fmt.Errorf("data: ct normalisation: the config has no ct_window/ct_std and the dataset to compute them from cannot be read: %w", err)
-	}
-	return resolveCT(ctx, cfg, ds, ch, max(1, cfg.WorkerCount()), log)
-}
-
 // resolveCT fills the ct statistics a validated cfg leaves to compute,
 // from the cache file when it is current, else computed over ds by workers
 // goroutines and cached. It logs and returns them (nil when nothing was

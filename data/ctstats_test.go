@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"hash/fnv"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -405,4 +406,24 @@ func TestCTStatisticsErrors(t *testing.T) {
 	if _, err := computeCTStatistics(ctx, ds, 1, 0, 2); err == nil {
 		t.Error("a cancelled computation succeeded")
 	}
+}
+
+// resolveCTStatistics is Setup's ct step alone: cfg with the ct
+// statistics it leaves to compute (ct_window, ct_std and ct_mean; see
+// config.Data.CTStd) filled in from the dataset, reading the cached
+// ct_statistics.json or computing and caching it, and the statistics
+// themselves (nil when cfg does not leave any to compute). log (nil:
+// slog.Default()) receives the statistics.
+func resolveCTStatistics(ctx context.Context, cfg config.Data, log *slog.Logger) (config.Data, *CTStatistics, error) {
+	if !cfg.NeedsCTStatistics() {
+		return cfg, nil, nil
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	ds, ch, err := openWithChannels(cfg)
+	if err != nil {
+		return cfg, nil, err
+	}
+	return resolveCT(ctx, cfg, ds, ch, max(1, cfg.WorkerCount()), log)
 }

@@ -90,13 +90,27 @@ func Prepare(ctx context.Context, cfg config.Data, opt PrepareOptions) (*Prepare
 	if err != nil {
 		return nil, err
 	}
+	rep, err := prepareStore(ctx, cfg, ds, ch, opt)
+	if err != nil {
+		return nil, err
+	}
+	rep.CT = ct
+	rep.Elapsed = time.Since(t0)
+	return rep, nil
+}
+
+// prepareStore is Prepare once the dataset is open (ds, with ch channels)
+// and cfg's ct statistics are resolved: it brings the store up to date
+// with opt.Workers goroutines (at least one).
+func prepareStore(ctx context.Context, cfg config.Data, ds *Dataset, ch int, opt PrepareOptions) (*PrepareReport, error) {
+	opt.Workers = max(1, opt.Workers)
 	p := preprocess.SpecOf(cfg)
 	dir := cfg.StoreDir()
 	w, err := store.NewWriter(dir, fingerprint(p, ch), cfg.StoreChunk, cfg.StoreCodec)
 	if err != nil {
 		return nil, err
 	}
-	rep := &PrepareReport{Dir: dir, Cases: len(ds.Cases), Codec: cfg.StoreCodec, Chunk: cfg.StoreChunk, CT: ct, TargetSpacing: p.Target}
+	rep := &PrepareReport{Dir: dir, Cases: len(ds.Cases), Codec: cfg.StoreCodec, Chunk: cfg.StoreChunk, TargetSpacing: p.Target}
 	var (
 		mu   sync.Mutex
 		errs []error
@@ -152,7 +166,6 @@ func Prepare(ctx context.Context, cfg config.Data, opt PrepareOptions) (*Prepare
 			rep.StoredBytes += e.StoredBytes
 		}
 	}
-	rep.Elapsed = time.Since(t0)
 	return rep, nil
 }
 

@@ -18,7 +18,7 @@ type SetupOptions struct {
 
 // Setup writes what Open only reads, and returns cfg completed: the ct
 // statistics cfg leaves to compute (cached in the store folder, see
-// resolveCTStatistics), the splits file of a fold (see writeSplits), and
+// resolveCT), the splits file of a fold (see writeSplits), and
 // the prepared store, brought up to date, when the source reads it
 // (source store, or auto with a store already there; see Prepare). A run
 // calls it once before Open and saves the returned section in its
@@ -44,7 +44,7 @@ func Setup(ctx context.Context, cfg config.Data, o SetupOptions) (config.Data, e
 		}
 	}
 	if usesStore(cfg) {
-		rep, err := Prepare(ctx, cfg, PrepareOptions{Logger: log, Quiet: true})
+		rep, err := prepareStore(ctx, cfg, ds, ch, PrepareOptions{Logger: log, Quiet: true, Workers: cfg.WorkerCount()})
 		if err != nil {
 			return cfg, err
 		}
