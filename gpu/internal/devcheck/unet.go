@@ -14,7 +14,7 @@ import (
 
 // StepCase is one U-Net training-step comparison.
 type StepCase struct {
-	Model config.Model
+	Model config.Model // zero: the reference U-Net, config.Default().Model
 	Loss  config.Loss
 	Optim config.Optim
 	Batch int
@@ -80,6 +80,9 @@ func Batch(seed uint64, n, channels, classes int, size [3]int) (x, y []float32) 
 func UNetStep(t *testing.T, dev nn.Device, sc StepCase, tol Tolerances) {
 	if sc.Steps == 0 {
 		sc.Steps = 2
+	}
+	if sc.Model.InChannels == 0 {
+		sc.Model = config.Default().Model // the reference U-Net
 	}
 	if tol == (Tolerances{}) {
 		tol = FP32
