@@ -27,18 +27,22 @@ type BenchOptions struct {
 
 // BenchResult is what BenchStep measured.
 type BenchResult struct {
-	Device        string
-	Params        int
-	Batch         int
-	Patch         [3]int
-	FwdFLOP       int64           // analytic forward FLOPs of one step's batch
-	StepTimes     []time.Duration // timed steps: forward + loss + backward + optimiser
-	FwdTimes      []time.Duration // the forward + loss part of each timed step
-	Median, Min   time.Duration
-	Max           time.Duration
-	MedianFwd     time.Duration
-	GFLOPS        float64 // 3 × forward FLOPs / median step time, in 1e9/s
-	PeakDevice    int64   // peak bytes of device tensors
+	Device      string
+	Params      int
+	Batch       int
+	Patch       [3]int
+	FwdFLOP     int64           // analytic forward FLOPs of one step's batch
+	StepTimes   []time.Duration // timed steps: forward + loss + backward + optimiser
+	FwdTimes    []time.Duration // the forward + loss part of each timed step
+	Median, Min time.Duration
+	Max         time.Duration
+	MedianFwd   time.Duration
+	GFLOPS      float64 // 3 × forward FLOPs / median step time, in 1e9/s
+	PeakDevice  int64   // peak bytes of device tensors
+	// PeakAllocated is the peak device memory of tensors, buffers and
+	// workspaces together, where the device tracks it (the CUDA device;
+	// PyTorch's max_memory_allocated counts the same); 0 elsewhere.
+	PeakAllocated int64
 	LossFirst     float64 // loss of the first (warm-up) step
 	LossLast      float64 // loss of the last step
 	TrainableSize int64   // bytes of parameters
@@ -140,6 +144,9 @@ func BenchStep(dev Device, cfg config.Model, o BenchOptions) (BenchResult, error
 	r.MedianFwd, _, _ = medianMinMax(r.FwdTimes)
 	r.GFLOPS = 3 * float64(r.FwdFLOP) / r.Median.Seconds() / 1e9
 	_, r.PeakDevice = dev.MemoryInUse()
+	if pa, ok := dev.(interface{ PeakAllocated() int64 }); ok {
+		r.PeakAllocated = pa.PeakAllocated()
+	}
 	return r, nil
 }
 

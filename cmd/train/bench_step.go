@@ -88,7 +88,7 @@ the peak of device tensor memory and the process's peak resident set.`,
 	fl.StringVar(&cfgPath, "config", "", "run config whose model: section describes the U-Net (default: the reference U-Net)")
 	fl.IntVar(&opts.Bench.Batch, "batch", 2, "samples per step")
 	fl.StringVar(&patch, "patch", "64,64,64", "patch size D,H,W (or one number for a cube)")
-	fl.StringVar(&opts.Device, "device", "cpu", "cpu, cuda, cuda:N, cuda:N,tf32 or cuda:N,bf16")
+	fl.StringVar(&opts.Device, "device", "cpu", deviceHelp)
 	fl.IntVar(&opts.Threads, "threads", 0, "CPU threads (also GOMAXPROCS); 0 = all cores")
 	fl.IntVar(&opts.Bench.Steps, "steps", 12, "timed steps")
 	fl.IntVar(&opts.Bench.Warmup, "warmup", 3, "untimed warm-up steps")
@@ -157,7 +157,7 @@ func printBenchStep(w io.Writer, r nn.BenchResult, asJSON bool) error {
 			"steps": len(r.StepTimes), "fwd_gflop": float64(r.FwdFLOP) / 1e9,
 			"median_ms": benchMs(r.Median), "min_ms": benchMs(r.Min), "max_ms": benchMs(r.Max), "median_fwd_ms": benchMs(r.MedianFwd),
 			"gflops": r.GFLOPS, "fwd_gflops": float64(r.FwdFLOP) / 1e9 / r.MedianFwd.Seconds(),
-			"peak_device_mib": float64(r.PeakDevice) / (1 << 20), "peak_rss_mib": float64(rss) / (1 << 20),
+			"peak_device_mib": float64(r.PeakDevice) / (1 << 20), "peak_allocated_mib": float64(r.PeakAllocated) / (1 << 20), "peak_rss_mib": float64(rss) / (1 << 20),
 			"loss_first": r.LossFirst, "loss_last": r.LossLast,
 		}
 		var times []float64
@@ -177,5 +177,8 @@ func printBenchStep(w io.Writer, r nn.BenchResult, asJSON bool) error {
 		float64(r.FwdFLOP)/1e9, 3*float64(r.FwdFLOP)/1e9, r.GFLOPS, float64(r.FwdFLOP)/1e9/r.MedianFwd.Seconds())
 	fmt.Fprintf(w, "  %.2f samples/s; peak device memory %.0f MiB, peak RSS %.0f MiB; loss %.4f -> %.4f\n",
 		float64(r.Batch)/r.Median.Seconds(), float64(r.PeakDevice)/(1<<20), float64(rss)/(1<<20), r.LossFirst, r.LossLast)
+	if r.PeakAllocated > 0 {
+		fmt.Fprintf(w, "  peak device memory with buffers and workspaces %.0f MiB\n", float64(r.PeakAllocated)/(1<<20))
+	}
 	return nil
 }

@@ -26,6 +26,8 @@ type cache[B comparable] struct {
 	mu       sync.Mutex
 	free     map[int][]B
 	inUse    int64 // bytes requested by live tensors
+	out      int64 // bytes of blocks handed out (tensors and buffers), by size class
+	outPeak  int64 // the peak of out
 	peak     int64
 	reserved int64 // bytes obtained from the backend and not released
 	cached   int64 // of which on free lists
@@ -58,6 +60,8 @@ func (c *cache[B]) get(n int, tensor bool) (B, error) {
 		c.inUse += int64(n)
 		c.peak = max(c.peak, c.inUse)
 	}
+	c.out += int64(cls)
+	c.outPeak = max(c.outPeak, c.out)
 	if l := c.free[cls]; len(l) > 0 {
 		p := l[len(l)-1]
 		c.free[cls] = l[:len(l)-1]
@@ -78,6 +82,7 @@ func (c *cache[B]) get(n int, tensor bool) (B, error) {
 		if tensor {
 			c.inUse -= int64(n)
 		}
+		c.out -= int64(cls)
 		var null B
 		return null, fmt.Errorf("allocate %d bytes: %w", cls, err)
 	}
@@ -93,6 +98,7 @@ func (c *cache[B]) put(p B, n int, tensor bool) {
 	if tensor {
 		c.inUse -= int64(n)
 	}
+	c.out -= int64(cls)
 	if c.free == nil {
 		c.free = map[int][]B{}
 	}
@@ -127,6 +133,14 @@ func (c *cache[B]) stats() (inUse, peak, cached int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.inUse, c.peak, c.cached
+}
+
+// peakOut returns the peak bytes of blocks handed out: tensors, the ops'
+// buffers and workspaces, rounded up to their size classes.
+func (c *cache[B]) peakOut() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.outPeak
 }
 
 func (c *cache[B]) reservedBytes() int64 {
