@@ -150,6 +150,14 @@ func (b *Buffer) SetF32(x []float32) {
 	copy(view[float32](b), x)
 }
 
+// SetU16 copies x into the start of the buffer.
+func (b *Buffer) SetU16(x []uint16) {
+	if 2*len(x) > b.size {
+		panic(fmt.Sprintf("emu: %d uint16s do not fit in %d bytes", len(x), b.size))
+	}
+	copy(view[uint16](b), x)
+}
+
 // Launcher runs kernels in the emulation. The zero value is ready to use;
 // it is safe for concurrent use (launches run one at a time, like work on
 // a single stream).

@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 
+	"github.com/voxtrain/voxtrain/gpu/internal/dnn"
 	"github.com/voxtrain/voxtrain/internal/geom"
 	"github.com/voxtrain/voxtrain/kernels"
 	"github.com/voxtrain/voxtrain/nn"
@@ -113,7 +114,9 @@ func (d *Device[B]) Conv3DForward(g geom.Conv, x, w, b, y nn.Tensor) {
 		bp = d.mustLen(op, b, g.OutC)
 	}
 	k, m := g.PatchLen(), g.OutVoxels()
-	if d.opt.BF16 {
+	if d.convDNN(op, dnn.Forward, g, xp, wp, yp) {
+		// cuDNN computed it
+	} else if d.opt.BF16 {
 		d.forwardBF16(op, g, xp, wp, yp)
 	} else if pointwise(g) {
 		d.gemmYT(op, g, k, m, wp, xp, yp)
@@ -142,6 +145,9 @@ func (d *Device[B]) Conv3DBackwardData(g geom.Conv, dy, w, dx nn.Tensor) {
 	wp := d.mustShape(op, w, g.WeightShape())
 	dxp := d.mustShape(op, dx, g.InShape())
 	k, m := g.PatchLen(), g.OutVoxels()
+	if d.convDNN(op, dnn.BackwardData, g, dxp, wp, dyp) {
+		return
+	}
 	if d.opt.BF16 {
 		d.backwardDataBF16(op, g, dyp, wp, dxp)
 		return
@@ -177,7 +183,9 @@ func (d *Device[B]) Conv3DBackwardWeight(g geom.Conv, x, dy, dw, db nn.Tensor) {
 		dbp = d.mustLen(op, db, g.OutC)
 	}
 	k, m := g.PatchLen(), g.OutVoxels()
-	if d.opt.BF16 {
+	if d.convDNN(op, dnn.BackwardFilter, g, xp, dwp, dyp) {
+		// cuDNN computed it
+	} else if d.opt.BF16 {
 		d.backwardWeightBF16(op, g, xp, dyp, dwp)
 	} else if pointwise(g) {
 		d.gemmDW(op, g, k, m, xp, dyp, dwp, 0)

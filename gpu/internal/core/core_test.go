@@ -45,12 +45,19 @@ func TestUNetStepUnderEmulation(t *testing.T) {
 		t.Skip("slow under emulation; skipped with -short")
 	}
 	dev := newEmuDevice(core.Options{Chunk: 37, ConvWorkspace: 64 << 10})
-	devcheck.UNetStep(t, dev, devcheck.StepCase{
+	devcheck.UNetStep(t, dev, emuStepCase("adamw"), devcheck.FP32)
+}
+
+// emuStepCase is the step the emulated device trains in the U-Net step
+// tests: a small deep-supervised 3-class U-Net with clDice (through the
+// most ops) and the given optimiser, one step of 1×4×8×8.
+func emuStepCase(optim string) devcheck.StepCase {
+	return devcheck.StepCase{
 		Model: devcheck.Model([]int{4, 8, 8}, 3, true),
 		Loss:  devcheck.Loss("cldice", false),
-		Optim: devcheck.Optim("adamw"),
+		Optim: devcheck.Optim(optim),
 		Batch: 1, Patch: [3]int{4, 8, 8}, Seed: 2, Steps: 1,
-	}, devcheck.FP32)
+	}
 }
 
 // TestConvBF16UnderEmulation runs the convolution ops with bf16 GEMM
@@ -75,12 +82,7 @@ func TestUNetStepBF16UnderEmulation(t *testing.T) {
 		t.Skip("slow under emulation; skipped with -short")
 	}
 	dev := newEmuDevice(core.Options{Chunk: 37, ConvWorkspace: 64 << 10, BF16: true, Name: "emulated CUDA device (bf16 GEMMs)"})
-	devcheck.UNetStep(t, dev, devcheck.StepCase{
-		Model: devcheck.Model([]int{4, 8, 8}, 3, true),
-		Loss:  devcheck.Loss("cldice", false),
-		Optim: devcheck.Optim("sgd"),
-		Batch: 1, Patch: [3]int{4, 8, 8}, Seed: 2, Steps: 1,
-	}, devcheck.BF16)
+	devcheck.UNetStep(t, dev, emuStepCase("sgd"), devcheck.BF16)
 }
 
 // TestCacheReusesBlocks: freed tensors' blocks are handed out again without

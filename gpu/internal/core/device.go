@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/voxtrain/voxtrain/gpu/internal/dnn"
 	"github.com/voxtrain/voxtrain/kernels"
 	"github.com/voxtrain/voxtrain/nn"
 )
@@ -108,6 +109,13 @@ type Device[B comparable] struct {
 	// bf16 operands of the BF16 convolutions: a tile of the vol2col
 	// matrix or of the output gradient, and the weights.
 	convTileBF16, weightsBF16 buffer[B]
+
+	// cuDNN (UseDNN): the engine, the precision, its workspace, and the
+	// bf16 copies of a convolution's input and output activations.
+	dnn        *dnn.Engine[B]
+	dnnPrec    dnn.Precision
+	dnnWork    buffer[B]
+	dnnX, dnnY buffer[B]
 }
 
 // Tensor is a Device's tensor: a shape and a device pointer.
@@ -277,6 +285,11 @@ func (d *Device[B]) MemoryInUse() (cur, peak int64) {
 	return cur, peak
 }
 
+// PeakAllocated returns the peak bytes of device memory in use by
+// tensors, the ops' buffers and workspaces together (each rounded up to
+// its block): what PyTorch's torch.cuda.max_memory_allocated counts.
+func (d *Device[B]) PeakAllocated() int64 { return d.cache.peakOut() }
+
 // Reserved returns the bytes the device holds from the backend: live
 // tensors and buffers rounded up to their blocks, plus cached blocks.
 func (d *Device[B]) Reserved() int64 { return d.cache.reservedBytes() }
@@ -288,7 +301,7 @@ func (d *Device[B]) ReleaseCached() error { return d.cache.release() }
 // still allocated stay allocated (the backend's context owns them).
 func (d *Device[B]) Close() error {
 	var errs []error
-	for _, b := range []*buffer[B]{&d.scratch, &d.convTile, &d.small, &d.convTileBF16, &d.weightsBF16} {
+	for _, b := range []*buffer[B]{&d.scratch, &d.convTile, &d.small, &d.convTileBF16, &d.weightsBF16, &d.dnnWork, &d.dnnX, &d.dnnY} {
 		b.drop(&d.cache)
 	}
 	errs = append(errs, d.cache.release())

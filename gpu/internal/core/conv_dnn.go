@@ -1,0 +1,203 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/voxtrain/voxtrain/gpu/internal/dnn"
+	"github.com/voxtrain/voxtrain/internal/geom"
+)
+
+// With UseDNN, the convolutions go to cuDNN (package dnn chooses each
+// shape's algorithm) and the vol2col/GEMM path of conv.go computes only
+// what cuDNN has no algorithm for. In fp32 and tf32 cuDNN reads and
+// writes the float32 tensors themselves. In bf16 its operands are
+// bfloat16 copies — the inputs rounded on the way in (as conv_bf16.go
+// rounds the GEMMs' operands), the output widened to float32 on the way
+// out — so that every op besides the convolutions stays float32, as in
+// the own bf16 path.
+
+// UseDNN makes the device compute its convolutions with e in precision p
+// (which must agree with Options.BF16). Pass nil to go back to the own
+// convolutions.
+func (d *Device[B]) UseDNN(e *dnn.Engine[B], p dnn.Precision) {
+	if e != nil && (p == dnn.BF16) != d.opt.BF16 {
+		panic("core.UseDNN: precision " + p.String() + " disagrees with Options.BF16")
+	}
+	d.dnn, d.dnnPrec = e, p
+}
+
+// DNN returns the cuDNN engine in use, or nil.
+func (d *Device[B]) DNN() *dnn.Engine[B] { return d.dnn }
+
+// convDNN computes pass k of g with cuDNN: x, w and y are the pass's
+// float32 tensors in dnn.Lib's places. It returns false, having done
+// nothing, when cuDNN is not in use or has no algorithm for the problem,
+// neither for the whole batch nor sample by sample.
+func (d *Device[B]) convDNN(op string, k dnn.Kind, g geom.Conv, x, w, y B) bool {
+	if d.dnn == nil {
+		return false
+	}
+	if !d.dnnMayRun(k, g) {
+		return false
+	}
+	xs, ws, ys := x, w, y
+	bf16 := d.dnnPrec == dnn.BF16
+	if bf16 {
+		var ok bool
+		if xs, ws, ys, ok = d.operandsBF16(op, k, g, x, w, y); !ok {
+			return true // the failure is the device's error
+		}
+	}
+	if !d.runDNN(op, k, g, xs, ws, ys) {
+		return false
+	}
+	if bf16 {
+		switch k {
+		case dnn.Forward:
+			d.check(op, d.ops.BF16ToF32(ys, y, g.OutLen()))
+		case dnn.BackwardData:
+			d.check(op, d.ops.BF16ToF32(xs, x, g.InLen()))
+		case dnn.BackwardFilter:
+			d.check(op, d.ops.BF16ToF32(ws, w, g.WeightLen()))
+		}
+	}
+	return true
+}
+
+// dnnMayRun reports whether pass k of g may go to cuDNN, as a whole
+// batch or sample by sample, as far as the choices known so far tell (so
+// that a problem known to need the own convolution costs no bf16
+// conversion).
+func (d *Device[B]) dnnMayRun(k dnn.Kind, g geom.Conv) bool {
+	p, err := dnn.NewProblem(g, d.dnnPrec)
+	if err != nil {
+		return false
+	}
+	if c, known := d.dnn.Lookup(k, &p); !known || c.OK {
+		return true
+	}
+	p1, ok := d.sampleProblem(g)
+	if !ok {
+		return false
+	}
+	c, known := d.dnn.Lookup(k, &p1)
+	return !known || c.OK
+}
+
+// sampleProblem returns the problem of one sample of g's batch; false
+// when g has one sample already or the problem does not fit cuDNN.
+func (d *Device[B]) sampleProblem(g geom.Conv) (dnn.Problem, bool) {
+	if g.N == 1 {
+		return dnn.Problem{}, false
+	}
+	one := g
+	one.N = 1
+	p, err := dnn.NewProblem(one, d.dnnPrec)
+	return p, err == nil
+}
+
+// runDNN runs pass k of g on the cuDNN-typed operands, timing algorithms
+// at first use: the whole batch in one call where cuDNN has an algorithm
+// for it, else one sample at a time — cuDNN's NDHWC kernels
+// refuse some large tensors whole that they take a sample at a time
+// (docs/GPU.md) — the weight gradient accumulating over the samples in
+// their order. It returns false, having written nothing, when neither
+// works.
+func (d *Device[B]) runDNN(op string, k dnn.Kind, g geom.Conv, x, w, y B) bool {
+	p, err := dnn.NewProblem(g, d.dnnPrec)
+	if err != nil {
+		return false
+	}
+	if c, ok := d.choose(op, k, &p, x, w, y); ok {
+		d.runChoice(op, k, &p, c, 0, x, w, y)
+		return true
+	}
+	p1, ok := d.sampleProblem(g)
+	if !ok {
+		return false
+	}
+	c, ok := d.choose(op, k, &p1, x, w, y)
+	if !ok {
+		d.dnn.Note(fmt.Sprintf("the %s pass of %s: voxtrain's own convolution (cuDNN has no algorithm for it, whole or per sample)", k, &p))
+		return false
+	}
+	d.dnn.Note(fmt.Sprintf("the %s pass of %s: cuDNN, one sample at a time", k, &p))
+	el := d.dnnPrec.ElemSize()
+	for n := 0; n < g.N; n++ {
+		xn := d.machine.Offset(x, n*el*g.InLen()/g.N)
+		yn := d.machine.Offset(y, n*el*g.OutLen()/g.N)
+		beta := float32(0)
+		if k == dnn.BackwardFilter && n > 0 {
+			beta = 1
+		}
+		d.runChoice(op, k, &p1, c, beta, xn, w, yn)
+	}
+	return true
+}
+
+// choose returns the choice for pass k of p, timing the algorithms on
+// the given operands if none is known yet; false when cuDNN has none.
+func (d *Device[B]) choose(op string, k dnn.Kind, p *dnn.Problem, x, w, y B) (dnn.Choice, bool) {
+	c, known := d.dnn.Lookup(k, p)
+	if !known {
+		c = d.findDNN(op, k, p, x, w, y)
+	}
+	return c, c.OK
+}
+
+// runChoice runs pass k of p with choice c in the device's cuDNN
+// workspace.
+func (d *Device[B]) runChoice(op string, k dnn.Kind, p *dnn.Problem, c dnn.Choice, beta float32, x, w, y B) {
+	work, ok := d.need(op, &d.dnnWork, c.Workspace)
+	if !ok {
+		return
+	}
+	if err := d.dnn.Run(k, p, c, beta, x, w, y, work); err != nil {
+		d.fail(op, err)
+	}
+}
+
+// operandsBF16 returns bf16 buffers for pass k's x, w and y, the pass's
+// inputs rounded into theirs (its output is written there by cuDNN and
+// widened by convDNN).
+func (d *Device[B]) operandsBF16(op string, k dnn.Kind, g geom.Conv, x, w, y B) (xh, wh, yh B, ok bool) {
+	if xh, ok = d.need(op, &d.dnnX, 2*g.InLen()); !ok {
+		return
+	}
+	if wh, ok = d.need(op, &d.weightsBF16, 2*g.WeightLen()); !ok {
+		return
+	}
+	if yh, ok = d.need(op, &d.dnnY, 2*g.OutLen()); !ok {
+		return
+	}
+	if k != dnn.BackwardData {
+		d.check(op, d.ops.F32ToBF16(x, xh, g.InLen()))
+	}
+	if k != dnn.BackwardFilter {
+		d.check(op, d.ops.F32ToBF16(w, wh, g.WeightLen()))
+	}
+	if k != dnn.Forward {
+		d.check(op, d.ops.F32ToBF16(y, yh, g.OutLen()))
+	}
+	return xh, wh, yh, true
+}
+
+// findDNN times cuDNN's algorithms for pass k of p in a workspace of the
+// engine's limit (or the largest the device can spare, halving down to
+// none), which goes back to the cache afterwards.
+func (d *Device[B]) findDNN(op string, k dnn.Kind, p *dnn.Problem, x, w, y B) dnn.Choice {
+	size := d.dnn.Options().WorkspaceLimit
+	for {
+		ws, err := d.cache.get(size, false)
+		if err == nil {
+			c := d.dnn.Find(k, p, x, w, y, ws, size)
+			d.cache.put(ws, size, false)
+			return c
+		}
+		if size < 1<<20 {
+			var null B
+			return d.dnn.Find(k, p, x, w, y, null, 0)
+		}
+		size /= 2
+	}
+}
