@@ -79,27 +79,43 @@ var stepConfigs = []struct {
 }
 
 // BenchmarkUNetStep times training steps (forward, loss, backward, SGD)
-// with nn.BenchStep, in fp32 and with TF32 GEMMs: ms per step (median),
-// GFLOP/s (3 × forward convolution FLOPs), peak device memory.
+// with nn.BenchStep in each precision (fp32, TF32, bf16) and with each
+// convolution (own: vol2col and cuBLAS; cudnn), each on a device of its
+// own: ms per step (median), GFLOP/s (3 × forward convolution FLOPs),
+// peak device memory of tensors and of everything (PyTorch's
+// max_memory_allocated counts the latter). The first warm-up step times
+// cuDNN's algorithms (or reads them from the disk cache).
 func BenchmarkUNetStep(b *testing.B) {
-	for _, m := range []gpu.Math{gpu.MathFP32, gpu.MathTF32, gpu.MathBF16} {
-		d := dev
-		if m != gpu.MathFP32 {
-			d = open(b, gpu.Options{Math: m})
-		}
-		for _, sc := range stepConfigs {
-			b.Run(fmt.Sprintf("%s/%s", sc.name, m), func(b *testing.B) {
-				r, err := nn.BenchStep(d, sc.cfg, nn.BenchOptions{Batch: sc.batch, Patch: sc.patch, Steps: max(b.N, 3), Warmup: 2, Seed: 1})
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.ReportMetric(float64(r.Median.Microseconds())/1e3, "ms/step")
-				b.ReportMetric(float64(r.MedianFwd.Microseconds())/1e3, "ms/fwd")
-				b.ReportMetric(r.GFLOPS, "GFLOP/s")
-				b.ReportMetric(float64(r.PeakDevice)/(1<<20), "peak-MiB")
-				b.Logf("%s on %s: %d parameters, median %.1f ms/step (min %.1f, max %.1f), forward+loss %.1f ms, %.0f GFLOP/s, peak %.0f MiB, loss %.4f -> %.4f",
-					sc.name, d.Name(), r.Params, ms(r.Median), ms(r.Min), ms(r.Max), ms(r.MedianFwd), r.GFLOPS, float64(r.PeakDevice)/(1<<20), r.LossFirst, r.LossLast)
-			})
+	for _, cv := range []gpu.Conv{gpu.ConvOwn, gpu.ConvCuDNN} {
+		for _, m := range []gpu.Math{gpu.MathFP32, gpu.MathTF32, gpu.MathBF16} {
+			for _, sc := range stepConfigs {
+				b.Run(fmt.Sprintf("%s/%s/%s", sc.name, m, cv), func(b *testing.B) {
+					d, err := gpu.New(gpu.Options{Ordinal: *ordinal, Math: m, Conv: cv})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer func() {
+						if err := d.Close(); err != nil {
+							b.Error(err)
+						}
+					}()
+					r, err := nn.BenchStep(d, sc.cfg, nn.BenchOptions{Batch: sc.batch, Patch: sc.patch, Steps: max(b.N, 3), Warmup: 2, Seed: 1})
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(float64(r.Median.Microseconds())/1e3, "ms/step")
+					b.ReportMetric(float64(r.MedianFwd.Microseconds())/1e3, "ms/fwd")
+					b.ReportMetric(r.GFLOPS, "GFLOP/s")
+					b.ReportMetric(float64(r.PeakDevice)/(1<<20), "peak-MiB")
+					b.ReportMetric(float64(r.PeakAllocated)/(1<<20), "peak-all-MiB")
+					b.Logf("%s on %s: %d parameters, median %.1f ms/step (min %.1f, max %.1f), forward+loss %.1f ms, %.0f GFLOP/s, peak %.0f MiB in tensors, %.0f MiB with buffers and workspaces, loss %.4f -> %.4f",
+						sc.name, d.Name(), r.Params, ms(r.Median), ms(r.Min), ms(r.Max), ms(r.MedianFwd), r.GFLOPS,
+						float64(r.PeakDevice)/(1<<20), float64(r.PeakAllocated)/(1<<20), r.LossFirst, r.LossLast)
+					for _, n := range d.DNNNotes() {
+						b.Logf("cuDNN note: %s", n)
+					}
+				})
+			}
 		}
 	}
 }

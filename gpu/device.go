@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/voxtrain/voxtrain/gpu/internal/core"
+	"github.com/voxtrain/voxtrain/gpu/internal/dnn"
 	"github.com/voxtrain/voxtrain/gpu/internal/ranges"
 	"github.com/voxtrain/voxtrain/kernels"
 	"github.com/voxtrain/voxtrain/nn"
@@ -34,6 +35,20 @@ type Options struct {
 	// SyncEveryOp synchronises after every launch, GEMM and copy so that
 	// failures name their op (also set by VOXTRAIN_CUDA_SYNC=1).
 	SyncEveryOp bool
+	// Conv picks who computes the convolutions: by default cuDNN where
+	// found with tf32 and bf16 and the own ones in fp32 (the faster of
+	// the two in each, docs/GPU.md); voxtrain's own; or cuDNN without
+	// fallback.
+	Conv Conv
+	// Deterministic admits only cuDNN algorithms that give the same bits
+	// run after run (exact resume on a GPU); the own convolutions always
+	// do.
+	Deterministic bool
+	// CuDNNWorkspace bounds the workspace of a cuDNN algorithm (0: 1 GiB).
+	CuDNNWorkspace int
+	// CuDNNCache is the file that keeps cuDNN's algorithm choices between
+	// runs ("": dnn.DefaultCacheFile(), "off": none).
+	CuDNNCache string
 	// SpinWait makes host waits spin instead of sleeping
 	// (CU_CTX_SCHED_SPIN): lower latency per synchronisation, but a CPU
 	// core busy while the GPU works — which the data workers would
@@ -51,7 +66,10 @@ type Info struct {
 	Driver            int // cuDriverGetVersion: 12040 = 12.4
 	CuBLASPath        string
 	CuBLASVersion     string
-	Math              Math
+	// CuDNNPath and CuDNNVersion describe the cuDNN in use ("" when the
+	// convolutions are voxtrain's own).
+	CuDNNPath, CuDNNVersion string
+	Math                    Math
 	// Notes lists settings that could not be applied as asked.
 	Notes []string
 }
@@ -68,6 +86,8 @@ type Device struct {
 	cuDevice cu.Device
 	compute  *Stream
 	blas     *cublas
+	cudnn    *cudnn
+	ownWhy   string // why the convolutions are the own ones where cuDNN was not even tried
 	funcs    map[string]cu.Function
 	modules  []cu.Module
 	pinned   ranges.Set // pinned host allocations (PinnedAllocator)
@@ -166,6 +186,9 @@ func New(o Options) (*Device, error) {
 	d.thread = th
 	fail := func(err error) (*Device, error) {
 		d.thread.stop(func() {
+			if d.cudnn != nil {
+				_ = d.cudnn.close()
+			}
 			if d.blas != nil {
 				_ = d.blas.close()
 			}
@@ -189,8 +212,69 @@ func New(o Options) (*Device, error) {
 		return fail(err)
 	}
 	d.info.CuBLASPath, d.info.CuBLASVersion = d.blas.path, d.blas.versionString()
+	if err := d.openConv(o); err != nil {
+		return fail(err)
+	}
 	d.name = d.describe()
 	return d, nil
+}
+
+// openConv opens cuDNN unless o.Conv is ConvOwn and routes the
+// convolutions through it; without cuDNN, ConvAuto notes where it looked
+// and keeps the own convolutions, ConvCuDNN fails.
+func (d *Device) openConv(o Options) error {
+	if o.Conv != ConvAuto && o.Conv != ConvOwn && o.Conv != ConvCuDNN {
+		return fmt.Errorf("convolutions %d, want ConvAuto, ConvOwn or ConvCuDNN", o.Conv)
+	}
+	if o.Conv == ConvOwn {
+		return nil
+	}
+	if o.Conv == ConvAuto && o.Math == MathFP32 {
+		// Measured on an H100 (docs/GPU.md): cuDNN's float32 NDHWC
+		// kernels without tensor cores take 3.3× the own convolutions'
+		// time on nnU-Net's network, and support none of its 128³ × 32
+		// and × 64 channel forward passes.
+		d.ownWhy = "fp32: faster than cuDNN's float32 kernels"
+		return nil
+	}
+	l, err := openCuDNN(d)
+	if err != nil {
+		if o.Conv == ConvCuDNN {
+			return fmt.Errorf("convolutions by cuDNN asked for (cudnn): %w; point %s at libcudnn.so.9 or its directory, or use the own convolutions (own)", err, CuDNNEnv)
+		}
+		d.info.Notes = append(d.info.Notes, fmt.Sprintf("%v: the convolutions are voxtrain's own (set %s to use cuDNN)", err, CuDNNEnv))
+		return nil
+	}
+	d.cudnn = l
+	cache := o.CuDNNCache
+	switch cache {
+	case "":
+		cache = dnn.DefaultCacheFile()
+	case "off":
+		cache = ""
+	}
+	e := dnn.New[cu.DevicePtr](l, dnn.Options{WorkspaceLimit: o.CuDNNWorkspace, Deterministic: o.Deterministic,
+		GPU: d.info.Name, CacheFile: cache})
+	d.info.Notes = append(d.info.Notes, e.Notes()...)
+	prec := dnn.FP32
+	switch o.Math {
+	case MathTF32:
+		prec = dnn.TF32
+	case MathBF16:
+		prec = dnn.BF16
+	}
+	d.core.UseDNN(e, prec)
+	d.info.CuDNNPath, d.info.CuDNNVersion = l.path, l.version
+	return nil
+}
+
+// DNNNotes returns what the cuDNN engine noticed so far (problems it has
+// no algorithm for, which the own convolutions compute), or nil.
+func (d *Device) DNNNotes() []string {
+	if e := d.core.DNN(); e != nil {
+		return e.Notes()
+	}
+	return nil
 }
 
 // cudaVersion formats cuDriverGetVersion's number (12040 → "12.4").
@@ -201,6 +285,16 @@ func (d *Device) describe() string {
 	s := fmt.Sprintf("cuda:%d %s (sm_%d%d, %d SMs, %.0f GiB; driver CUDA %s; cuBLAS %s, %s GEMMs",
 		i.Ordinal, i.Name, i.ComputeCapability[0], i.ComputeCapability[1], i.SMs, float64(i.MemoryBytes)/(1<<30),
 		cudaVersion(i.Driver), i.CuBLASVersion, i.Math)
+	if i.CuDNNVersion != "" {
+		s += fmt.Sprintf("; cuDNN %s convolutions", i.CuDNNVersion)
+		if e := d.core.DNN(); e != nil && e.Options().Deterministic {
+			s += ", deterministic"
+		}
+	} else if d.ownWhy != "" {
+		s += "; own convolutions (" + d.ownWhy + ")"
+	} else {
+		s += "; own convolutions"
+	}
 	if d.sync {
 		s += ", synchronous debugging"
 	}
@@ -314,11 +408,21 @@ func (d *Device) Close() error {
 	}
 	var errs []error
 	errs = append(errs, d.thread.do(func() error { return cuErr("cuStreamSynchronize(compute)", d.compute.cuStream.Synchronize()) }))
+	if e := d.core.DNN(); e != nil {
+		// A cache that cannot be written costs the next run a search,
+		// not this run its result: warn, do not fail.
+		if err := e.Save(); err != nil {
+			fmt.Fprintf(os.Stderr, "gpu: %v\n", err)
+		}
+	}
 	errs = append(errs, d.core.Close())
 	if n := d.pinned.Len(); n > 0 {
 		errs = append(errs, fmt.Errorf("gpu: Close with %d pinned host buffers not freed (released with the context)", n))
 	}
 	d.thread.stop(func() {
+		if d.cudnn != nil {
+			errs = append(errs, d.cudnn.close())
+		}
 		if d.blas != nil {
 			errs = append(errs, d.blas.close())
 		}

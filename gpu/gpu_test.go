@@ -44,14 +44,23 @@ var (
 	})(nil)
 )
 
-var ordinal = flag.Int("gpu.device", 0, "GPU ordinal to test")
+var (
+	ordinal  = flag.Int("gpu.device", 0, "GPU ordinal to test")
+	convFlag = flag.String("gpu.conv", "auto", "convolutions of the devices under test: auto, own or cudnn")
+	conv     gpu.Conv
+)
 
 // dev is the device every test shares (fp32 GEMMs).
 var dev *gpu.Device
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	d, err := gpu.New(gpu.Options{Ordinal: *ordinal})
+	var err error
+	if conv, err = gpu.ParseConv(*convFlag); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	d, err := gpu.New(gpu.Options{Ordinal: *ordinal, Conv: conv})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "GPU test suite: cannot open the device: %v\n", err)
 		os.Exit(1)
@@ -60,6 +69,9 @@ func TestMain(m *testing.M) {
 	fmt.Printf("GPU test suite on %s\n", d.Name())
 	info := d.Info()
 	fmt.Printf("  cuBLAS from %s\n", info.CuBLASPath)
+	if info.CuDNNPath != "" {
+		fmt.Printf("  cuDNN %s from %s\n", info.CuDNNVersion, info.CuDNNPath)
+	}
 	for _, n := range info.Notes {
 		fmt.Printf("  note: %s\n", n)
 	}
@@ -75,13 +87,20 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 	}
+	for _, n := range d.DNNNotes() {
+		fmt.Printf("  cuDNN note: %s\n", n)
+	}
 	os.Exit(code)
 }
 
-// open returns another device on the same GPU with other options.
+// open returns another device on the same GPU with other options; its
+// convolutions are -gpu.conv's unless o says otherwise.
 func open(t testing.TB, o gpu.Options) *gpu.Device {
 	t.Helper()
 	o.Ordinal = *ordinal
+	if o.Conv == gpu.ConvAuto {
+		o.Conv = conv
+	}
 	d, err := gpu.New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -202,8 +221,9 @@ func train(t *testing.T, d nn.Device, steps int) []nn.HostTensor {
 
 // TestDeterministic: the same training from the same seed gives the same
 // weights bit for bit, run after run (no atomics in float sums, one
-// cuBLAS handle on one stream).
+// cuBLAS handle on one stream; with cuDNN, Options.Deterministic).
 func TestDeterministic(t *testing.T) {
+	dev := open(t, gpu.Options{Deterministic: true})
 	a, b := train(t, dev, 3), train(t, dev, 3)
 	n := 0
 	for i := range a {

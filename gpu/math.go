@@ -52,3 +52,42 @@ func ParseMath(s string) (Math, error) {
 	}
 	return 0, fmt.Errorf("gpu: math mode %q, want fp32, tf32 or bf16", s)
 }
+
+// Conv selects who computes the convolutions (Options.Conv).
+type Conv int
+
+const (
+	// ConvAuto uses cuDNN with tf32 and bf16 when it is found, and
+	// voxtrain's own convolutions (vol2col and cuBLAS) otherwise — in
+	// fp32 always, where they are the faster (docs/GPU.md). Without
+	// cuDNN it says so once.
+	ConvAuto Conv = iota
+	// ConvOwn uses voxtrain's own convolutions even where cuDNN is found.
+	ConvOwn
+	// ConvCuDNN uses cuDNN and fails to open the device without it.
+	ConvCuDNN
+)
+
+// String returns the choice's name as ParseConv reads it.
+func (c Conv) String() string {
+	switch c {
+	case ConvOwn:
+		return "own"
+	case ConvCuDNN:
+		return "cudnn"
+	}
+	return "auto"
+}
+
+// ParseConv parses "auto", "own" or "cudnn".
+func ParseConv(s string) (Conv, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "auto", "":
+		return ConvAuto, nil
+	case "own":
+		return ConvOwn, nil
+	case "cudnn":
+		return ConvCuDNN, nil
+	}
+	return 0, fmt.Errorf("gpu: convolutions %q, want auto, own or cudnn", s)
+}

@@ -9,17 +9,27 @@ import (
 	"github.com/voxtrain/voxtrain/data"
 )
 
-// deviceSpec is a parsed --device value:
+// deviceSpec is a parsed --device value: a device, then options after
+// commas in any order.
 //
 //	cpu                    the CPU device
 //	cuda, cuda:N           GPU N (default 0) of CUDA_VISIBLE_DEVICES ("gpu" is an alias)
-//	cuda:N,tf32            ... with TF32 tensor-core GEMMs (",fp32", the default, without)
-//	cuda:N,bf16            ... with bf16 mixed-precision convolutions
+//	,fp32 ,tf32 ,bf16      the convolutions' precision: float32 (default), TF32
+//	                       tensor cores, bf16 mixed precision
+//	,cudnn ,own            convolutions by cuDNN (an error without it) or by
+//	                       voxtrain's own kernels; default: cuDNN where found
+//	,deterministic         only cuDNN algorithms that give the same bits run
+//	                       after run (exact resume on a GPU)
 type deviceSpec struct {
-	kind    string // "cpu" or "cuda"
-	ordinal int
-	math    string // "fp32", "tf32" or "bf16" (cuda)
+	kind          string // "cpu" or "cuda"
+	ordinal       int
+	math          string // "fp32", "tf32" or "bf16" (cuda)
+	conv          string // "auto", "cudnn" or "own" (cuda)
+	deterministic bool
 }
+
+// deviceHelp is the --device flags' help.
+const deviceHelp = "cpu, or cuda[:N] with options after commas: fp32|tf32|bf16, cudnn|own, deterministic (cuda:0,bf16,cudnn)"
 
 // parseDeviceSpec parses a --device value.
 func parseDeviceSpec(s string) (deviceSpec, error) {
@@ -28,19 +38,31 @@ func parseDeviceSpec(s string) (deviceSpec, error) {
 	if s == "cpu" {
 		return deviceSpec{kind: "cpu"}, nil
 	}
-	spec := deviceSpec{kind: "cuda", math: "fp32"}
-	name, opts, _ := strings.Cut(s, ",")
-	if opts != "" {
-		switch opts {
+	spec := deviceSpec{kind: "cuda", math: "fp32", conv: "auto"}
+	parts := strings.Split(s, ",")
+	name := parts[0]
+	seen := map[string]string{}
+	for _, opt := range parts[1:] {
+		opt = strings.TrimSpace(opt)
+		var group string
+		switch opt {
 		case "fp32", "tf32", "bf16":
-			spec.math = opts
+			group, spec.math = "precision", opt
+		case "cudnn", "own":
+			group, spec.conv = "convolutions", opt
+		case "deterministic":
+			group, spec.deterministic = "deterministic", true
 		default:
-			return deviceSpec{}, fmt.Errorf("--device %q: option %q, want fp32, tf32 or bf16", orig, opts)
+			return deviceSpec{}, fmt.Errorf("--device %q: option %q, want fp32, tf32 or bf16; cudnn or own; deterministic", orig, opt)
 		}
+		if prev, ok := seen[group]; ok {
+			return deviceSpec{}, fmt.Errorf("--device %q: %s given twice (%s, %s)", orig, group, prev, opt)
+		}
+		seen[group] = opt
 	}
 	kind, ord, hasOrd := strings.Cut(name, ":")
 	if kind != "cuda" && kind != "gpu" {
-		return deviceSpec{}, fmt.Errorf("--device %q: want cpu, cuda, cuda:N or cuda:N,tf32|bf16", orig)
+		return deviceSpec{}, fmt.Errorf("--device %q: want cpu, or cuda[:N] with options (cuda:0,bf16)", orig)
 	}
 	if hasOrd {
 		n, err := strconv.Atoi(ord)

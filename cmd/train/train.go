@@ -63,7 +63,7 @@ func (tf *trainFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&tf.epochs, "epochs", 0, "number of epochs")
 	fl.IntVar(&tf.batchSize, "batch-size", 0, "batch size")
 	fl.StringVar(&tf.workers, "workers", "", "data worker goroutines, or auto")
-	fl.StringVar(&tf.device, "device", "", "cpu, cuda, cuda:N, cuda:N,tf32 or cuda:N,bf16")
+	fl.StringVar(&tf.device, "device", "", deviceHelp)
 	fl.Uint64Var(&tf.seed, "seed", 0, "random seed")
 	fl.StringVar(&tf.resume, "resume", "", "resume from a checkpoint path, or auto (the run's latest)")
 	fl.IntVar(&tf.threads, "threads", 0, "CPU threads (0: all cores)")

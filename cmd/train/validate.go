@@ -27,7 +27,7 @@ type modelFlags struct {
 func (m *modelFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&m.Checkpoint, "checkpoint", "", "checkpoint directory, or a run's checkpoints/best or checkpoints/last")
-	fl.StringVar(&m.Device, "device", "cpu", "cpu, cuda, cuda:N, cuda:N,tf32 or cuda:N,bf16")
+	fl.StringVar(&m.Device, "device", "cpu", deviceHelp)
 	fl.IntVar(&m.Threads, "threads", 0, "CPU threads (0: all cores)")
 	fl.IntVar(&m.Batch, "batch", 0, "patches per forward pass (0: the training batch size)")
 	fl.Float64Var(&m.Window.Overlap, "overlap", config.Default().Validation.Overlap, "overlap of neighbouring sliding windows")

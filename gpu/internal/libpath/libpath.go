@@ -1,5 +1,5 @@
 // Package libpath lists where package gpu looks for a shared library it
-// opens with dlopen at run time (cuBLAS), in order. It is pure Go so the
+// opens with dlopen at run time (cuBLAS, cuDNN), in order. It is pure Go so the
 // search order is tested on machines without CUDA.
 package libpath
 
