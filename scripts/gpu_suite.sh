@@ -12,10 +12,19 @@
 #
 #   scripts/gpu_suite.sh BIN OUTDIR [steps...]
 #
-# steps (default: all, in this order): info tests bench ops torch demo cli
-# (cli: bench-step, validate and predict on the GPU from the demo's run).
-# DEMO_DEVICE picks the demo's --device (default cuda; cuda,bf16 say) and
+# steps (default: all, in this order): info tests bench ops torch compile demo cli
+# (tests: the GPU test suite with the own convolutions, then with cuDNN's;
+# compile: PyTorch with torch.compile; cli: bench-step, validate and
+# predict on the GPU from the demo's run).
+# BENCH is the benchmarks' -test.bench pattern (default 'H2D|UNetStep$'),
+# OPS BenchmarkUNetStepOps's (default 'UNetStepOps') and OPS_CONV its
+# -gpu.conv (default auto); TORCH_ARGS and COMPILE_ARGS are added to the
+# PyTorch script's arguments in the torch and compile steps.
+# DEMO_DEVICE picks the demo's --device (default cuda; several separated
+# by spaces run one after the other: "cuda,fp32 cuda,bf16") and
 # DEMO_EPOCHS its epochs (default 3; the full demo is 16).
+# With TAR_TO set, every log is packed into that .tgz after each step
+# (so a run cut short still hands back what it has).
 # Each step has its own time limit, so one that hangs cannot eat the others'
 # time; a failing step is reported and the next one runs.
 set -uo pipefail
@@ -23,7 +32,7 @@ bin="$(cd "${1:?usage: gpu_suite.sh BIN OUTDIR [steps...]}" && pwd)"
 out="${2:?usage: gpu_suite.sh BIN OUTDIR [steps...]}"
 shift 2
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(info tests bench ops torch demo cli)
+[ ${#steps[@]} -gt 0 ] || steps=(info tests bench ops torch compile demo cli)
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
 
@@ -34,6 +43,26 @@ if [ -z "${VOXTRAIN_CUBLAS:-}" ]; then
 	export VOXTRAIN_CUBLAS="${libs%:}"
 fi
 
+# cuDNN: PyTorch's wheels carry it (site-packages/nvidia/cudnn/lib) with
+# the libraries it loads itself (cuBLAS, NVRTC): hand the device the
+# wheel's libcudnn — the one PyTorch uses, so both sides of a comparison
+# run the same cuDNN — else the system's, and put every wheel library
+# directory on the loader's path.
+if [ -z "${VOXTRAIN_CUDNN:-}" ]; then
+	cudnn=$(find /opt /usr/local -path '*site-packages/nvidia/*' -name 'libcudnn.so.[89]' 2>/dev/null | sort -r | head -1)
+	[ -n "$cudnn" ] || cudnn=$(find /usr/local /usr/lib -name 'libcudnn.so.[89]' 2>/dev/null | sort -r | head -1)
+	[ -n "$cudnn" ] && export VOXTRAIN_CUDNN="$cudnn"
+fi
+wheel_libs=$(find /opt /usr/local -path '*site-packages/nvidia/*' -name 'lib*.so*' -printf '%h\n' 2>/dev/null | sort -u | tr '\n' ':')
+export LD_LIBRARY_PATH="${wheel_libs}${LD_LIBRARY_PATH:-}"
+export PYTHONUNBUFFERED=1
+export VOXTRAIN_CUDNN_CACHE="${VOXTRAIN_CUDNN_CACHE:-$out/cudnn-algorithms.json}"
+
+pack() {
+	[ -n "${TAR_TO:-}" ] && tar czf "$TAR_TO.tmp" -C "$out" . && mv "$TAR_TO.tmp" "$TAR_TO"
+	return 0
+}
+
 run() { # name limit command...
 	local name=$1 limit=$2
 	shift 2
@@ -42,6 +71,7 @@ run() { # name limit command...
 	timeout -k 5 "$limit" "$@" 2>&1 | tee "$out/$name.txt"
 	local rc=${PIPESTATUS[0]}
 	echo "== $name: exit $rc after $((SECONDS - t0)) s"
+	pack
 }
 
 for s in "${steps[@]}"; do
@@ -54,18 +84,30 @@ for s in "${steps[@]}"; do
 			nproc
 			grep -m1 'model name' /proc/cpuinfo
 			echo "VOXTRAIN_CUBLAS=$VOXTRAIN_CUBLAS"
+			echo "VOXTRAIN_CUDNN=${VOXTRAIN_CUDNN:-}"
+			echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 			python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())'
 		} 2>&1 | tee "$out/info.txt"
+		pack
 		;;
-	tests) run gpu-tests 150 "$bin/gpu.test" -test.v -test.timeout 140s ;;
-	bench) run gpu-bench 120 "$bin/gpu.test" -test.run '^$' -test.bench 'H2D|UNetStep$' -test.benchtime 5x -test.timeout 110s ;;
-	ops) run gpu-ops 120 "$bin/gpu.test" -test.run '^$' -test.bench UNetStepOps -test.benchtime 3x -test.timeout 110s ;;
-	torch) run torch-cuda 170 python3 gpu/testdata/torch_unet_step_cuda.py --steps 10 --warmup 3 ;;
+	tests)
+		run gpu-tests-own 150 "$bin/gpu.test" -test.v -test.timeout 140s -gpu.conv own
+		run gpu-tests-cudnn 150 "$bin/gpu.test" -test.v -test.timeout 140s -gpu.conv cudnn
+		;;
+	bench) run gpu-bench 300 "$bin/gpu.test" -test.run '^$' -test.bench "${BENCH:-H2D|UNetStep\$}" -test.benchtime 5x -test.timeout 290s ;;
+	ops) run gpu-ops 120 "$bin/gpu.test" -test.run '^$' -test.bench "${OPS:-UNetStepOps}" -test.benchtime 3x -test.timeout 110s -gpu.conv "${OPS_CONV:-auto}" ;;
+	# shellcheck disable=SC2086 # word splitting of the extra arguments is wanted
+	torch) run torch-cuda 170 python3 gpu/testdata/torch_unet_step_cuda.py --steps 10 --warmup 3 ${TORCH_ARGS:-} ;;
+	# shellcheck disable=SC2086
+	compile) run torch-compile 240 python3 gpu/testdata/torch_unet_step_cuda.py --steps 10 --warmup 3 --compile ${COMPILE_ARGS:-} ;;
 	demo)
-		dev="${DEMO_DEVICE:-cuda}"
-		runs="/tmp/vxruns-${dev//[^a-z0-9]/-}"
-		run demo-cuda 150 "$bin/train" demo --device "$dev" --output-dir "$runs" --epochs "${DEMO_EPOCHS:-3}"
-		find "$runs" -name metrics.jsonl -exec cp {} "$out/demo-metrics.jsonl" \; 2>/dev/null
+		for dev in ${DEMO_DEVICE:-cuda}; do
+			tag="${dev//[^a-z0-9]/-}"
+			runs="/tmp/vxruns-$tag"
+			run "demo-$tag" 150 "$bin/train" demo --device "$dev" --output-dir "$runs" --epochs "${DEMO_EPOCHS:-3}"
+			find "$runs" -name metrics.jsonl -exec cp {} "$out/demo-metrics-$tag.jsonl" \; 2>/dev/null
+			pack
+		done
 		;;
 	cli)
 		run cli-bench-step 150 bash -c "'$bin/train' bench-step --device cuda --batch 2 --patch 64 &&

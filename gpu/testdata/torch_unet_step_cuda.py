@@ -21,7 +21,12 @@ default for convolutions; voxtrain's --device cuda,tf32) and under bf16
 autocast (voxtrain's --device cuda,bf16), cudnn.benchmark on. Timing: torch.cuda.synchronize() around each step, median of --steps
 after --warmup.
 
-Usage (on the GPU node):  python3 torch_unet_step_cuda.py [--steps 20] [--warmup 5]
+With --compile the model is torch.compile'd first (nnU-Net v2 compiles by
+default); the warm-up steps then include the compilation.
+
+Usage (on the GPU node):
+  python3 torch_unet_step_cuda.py [--steps 20] [--warmup 5] [--configs ref-2x64,nnunet-2x128]
+                                  [--maths fp32,tf32,bf16] [--compile]
 """
 import argparse
 import json
@@ -105,7 +110,7 @@ CONFIGS = [
 ]
 
 
-def run(name, ch, ds, batch, side, math, steps, warmup):
+def run(name, ch, ds, batch, side, math, steps, warmup, compile_model=False):
     tf32 = math == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
@@ -114,6 +119,10 @@ def run(name, ch, ds, batch, side, math, steps, warmup):
     torch.manual_seed(0)
     model = UNet3D(ch, deep_supervision=ds).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.99, nesterov=True)
+    params = sum(p.numel() for p in model.parameters())
+    if compile_model:
+        torch._dynamo.reset()
+        model = torch.compile(model)
     x = torch.randn(batch, 1, side, side, side, device=dev)
     y = make_target(batch, side, dev)
     targets = None
@@ -139,7 +148,7 @@ def run(name, ch, ds, batch, side, math, steps, warmup):
         torch.cuda.synchronize()
         if i >= warmup:
             times.append(time.perf_counter() - t0)
-    return dict(config=name, math=math, tf32=tf32, batch=batch, side=side, params=sum(p.numel() for p in model.parameters()),
+    return dict(config=name, math=math, tf32=tf32, compiled=compile_model, batch=batch, side=side, params=params,
                 median_ms=1000 * statistics.median(times), min_ms=1000 * min(times), max_ms=1000 * max(times),
                 peak_mib=torch.cuda.max_memory_allocated() / 2 ** 20)
 
@@ -148,15 +157,22 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--configs", default=",".join(c[0] for c in CONFIGS))
+    ap.add_argument("--maths", default="fp32,tf32,bf16")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model")
     args = ap.parse_args()
+    want = args.configs.split(",")
     print(f"# {torch.cuda.get_device_name()} | torch {torch.__version__} | CUDA {torch.version.cuda} | "
           f"cuDNN {torch.backends.cudnn.version()}")
     for name, ch, ds, b, s in CONFIGS:
-        for math in ("fp32", "tf32", "bf16"):
-            r = run(name, ch, ds, b, s, math, args.steps, args.warmup)
-            print(f"{name} {math}: median {r['median_ms']:.1f} ms/step "
+        if name not in want:
+            continue
+        for math in args.maths.split(","):
+            r = run(name, ch, ds, b, s, math, args.steps, args.warmup, args.compile)
+            tag = " compiled" if args.compile else ""
+            print(f"{name} {math}{tag}: median {r['median_ms']:.1f} ms/step "
                   f"(min {r['min_ms']:.1f}, max {r['max_ms']:.1f}), peak {r['peak_mib']:.0f} MiB")
-            print(json.dumps(r))
+            print(json.dumps(r), flush=True)
 
 
 if __name__ == "__main__":
