@@ -1,6 +1,7 @@
 # voxtrain for GPU nodes: build `train` with the CUDA backend on NVIDIA's
-# devel image, ship only the binary on the matching runtime image (which
-# carries cuBLAS; the binary loads it with dlopen at run time and links only
+# devel image, ship only the binary on the matching cuDNN runtime image
+# (which carries cuBLAS and cuDNN; the binary loads both with dlopen at run
+# time — cuDNN for the tf32 and bf16 convolutions — and links only
 # libcuda.so.1, provided by the host driver through the NVIDIA container
 # toolkit).
 #
@@ -12,6 +13,7 @@
 
 ARG CUDA_VERSION=11.8.0
 ARG UBUNTU=ubuntu22.04
+ARG CUDNN=cudnn8
 
 FROM nvidia/cuda:${CUDA_VERSION}-devel-${UBUNTU} AS build
 ARG GO_VERSION=1.26.0
@@ -26,6 +28,6 @@ RUN go mod download
 COPY . .
 RUN go build -tags cuda -trimpath -o /out/train ./cmd/train
 
-FROM nvidia/cuda:${CUDA_VERSION}-runtime-${UBUNTU}
+FROM nvidia/cuda:${CUDA_VERSION}-${CUDNN}-runtime-${UBUNTU}
 COPY --from=build /out/train /usr/local/bin/train
 ENTRYPOINT ["/usr/local/bin/train"]
