@@ -100,7 +100,8 @@ type Data struct {
 	// WatchdogTimeout reports a sample that takes longer.
 	WatchdogTimeout time.Duration `yaml:"watchdog_timeout"`
 	// HardTimeout, when set, makes the stream fail when one sample takes
-	// longer.
+	// longer; its worker, stuck in a read that may never return, is then
+	// abandoned and replaced rather than waited for.
 	HardTimeout time.Duration `yaml:"hard_timeout"`
 }
 

@@ -70,5 +70,9 @@
 // quarantines the case (logged once) and replaces its samples with
 // deterministic draws. A watchdog logs samples that run longer than
 // watchdog_timeout with the worker, the case's files and the elapsed time;
-// hard_timeout makes Next fail instead.
+// hard_timeout makes Next fail instead. A sample that never ends (a read
+// that never returns: a FIFO, a hung NFS or FUSE mount) is never waited
+// for when the data closes: past the hard timeout at once, otherwise after
+// a grace of 10 s, its worker is abandoned, reported and replaced, so the
+// run can always stop (abandon.go).
 package data

@@ -3,9 +3,12 @@ package data
 import (
 	"context"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/internal/testutil"
@@ -240,5 +243,49 @@ func TestReadCaseMatchesLoader(t *testing.T) {
 		if got.Label[i] != want.Label[i] {
 			t.Fatalf("label voxel %d", i)
 		}
+	}
+}
+
+// TestFIFOImageHardTimeout is the hung read of a real file: a case's
+// image is a FIFO nobody writes to (as a hung NFS or FUSE read), so its
+// worker blocks in open for good. The hard timeout fails the stream with
+// an error naming the file, and closing the loader returns at once
+// (before, it waited for the blocked worker forever and the run could not
+// stop, not even on SIGTERM).
+func TestFIFOImageHardTimeout(t *testing.T) {
+	dir := demoDataset(t, 4)
+	fifo := filepath.Join(dir, "imagesTr", demoIDs[2]+".nii.gz")
+	if err := os.Remove(fifo); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
+	}
+	t.Cleanup(func() {
+		// Unblock the abandoned worker's open so its goroutine ends: a
+		// writer that opens and closes gives the reader EOF.
+		if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	})
+	log, lb := testLogger()
+	cfg := filled(config.Data{Dataset: dir, Fold: -1, Workers: workers(2), Source: "gz", HardTimeout: 300 * time.Millisecond})
+	l := openLoader(t, cfg, Options{Seed: 1, Iterations: 8, Patch: [3]int{16, 16, 16}, Batch: 2, Logger: log})
+	s, err := l.Train(StreamOptions{Epochs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for err == nil {
+		var b *Batch
+		if b, err = s.Next(context.Background()); err == nil {
+			b.Release()
+		}
+	}
+	if err == io.EOF || !strings.Contains(err.Error(), "hard timeout") || !strings.Contains(err.Error(), fifo) {
+		t.Fatalf("Next: %v, want a hard-timeout error naming %s", err, fifo)
+	}
+	closesWithin(t, "Loader.Close", 5*time.Second, func() { l.Close() })
+	if !strings.Contains(lb.String(), "abandoning a stuck worker") {
+		t.Errorf("the stuck worker was not reported as abandoned:\n%s", lb.String())
 	}
 }

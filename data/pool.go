@@ -35,6 +35,7 @@ type Pool struct {
 	wg       sync.WaitGroup
 	watchdog time.Duration
 	hard     time.Duration
+	grace    time.Duration // see abandon.go
 	wdStop   chan struct{}
 	wdDone   chan struct{}
 
@@ -53,6 +54,9 @@ type poolOptions struct {
 	// HardTimeout fails the sample's stream when one sample runs longer
 	// (0: off).
 	HardTimeout time.Duration
+	// CloseGrace is how long closing waits for samples in progress before
+	// abandoning their workers (0: defaultCloseGrace; see abandon.go).
+	CloseGrace time.Duration
 }
 
 // job is one unit of work: a batch slot of a stream, or a function.
@@ -76,11 +80,15 @@ func newPool(n int, opt poolOptions) *Pool {
 		streams:  map[*BatchStream]struct{}{},
 		watchdog: opt.Watchdog,
 		hard:     opt.HardTimeout,
+		grace:    opt.CloseGrace,
 		wdStop:   make(chan struct{}),
 		wdDone:   make(chan struct{}),
 	}
 	if p.log == nil {
 		p.log = slog.Default()
+	}
+	if p.grace <= 0 {
+		p.grace = defaultCloseGrace
 	}
 	p.cond = sync.NewCond(&p.mu)
 	for i := 0; i < n; i++ {
@@ -132,7 +140,8 @@ func (p *Pool) do(ctx context.Context, fn func(w *worker) error) error {
 		return fn(w)
 	}
 	done := make(chan error, 1)
-	j := job{fn: func(w *worker) { done <- fn(w) }}
+	var ranOn atomic.Pointer[worker]
+	j := job{fn: func(w *worker) { ranOn.Store(w); done <- fn(w) }}
 	// The read lock keeps Close from closing jobs under a send.
 	p.sendMu.RLock()
 	if p.chClose {
@@ -147,12 +156,29 @@ func (p *Pool) do(ctx context.Context, fn func(w *worker) error) error {
 		return ctx.Err()
 	}
 	// The function runs to completion even if ctx ends: it may be writing
-	// into memory the caller owns. Wait for it.
-	return <-done
+	// into memory the caller owns. Wait for it — but once ctx has ended,
+	// only for the close grace: a read that never returns must not keep
+	// the run from stopping (abandon.go). The caller is ending then, and
+	// its memory is Go memory, safe from a late write.
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(p.grace)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		p.abandon(ranOn.Load(), "a whole-case read still running "+p.grace.String()+" after it was cancelled")
+		return fmt.Errorf("data: a read did not return within %v of being cancelled (abandoned): %w", p.grace, ctx.Err())
+	}
 }
 
 // Close stops the workers after closing every stream still open. It waits
-// for samples in progress to finish.
+// for samples in progress to finish, up to the close grace; workers stuck
+// longer are abandoned (abandon.go).
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -175,7 +201,18 @@ func (p *Pool) Close() error {
 	p.mu.Lock()
 	p.cond.Broadcast() // parked workers wake, find jobs closed and exit
 	p.mu.Unlock()
-	p.wg.Wait()
+	if !waitTimeout(&p.wg, p.grace) {
+		p.mu.Lock()
+		ws := append([]*worker(nil), p.workers...)
+		p.mu.Unlock()
+		for _, w := range ws {
+			if w.job.Load() != nil || w.fnBusy.Load() {
+				p.abandon(w, "still running "+p.grace.String()+" after the pool closed")
+			}
+		}
+		// Workers not abandoned are between jobs and exit at once.
+		p.wg.Wait()
+	}
 	close(p.wdStop)
 	<-p.wdDone
 	return nil
@@ -353,6 +390,17 @@ type worker struct {
 	stage   [numStages]atomic.Int64 // nanoseconds
 	samples atomic.Int64
 
+	// job is the stream whose sample the worker runs, fnBusy whether it
+	// runs a function job (Pool.do): what abandoning looks at.
+	job      atomic.Pointer[BatchStream]
+	jobState atomic.Int32 // jobRunning, jobFinished, jobDetached
+	fnBusy   atomic.Bool
+	// abandoned is set when the pool gave up on the worker (abandon.go);
+	// exitOnce makes its WaitGroup Done happen once, whether at
+	// abandonment or when it exits.
+	abandoned atomic.Bool
+	exitOnce  sync.Once
+
 	mu  sync.Mutex
 	cur current // what the worker is doing, for the watchdog
 }
@@ -371,7 +419,7 @@ func newWorker(id int, p *Pool) *worker {
 }
 
 func (w *worker) loop() {
-	defer w.p.wg.Done()
+	defer w.exit()
 	for {
 		w.p.park(w.id)
 		j, ok := <-w.p.jobs
@@ -379,12 +427,23 @@ func (w *worker) loop() {
 			return
 		}
 		if j.fn != nil {
+			w.fnBusy.Store(true)
 			j.fn(w)
-			continue
+			w.fnBusy.Store(false)
+		} else {
+			w.jobState.Store(jobRunning)
+			w.job.Store(j.s)
+			j.s.work(w, j.b, j.slot)
+			w.job.Store(nil)
 		}
-		j.s.work(w, j.b, j.slot)
+		if w.abandoned.Load() {
+			return // a new worker has taken this one's place
+		}
 	}
 }
+
+// exit tells the pool the worker is done (once).
+func (w *worker) exit() { w.exitOnce.Do(w.p.wg.Done) }
 
 // begin and end bracket one sample for the watchdog.
 func (w *worker) begin(s *BatchStream, smp Sample) {

@@ -266,7 +266,7 @@ func (s *BatchStream) work(w *worker, b *Batch, slot int) {
 	if b.pending.Add(-1) == 0 {
 		b.ready <- struct{}{}
 	}
-	s.jobsWG.Done()
+	w.finishJob(s)
 }
 
 // maxReplacements bounds the draws for one sample in skip mode.
@@ -343,20 +343,24 @@ func (s *BatchStream) failure() error {
 }
 
 // Close stops the stream, waits for its samples in progress and frees its
-// buffers. Batches the consumer still holds become invalid. Close waits for
-// a sample that is stuck (a hard timeout cannot stop a goroutine), so it
-// returns once that sample ends.
+// buffers. Batches the consumer still holds become invalid. A sample that
+// is stuck (a read that never returns) is waited for only up to the
+// pool's close grace, at once if it is past the hard timeout: its worker
+// is then abandoned and replaced, and the stream's buffers stay allocated
+// for it (abandon.go). Close always returns.
 func (s *BatchStream) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
 		s.cancel()
 		<-s.dispatchDone
-		s.jobsWG.Wait()
+		ended := s.p.abandonStream(s, s.p.grace)
 		if s.syncW != nil {
 			s.p.dropWorker(s.syncW)
 		}
 		s.p.unregister(s)
-		s.ring.close()
+		if ended {
+			s.ring.close()
+		}
 	})
 	return nil
 }

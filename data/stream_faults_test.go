@@ -126,3 +126,80 @@ func TestHardTimeout(t *testing.T) {
 	s.Close()
 	p.Close()
 }
+
+// closesWithin runs f and fails the test if it has not returned after d
+// (a hang: the goroutine is left behind).
+func closesWithin(t *testing.T, what string, d time.Duration, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { f(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s did not return within %v: it waits for a stuck sample", what, d)
+	}
+}
+
+// TestHardTimeoutAbandonsStuckSample: a sample that never returns (a read
+// blocked for good) fails its stream at the hard timeout, and closing the
+// stream and the pool abandons its worker at once instead of waiting for
+// it; the pool keeps its workers (a new stream is served by two), and the
+// stuck goroutine, once its read returns, writes only into buffers that
+// were left to it and exits.
+func TestHardTimeoutAbandonsStuckSample(t *testing.T) {
+	log, lb := testLogger()
+	p := newPool(2, poolOptions{Logger: log, Watchdog: -1, HardTimeout: 40 * time.Millisecond, CloseGrace: time.Hour})
+	f := &fakeTask{fail: map[int]string{0: "block"}, block: make(chan struct{})}
+	defer close(f.block) // the stuck read returns at last, after everything was closed
+	s := fakeStream(t, p, f, fakeSampler(1, 1, 2), 1, nil)
+	_, err := s.Next(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "hard timeout") || !strings.Contains(err.Error(), "/data/case000.nii.gz") {
+		t.Fatalf("Next: %v, want a hard-timeout error naming the file", err)
+	}
+	closesWithin(t, "BatchStream.Close", 5*time.Second, func() { s.Close() })
+	if out := lb.String(); !strings.Contains(out, "abandoning a stuck worker") || !strings.Contains(out, "case000") {
+		t.Errorf("no report of the abandoned worker naming the case:\n%s", out)
+	}
+	if p.Workers() != 2 {
+		t.Errorf("%d workers after abandoning one, want 2", p.Workers())
+	}
+	g := &fakeTask{}
+	s2 := fakeStream(t, p, g, fakeSampler(4, 2, 0), 1, nil)
+	if _, meta := digestRun(t, s2); len(meta) != 2 {
+		t.Errorf("a new stream on the pool delivered %d batches, want 2", len(meta))
+	}
+	s2.Close()
+	closesWithin(t, "Pool.Close", 5*time.Second, func() { p.Close() })
+}
+
+// TestCloseAbandonsStuckSampleAfterGrace: without a hard timeout, a
+// consumer that stops (a signal cancels its context) gets its Next back,
+// and Close returns after the close grace although a sample is still
+// stuck.
+func TestCloseAbandonsStuckSampleAfterGrace(t *testing.T) {
+	for _, workers := range []int{1, 3} {
+		log, lb := testLogger()
+		p := newPool(workers, poolOptions{Logger: log, Watchdog: -1, CloseGrace: 50 * time.Millisecond})
+		f := &fakeTask{fail: map[int]string{1: "block"}, block: make(chan struct{})}
+		s := fakeStream(t, p, f, fakeSampler(3, 1, 0), 1, func(o *streamOptions) { o.sampler.Sequential = true })
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var err error
+		for err == nil {
+			var b *Batch
+			if b, err = s.Next(ctx); err == nil {
+				b.Release()
+				time.AfterFunc(100*time.Millisecond, cancel) // the signal arrives while sample 1 is stuck
+			}
+		}
+		if err != context.Canceled {
+			t.Errorf("workers %d: Next after the cancel: %v", workers, err)
+		}
+		closesWithin(t, "BatchStream.Close", 5*time.Second, func() { s.Close() })
+		closesWithin(t, "Pool.Close", 5*time.Second, func() { p.Close() })
+		if !strings.Contains(lb.String(), "abandoning a stuck worker") {
+			t.Errorf("workers %d: no report of the abandoned worker:\n%s", workers, lb.String())
+		}
+		close(f.block)
+	}
+}
