@@ -66,6 +66,10 @@
 //
 // # Faults
 //
+// Before the first step, Verify reads every case the run uses and refuses
+// labels beyond model.num_classes, labels on another grid than their
+// image, NaN or infinite voxels and an empty training fold, naming each
+// file; it warns of single-slice images and cases smaller than the patch.
 // on_error: fail stops the stream with an error naming the file; skip
 // quarantines the case (logged once) and replaces its samples with
 // deterministic draws. A watchdog logs samples that run longer than

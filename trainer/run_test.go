@@ -14,6 +14,7 @@ import (
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/cpu"
 	"github.com/voxtrain/voxtrain/internal/testutil"
+	"github.com/voxtrain/voxtrain/nifti"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
@@ -260,5 +261,34 @@ func TestResumeWithChangedConfigWarns(t *testing.T) {
 	text, _ = os.ReadFile(filepath.Join(res.RunDir, "train.log"))
 	if strings.Count(log.String()+string(text), "config differs") > 1 {
 		t.Errorf("a resume with the same config warned again:\n%s", log.String())
+	}
+}
+
+// TestRunRefusesBadLabelsBeforeTheFirstStep: a label value beyond
+// model.num_classes stops the run before any step, with an error naming
+// the file, the value and the key; nothing is trained or saved.
+func TestRunRefusesBadLabelsBeforeTheFirstStep(t *testing.T) {
+	ids := []string{"hippocampus_001", "hippocampus_006", "hippocampus_011", "hippocampus_019", "hippocampus_024"}
+	dir := testutil.DemoSubset(t, ids)
+	bad := filepath.Join(dir, "labelsTr", ids[3]+".nii.gz")
+	h, v, err := nifti.ReadFloat32(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v[len(v)/2] = 7
+	h.Datatype = nifti.Float32
+	if err := nifti.WriteFloat32(bad, h, v); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	c := tinyConfig(t, out)
+	c.Data.Dataset = dir
+	_, err = Run(context.Background(), c, Options{Device: cpu.New(cpu.Options{Threads: 2}), Out: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), bad+": label value 7 in 1 voxels, outside 0..2 (model.num_classes: 3)") {
+		t.Fatalf("Run: %v, want an error naming %s, the value and model.num_classes", err, bad)
+	}
+	ckpts, _ := filepath.Glob(filepath.Join(out, "*", "*", "*", "checkpoints", "*"))
+	if len(ckpts) != 0 {
+		t.Errorf("checkpoints written by a refused run: %v", ckpts)
 	}
 }

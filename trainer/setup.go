@@ -80,6 +80,11 @@ func newTrainer(ctx context.Context, cfg *config.Config, o Options) (_ *trainer,
 	if cfg.Data, err = data.Setup(ctx, cfg.Data, data.SetupOptions{Logger: t.log}); err != nil {
 		return nil, err
 	}
+	// Every case's labels, geometry and voxels, before the first step: a
+	// bad file is named now, not after hours of training on it.
+	if err := data.Verify(ctx, cfg.Data, data.VerifyOptions{NumClasses: cfg.Model.NumClasses, Patch: cfg.Train.PatchSize, Logger: t.log}); err != nil {
+		return nil, err
+	}
 	text, err := cfg.YAML()
 	if err != nil {
 		return nil, err

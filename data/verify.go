@@ -1,0 +1,221 @@
+package data
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+
+	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/volume"
+)
+
+// VerifyOptions say what a run needs of its dataset.
+type VerifyOptions struct {
+	// NumClasses bounds the labels: every label value must lie in
+	// [0, NumClasses) (model.num_classes).
+	NumClasses int
+	// Patch is the training patch (D, H, W); a case smaller than it along
+	// an axis is padded, which Verify reports.
+	Patch [3]int
+	// Workers reads cases in parallel (0: the data section's workers).
+	Workers int
+	// Logger receives the warnings (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Tolerances of the image–label geometry check: spacings may differ by
+// this much relative, affine entries by this much times max(1, |entry|).
+// nnU-Net's verify_dataset_integrity refuses a label whose spacing,
+// origin or direction differs from its image's; a rounding difference in
+// the last digits of a header is not such a mix-up.
+const (
+	spacingTol = 1e-3
+	affineTol  = 1e-3
+)
+
+// maxListed bounds the problems Verify lists in its error.
+const maxListed = 20
+
+// Verify reads every case of cfg's dataset that the run uses — its files'
+// headers and all their voxels — before the first step, and fails with
+// one error listing each problem that would make training wrong or
+// meaningless, each naming its file: a label value outside
+// [0, model.num_classes); a label whose spacing or affine differs from its
+// image's; NaN or infinite image voxels (counted); an empty training fold
+// (naming the fold and the splits file). What training can work around is
+// logged as a warning: a one-slice (2-D) image in a 3-D dataset and a case
+// smaller than the patch, with the padding each implies. Setup must have
+// run (splits written).
+func Verify(ctx context.Context, cfg config.Data, o VerifyOptions) error {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	ds, ch, err := openWithChannels(cfg)
+	if err != nil {
+		return err
+	}
+	train, val, err := FoldCases(ds, cfg)
+	if err != nil {
+		return err
+	}
+	if len(train) == 0 {
+		return fmt.Errorf("data: fold %d has no training case in %s (%d cases in the dataset)", cfg.Fold, cfg.SplitsPath(), len(ds.Cases))
+	}
+	workers := o.Workers
+	if workers <= 0 {
+		workers = max(1, cfg.WorkerCount())
+	}
+	cases := append(append([]int(nil), train...), val...)
+	var (
+		mu       sync.Mutex
+		problems []string
+		warnings []string
+	)
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < min(workers, len(cases)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				p, warn := verifyCase(ds.Cases[i], ch, o)
+				mu.Lock()
+				problems = append(problems, p...)
+				warnings = append(warnings, warn...)
+				mu.Unlock()
+			}
+		}()
+	}
+send:
+	for _, i := range cases {
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+			break send
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		log.Warn("data: " + w)
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	msg := problems
+	if len(msg) > maxListed {
+		msg = append(msg[:maxListed:maxListed], fmt.Sprintf("... and %d more", len(problems)-maxListed))
+	}
+	return fmt.Errorf("data: the dataset %s has %d problems that training would not survive or would learn wrong:\n  %s",
+		cfg.Dataset, len(problems), strings.Join(msg, "\n  "))
+}
+
+// verifyCase checks one case: its problems (errors) and warnings.
+func verifyCase(c Case, channels int, o VerifyOptions) (problems, warnings []string) {
+	var v Volume
+	var bufs readBufs
+	if err := decodeCase(c, channels, &v, &bufs, 0); err != nil {
+		return []string{err.Error()}, nil
+	}
+	// NaN and infinite voxels, per file (a case's channels are its files
+	// in order, or one 4D file).
+	bad := make([]int, len(v.Image))
+	for k, img := range v.Image {
+		for _, x := range img {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				bad[k]++
+			}
+		}
+	}
+	for k, n := range bad {
+		if n > 0 {
+			f := c.Images[min(k, len(c.Images)-1)]
+			problems = append(problems, fmt.Sprintf("%s: %d NaN or infinite voxels (channel %d)", f, n, k))
+		}
+	}
+	if c.Label != "" {
+		hist := [256]int{}
+		for _, l := range v.Label {
+			hist[l]++
+		}
+		for val := o.NumClasses; val < 256 && o.NumClasses > 0; val++ {
+			if hist[val] > 0 {
+				problems = append(problems, fmt.Sprintf("%s: label value %d in %d voxels, outside 0..%d (model.num_classes: %d)",
+					c.Label, val, hist[val], o.NumClasses-1, o.NumClasses))
+			}
+		}
+		if p := geometryMismatch(c); p != "" {
+			problems = append(problems, p)
+		}
+	}
+	var thin []string
+	for a, n := range v.Shape {
+		if n == 1 {
+			thin = append(thin, "DHW"[a:a+1])
+		}
+	}
+	if len(thin) > 0 {
+		warnings = append(warnings, fmt.Sprintf("%s is a single slice along %s (shape %v) in a 3-D dataset: its patches repeat padding along that axis",
+			c.Images[0], strings.Join(thin, ", "), v.Shape))
+	}
+	var pad []string
+	for a := range v.Shape {
+		if o.Patch[a] > v.Shape[a] {
+			pad = append(pad, fmt.Sprintf("%s by %d", "DHW"[a:a+1], o.Patch[a]-v.Shape[a]))
+		}
+	}
+	if len(pad) > 0 && len(thin) == 0 {
+		warnings = append(warnings, fmt.Sprintf("%s (shape %v) is smaller than the patch %v: its patches are padded along %s",
+			c.Images[0], v.Shape, o.Patch, strings.Join(pad, ", ")))
+	}
+	return problems, warnings
+}
+
+// geometryMismatch compares the label's spacing and affine with the first
+// image's; "" when they agree within the tolerances.
+func geometryMismatch(c Case) string {
+	hi, err := header(c.Images[0])
+	if err != nil {
+		return err.Error()
+	}
+	hl, err := header(c.Label)
+	if err != nil {
+		return err.Error()
+	}
+	for a := range hi.Spacing {
+		if math.Abs(hi.Spacing[a]-hl.Spacing[a]) > spacingTol*max(math.Abs(hi.Spacing[a]), math.Abs(hl.Spacing[a])) {
+			return fmt.Sprintf("%s: voxel spacing %v differs from its image's %v (%s): image and label are not on the same grid",
+				c.Label, hl.Spacing, hi.Spacing, c.Images[0])
+		}
+	}
+	for r := 0; r < 3; r++ {
+		for k := 0; k < 4; k++ {
+			a, b := hi.Affine[r][k], hl.Affine[r][k]
+			if math.Abs(a-b) > affineTol*max(1, math.Abs(a)) {
+				return fmt.Sprintf("%s: affine row %d %v differs from its image's %v (%s): image and label are not in the same place",
+					c.Label, r, hl.Affine[r], hi.Affine[r], c.Images[0])
+			}
+		}
+	}
+	return ""
+}
+
+// header reads a volume file's header.
+func header(path string) (volume.Header, error) {
+	f, err := volume.Open(path)
+	if err != nil {
+		return volume.Header{}, err
+	}
+	h := f.Header()
+	if err := f.Close(); err != nil {
+		return h, fmt.Errorf("%s: %w", path, err)
+	}
+	return h, nil
+}
