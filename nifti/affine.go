@@ -85,8 +85,9 @@ func (h *Header) SformAffine() Matrix4 {
 func (h *Header) BaseAffine() Matrix4 {
 	shape := [3]float64{1, 1, 1}
 	zooms := [3]float64{1, 1, 1}
-	for i := 0; i < 3 && i < h.NDim(); i++ {
-		shape[i] = float64(h.Dim[i+1])
+	dims := h.Shape()
+	for i := 0; i < 3 && i < len(dims); i++ {
+		shape[i] = float64(dims[i])
 		zooms[i] = h.Pixdim[i+1]
 	}
 	zooms[0] = -zooms[0]

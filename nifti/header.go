@@ -64,6 +64,10 @@ type Header struct {
 	QoffsetZ      float64
 	Srow          [3][4]float64
 	IntentName    string
+	// Glmin is NIfTI-1's unused glmin field, which FreeSurfer (and
+	// nibabel) use for the length of a vector too long for dim[1]'s int16:
+	// dim = (-1, 1, 1) and the length here (see Shape).
+	Glmin int32
 
 	// Extensions are the header extensions found between the header and the
 	// voxel data. They are kept so a file can be rewritten without losing them.
@@ -120,7 +124,10 @@ const (
 // NDim returns dim[0], the number of dimensions.
 func (h *Header) NDim() int { return int(h.Dim[0]) }
 
-// Shape returns dim[1..dim[0]] (x first, as nibabel's img.shape).
+// Shape returns dim[1..dim[0]] (x first, as nibabel's img.shape), with
+// the two FreeSurfer conventions nibabel applies to NIfTI-1 headers of
+// long vectors: dim (-1, 1, 1) is a vector of Glmin elements, and the ico7
+// surface's 163842 vertices, stored as (27307, 1, 6), are (163842, 1, 1).
 func (h *Header) Shape() []int {
 	n := h.NDim()
 	if n < 1 || n > 7 {
@@ -130,15 +137,36 @@ func (h *Header) Shape() []int {
 	for i := range s {
 		s[i] = int(h.Dim[i+1])
 	}
+	if n >= 3 && h.Version == 1 {
+		switch {
+		case s[0] == -1 && s[1] == 1 && s[2] == 1:
+			s[0] = int(h.Glmin)
+		case s[0] == fsIco7Stored && s[1] == 1 && s[2] == 6:
+			s[0], s[2] = fsIco7Vertices, 1
+		}
+	}
 	return s
 }
 
-// NumVoxels returns the product of the dimensions. It is only meaningful on a
-// header that passed validation (reading validates).
+// The ico7 surface convention of FreeSurfer (nibabel's
+// Nifti1Header.get_data_shape): 163842 = 27307 × 6.
+const (
+	fsIco7Vertices = 163842
+	fsIco7Stored   = 27307
+)
+
+// fsLongVector reports whether h uses FreeSurfer's long-vector convention
+// (NIfTI-1, dim[1..3] = (-1, 1, 1), the length in glmin).
+func (h *Header) fsLongVector() bool {
+	return h.Version == 1 && h.Dim[0] >= 3 && h.Dim[1] == -1 && h.Dim[2] == 1 && h.Dim[3] == 1
+}
+
+// NumVoxels returns the product of the dimensions (of Shape). It is only
+// meaningful on a header that passed validation (reading validates).
 func (h *Header) NumVoxels() int64 {
 	n := int64(1)
-	for i := 1; i <= h.NDim() && i < 8; i++ {
-		n *= h.Dim[i]
+	for _, d := range h.Shape() {
+		n *= int64(d)
 	}
 	return n
 }

@@ -47,6 +47,7 @@ func (h *Header) encode1(o binary.ByteOrder, pair bool, voxOffset int64) ([]byte
 	p16(70, int64(h.Datatype))
 	p16(72, int64(h.Datatype.Size()*8))
 	p16(74, h.SliceStart)
+	o.PutUint32(b[144:], uint32(h.Glmin))
 	pf(108, float64(voxOffset))
 	pf(112, h.SclSlope)
 	pf(116, h.SclInter)

@@ -137,6 +137,7 @@ func parse1(h *Header, b []byte, o binary.ByteOrder) {
 	h.XYZTUnits = b[123]
 	h.CalMax, h.CalMin = d.f32(124), d.f32(128)
 	h.SliceDuration, h.Toffset = d.f32(132), d.f32(136)
+	h.Glmin = d.i32(144)
 	h.Descrip = cstring(b[148:228])
 	h.AuxFile = cstring(b[228:252])
 	h.QformCode, h.SformCode = int32(d.i16(252)), int32(d.i16(254))
@@ -208,12 +209,15 @@ func (h *Header) validate(file string, raw []byte) error {
 	if nd < 1 || nd > 7 {
 		return fieldErr(file, v, fDim, "dim[0] = %d, want 1 to 7", nd)
 	}
+	if h.fsLongVector() && h.Glmin <= 0 {
+		return fieldErr(file, v, fDim, "dim[1] = -1 (FreeSurfer's long vector) but glmin = %d holds no length", h.Glmin)
+	}
 	var total uint64 = 1
-	for i := int64(1); i <= nd; i++ {
-		if h.Dim[i] <= 0 {
-			return fieldErr(file, v, fDim, "dim[%d] = %d, want > 0", i, h.Dim[i])
+	for i, d := range h.Shape() {
+		if d <= 0 {
+			return fieldErr(file, v, fDim, "dim[%d] = %d, want > 0", i+1, h.Dim[i+1])
 		}
-		hi, lo := bits.Mul64(total, uint64(h.Dim[i]))
+		hi, lo := bits.Mul64(total, uint64(d))
 		if hi != 0 || lo > math.MaxInt64 {
 			return fieldErr(file, v, fDim, "product of dim[1..%d] overflows 64 bits", nd)
 		}

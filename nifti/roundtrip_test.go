@@ -344,3 +344,45 @@ func TestConcurrentGzipReads(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFreeSurferVectorsRoundTrip: the FreeSurfer long-vector headers
+// nibabel writes (dim (-1, 1, 1) with the length in glmin; the ico7
+// surface as (27307, 1, 6)) read as their vectors and write back as they
+// were stored, bytes and all; dim[1] = -1 without glmin is refused.
+func TestFreeSurferVectorsRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		file  string
+		shape []int
+	}{{"fs_glmin.nii", []int{40000, 1, 1}}, {"fs_ico7.nii", []int{163842, 1, 1}}} {
+		h, raw, err := ReadRaw(filepath.Join("testdata", "synth", tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(h.Shape()) != fmt.Sprint(tc.shape) || h.NumVoxels() != int64(len(raw)) {
+			t.Errorf("%s: shape %v, %d voxels for %d bytes; want %v", tc.file, h.Shape(), h.NumVoxels(), len(raw), tc.shape)
+		}
+		out := filepath.Join(t.TempDir(), tc.file)
+		if err := WriteRaw(out, h, raw); err != nil {
+			t.Fatalf("%s: write: %v", tc.file, err)
+		}
+		h2, raw2, err := ReadRaw(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h2.Dim != h.Dim || h2.Glmin != h.Glmin || !bytes.Equal(raw, raw2) {
+			t.Errorf("%s: written back as dim %v glmin %d (was %v, %d)", tc.file, h2.Dim, h2.Glmin, h.Dim, h.Glmin)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join("testdata", "synth", "fs_glmin.nii"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint32(b[144:], 0) // glmin
+	bad := filepath.Join(t.TempDir(), "noglmin.nii")
+	if err := os.WriteFile(bad, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ReadRaw(bad); err == nil || !strings.Contains(err.Error(), "glmin = 0 holds no length") {
+		t.Errorf("dim[1] = -1 without glmin: %v", err)
+	}
+}

@@ -191,9 +191,9 @@ func validateForWrite(h *Header) error {
 	if nd < 1 || nd > 7 {
 		return fmt.Errorf("dim[0] = %d, want 1 to 7", nd)
 	}
-	for i := int64(1); i <= nd; i++ {
-		if h.Dim[i] <= 0 {
-			return fmt.Errorf("dim[%d] = %d, want > 0", i, h.Dim[i])
+	for i, d := range h.Shape() {
+		if d <= 0 {
+			return fmt.Errorf("dim[%d] = %d, want > 0", i+1, h.Dim[i+1])
 		}
 	}
 	if !h.Datatype.Supported() {
