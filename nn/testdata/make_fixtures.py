@@ -36,75 +36,16 @@ import json
 import struct
 from pathlib import Path
 
+import sys
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 HERE = Path(__file__).resolve().parent
-
-
-class ConvBlock(nn.Sequential):
-    """Conv3d -> [InstanceNorm3d(affine)] -> [LeakyReLU | ReLU]."""
-
-    def __init__(self, cin, cout, k, stride, norm, nonlin, slope, bias, eps=1e-5):
-        pad = tuple((kk - 1) // 2 for kk in k)
-        mods = [nn.Conv3d(cin, cout, k, stride=stride, padding=pad, bias=bias)]
-        if norm == "instance":
-            mods.append(nn.InstanceNorm3d(cout, eps=eps, affine=True))
-        if nonlin == "leaky_relu":
-            mods.append(nn.LeakyReLU(slope))
-        elif nonlin == "relu":
-            mods.append(nn.ReLU())
-        super().__init__(*mods)
-
-
-class UNet3D(nn.Module):
-    """The module voxtrain's nn.UNet mirrors (state_dict keys included).
-
-    With the defaults (features 16-32-64-128, 3x3x3, strides 1-2-2-2) it is
-    exactly the reference network of bench/torch_unet_step.py.
-    """
-
-    def __init__(self, cin=1, ncls=2, features=(16, 32, 64, 128), kernels=None, strides=None,
-                 convs=2, norm="instance", nonlin="leaky_relu", slope=0.01, bias=True, ds=False):
-        super().__init__()
-        L = len(features)
-        kernels = kernels or [(3, 3, 3)] * L
-        strides = strides or [(1, 1, 1)] + [(2, 2, 2)] * (L - 1)
-        self.L, self.use_ds = L, ds
-        blk = lambda i, o, k, s: ConvBlock(i, o, k, s, norm, nonlin, slope, bias)
-        self.enc = nn.ModuleList()
-        prev = cin
-        for l, f in enumerate(features):
-            self.enc.append(nn.Sequential(blk(prev, f, kernels[l], strides[l]),
-                                          *[blk(f, f, kernels[l], 1) for _ in range(convs - 1)]))
-            prev = f
-        self.up, self.dec = nn.ModuleList(), nn.ModuleList()
-        for d in range(L - 1):
-            l = L - 2 - d
-            self.up.append(nn.ConvTranspose3d(features[l + 1], features[l], strides[l + 1], stride=strides[l + 1]))
-        for d in range(L - 1):
-            l = L - 2 - d
-            f = features[l]
-            self.dec.append(nn.Sequential(blk(2 * f, f, kernels[l], 1),
-                                          *[blk(f, f, kernels[l], 1) for _ in range(convs - 1)]))
-        self.head = nn.Conv3d(features[0], ncls, 1)
-        if ds:
-            self.ds = nn.ModuleList(nn.Conv3d(features[L - 2 - d], ncls, 1) for d in range(L - 2))
-
-    def forward(self, x):
-        skips = []
-        for lvl in self.enc:
-            x = lvl(x)
-            skips.append(x)
-        outs = []
-        for d, (up, dec) in enumerate(zip(self.up, self.dec)):
-            l = self.L - 2 - d
-            x = dec(torch.cat([up(x), skips[l]], dim=1))
-            if self.use_ds and d < self.L - 2:
-                outs.append(self.ds[d](x))
-        out = self.head(x)
-        return [out] + outs[::-1]  # highest resolution first
+# The network is the PyTorch loader's, the one users load runs with.
+sys.path.insert(0, str(HERE.parent.parent / "python"))
+from voxtrain_torch import UNet3D  # noqa: E402
 
 
 def he_init(model, g):
