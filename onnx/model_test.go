@@ -2,12 +2,35 @@ package onnx
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
+	"math"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
 )
+
+// The reader accepts packed repeated scalars, which Marshal does not write
+// (proto2's repeated fields are unpacked); the tests write them with these.
+
+// packedInt64s writes a repeated int64 field, packed.
+func (e *encoder) packedInt64s(field int, vs []int64) {
+	var sub []byte
+	for _, v := range vs {
+		sub = binary.AppendUvarint(sub, uint64(v))
+	}
+	e.bytes(field, sub)
+}
+
+// packedFloat32s writes a repeated float field, packed.
+func (e *encoder) packedFloat32s(field int, vs []float32) {
+	sub := make([]byte, 0, 4*len(vs))
+	for _, v := range vs {
+		sub = binary.LittleEndian.AppendUint32(sub, math.Float32bits(v))
+	}
+	e.bytes(field, sub)
+}
 
 // TestEncoderWire: the wire encoding of each kind of field, against the
 // examples of protobuf's encoding guide and hand-derived bytes.
@@ -96,9 +119,14 @@ func TestUnmarshalAcceptsPacked(t *testing.T) {
 	attr.packedInt64s(8, []int64{1, 2})
 	attr.int64(8, 3)
 	attr.int64(20, int64(AttrInts))
+	var fattr encoder
+	fattr.string(1, "fs")
+	fattr.packedFloat32s(7, []float32{0.5, -1})
+	fattr.int64(20, int64(AttrFloats))
 	var node encoder
 	node.string(4, "Op")
 	node.bytes(5, attr.b)
+	node.bytes(5, fattr.b)
 	var graph encoder
 	graph.bytes(1, node.b)
 	var model encoder
@@ -109,6 +137,9 @@ func TestUnmarshalAcceptsPacked(t *testing.T) {
 	}
 	if got := m.Graph.Nodes[0].Attrs[0].Ints; !reflect.DeepEqual(got, []int64{1, 2, 3}) {
 		t.Errorf("ints %v", got)
+	}
+	if got := m.Graph.Nodes[0].Attrs[1].Floats; !reflect.DeepEqual(got, []float32{0.5, -1}) {
+		t.Errorf("floats %v", got)
 	}
 }
 

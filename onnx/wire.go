@@ -67,25 +67,6 @@ func (e *encoder) message(field int, m interface{ marshal(*encoder) }) {
 	e.bytes(field, sub.b)
 }
 
-// packedInt64s writes a repeated int64 field, packed (proto3's default,
-// and what onnx.proto asks for its tensor data).
-func (e *encoder) packedInt64s(field int, vs []int64) {
-	var sub []byte
-	for _, v := range vs {
-		sub = binary.AppendUvarint(sub, uint64(v))
-	}
-	e.bytes(field, sub)
-}
-
-// packedFloat32s writes a repeated float field, packed.
-func (e *encoder) packedFloat32s(field int, vs []float32) {
-	sub := make([]byte, 0, 4*len(vs))
-	for _, v := range vs {
-		sub = binary.LittleEndian.AppendUint32(sub, math.Float32bits(v))
-	}
-	e.bytes(field, sub)
-}
-
 // decoder reads one message's fields in turn.
 type decoder struct {
 	b   []byte
