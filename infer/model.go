@@ -46,44 +46,9 @@ func checkpointDir(path string) (string, error) {
 // its weights. Inference runs batches of batch patches (0: the training
 // batch size).
 func LoadModel(path string, dev nn.Device, batch int) (*Model, error) {
-	dir, err := checkpointDir(path)
+	net, cfg, dir, err := loadNet(path, dev)
 	if err != nil {
 		return nil, err
-	}
-	cfgPath := filepath.Join(dir, "config.yaml")
-	text, err := os.ReadFile(cfgPath)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	cfg, err := config.Parse(text, cfgPath, "")
-	if err != nil {
-		return nil, err
-	}
-	// Inference takes the model, the data section's preprocessing and the
-	// training patch; the rest of the file (a run's, maybe written by an
-	// older version) is not its business.
-	if err := errors.Join(cfg.Model.Validate(), cfg.Data.Validate()); err != nil {
-		return nil, fmt.Errorf("%s: %w", cfgPath, err)
-	}
-	if p := cfg.Train.PatchSize; p[0] < 1 || p[1] < 1 || p[2] < 1 || cfg.Train.BatchSize < 1 {
-		return nil, fmt.Errorf("%s: train.patch_size %v, train.batch_size %d: want positive sizes", cfgPath, p, cfg.Train.BatchSize)
-	}
-	net, err := nn.NewUNet(dev, cfg.Model, cfg.Seed)
-	if err != nil {
-		return nil, err
-	}
-	params, err := nn.ExportParams(dev, net.Params())
-	if err != nil {
-		net.Free()
-		return nil, err
-	}
-	if _, err := checkpoint.Load(dir, params, nil); err != nil {
-		net.Free()
-		return nil, err
-	}
-	if err := nn.ImportParams(dev, net.Params(), params); err != nil {
-		net.Free()
-		return nil, fmt.Errorf("checkpoint %s: %w", dir, err)
 	}
 	if batch <= 0 {
 		batch = cfg.Train.BatchSize
@@ -94,6 +59,59 @@ func LoadModel(path string, dev nn.Device, batch int) (*Model, error) {
 		return nil, err
 	}
 	return &Model{Config: cfg, Dir: dir, net: net, dnet: dnet}, nil
+}
+
+// LoadNet builds the U-Net of the checkpoint at path (what LoadModel
+// accepts) on dev with its weights, and returns it with the config it was
+// trained with: LoadModel without the inference buffers, for a caller that
+// wants the network itself (train export). The caller frees the net.
+func LoadNet(path string, dev nn.Device) (*nn.UNet, *config.Config, error) {
+	net, cfg, _, err := loadNet(path, dev)
+	return net, cfg, err
+}
+
+// loadNet is LoadNet, also returning the checkpoint directory.
+func loadNet(path string, dev nn.Device) (*nn.UNet, *config.Config, string, error) {
+	dir, err := checkpointDir(path)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	cfgPath := filepath.Join(dir, "config.yaml")
+	text, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("checkpoint: %w", err)
+	}
+	cfg, err := config.Parse(text, cfgPath, "")
+	if err != nil {
+		return nil, nil, "", err
+	}
+	// Inference takes the model, the data section's preprocessing and the
+	// training patch; the rest of the file (a run's, maybe written by an
+	// older version) is not its business.
+	if err := errors.Join(cfg.Model.Validate(), cfg.Data.Validate()); err != nil {
+		return nil, nil, "", fmt.Errorf("%s: %w", cfgPath, err)
+	}
+	if p := cfg.Train.PatchSize; p[0] < 1 || p[1] < 1 || p[2] < 1 || cfg.Train.BatchSize < 1 {
+		return nil, nil, "", fmt.Errorf("%s: train.patch_size %v, train.batch_size %d: want positive sizes", cfgPath, p, cfg.Train.BatchSize)
+	}
+	net, err := nn.NewUNet(dev, cfg.Model, cfg.Seed)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	params, err := nn.ExportParams(dev, net.Params())
+	if err != nil {
+		net.Free()
+		return nil, nil, "", err
+	}
+	if _, err := checkpoint.Load(dir, params, nil); err != nil {
+		net.Free()
+		return nil, nil, "", err
+	}
+	if err := nn.ImportParams(dev, net.Params(), params); err != nil {
+		net.Free()
+		return nil, nil, "", fmt.Errorf("checkpoint %s: %w", dir, err)
+	}
+	return net, cfg, dir, nil
 }
 
 // Close releases the model's device memory.

@@ -200,3 +200,19 @@ func TestNewCmdBenchStep(t *testing.T) {
 		wantErr(t, err, sub)
 	}
 }
+
+func TestNewCmdExport(t *testing.T) {
+	o, err := capture(t, NewCmdExport, "--checkpoint", "ck", "--onnx", "m.onnx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Checkpoint != "ck" || o.ONNX != "m.onnx" || o.Version != "test" || o.OpenDevice == nil {
+		t.Errorf("export options: %+v", o)
+	}
+	_, err = capture(t, NewCmdExport, "--onnx", "m.onnx")
+	wantErr(t, err, "--checkpoint")
+	_, err = capture(t, NewCmdExport, "--checkpoint", "ck")
+	wantErr(t, err, "--onnx")
+	_, err = capture(t, NewCmdExport, "--checkpoint", "ck", "--onnx", "m.onnx", "extra")
+	wantErr(t, err, "extra")
+}

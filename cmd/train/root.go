@@ -47,6 +47,6 @@ func buildVersion() string {
 func NewCmdRoot(f *Factory) *cobra.Command {
 	root := NewCmdTrain(f, nil)
 	root.AddCommand(NewCmdDemo(f, nil), NewCmdValidate(f, nil), NewCmdPredict(f, nil), NewCmdPlot(f, nil),
-		NewCmdInfo(f, nil), NewCmdPrepare(f, nil), NewCmdBenchData(f, nil), NewCmdBenchStep(f, nil))
+		NewCmdInfo(f, nil), NewCmdPrepare(f, nil), NewCmdBenchData(f, nil), NewCmdBenchStep(f, nil), NewCmdExport(f, nil))
 	return root
 }
