@@ -45,7 +45,7 @@ type trainer struct {
 	closers []func()
 }
 
-// newTrainer builds a run: its directory and log, the dataset set up
+// newTrainer builds a run: its directory, locked, and log, the dataset set up
 // (splits, ct statistics, the prepared store), the resolved config
 // written, the model, optimiser and data loader, and the state resumed
 // from a checkpoint when o.Resume asks.
@@ -62,16 +62,30 @@ func newTrainer(ctx context.Context, cfg *config.Config, o Options) (_ *trainer,
 			t.close()
 		}
 	}()
-	if t.dir, err = checkpoint.NewRunDir(cfg.OutputDir, cfg.Experiment, cfg.Data.Fold, cfg.RunID); err != nil {
+	if t.dir, err = checkpoint.RunDirAt(cfg.OutputDir, cfg.Experiment, cfg.Data.Fold, cfg.RunID); err != nil {
 		return nil, err
 	}
 	t.res.RunDir = t.dir.Path
+	// Two trainings in one run directory would prune each other's
+	// checkpoints and interleave metrics.jsonl: hold its lock for the whole
+	// run. Its closer comes first, so it runs last, after every write.
+	lock, err := t.dir.Lock()
+	if err != nil {
+		return nil, fmt.Errorf("%w; wait for it to end, or choose another --run-id or --output-dir", err)
+	}
+	t.closers = append(t.closers, func() { lock.Release() })
+	if err := t.dir.MkdirAll(); err != nil {
+		return nil, err
+	}
 	if t.logFile, err = os.OpenFile(t.dir.TrainLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
 		return nil, fmt.Errorf("open train log: %w", err)
 	}
 	t.closers = append(t.closers, func() { t.logFile.Close() })
 	t.console = newConsole(o.Out, t.logFile, time.Duration(cfg.Train.LogEverySeconds*float64(time.Second)))
 	t.log = t.console.logger()
+	if lock.Warning != "" {
+		t.log.Warn(lock.Warning)
+	}
 	for _, w := range cfg.Warnings {
 		t.log.Warn("config: " + w)
 	}
