@@ -4,7 +4,8 @@
 //
 // # Run directory
 //
-// NewRunDir creates
+// RunDirAt names the paths of a run, RunDir.Lock creates the directory
+// and its lock file, MkdirAll (or NewRunDir) its subdirectories:
 //
 //	<output>/<experiment>/fold_<k>/run_<r>/
 //	    config.yaml      the resolved config (written by the trainer)
@@ -25,7 +26,8 @@
 // the file's content is a message, not the lock. Reading a run
 // (validation, prediction, plots) takes no lock. On a filesystem without
 // locks (Lustre without -o flock, for one) Lock holds nothing and says so
-// in RunLock.Warning.
+// in RunLock.Warning. The trainer takes the lock before anything else and
+// writes nothing else into the directory until its checks have passed.
 //
 // The checkpoint directory is created again (MkdirAll) before every save,
 // so a run whose output directory did not exist, or whose checkpoints/ was
