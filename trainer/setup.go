@@ -76,8 +76,11 @@ func newTrainer(ctx context.Context, cfg *config.Config, o Options) (_ *trainer,
 	// checkpoints and interleave metrics.jsonl: hold its lock for the whole
 	// run. Its closer comes first, so it runs last, after every write.
 	lock, err := t.dir.Lock()
-	if err != nil {
+	if locked := (*checkpoint.LockedError)(nil); errors.As(err, &locked) {
 		return nil, fmt.Errorf("%w; wait for it to end, or choose another --run-id or --output-dir", err)
+	}
+	if err != nil {
+		return nil, err
 	}
 	t.closers = append(t.closers, func() { lock.Release() })
 	// train.log is opened by accept, but closed after everything that
