@@ -4,7 +4,8 @@
 //
 // # Run directory
 //
-// NewRunDir creates
+// RunDirAt names the paths of a run, RunDir.Lock creates the directory
+// and its lock file, MkdirAll (or NewRunDir) its subdirectories:
 //
 //	<output>/<experiment>/fold_<k>/run_<r>/
 //	    config.yaml      the resolved config (written by the trainer)
@@ -13,6 +14,20 @@
 //	    checkpoints/     see below
 //	    logs/            other logs (profiles, worker logs)
 //	    plots/           curves drawn by `train plot`
+//	    train.lock       the lock a training holds (see below)
+//
+// # Lock
+//
+// RunDir.Lock takes an exclusive flock(2) on train.lock, so one training at
+// a time writes into a run directory: a second one gets a *LockedError
+// naming the holder's PID, host and start time, which the holder writes
+// into the file. The kernel releases the lock when the holder exits, even
+// by SIGKILL, so the file a killed training leaves behind blocks nobody;
+// the file's content is a message, not the lock. Reading a run
+// (validation, prediction, plots) takes no lock. On a filesystem without
+// locks (Lustre without -o flock, for one) Lock holds nothing and says so
+// in RunLock.Warning. The trainer takes the lock before anything else and
+// writes nothing else into the directory until its checks have passed.
 //
 // The checkpoint directory is created again (MkdirAll) before every save,
 // so a run whose output directory did not exist, or whose checkpoints/ was
@@ -72,6 +87,6 @@
 // filling anything and report differences as a *MismatchError naming the
 // file. Weights stored as F16, BF16 or F64 are converted to float32.
 //
-// One process saves into a run's checkpoints/ at a time; the package does
-// not lock it.
+// One process saves into a run's checkpoints/ at a time: the saver does
+// not lock it; a training holds the run directory's lock (above).
 package checkpoint

@@ -20,6 +20,7 @@ func TestRunDirAt(t *testing.T) {
 		Config:      filepath.Join("out", "Task04", "fold_3", "run_7", "config.yaml"),
 		TrainLog:    filepath.Join("out", "Task04", "fold_3", "run_7", "train.log"),
 		Metrics:     filepath.Join("out", "Task04", "fold_3", "run_7", "metrics.jsonl"),
+		LockFile:    filepath.Join("out", "Task04", "fold_3", "run_7", "train.lock"),
 	}
 	if r != want {
 		t.Errorf("%+v", r)

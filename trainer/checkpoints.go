@@ -27,15 +27,22 @@ type checkpoints struct {
 	log     *slog.Logger
 }
 
+// refuseOverwrite refuses a fresh start (resume "") in a run directory
+// that holds checkpoints: the new run would overwrite the old one's.
+func refuseOverwrite(dir checkpoint.RunDir, resume string) error {
+	if resume == "" && hasCheckpoints(dir.Checkpoints) {
+		return fmt.Errorf("%s already holds checkpoints: resume with --resume auto, or choose another --run-id or --output-dir", dir.Checkpoints)
+	}
+	return nil
+}
+
 // resume loads the checkpoint what names ("" fresh, "auto" the run's
 // latest, else a path) into the model, optimiser and st; "" and "auto"
-// without a checkpoint start fresh. A checkpoint whose config differs
-// from the run's is resumed with a warning naming the changed keys.
+// without a checkpoint start fresh (refuseOverwrite has refused "" over
+// checkpoints before). A checkpoint whose config differs from the run's
+// is resumed with a warning naming the changed keys. It reads only.
 func (c *checkpoints) resume(what string, st *State) error {
 	if what == "" {
-		if hasCheckpoints(c.dir.Checkpoints) {
-			return fmt.Errorf("%s already holds checkpoints: resume with --resume auto, or choose another --run-id or --output-dir", c.dir.Checkpoints)
-		}
 		return nil
 	}
 	// The expected names and shapes, with buffers the load fills.

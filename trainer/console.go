@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,11 +17,15 @@ import (
 // console is what the user watches: on a terminal a progress bar per epoch
 // (samples/s, ETA, loss, data-wait share) with log lines printed above it;
 // elsewhere (CI, nohup, a scheduler's log file) plain timestamped lines at
-// most every LogEverySeconds. Every log line also goes to train.log.
+// most every LogEverySeconds. Every log line also goes to train.log, once
+// setFile has opened it: the lines before are kept until then, so that a
+// run refused at setup writes nothing into its directory yet its train.log
+// still tells the whole story of an accepted one.
 type console struct {
 	mu    sync.Mutex
 	out   io.Writer
-	file  io.Writer // train.log (nil: none)
+	file  io.Writer    // train.log (nil: not yet)
+	early bytes.Buffer // what went to train.log before file was set
 	tty   bool
 	bar   *progressbar.ProgressBar
 	every time.Duration
@@ -33,8 +38,30 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-func newConsole(out, file io.Writer, every time.Duration) *console {
-	return &console{out: out, file: file, tty: isTerminal(out), every: every}
+func newConsole(out io.Writer, every time.Duration) *console {
+	return &console{out: out, tty: isTerminal(out), every: every}
+}
+
+// setFile sends train.log's lines to w from now on, after those logged so
+// far.
+func (c *console) setFile(w io.Writer) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := w.Write(c.early.Bytes()); err != nil {
+		return err
+	}
+	c.early = bytes.Buffer{}
+	c.file = w
+	return nil
+}
+
+// toFile writes p to train.log, or keeps it until setFile (c.mu held).
+func (c *console) toFile(p []byte) {
+	if c.file == nil {
+		c.early.Write(p)
+		return
+	}
+	c.file.Write(p)
 }
 
 // Write makes the console an io.Writer for the logger: a line goes to
@@ -42,9 +69,7 @@ func newConsole(out, file io.Writer, every time.Duration) *console {
 func (c *console) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.file != nil {
-		c.file.Write(p)
-	}
+	c.toFile(p)
 	if c.bar != nil {
 		c.bar.Clear()
 	}
@@ -113,9 +138,7 @@ func (c *console) step(p progress) {
 	c.last = time.Now()
 	line := fmt.Sprintf("%s epoch %d/%d step %d/%d  %s\n", time.Now().Format(time.RFC3339), p.epoch, p.epochs, p.step, p.steps, p)
 	c.out.Write([]byte(line))
-	if c.file != nil {
-		c.file.Write([]byte(line))
-	}
+	c.toFile([]byte(line))
 }
 
 func (c *console) endEpoch() {

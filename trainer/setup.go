@@ -45,10 +45,16 @@ type trainer struct {
 	closers []func()
 }
 
-// newTrainer builds a run: its directory and log, the dataset set up
-// (splits, ct statistics, the prepared store), the resolved config
-// written, the model, optimiser and data loader, and the state resumed
-// from a checkpoint when o.Resume asks.
+// newTrainer builds a run: its directory locked, the dataset set up
+// (splits, ct statistics, the prepared store), the model, optimiser and
+// data loader, and the state resumed from a checkpoint when o.Resume asks;
+// then, every check passed, the resolved config and train.log written
+// (accept).
+//
+// Check first, write after: up to accept nothing in the run directory is
+// created or changed besides the lock, so a refused start (a fresh run
+// over checkpoints, a checkpoint that does not fit the model, a model that
+// does not fit the dataset) leaves an existing run as it was.
 func newTrainer(ctx context.Context, cfg *config.Config, o Options) (_ *trainer, err error) {
 	if o.Device == nil {
 		return nil, errors.New("trainer: no device")
@@ -62,19 +68,41 @@ func newTrainer(ctx context.Context, cfg *config.Config, o Options) (_ *trainer,
 			t.close()
 		}
 	}()
-	if t.dir, err = checkpoint.NewRunDir(cfg.OutputDir, cfg.Experiment, cfg.Data.Fold, cfg.RunID); err != nil {
+	if t.dir, err = checkpoint.RunDirAt(cfg.OutputDir, cfg.Experiment, cfg.Data.Fold, cfg.RunID); err != nil {
 		return nil, err
 	}
 	t.res.RunDir = t.dir.Path
-	if t.logFile, err = os.OpenFile(t.dir.TrainLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
-		return nil, fmt.Errorf("open train log: %w", err)
+	// Two trainings in one run directory would prune each other's
+	// checkpoints and interleave metrics.jsonl: hold its lock for the whole
+	// run. Its closer comes first, so it runs last, after every write.
+	lock, err := t.dir.Lock()
+	if locked := (*checkpoint.LockedError)(nil); errors.As(err, &locked) {
+		return nil, fmt.Errorf("%w; wait for it to end, or choose another --run-id or --output-dir", err)
 	}
-	t.closers = append(t.closers, func() { t.logFile.Close() })
-	t.console = newConsole(o.Out, t.logFile, time.Duration(cfg.Train.LogEverySeconds*float64(time.Second)))
+	if err != nil {
+		return nil, err
+	}
+	t.closers = append(t.closers, func() { lock.Release() })
+	// train.log is opened by accept, but closed after everything that
+	// might still log while closing.
+	t.closers = append(t.closers, func() {
+		if t.logFile != nil {
+			t.logFile.Close()
+		}
+	})
+	t.console = newConsole(o.Out, time.Duration(cfg.Train.LogEverySeconds*float64(time.Second)))
 	t.log = t.console.logger()
+	if lock.Warning != "" {
+		t.log.Warn(lock.Warning)
+	}
 	for _, w := range cfg.Warnings {
 		t.log.Warn("config: " + w)
 	}
+	// Before the dataset's setup, which can take long.
+	if err := refuseOverwrite(t.dir, o.Resume); err != nil {
+		return nil, err
+	}
+	t.log.Info("run", "dir", t.dir.Path, "device", o.Device.Name(), "version", o.Version)
 	// ct statistics computed from the dataset go into the saved config, so
 	// prediction preprocesses the same way without the dataset.
 	if cfg.Data, err = data.Setup(ctx, cfg.Data, data.SetupOptions{Logger: t.log}); err != nil {
@@ -89,10 +117,6 @@ func newTrainer(ctx context.Context, cfg *config.Config, o Options) (_ *trainer,
 	if err != nil {
 		return nil, err
 	}
-	if err := atomicfile.WriteFile(t.dir.Config, []byte(text), 0o644); err != nil {
-		return nil, err
-	}
-	t.log.Info("run", "dir", t.dir.Path, "device", o.Device.Name(), "version", o.Version)
 	if err := t.buildModel(); err != nil {
 		return nil, err
 	}
@@ -110,7 +134,29 @@ func newTrainer(ctx context.Context, cfg *config.Config, o Options) (_ *trainer,
 	t.val = &validator{cfg: cfg.Validation, batch: cfg.Train.BatchSize, patch: cfg.Train.PatchSize, loss: cfg.Loss,
 		model: t.model, loader: t.loader}
 	t.closers = append(t.closers, t.val.close)
+	if err := t.accept(text); err != nil {
+		return nil, err
+	}
 	return t, nil
+}
+
+// accept writes what a run keeps in its directory once every check has
+// passed: the directory's subdirectories, the resolved config (text) and
+// train.log, which starts with the lines logged so far.
+func (t *trainer) accept(text string) (err error) {
+	if err := t.dir.MkdirAll(); err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(t.dir.Config, []byte(text), 0o644); err != nil {
+		return fmt.Errorf("write the run's config: %w", err)
+	}
+	if t.logFile, err = os.OpenFile(t.dir.TrainLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+		return fmt.Errorf("open train log: %w", err)
+	}
+	if err := t.console.setFile(t.logFile); err != nil {
+		return fmt.Errorf("write train log: %w", err)
+	}
+	return nil
 }
 
 // buildModel makes the U-Net and its optimiser on the device.
