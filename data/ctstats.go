@@ -107,7 +107,7 @@ func resolveCT(ctx context.Context, cfg config.Data, ds *Dataset, channels, work
 	}
 	if cfg.CTStd == 0 {
 		cfg.CTStd = st.Stats.Std
-		if cfg.CTMean == 0 {
+		if cfg.CTMean == 0 && !cfg.CTMeanGiven { // a given 0 is a mean
 			cfg.CTMean = st.Stats.Mean
 		}
 	}
