@@ -81,13 +81,18 @@ type Data struct {
 	// computed from the dataset (see CTStd).
 	CTWindow []float64 `yaml:"ct_window"`
 	// CTMean and CTStd are the dataset foreground statistics for "ct".
-	// When ct_std is absent (0), the mean and std are computed from the
-	// dataset, as is ct_window when absent, and a given non-zero ct_mean
-	// is kept; when ct_std is given, ct_mean is taken as given (0 when
-	// unset). Computed statistics follow nnU-Net's dataset fingerprint
+	// When ct_std is absent, the mean and std are computed from the
+	// dataset, as is ct_window when absent, and a given ct_mean is kept;
+	// when ct_std is given, ct_mean is taken as given (0 when unset). A
+	// file that gives ct_std: 0 with ct normalisation is an error (no
+	// std is 0; leave the key out to compute it). Computed statistics follow nnU-Net's dataset fingerprint
 	// (see package data) and are written into the run's config.yaml.
 	CTMean float64 `yaml:"ct_mean"`
 	CTStd  float64 `yaml:"ct_std"`
+	// CTMeanGiven records that the file gave ct_mean (Parse sets it), so
+	// that a given 0 is kept as the mean rather than computed; in a
+	// section built in code a zero CTMean counts as not given.
+	CTMeanGiven bool `yaml:"-"`
 	// TargetSpacing, when set, resamples every case after normalisation to
 	// this voxel size, [d, h, w] in the files' units in (D, H, W) = NIfTI
 	// (z, y, x) order, as nnU-Net's preprocessing (images trilinear,

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,9 +32,48 @@ func Load(path string) (*Config, error) {
 		return nil, err
 	}
 	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, atLines(err, b))
 	}
 	return c, nil
+}
+
+// atLines adds to each of Validate's errors ("train.batch_size: 0, want
+// ≥ 1") the line of the document b where its key is written, when it is:
+// "line 9: train.batch_size: 0, want ≥ 1". A setting left at its default
+// has no line.
+func atLines(err error, b []byte) error {
+	var doc yaml.Node
+	if yaml.Unmarshal(b, &doc) != nil || len(doc.Content) == 0 {
+		return err
+	}
+	root := doc.Content[0]
+	if _, merr := migrate(root); merr != nil {
+		return err
+	}
+	lines := map[string]int{}
+	if checkKnownKeys(root, reflect.TypeFor[Config](), "", lines) != nil {
+		return err
+	}
+	var errs []error
+	var flatten func(error)
+	flatten = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				flatten(e)
+			}
+			return
+		}
+		errs = append(errs, e)
+	}
+	flatten(err)
+	for i, e := range errs {
+		key, _, _ := strings.Cut(e.Error(), ":")
+		key, _, _ = strings.Cut(key, "[")
+		if l, ok := lines[key]; ok {
+			errs[i] = fmt.Errorf("line %d: %w", l, e)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Parse decodes a config document (name labels errors) on top of the
@@ -57,17 +97,23 @@ func Parse(b []byte, name, baseDir string) (*Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("config %s: %w", name, err)
 		}
-		if err := checkKnownKeys(root, reflect.TypeFor[Config](), "", nil); err != nil {
+		lines := map[string]int{}
+		if err := checkKnownKeys(root, reflect.TypeFor[Config](), "", lines); err != nil {
 			return nil, fmt.Errorf("config %s: %w", name, err)
 		}
 		if baseDir != "" {
 			resolvePaths(root, baseDir)
 		}
 		if err := root.Decode(&c); err != nil {
-			return nil, fmt.Errorf("config %s: %w", name, err)
+			return nil, fmt.Errorf("config %s: %w", name, withKeys(err, lines))
 		}
 		c.Warnings = warn
-		c.derive(func(key string) bool { return lookup(root, strings.Split(key, ".")...) != nil })
+		present := func(key string) bool { return lookup(root, strings.Split(key, ".")...) != nil }
+		if err := c.explicitZeros(root); err != nil {
+			return nil, fmt.Errorf("config %s: %w", name, err)
+		}
+		c.Data.CTMeanGiven = present("data.ct_mean")
+		c.derive(present)
 		return &c, nil
 	}
 	c.derive(nil)
@@ -208,11 +254,45 @@ func migrate(root *yaml.Node) ([]string, error) {
 	return notes, nil
 }
 
+// explicitZeros reports the keys a file gives as 0 (or less) where their
+// zero value stands for "not given", and where that 0 would be used:
+// rather than the default in its place, an error naming the key and its
+// line. These few keep 0 as "not given" because a run's saved config.yaml
+// writes 0 for them when unused (base_features and max_features beside
+// explicit features, ct_std without ct normalisation), and those files
+// must load. Keys whose 0 means something (iterations_per_epoch,
+// cache_bytes, …) are decoded as given and checked by Validate.
+func (c *Config) explicitZeros(root *yaml.Node) error {
+	node := func(key string) *yaml.Node { return lookup(root, strings.Split(key, ".")...) }
+	derives := node("model.features") == nil
+	usesCT := false
+	for _, n := range c.Data.Normalization {
+		usesCT = usesCT || n == "ct"
+	}
+	var errs []error
+	for _, z := range []struct {
+		key       string
+		zero, use bool
+		want      string
+	}{
+		{"model.levels", c.Model.Levels <= 0, true, "want ≥ 1 (leave it out for the default: as many as model.features, or 4)"},
+		{"model.base_features", c.Model.BaseFeatures <= 0, derives, "want ≥ 1 (leave it out for 32)"},
+		{"model.max_features", c.Model.MaxFeatures <= 0, derives, "want ≥ 1 (leave it out for 320)"},
+		{"data.ct_std", c.Data.CTStd == 0, usesCT, "a std must be > 0 (leave ct_std out to compute it from the dataset)"},
+	} {
+		if n := node(z.key); n != nil && z.zero && z.use {
+			errs = append(errs, fmt.Errorf("line %d: %s: %s, %s", n.Line, z.key, n.Value, z.want))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
 // checkKnownKeys walks a document against the type it decodes into and
 // reports the first key the type does not have, with its line and the
-// keys it does have. Types that decode themselves (yaml.Unmarshaler) check
+// keys it does have, or the first fixed-length list (patch_size, betas, a
+// range) of the wrong length or not a list, with its key and line. Types that decode themselves (yaml.Unmarshaler) check
 // their own keys. When lines is not nil it receives the line of every key
 // by its path ("augment.blur.p"), for errors found after decoding.
 func checkKnownKeys(n *yaml.Node, t reflect.Type, path string, lines map[string]int) error {
@@ -226,6 +306,16 @@ func checkKnownKeys(n *yaml.Node, t reflect.Type, path string, lines map[string]
 		return nil
 	}
 	switch {
+	case t.Kind() == reflect.Array && n.Kind == yaml.SequenceNode && len(n.Content) != t.Len():
+		// yaml.v3 says only "invalid array: want 3 elements but got 2",
+		// with neither key nor line.
+		return fmt.Errorf("line %d: %s: %d values, want %d", n.Line, path, len(n.Content), t.Len())
+	case t.Kind() == reflect.Array && n.Kind != yaml.SequenceNode && n.Tag != "!!null":
+		got := kindName(n)
+		if n.Kind == yaml.ScalarNode {
+			got = fmt.Sprintf("%q", n.Value)
+		}
+		return fmt.Errorf("line %d: %s: want a list of %d values, got %s", n.Line, path, t.Len(), got)
 	case (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) && n.Kind == yaml.SequenceNode:
 		for i, e := range n.Content {
 			if err := checkKnownKeys(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), lines); err != nil {
@@ -272,6 +362,33 @@ func checkKnownKeys(n *yaml.Node, t reflect.Type, path string, lines map[string]
 		}
 	}
 	return nil
+}
+
+// withKeys names the key of each line in a decoding error: yaml.v3's
+// type errors read "line 3: cannot unmarshal !!str `two` into int"; with
+// lines (key → line, from checkKnownKeys) they read "line 3:
+// train.batch_size: cannot unmarshal …". A line that holds several keys
+// (a flow mapping) is left as it is.
+func withKeys(err error, lines map[string]int) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	keys := map[int][]string{}
+	for k, l := range lines {
+		keys[l] = append(keys[l], k)
+	}
+	out := make([]string, len(te.Errors))
+	for i, e := range te.Errors {
+		out[i] = e
+		var line int
+		if _, serr := fmt.Sscanf(e, "line %d:", &line); serr != nil || len(keys[line]) != 1 {
+			continue
+		}
+		prefix := fmt.Sprintf("line %d:", line)
+		out[i] = prefix + " " + keys[line][0] + ":" + strings.TrimPrefix(e, prefix)
+	}
+	return &yaml.TypeError{Errors: out}
 }
 
 func kindName(n *yaml.Node) string {

@@ -190,3 +190,86 @@ func TestOlderRunConfigLoads(t *testing.T) {
 		t.Errorf("keep_recent 0: %v", err)
 	}
 }
+
+// TestFixedLengthListsNameKeyAndLine: a list of the wrong length (or a
+// number where a list belongs) for patch_size, betas, a kernel size or an
+// augmentation range is an error naming the file, the key and its line;
+// yaml.v3 alone says "invalid array: want 3 elements but got 2".
+func TestFixedLengthListsNameKeyAndLine(t *testing.T) {
+	for doc, want := range map[string]string{
+		"data:\n  dataset: d\ntrain:\n  patch_size: [16, 16]\n":                     "line 4: train.patch_size: 2 values, want 3",
+		"train:\n  patch_size: [16, 16, 16, 16]\n":                                  "line 2: train.patch_size: 4 values, want 3",
+		"train:\n  epochs: 3\n  patch_size: 64\n":                                   `line 3: train.patch_size: want a list of 3 values, got "64"`,
+		"optim:\n  betas: [0.9]\n":                                                  "line 2: optim.betas: 1 values, want 2",
+		"model:\n  kernel_sizes:\n    - [3, 3, 3]\n    - [3, 3]\n":                  "line 4: model.kernel_sizes[1]: 2 values, want 3",
+		"augment:\n  preset: light\n  rotation:\n    degrees: [-30, 0, 30]\n":       "line 4: augment.rotation.degrees: 3 values, want 2",
+		"data:\n  dataset: d\ntrain:\n  patch_size:\n    - 16\n    - 16\nseed: 1\n": "line 5: train.patch_size: 2 values, want 3",
+	} {
+		_, err := Parse([]byte(doc), "run.yaml", "")
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "run.yaml") {
+			t.Errorf("%q: %v, want an error naming run.yaml and %q", doc, err, want)
+		}
+	}
+}
+
+// TestTypeErrorsNameTheKey: a value of the wrong type is named by its key
+// as well as its line.
+func TestTypeErrorsNameTheKey(t *testing.T) {
+	_, err := Parse([]byte("data:\n  dataset: d\ntrain:\n  batch_size: two\n"), "run.yaml", "")
+	if err == nil || !strings.Contains(err.Error(), "line 4: train.batch_size: cannot unmarshal") {
+		t.Errorf("batch_size: two: %v", err)
+	}
+}
+
+// TestExplicitZeroIsNotTheDefault: the keys whose zero value stands for
+// "not given" (model.levels, base_features and max_features, which derive
+// the features; data.ct_std, computed when absent) are an error naming
+// key and line when a file gives 0 where it would be used, instead of
+// quietly becoming the default. Where the 0 is not used (the form a run's
+// saved config.yaml writes), it loads; a given ct_mean of 0 is kept as a
+// mean.
+func TestExplicitZeroIsNotTheDefault(t *testing.T) {
+	for doc, want := range map[string]string{
+		"model:\n  levels: 0\n":                                         "line 2: model.levels: 0, want ≥ 1",
+		"model:\n  features: [8, 16]\n  levels: 0\n":                    "line 3: model.levels: 0, want ≥ 1",
+		"model:\n  levels: 5\n  base_features: 0\n":                     "line 3: model.base_features: 0, want ≥ 1",
+		"model:\n  max_features: 0\n":                                   "line 2: model.max_features: 0, want ≥ 1",
+		"data:\n  normalization: ct\n  ct_std: 0\n":                     "line 3: data.ct_std: 0, a std must be > 0",
+		"data:\n  normalization: [zscore, ct]\n  ct_std: 0.0\n":         "line 3: data.ct_std: 0.0",
+		"model:\n  levels: -1\n  base_features: 0\n  max_features: 8\n": "line 3: model.base_features: 0",
+	} {
+		_, err := Parse([]byte(doc), "run.yaml", "")
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "run.yaml") {
+			t.Errorf("%q: %v, want an error naming run.yaml and %q", doc, err, want)
+		}
+	}
+	for _, doc := range []string{
+		"model:\n  features: [8, 16]\n  base_features: 0\n  max_features: 0\n  levels: 2\n",
+		"data:\n  normalization: zscore\n  ct_mean: 0\n  ct_std: 0\n",
+		"model:\n  levels: 3\n  base_features: 8\n",
+	} {
+		if _, err := Parse([]byte(doc), "saved.yaml", ""); err != nil {
+			t.Errorf("%q: %v", doc, err)
+		}
+	}
+	c, err := Parse([]byte("data:\n  normalization: ct\n  ct_mean: 0\n"), "x", "")
+	if err != nil || !c.Data.CTMeanGiven || c.Data.CTMean != 0 {
+		t.Errorf("ct_mean: 0 given: %+v, %v", c.Data, err)
+	}
+	if c, _ := Parse([]byte("data:\n  normalization: ct\n"), "x", ""); c.Data.CTMeanGiven {
+		t.Error("ct_mean absent, yet given")
+	}
+}
+
+// TestLoadNamesTheLine: Load's validation errors carry the line of the
+// key the file wrote (a key left at its default has none).
+func TestLoadNamesTheLine(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "run.yaml")
+	os.WriteFile(p, []byte("data:\n  dataset: d\ntrain:\n  patch_size: [16, 16, 16]\n  batch_size: 0\ncheckpoint:\n  keep_recent: 0\n"), 0o644)
+	_, err := Load(p)
+	for _, want := range []string{"run.yaml", "line 5: train.batch_size: 0, want ≥ 1", "line 7: checkpoint.keep_recent: 0"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Load: %v, want %q", err, want)
+		}
+	}
+}

@@ -21,7 +21,10 @@ type Model struct {
 	// Features lists the channels per level, highest resolution first. A
 	// file that gives base_features, max_features or levels instead gets
 	// base_features·2^l capped at max_features for levels levels, nnU-Net's
-	// rule (32, 64, 128, 256, 320, 320); Levels is len(Features).
+	// rule (32, 64, 128, 256, 320, 320); Levels is len(Features). In a
+	// file each of the three is ≥ 1 where used: 0 is an error, not the
+	// default (a saved config writes base_features and max_features as 0
+	// beside explicit features, where they are not used).
 	Features     []int `yaml:"features"`
 	BaseFeatures int   `yaml:"base_features"`
 	MaxFeatures  int   `yaml:"max_features"`

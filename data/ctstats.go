@@ -107,7 +107,7 @@ func resolveCT(ctx context.Context, cfg config.Data, ds *Dataset, channels, work
 	}
 	if cfg.CTStd == 0 {
 		cfg.CTStd = st.Stats.Std
-		if cfg.CTMean == 0 {
+		if cfg.CTMean == 0 && !cfg.CTMeanGiven { // a given 0 is a mean
 			cfg.CTMean = st.Stats.Mean
 		}
 	}
@@ -189,9 +189,10 @@ func loadOrComputeCT(ctx context.Context, ds *Dataset, channels, ch, workers int
 	}
 	want.Statistics = st
 	b, _ := json.MarshalIndent(want, "", " ")
-	err = os.MkdirAll(filepath.Dir(path), 0o755)
+	// In the store folder, shared as the store is: the umask's modes.
+	err = os.MkdirAll(filepath.Dir(path), 0o777)
 	if err == nil {
-		err = atomicfile.WriteFile(path, append(b, '\n'), 0o644)
+		err = atomicfile.WriteFileUmask(path, append(b, '\n'), 0o666)
 	}
 	if err != nil {
 		log.Warn("data: cannot cache the ct statistics (they are recomputed next time)", "file", path, "err", fmt.Errorf("write %s: %w", path, err))

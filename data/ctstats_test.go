@@ -258,14 +258,17 @@ func TestCTStatisticsGivenValuesWin(t *testing.T) {
 		wantWindow           []float64
 		wantMean, wantStd    float64
 		computeWindow, noLog bool
+		meanGiven            bool
 	}{
 		{name: "window given", window: []float64{-100, 200}, wantWindow: []float64{-100, 200}, wantMean: mean, wantStd: std},
 		{name: "mean and std given", mean: 7, std: 50, wantWindow: []float64{lo, hi}, wantMean: 7, wantStd: 50},
 		{name: "mean given", mean: 9, wantWindow: []float64{lo, hi}, wantMean: 9, wantStd: std},
 		{name: "all given", window: []float64{0, 1}, mean: 2, std: 3, wantWindow: []float64{0, 1}, wantMean: 2, wantStd: 3, noLog: true},
+		// A file's ct_mean: 0 is a mean, not "compute it".
+		{name: "mean 0 given", meanGiven: true, wantWindow: []float64{lo, hi}, wantMean: 0, wantStd: std},
 	} {
 		c := cfg
-		c.CTWindow, c.CTMean, c.CTStd = tc.window, tc.mean, tc.std
+		c.CTWindow, c.CTMean, c.CTStd, c.CTMeanGiven = tc.window, tc.mean, tc.std, tc.meanGiven
 		log, lb := testLogger()
 		got, _, err := resolveCTStatistics(context.Background(), c, log)
 		if err != nil {

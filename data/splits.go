@@ -77,9 +77,11 @@ func writeSplits(ds *Dataset, k int, path string) error {
 		return fmt.Errorf("splits %s: %w", path, err)
 	}
 	out, _ := json.MarshalIndent(folds, "", "  ")
-	err = os.MkdirAll(filepath.Dir(path), 0o755)
+	// Beside the store or the dataset, shared as they are: the umask's
+	// modes.
+	err = os.MkdirAll(filepath.Dir(path), 0o777)
 	if err == nil {
-		err = atomicfile.WriteFile(path, append(out, '\n'), 0o644)
+		err = atomicfile.WriteFileUmask(path, append(out, '\n'), 0o666)
 	}
 	if err != nil {
 		return fmt.Errorf("write splits %s: %w", path, err)

@@ -5,8 +5,67 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/voxtrain/voxtrain/internal/atomicfile"
 	"github.com/voxtrain/voxtrain/nifti"
 )
+
+// CheckOutput checks, before any work goes into a prediction, that its
+// label map can be written to output: a NIfTI name (.nii, .nii.gz or a
+// .hdr/.img pair), none of the input files (a prediction must never
+// overwrite the image it was made from), not a directory, and in a
+// directory this process can write in (created when missing, as
+// WriteLabels would). Errors start with output and say the problem.
+func CheckOutput(output string, inputs []string) error {
+	hdr, img, err := nifti.OutputPaths(output)
+	if err != nil {
+		return fmt.Errorf("%s: not a NIfTI file name (want .nii, .nii.gz, .hdr or .img, each optionally .gz)", output)
+	}
+	for _, in := range inputs {
+		ih, ii, err := nifti.Paths(in)
+		if err != nil {
+			ih, ii = in, in // the input's own error comes when it is read
+		}
+		for _, o := range []string{hdr, img} {
+			for _, i := range []string{in, ih, ii} {
+				if sameFile(o, i) {
+					return fmt.Errorf("%s: the same file as the input %s (the prediction would overwrite its image); give another name", output, i)
+				}
+			}
+		}
+	}
+	for _, o := range []string{hdr, img} {
+		if fi, err := os.Stat(o); err == nil && fi.IsDir() {
+			return fmt.Errorf("%s: is a directory; give a file name such as %s", o, filepath.Join(o, "labels.nii.gz"))
+		}
+	}
+	dir := filepath.Dir(output)
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return fmt.Errorf("%s: %w", output, err)
+	}
+	// Creating (and discarding) the temporary file the write will use is
+	// the one sure test that the directory takes it: permissions, ACLs, a
+	// read-only mount.
+	f, err := atomicfile.CreateUmask(hdr, 0o666)
+	if err != nil {
+		return fmt.Errorf("%s: cannot write in %s: %w", output, dir, err)
+	}
+	f.Close()
+	return nil
+}
+
+// sameFile reports whether paths a and b name the same file: the same
+// path once made absolute, or, when both exist, the same file through a
+// link.
+func sameFile(a, b string) bool {
+	aa, err1 := filepath.Abs(a)
+	ab, err2 := filepath.Abs(b)
+	if err1 == nil && err2 == nil && aa == ab {
+		return true
+	}
+	fa, err1 := os.Stat(a)
+	fb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
+}
 
 // WriteLabels writes a label map on the grid of the reference image file.
 func WriteLabels(output, reference string, labels []uint8) error {
@@ -36,7 +95,7 @@ func WriteLabels(output, reference string, labels []uint8) error {
 		vals[i] = float32(l)
 	}
 	if dir := filepath.Dir(output); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := os.MkdirAll(dir, 0o777); err != nil { // the umask's permissions, as the file's
 			return fmt.Errorf("write %s: %w", output, err)
 		}
 	}

@@ -129,7 +129,16 @@ func (m *Model) Segment(ctx context.Context, v *data.Volume, vc config.Validatio
 // and writes the labels to output as uint8 with the first input's header:
 // dimensions, voxel sizes, qform and sform unchanged, so viewers (ITK-SNAP,
 // 3D Slicer, FSLeyes) overlay it on the input.
+//
+// The output is checked first (CheckOutput): a bad name or an unwritable
+// folder is an error before minutes of inference, not after.
 func (m *Model) PredictFile(ctx context.Context, inputs []string, output string, vc config.Validation) error {
+	if len(inputs) == 0 {
+		return errors.New("predict: no input image")
+	}
+	if err := CheckOutput(output, inputs); err != nil {
+		return fmt.Errorf("predict: output %w", err)
+	}
 	v, err := data.ReadCase(m.Config.Data, data.Case{ID: filepath.Base(inputs[0]), Images: inputs}, 0)
 	if err != nil {
 		return err

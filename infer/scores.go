@@ -116,8 +116,10 @@ func (s Scores) WriteSummary(dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// Beside the predictions, and like them made with the umask's
+	// permissions.
+	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644)
+	return atomicfile.WriteFileUmask(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o666)
 }

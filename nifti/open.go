@@ -13,6 +13,11 @@ import (
 func (r *Reader) open(path string) (*source, error) {
 	hdrPath, imgPath, err := Paths(path)
 	if err != nil {
+		// A folder given where a file belongs (`train info imagesTr`) is
+		// told as such, not as a file with an unknown extension.
+		if fi, serr := os.Stat(path); serr == nil && fi.IsDir() {
+			return nil, fmt.Errorf("nifti: %s is a directory, not a NIfTI file", path)
+		}
 		return nil, err
 	}
 	f, err := os.Open(hdrPath)
@@ -26,7 +31,7 @@ func (r *Reader) open(path string) (*source, error) {
 	}
 	if st.IsDir() {
 		f.Close()
-		return nil, fmt.Errorf("nifti: %s is a directory", hdrPath)
+		return nil, fmt.Errorf("nifti: %s is a directory, not a NIfTI file", hdrPath)
 	}
 	if hdrPath == imgPath {
 		src, err := r.openStream(f, st.Size(), hdrPath, f)

@@ -54,6 +54,13 @@ func pairPartner(base, ext string) string {
 	return base + ext
 }
 
+// OutputPaths returns the files that writing path (WriteFloat32, WriteRaw)
+// makes: path itself for .nii and .nii.gz, both members of a pair for
+// either one (compressed as the named one is). It is an error naming path
+// when path has no NIfTI extension, so a caller can check a name before
+// any work goes into what it will hold.
+func OutputPaths(path string) (hdr, img string, err error) { return writePaths(path) }
+
 // writePaths returns the header and image file names to write: for a pair,
 // the other member is compressed as the named one is.
 func writePaths(path string) (hdr, img string, err error) {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 var allTypes = []Datatype{Uint8, Int8, Int16, Uint16, Int32, Uint32, Int64, Uint64, Float32, Float64, Complex64, Complex128, RGB24, RGBA32}
@@ -384,5 +386,47 @@ func TestFreeSurferVectorsRoundTrip(t *testing.T) {
 	}
 	if _, _, err := ReadRaw(bad); err == nil || !strings.Contains(err.Error(), "glmin = 0 holds no length") {
 		t.Errorf("dim[1] = -1 without glmin: %v", err)
+	}
+}
+
+// TestWrittenFilesFollowTheUmask: written images (a prediction, a .hdr/
+// .img pair) get the umask's permissions, as os.Create gives, so others
+// can open them; they were 0600 whatever the umask.
+func TestWrittenFilesFollowTheUmask(t *testing.T) {
+	testutil.Umask(t, 0o022)
+	h, _ := NewHeader([]int{2, 2, 2}, Uint8)
+	dir := t.TempDir()
+	for _, name := range []string{"pred.nii.gz", "pair.hdr"} {
+		if err := WriteFloat32(filepath.Join(dir, name), h, make([]float32, 8)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := testutil.DirNames(t, dir)
+	if !slices.Equal(names, []string{"pair.hdr", "pair.img", "pred.nii.gz"}) {
+		t.Fatalf("wrote %v", names)
+	}
+	for _, n := range names {
+		fi, err := os.Stat(filepath.Join(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o644 {
+			t.Errorf("%s has mode %v, want 0644 under umask 022", n, fi.Mode().Perm())
+		}
+	}
+}
+
+// TestReadingADirectory: a folder, with or without a NIfTI extension, is
+// reported as a directory rather than as an unknown extension.
+func TestReadingADirectory(t *testing.T) {
+	for _, name := range []string{"imagesTr", "odd.nii.gz"} {
+		dir := filepath.Join(t.TempDir(), name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ReadHeader(dir)
+		if err == nil || !strings.Contains(err.Error(), dir+" is a directory") {
+			t.Errorf("ReadHeader(%s): %v, want it named as a directory", name, err)
+		}
 	}
 }

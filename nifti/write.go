@@ -26,7 +26,8 @@ type Writer struct {
 // at the type's range; NaN stores 0. The container follows the extension:
 // .nii, .nii.gz, or a .hdr/.img pair (.hdr.gz/.img.gz compress both). Each
 // file is written to a temporary name in its directory and renamed into
-// place, so a reader never sees a half-written file.
+// place, so a reader never sees a half-written file. Files get the
+// umask's permissions, as with os.Create.
 func WriteFloat32(path string, h *Header, data []float32) error {
 	return (&Writer{}).WriteFloat32(path, h, data)
 }
@@ -202,15 +203,15 @@ func validateForWrite(h *Header) error {
 	return nil
 }
 
-// filePerm is the mode of the files Writer writes: owner read and write
-// only, the mode they had when the writer made its temporary files with
-// os.CreateTemp.
-const filePerm = 0o600
+// filePerm is the mode of the files Writer writes, filtered by the umask
+// as os.Create's is (0644 under umask 022): images and predictions are
+// data other users open in their viewers and pipelines.
+const filePerm = 0o666
 
 // atomicWrite writes a file through emit, gzip-compressed when the name ends
 // in .gz, with atomicfile: a reader never sees a half-written file.
 func (w *Writer) atomicWrite(name string, emit func(io.Writer) error) error {
-	f, err := atomicfile.Create(name, filePerm)
+	f, err := atomicfile.CreateUmask(name, filePerm)
 	if err != nil {
 		return fmt.Errorf("nifti: write %s: %w", name, err)
 	}

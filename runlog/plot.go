@@ -5,7 +5,9 @@ import (
 	"image/color"
 	"math"
 	"path/filepath"
+	"strings"
 
+	"github.com/voxtrain/voxtrain/internal/atomicfile"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -96,7 +98,7 @@ func Plot(epochs []Epoch, dir string) ([]string, error) {
 			return nil
 		}
 		path := filepath.Join(dir, name)
-		if err := p.Save(7*vg.Inch, 4*vg.Inch, path); err != nil {
+		if err := savePlot(p, path); err != nil {
 			return fmt.Errorf("plot: save %s: %w", path, err)
 		}
 		written = append(written, path)
@@ -112,6 +114,28 @@ func Plot(epochs []Epoch, dir string) ([]string, error) {
 		return written, err
 	}
 	return written, nil
+}
+
+// savePlot writes p to path in the format its extension names (png, svg,
+// pdf, …), atomically: plot.Save truncates and rewrites the file in
+// place, so a viewer refreshing it while training runs (or a crash) saw
+// a torn image, and a hard-linked copy changed with it. The file gets the
+// umask's permissions, as plot.Save's os.Create gave.
+func savePlot(p *plot.Plot, path string) error {
+	format := strings.TrimPrefix(strings.ToLower(filepath.Ext(path)), ".")
+	wt, err := p.WriterTo(7*vg.Inch, 4*vg.Inch, format)
+	if err != nil {
+		return err
+	}
+	f, err := atomicfile.CreateUmask(path, 0o666)
+	if err != nil {
+		return err
+	}
+	defer f.Close() // discards the temporary file unless committed
+	if _, err := wt.WriteTo(f); err != nil {
+		return err
+	}
+	return f.Commit()
 }
 
 // add appends a finite point.

@@ -1,11 +1,15 @@
 package runlog
 
 import (
+	"bytes"
 	"image/png"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+
+	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 func f(v float64) *Float { x := Float(v); return &x }
@@ -67,5 +71,42 @@ func TestReadRejectsCorruptMiddleLine(t *testing.T) {
 	os.WriteFile(path, []byte("{\"epoch\":1}\nnot json\n{\"epoch\":2}\n"), 0o644)
 	if _, err := Read(path); err == nil {
 		t.Fatal("corrupt line accepted")
+	}
+}
+
+// TestPlotReplacesFilesAtomically: plots are written beside and renamed
+// over the previous ones, never rewritten in place: a hard-linked copy of
+// an earlier plot (or a viewer holding it open) keeps its image, and no
+// temporary file is left.
+func TestPlotReplacesFilesAtomically(t *testing.T) {
+	dir := t.TempDir()
+	eps := []Epoch{{Epoch: 1, TrainLoss: 1}, {Epoch: 2, TrainLoss: 0.5}}
+	if _, err := Plot(eps, dir); err != nil {
+		t.Fatal(err)
+	}
+	loss := filepath.Join(dir, "loss.png")
+	before, err := os.ReadFile(loss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := filepath.Join(t.TempDir(), "kept.png")
+	if err := os.Link(loss, keep); err != nil {
+		t.Skip("no hard links here:", err)
+	}
+	eps = append(eps, Epoch{Epoch: 3, TrainLoss: 0.1})
+	if _, err := Plot(eps, dir); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.ReadFile(loss)
+	kept, _ := os.ReadFile(keep)
+	if bytes.Equal(after, before) {
+		t.Fatal("the new loss.png is the old one")
+	}
+	if !bytes.Equal(kept, before) {
+		t.Error("rewriting loss.png changed a hard-linked copy of it: written in place, not replaced")
+	}
+	names := testutil.DirNames(t, dir)
+	if !slices.Equal(names, []string{"loss.png", "timing.png"}) {
+		t.Errorf("plots folder holds %v, want loss.png and timing.png only", names)
 	}
 }

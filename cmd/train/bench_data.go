@@ -102,7 +102,8 @@ override the train section.`,
 				cfg.Train.BatchSize = batch
 			}
 			if err := cfg.Validate(); err != nil {
-				return fmt.Errorf("%s with the flags given: %w", opts.ConfigPath, err)
+				keys := map[string]string{"batch": "train.batch_size", "patch": "train.patch_size"}
+				return fmt.Errorf("%s with the flags given: %w", opts.ConfigPath, nameFlags(err, cmd.Flags(), keys))
 			}
 			opts.Config = cfg
 			lvl := slog.LevelWarn

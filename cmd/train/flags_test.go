@@ -216,3 +216,30 @@ func TestNewCmdExport(t *testing.T) {
 	_, err = capture(t, NewCmdExport, "--checkpoint", "ck", "--onnx", "m.onnx", "extra")
 	wantErr(t, err, "extra")
 }
+
+// TestZeroFlagsNameTheFlag: a flag given as 0 where 0 means nothing is an
+// error naming the flag (and the key it sets), not the config's default
+// in its place; a bad value in the file is named by key and line.
+func TestZeroFlagsNameTheFlag(t *testing.T) {
+	cfg := writeConfig(t, "train:\n  epochs: 7\n  patch_size: [16, 16, 16]\n")
+	for args, want := range map[string][]string{
+		"--epochs 0":              {"--epochs 0: train.epochs: 0, want ≥ 1"},
+		"--batch-size 0":          {"--batch-size 0: train.batch_size: 0, want ≥ 1"},
+		"--epochs 0 --threads -1": {"--epochs 0: train.epochs", "--threads -1: threads"},
+		"--fold 9":                {"--fold 9: data.fold"},
+	} {
+		_, err := capture(t, NewCmdTrain, append([]string{"--config", cfg}, strings.Fields(args)...)...)
+		for _, w := range want {
+			wantErr(t, err, w)
+		}
+	}
+	_, err := capture(t, NewCmdBenchData, "--config", cfg, "--batch", "0")
+	wantErr(t, err, "--batch 0: train.batch_size: 0")
+	// writeConfig puts the dataset on lines 1–2.
+	bad := writeConfig(t, "train:\n  batch_size: 0\n  patch_size: [16, 16, 16]\n")
+	_, err = capture(t, NewCmdTrain, "--config", bad)
+	wantErr(t, err, "line 4: train.batch_size: 0, want ≥ 1")
+	short := writeConfig(t, "train:\n  patch_size: [16, 16]\n")
+	_, err = capture(t, NewCmdTrain, "--config", short)
+	wantErr(t, err, "line 4: train.patch_size: 2 values, want 3")
+}

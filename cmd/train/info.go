@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -66,6 +68,14 @@ func infoRun(opts *InfoOptions) error {
 	out := opts.IO.Out
 	failed := 0
 	for _, path := range opts.Files {
+		// A folder is a likely slip (`train info imagesTr`): say so, and
+		// how to describe what is in it.
+		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+			fmt.Fprintf(opts.IO.ErrOut, "train info: %s is a directory, not a NIfTI file (to describe the files in it: train info %s)\n",
+				path, filepath.Join(path, "*.nii.gz"))
+			failed++
+			continue
+		}
 		info, hdr, err := r.Inspect(path)
 		if err != nil {
 			fmt.Fprintln(opts.IO.ErrOut, "train info:", err)

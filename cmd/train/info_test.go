@@ -126,3 +126,24 @@ func TestInfoReportsBadFileAndContinues(t *testing.T) {
 		t.Errorf("the good file was not described: %q", out.String())
 	}
 }
+
+// TestInfoOnADirectory: a folder given to info is named as a directory,
+// not reported as a file with an unknown extension, and the files after
+// it are still described.
+func TestInfoOnADirectory(t *testing.T) {
+	demo := testutil.DemoDir(t)
+	for _, dir := range []string{filepath.Join(demo, "imagesTr"), filepath.Join(t.TempDir(), "looks.nii.gz")} {
+		os.MkdirAll(dir, 0o755)
+		good := filepath.Join(demo, "imagesTr", "hippocampus_001.nii.gz")
+		out, errb, err := runCmd(t, "info", dir, good)
+		if err == nil || !strings.Contains(err.Error(), "1 of 2") {
+			t.Errorf("info %s: %v, want 1 of 2 files failed", dir, err)
+		}
+		if msg := errb.String(); !strings.Contains(msg, dir+" is a directory") || strings.Contains(msg, "extension") {
+			t.Errorf("info %s: stderr %q, want it named as a directory", dir, msg)
+		}
+		if !strings.Contains(out.String(), "hippocampus_001") {
+			t.Errorf("the file after the directory was not described: %q", out.String())
+		}
+	}
+}

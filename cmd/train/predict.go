@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"github.com/voxtrain/voxtrain/infer"
 )
 
 // PredictOptions are `train predict`'s.
@@ -52,8 +53,13 @@ qform and sform, so ITK-SNAP, 3D Slicer and FSLeyes overlay it on the input.`,
 	return cmd
 }
 
-// predictRun segments the input and writes the labels.
+// predictRun segments the input and writes the labels. The output is
+// checked before the checkpoint is loaded, so a bad --output fails at
+// once rather than after the model is built and the image segmented.
 func predictRun(ctx context.Context, opts *PredictOptions) error {
+	if err := infer.CheckOutput(opts.Output, opts.Inputs); err != nil {
+		return fmt.Errorf("--output: %w", err)
+	}
 	m, done, err := opts.Model.load(opts.OpenDevice)
 	if err != nil {
 		return err

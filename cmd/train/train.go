@@ -112,10 +112,46 @@ func (tf *trainFlags) options(f *Factory, fl *pflag.FlagSet) (*TrainOptions, err
 		cfg.Threads = tf.threads
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("%s with the flags given: %w", tf.config, err)
+		return nil, fmt.Errorf("%s with the flags given: %w", tf.config, nameFlags(err, fl, trainFlagKeys))
 	}
 	return &TrainOptions{IO: f.IO, OpenDevice: f.OpenDevice, Monitor: f.Monitor, Version: f.Version, ConfigPath: tf.config, Config: cfg,
 		Resume: tf.resume, StopAfterSteps: tf.stopAfter, ResumeCommand: resumeCommand(f.Args)}, nil
+}
+
+// trainFlagKeys are the config keys the training flags set, by flag.
+var trainFlagKeys = map[string]string{
+	"fold": "data.fold", "run-id": "run_id", "output-dir": "output_dir", "epochs": "train.epochs",
+	"batch-size": "train.batch_size", "workers": "data.workers", "device": "device", "seed": "seed", "threads": "threads",
+}
+
+// nameFlags puts the flag in front of each of a config's validation errors
+// (Config.Validate's, "train.epochs: 0, want ≥ 1") whose key a flag the
+// user gave set (keys: key by flag name): "--epochs 0: train.epochs: 0,
+// want ≥ 1". An error about a key the file set is left as it is.
+func nameFlags(err error, fl *pflag.FlagSet, keys map[string]string) error {
+	var errs []error
+	var flatten func(error)
+	flatten = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				flatten(e)
+			}
+			return
+		}
+		errs = append(errs, e)
+	}
+	flatten(err)
+	for i, e := range errs {
+		msg := e.Error()
+		for name, key := range keys {
+			f := fl.Lookup(name)
+			if f != nil && f.Changed && (strings.HasPrefix(msg, key+":") || strings.HasPrefix(msg, key+"[")) {
+				errs[i] = fmt.Errorf("--%s %s: %w", name, f.Value, e)
+				break
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // NewCmdTrain builds the root command, which trains; runF (nil: trainRun)

@@ -28,4 +28,11 @@
 // has one: a patch read is then a copy of the patch's rows straight from
 // the page cache, with no decompression and no read buffer. It trades disk
 // (and page cache) for speed, as nnU-Net's unpacked .npy files do.
+//
+// A store is data other users' runs read: its folder and files are made
+// with the umask's permissions (0755 and 0644 under umask 022). Each file
+// is written under a temporary name (.tmp-…) and renamed into place; a
+// writer killed mid-write leaves its temporary file, which the next
+// Writer removes, unless another writer holds the folder (an advisory
+// lock, see NewWriter), when only those older than an hour go.
 package store

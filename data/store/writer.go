@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
@@ -17,21 +19,37 @@ import (
 )
 
 // Writer adds cases to a store folder. Put is safe for concurrent use.
+// A Writer holds a lock on the folder until Close (see lockDir).
 type Writer struct {
-	dir   string
-	mu    sync.Mutex
-	ix    *Index
-	enc   *zstd.Encoder
-	dirty bool // the index differs from index.json
+	dir    string
+	mu     sync.Mutex
+	ix     *Index
+	enc    *zstd.Encoder
+	dirty  bool // the index differs from index.json
+	unlock func()
 }
 
-// casePerm is the mode of case files: owner read and write only, the mode
-// they had when the writer made them with os.CreateTemp.
-const casePerm = 0o600
+// Store files and folders are made with the umask's permissions (as
+// os.WriteFile and os.MkdirAll with these modes): a store is data that
+// other users' runs read, and the umask is how its owner says who may
+// (0o644 files and 0o755 folders under the usual umask 022, group-writable
+// ones under 002).
+const (
+	filePerm = 0o666
+	dirPerm  = 0o777
+)
+
+// staleTemp is the age after which a temporary file in a store folder is
+// taken for the leftover of a writer that died (killed, out of memory,
+// a power cut), even while other writers are at work: a live writer
+// writes its file within seconds to minutes.
+const staleTemp = time.Hour
 
 // NewWriter opens dir for writing cases made with the given preprocessing
 // (JSON), chunk edge and codec. Cases already there are kept only when the
-// store was made with the same preprocessing, chunk and codec.
+// store was made with the same preprocessing, chunk and codec. It locks
+// the folder until Close and removes the temporary files of writers that
+// died (see sweepTemps).
 func NewWriter(dir string, prep []byte, chunk int, codec string) (*Writer, error) {
 	if chunk < 1 {
 		return nil, fmt.Errorf("store: chunk edge %d", chunk)
@@ -40,7 +58,11 @@ func NewWriter(dir string, prep []byte, chunk int, codec string) (*Writer, error
 	if !ok {
 		return nil, fmt.Errorf("store: codec %q is not s2, zstd, s2-shuffle, zstd-shuffle or raw", codec)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, dirPerm); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	unlock, err := lockDir(dir, func(sole bool) { sweepTemps(dir, sole) })
+	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	hash := HashPrep(prep)
@@ -50,14 +72,44 @@ func NewWriter(dir string, prep []byte, chunk int, codec string) (*Writer, error
 		ix, dirty = &Index{Cases: map[string]*Entry{}}, true
 	}
 	ix.Version, ix.Prep, ix.PrepHash, ix.Chunk, ix.Codec = Version, json.RawMessage(prep), hash, chunk, codec
-	w := &Writer{dir: dir, ix: ix, dirty: dirty}
+	w := &Writer{dir: dir, ix: ix, dirty: dirty, unlock: unlock}
 	if id&0xf == 2 {
 		w.enc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
 		if err != nil {
+			unlock()
 			return nil, fmt.Errorf("store: %w", err)
 		}
 	}
 	return w, nil
+}
+
+// sweepTemps removes what writers that died left in dir: the temporary
+// files (atomicfile.TempPrefix) of case files and of index.json when sole
+// (no other writer is at work, so none of them is being written), and any
+// temporary file older than staleTemp in any case. Failures are ignored:
+// a leftover that cannot be removed (another user's, in a folder this one
+// may not write) harms nothing but disk space.
+func sweepTemps(dir string, sole bool) {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, de := range des {
+		name := de.Name()
+		if !strings.HasPrefix(name, atomicfile.TempPrefix) || de.IsDir() {
+			continue
+		}
+		// Other temporary files here (ct statistics, splits) belong to
+		// writers that do not take the lock: only stale ones go.
+		ours := strings.Contains(name, ".vxs-") || strings.HasPrefix(name, atomicfile.TempPrefix+"index.json-")
+		if !(sole && ours) {
+			fi, err := de.Info()
+			if err != nil || time.Since(fi.ModTime()) < staleTemp {
+				continue
+			}
+		}
+		os.Remove(filepath.Join(dir, name))
+	}
 }
 
 // Entry returns the index entry of case id (nil when absent).
@@ -126,13 +178,20 @@ func (w *Writer) Remove(keep map[string]bool) {
 }
 
 // Close writes index.json (atomically) if anything changed, so opening an
-// up-to-date store writes nothing.
+// up-to-date store writes nothing, and releases the folder's lock.
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.enc != nil {
 		w.enc.Close()
+		w.enc = nil
 	}
+	defer func() {
+		if w.unlock != nil {
+			w.unlock()
+			w.unlock = nil
+		}
+	}()
 	if !w.dirty {
 		return nil
 	}
@@ -141,7 +200,7 @@ func (w *Writer) Close() error {
 		return err
 	}
 	idx := filepath.Join(w.dir, "index.json")
-	if err := atomicfile.WriteFile(idx, append(b, '\n'), 0o644); err != nil {
+	if err := atomicfile.WriteFileUmask(idx, append(b, '\n'), filePerm); err != nil {
 		return fmt.Errorf("write %s: %w", idx, err)
 	}
 	return nil
@@ -165,7 +224,7 @@ func (w *Writer) writeCase(path string, shape [3]int, image [][]float32, label [
 		headLen = (headLen + rawAlign - 1) / rawAlign * rawAlign
 	}
 
-	tmp, err := atomicfile.Create(path, casePerm)
+	tmp, err := atomicfile.CreateUmask(path, filePerm)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -14,6 +14,13 @@
 // many files through Create (a dataset, a batch of predictions) does it
 // once after the batch when it needs it, rather than once a file.
 //
+// WriteFile and Create give the file exactly the permissions asked for,
+// whatever the umask, for files whose mode is part of their contract.
+// WriteFileUmask and CreateUmask instead let the umask (and a default ACL
+// of the directory) filter them, as os.WriteFile and os.Create do: for
+// data other users or a group share (a prepared store, predictions, plots),
+// where the user's umask is how they say who may read it.
+//
 // Like os.WriteFile, nothing here creates missing directories.
 package atomicfile
 
@@ -44,7 +51,17 @@ func TempName(path string) string {
 // umask does not apply). On error the previous file, if any, is untouched
 // and no temporary file is left behind.
 func WriteFile(path string, data []byte, perm os.FileMode) error {
-	f, err := Create(path, perm)
+	return writeFile(path, data, perm, true)
+}
+
+// WriteFileUmask is WriteFile with perm filtered by the process's umask,
+// as os.WriteFile does (0o666 gives 0o644 under the usual umask 022).
+func WriteFileUmask(path string, data []byte, perm os.FileMode) error {
+	return writeFile(path, data, perm, false)
+}
+
+func writeFile(path string, data []byte, perm os.FileMode, exact bool) error {
+	f, err := create(path, perm, exact)
 	if err != nil {
 		return err
 	}
@@ -70,17 +87,26 @@ type File struct {
 // Create starts writing path: it creates a temporary file beside path
 // with permissions exactly perm (the umask does not apply). Nothing is
 // visible at path until Commit.
-func Create(path string, perm os.FileMode) (*File, error) {
+func Create(path string, perm os.FileMode) (*File, error) { return create(path, perm, true) }
+
+// CreateUmask is Create with perm filtered by the process's umask, as
+// os.Create does (0o666 gives 0o644 under the usual umask 022): the rename
+// keeps the mode the temporary file was created with.
+func CreateUmask(path string, perm os.FileMode) (*File, error) { return create(path, perm, false) }
+
+func create(path string, perm os.FileMode, exact bool) (*File, error) {
 	tmp := TempName(path)
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return nil, err
 	}
 	// Chmod, because the mode given to OpenFile is filtered by the umask.
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return nil, err
+	if exact {
+		if err := f.Chmod(perm); err != nil {
+			f.Close()
+			os.Remove(tmp)
+			return nil, err
+		}
 	}
 	return &File{f: f, path: path}, nil
 }

@@ -52,6 +52,40 @@ func TestPermIgnoresUmask(t *testing.T) {
 	mustHold(t, path, "", 0o666)
 }
 
+// TestUmaskVariantsApplyTheUmask: WriteFileUmask and CreateUmask leave
+// the mode to the umask, as os.WriteFile does, so data shared with other
+// users (a prepared store, predictions) is as readable as the user's other
+// files; WriteFile under the same umask still sets exactly perm.
+func TestUmaskVariantsApplyTheUmask(t *testing.T) {
+	for _, mask := range []int{0o022, 0o002, 0o077} {
+		testutil.Umask(t, mask)
+		want := os.FileMode(0o666 &^ mask)
+		dir := t.TempDir()
+		path := filepath.Join(dir, "index.json")
+		if err := WriteFileUmask(path, []byte("{}"), 0o666); err != nil {
+			t.Fatal(err)
+		}
+		mustHold(t, path, "{}", want)
+		path = filepath.Join(t.TempDir(), "case.vxs")
+		f, err := CreateUmask(path, 0o666)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write([]byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		mustHold(t, path, "v", want)
+		path = filepath.Join(t.TempDir(), "exact")
+		if err := WriteFile(path, nil, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		mustHold(t, path, "", 0o666)
+	}
+}
+
 // TestDiscardKeepsPrevious: a write abandoned half way (Close without
 // Commit) leaves the previous file as it was and no temporary file.
 func TestDiscardKeepsPrevious(t *testing.T) {

@@ -1,0 +1,120 @@
+package infer
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/internal/testutil"
+	"github.com/voxtrain/voxtrain/nifti"
+)
+
+// TestCheckOutput: a prediction's output is refused, with the reason,
+// when it is not a NIfTI name, is one of the input's files (by name, by
+// another spelling, through a link, or as the other member of a pair), is
+// a directory, or lies in a directory that cannot be written; a good name
+// passes, its missing directory made, nothing left in it.
+func TestCheckOutput(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "img.nii.gz")
+	hdr, img := filepath.Join(dir, "pair.hdr"), filepath.Join(dir, "pair.img")
+	for _, p := range []string{in, hdr, img} {
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(dir, "link.nii.gz")
+	if err := os.Symlink(in, link); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	if err := os.Mkdir(filepath.Join(dir, "folder.nii.gz"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		out    string
+		inputs []string
+		want   string
+	}{
+		{filepath.Join(dir, "labels.png"), []string{in}, "not a NIfTI file name"},
+		{filepath.Join(dir, "labels"), []string{in}, "not a NIfTI file name"},
+		{in, []string{in}, "the same file as the input"},
+		{"./img.nii.gz", []string{in}, "the same file as the input"},
+		{in, []string{link}, "the same file as the input"},
+		{link, []string{filepath.Join(dir, "other.nii.gz"), in}, "the same file as the input"},
+		{filepath.Join(dir, "pair.img"), []string{hdr}, "the same file as the input"},
+		{filepath.Join(dir, "pair.hdr"), []string{img}, "the same file as the input"},
+		{filepath.Join(dir, "folder.nii.gz"), []string{in}, "is a directory"},
+	} {
+		err := CheckOutput(c.out, c.inputs)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.out) {
+			t.Errorf("CheckOutput(%s, %v) = %v, want an error naming it: %s", c.out, c.inputs, err, c.want)
+		}
+	}
+	good := filepath.Join(dir, "preds", "img_pred.nii.gz")
+	if err := CheckOutput(good, []string{in}); err != nil {
+		t.Fatalf("a good output: %v", err)
+	}
+	if names := testutil.DirNames(t, filepath.Dir(good)); len(names) != 0 {
+		t.Errorf("checking left %v in %s", names, filepath.Dir(good))
+	}
+	if os.Geteuid() != 0 { // root writes anywhere
+		ro := filepath.Join(dir, "ro")
+		if err := os.Mkdir(ro, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(ro, "p.nii.gz")
+		if err := CheckOutput(out, []string{in}); err == nil || !strings.Contains(err.Error(), "cannot write in "+ro) {
+			t.Errorf("output in a read-only folder: %v", err)
+		}
+	}
+}
+
+// TestPredictFileChecksOutputFirst: PredictFile refuses a bad output
+// before it reads the input (which here does not even exist) or runs the
+// model (here none).
+func TestPredictFileChecksOutputFirst(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.nii.gz")
+	for _, out := range []string{filepath.Join(dir, "labels.png"), missing} {
+		err := (&Model{}).PredictFile(context.Background(), []string{missing}, out, config.Default().Validation)
+		if err == nil || !strings.Contains(err.Error(), "predict: output "+out) {
+			t.Errorf("PredictFile to %s: %v, want the output refused first", out, err)
+		}
+	}
+	if names := testutil.DirNames(t, dir); !slices.Equal(names, nil) {
+		t.Errorf("left %v", names)
+	}
+}
+
+// TestPredictionsFollowTheUmask: a prediction and validate's summary get
+// the umask's permissions, so the colleague who asked for them can open
+// them (predictions were 0600).
+func TestPredictionsFollowTheUmask(t *testing.T) {
+	testutil.Umask(t, 0o022)
+	dir := t.TempDir()
+	ref := filepath.Join(testutil.DemoDir(t), "imagesTr", "hippocampus_001.nii.gz")
+	h, err := nifti.ReadHeader(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteLabels(filepath.Join(dir, "pred.nii.gz"), ref, make([]uint8, h.NumVoxels())); err != nil {
+		t.Fatal(err)
+	}
+	if err := (Scores{}).WriteSummary(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"pred.nii.gz", "summary.json"} {
+		fi, err := os.Stat(filepath.Join(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o644 {
+			t.Errorf("%s has mode %v, want 0644 under umask 022", n, fi.Mode().Perm())
+		}
+	}
+}
