@@ -125,11 +125,37 @@ func Parse(b []byte, name, baseDir string) (*Config, error) {
 // be reproduced and predicted from without the original file).
 func (c *Config) YAML() (string, error) {
 	e := c.explicit()
-	b, err := yaml.Marshal(&e)
+	var doc yaml.Node
+	if err := doc.Encode(&e); err != nil {
+		return "", fmt.Errorf("encode config: %w", err)
+	}
+	yaml11Floats(&doc)
+	b, err := yaml.Marshal(&doc)
 	if err != nil {
 		return "", fmt.Errorf("encode config: %w", err)
 	}
 	return string(b), nil
+}
+
+// yaml11Floats rewrites every float scalar under n so that YAML 1.1
+// readers (PyYAML, which users load config.yaml with) read a float, not a
+// string or an int: YAML 1.1's float needs a dot, so Go's 1e-05 becomes
+// 1.0e-05 and 2 becomes 2.0. YAML 1.2 readers, ours included, read the
+// same values.
+func yaml11Floats(n *yaml.Node) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!float" {
+		v := n.Value
+		if !strings.ContainsAny(v, ".nN") { // not 1.5, .inf, .nan
+			if i := strings.IndexAny(v, "eE"); i >= 0 {
+				n.Value = v[:i] + ".0" + v[i:]
+			} else {
+				n.Value = v + ".0"
+			}
+		}
+	}
+	for _, c := range n.Content {
+		yaml11Floats(c)
+	}
 }
 
 // pathKeys are the settings that hold a path, as key paths from the root.

@@ -4,8 +4,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // minimal is the smallest valid config: a dataset and a patch size.
@@ -271,5 +274,54 @@ func TestLoadNamesTheLine(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Load: %v, want %q", err, want)
 		}
+	}
+}
+
+// TestYAMLFloatsReadAsFloatsInYAML11: every float config.yaml holds is
+// written the way YAML 1.1 (PyYAML's) reads a float — with a dot, 1.0e-05
+// rather than 1e-05, which PyYAML reads as a string — and the file still
+// loads back to the same config.
+func TestYAMLFloatsReadAsFloatsInYAML11(t *testing.T) {
+	c := Default()
+	wd := 3e-5
+	c.Optim.WeightDecay = &wd
+	c.Data.Dataset, c.Train.PatchSize = "d", [3]int{16, 16, 16}
+	text, err := c.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// YAML 1.1's float (yaml.org/type/float.html, base 10 form).
+	yaml11 := regexp.MustCompile(`^[-+]?([0-9][0-9_]*)?\.[0-9.]*([eE][-+][0-9]+)?$|^[-+]?\.(inf|Inf|INF)$|^\.(nan|NaN|NAN)$`)
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(text), &doc); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	var walk func(*yaml.Node)
+	walk = func(x *yaml.Node) {
+		if x.Kind == yaml.ScalarNode && x.Tag == "!!float" {
+			n++
+			if !yaml11.MatchString(x.Value) {
+				t.Errorf("line %d: float %q is not a YAML 1.1 float (PyYAML reads it as a string or an int)", x.Line, x.Value)
+			}
+		}
+		for _, k := range x.Content {
+			walk(k)
+		}
+	}
+	walk(&doc)
+	if n == 0 || !strings.Contains(text, "3.0e-05") {
+		t.Errorf("%d floats; weight_decay not written as 3.0e-05:\n%s", n, text)
+	}
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Optim.WeightDecay == nil || *back.Optim.WeightDecay != 3e-5 || back.Model.NegativeSlope != c.Model.NegativeSlope {
+		t.Errorf("read back weight_decay %v, negative_slope %v", back.Optim.WeightDecay, back.Model.NegativeSlope)
 	}
 }
