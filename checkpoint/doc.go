@@ -13,6 +13,7 @@
 //	    checkpoints/     see below
 //	    logs/            other logs (profiles, worker logs)
 //	    plots/           curves drawn by `train plot`
+//	    tensorboard/     TensorBoard event files (logging.tensorboard)
 //
 // The checkpoint directory is created again (MkdirAll) before every save,
 // so a run whose output directory did not exist, or whose checkpoints/ was

@@ -17,6 +17,7 @@ type RunDir struct {
 	Config      string // Dir/config.yaml, the resolved config
 	TrainLog    string // Dir/train.log
 	Metrics     string // Dir/metrics.jsonl
+	TensorBoard string // Dir/tensorboard: event files (made when written)
 }
 
 // RunDirAt returns the paths of the run <output>/<experiment>/fold_<fold>/run_<run>
@@ -46,6 +47,7 @@ func RunDirAt(output, experiment string, fold, run int) (RunDir, error) {
 		Config:      filepath.Join(dir, "config.yaml"),
 		TrainLog:    filepath.Join(dir, "train.log"),
 		Metrics:     filepath.Join(dir, "metrics.jsonl"),
+		TensorBoard: filepath.Join(dir, "tensorboard"),
 	}, nil
 }
 

@@ -20,6 +20,7 @@ func TestRunDirAt(t *testing.T) {
 		Config:      filepath.Join("out", "Task04", "fold_3", "run_7", "config.yaml"),
 		TrainLog:    filepath.Join("out", "Task04", "fold_3", "run_7", "train.log"),
 		Metrics:     filepath.Join("out", "Task04", "fold_3", "run_7", "metrics.jsonl"),
+		TensorBoard: filepath.Join("out", "Task04", "fold_3", "run_7", "tensorboard"),
 	}
 	if r != want {
 		t.Errorf("%+v", r)

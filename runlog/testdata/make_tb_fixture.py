@@ -12,7 +12,8 @@ Two readers: the data provider over a plugin EventMultiplexer (what
 recognises as scalars are listed) and the older EventAccumulator.
 
 Run (outside the repository's build; `make test` needs no Python) with
-tensorboard 2.21.0 on Python 3.11.7, from the repository root:
+tensorboard 2.21.0 (protobuf 7.36.2, numpy 2.4.6) on Python 3.11.7, from
+the repository root:
 
     python3 -m venv /tmp/tbvenv
     /tmp/tbvenv/bin/pip install tensorboard==2.21.0
