@@ -14,6 +14,7 @@
 //	    checkpoints/     see below
 //	    logs/            other logs (profiles, worker logs)
 //	    plots/           curves drawn by `train plot`
+//	    tensorboard/     TensorBoard event files (logging.tensorboard)
 //	    train.lock       the lock a training holds (see below)
 //
 // # Lock

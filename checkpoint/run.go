@@ -18,6 +18,7 @@ type RunDir struct {
 	TrainLog    string // Dir/train.log
 	Metrics     string // Dir/metrics.jsonl
 	LockFile    string // Dir/train.lock: see Lock
+	TensorBoard string // Dir/tensorboard: event files (made when written)
 }
 
 // RunDirAt returns the paths of the run <output>/<experiment>/fold_<fold>/run_<run>
@@ -48,6 +49,7 @@ func RunDirAt(output, experiment string, fold, run int) (RunDir, error) {
 		TrainLog:    filepath.Join(dir, "train.log"),
 		Metrics:     filepath.Join(dir, "metrics.jsonl"),
 		LockFile:    filepath.Join(dir, LockName),
+		TensorBoard: filepath.Join(dir, "tensorboard"),
 	}, nil
 }
 

@@ -21,6 +21,7 @@ func TestRunDirAt(t *testing.T) {
 		TrainLog:    filepath.Join("out", "Task04", "fold_3", "run_7", "train.log"),
 		Metrics:     filepath.Join("out", "Task04", "fold_3", "run_7", "metrics.jsonl"),
 		LockFile:    filepath.Join("out", "Task04", "fold_3", "run_7", "train.lock"),
+		TensorBoard: filepath.Join("out", "Task04", "fold_3", "run_7", "tensorboard"),
 	}
 	if r != want {
 		t.Errorf("%+v", r)

@@ -3,9 +3,9 @@
 // the checks (validate.go) and the one loader (load.go).
 //
 // A config file has the top-level keys below and the sections data,
-// augment, model, loss, optim, train, validation and checkpoint. A file
-// says only what differs from the defaults; unknown keys are errors naming
-// their line. Every command loads the whole file with Load and passes on
+// augment, model, loss, optim, train, validation, checkpoint and logging.
+// A file says only what differs from the defaults; unknown keys are errors
+// naming their line. Every command loads the whole file with Load and passes on
 // the sections it needs: data.Open takes Data, augment.New takes Augment,
 // nn.NewUNet takes Model, and so on.
 //
@@ -37,6 +37,7 @@ type Config struct {
 	Train      Train      `yaml:"train"`
 	Validation Validation `yaml:"validation"`
 	Checkpoint Checkpoint `yaml:"checkpoint"`
+	Logging    Logging    `yaml:"logging"`
 
 	// Warnings are notes from loading (keys of an older config moved to
 	// their replacements), for the caller to log. They are not saved.
@@ -118,4 +119,13 @@ func (p Checkpoint) Better(a, b float64) bool {
 		return a < b
 	}
 	return a > b
+}
+
+// Logging is the `logging:` section: what a run records besides train.log
+// and metrics.jsonl, which it always writes.
+type Logging struct {
+	// TensorBoard also writes each epoch's metrics.jsonl values as
+	// TensorBoard scalars, one event file per start or resume of the run in
+	// <run>/tensorboard/, for `tensorboard --logdir` (runlog.TensorBoard).
+	TensorBoard bool `yaml:"tensorboard"`
 }

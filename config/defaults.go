@@ -108,6 +108,10 @@ func table() Config {
 			BestMode:   "max", // mean validation Dice
 			KeepRecent: 2,
 		},
+
+		// metrics.jsonl is always written; TensorBoard event files, which
+		// repeat it, only on request.
+		Logging: Logging{TensorBoard: false},
 	}
 }
 

@@ -325,3 +325,43 @@ func TestYAMLFloatsReadAsFloatsInYAML11(t *testing.T) {
 		t.Errorf("read back weight_decay %v, negative_slope %v", back.Optim.WeightDecay, back.Model.NegativeSlope)
 	}
 }
+
+// TestLoggingTensorBoardKey: logging.tensorboard is off unless the file
+// turns it on, survives the resolved config's round trip, and a mistyped
+// key in the section is an error naming its line. A config saved before
+// the section existed means off, and reads as unchanged.
+func TestLoggingTensorBoardKey(t *testing.T) {
+	off := parseWithDataset(t, minimal)
+	if off.Logging.TensorBoard {
+		t.Fatal("tensorboard on by default")
+	}
+	on := parseWithDataset(t, minimal+"logging:\n  tensorboard: true\n")
+	if !on.Logging.TensorBoard {
+		t.Fatal("logging.tensorboard: true not read")
+	}
+	if err := on.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	text, _ := on.YAML()
+	if !strings.Contains(text, "logging:\n    tensorboard: true\n") {
+		t.Fatalf("resolved config lacks the key:\n%s", text)
+	}
+	back, err := Parse([]byte(text), "resolved", "")
+	if err != nil || !back.Logging.TensorBoard {
+		t.Fatalf("round trip: %v %+v", err, back.Logging)
+	}
+	if _, err := Parse([]byte(minimal+"logging:\n  tensorbord: true\n"), "x", ""); err == nil || !strings.Contains(err.Error(), "line 6") || !strings.Contains(err.Error(), "tensorboard") {
+		t.Fatalf("misspelt key: %v", err)
+	}
+	offText, _ := off.YAML()
+	older := strings.Replace(offText, "logging:\n    tensorboard: false\n", "", 1)
+	if older == offText {
+		t.Fatalf("no logging section in\n%s", offText)
+	}
+	if got := Changes(older, offText); len(got) != 0 {
+		t.Fatalf("a config without the section differs: %q", got)
+	}
+	if got := Changes(offText, text); len(got) != 1 || got[0] != "logging.tensorboard: false → true" {
+		t.Fatalf("changes %q", got)
+	}
+}

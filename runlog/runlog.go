@@ -1,7 +1,8 @@
 // Package runlog is a training run's metrics log: one JSON object per epoch
 // appended to metrics.jsonl in the run directory, read back for plots and
 // for resuming, and drawn as PNG curves (loss, Dice, time split) with
-// gonum/plot.
+// gonum/plot; optionally the same values as TensorBoard scalars
+// (TensorBoard, tensorboard.go).
 package runlog
 
 import (

@@ -43,8 +43,22 @@ func (t *trainer) train(ctx context.Context) (*Result, error) {
 }
 
 // onTrainStart opens the training stream at the state's data cursor and
-// prefetches the first batch.
+// prefetches the first batch, and starts a TensorBoard event file when
+// logging.tensorboard asks (here, not in setup: a run that has nothing
+// left to do writes no file).
 func (t *trainer) onTrainStart(ctx context.Context) error {
+	if t.cfg.Logging.TensorBoard {
+		tb, err := runlog.OpenTensorBoard(t.dir.TensorBoard, time.Now(), t.state.Step)
+		if err != nil {
+			return err
+		}
+		t.tb = tb
+		t.closers = append(t.closers, func() {
+			if err := tb.Close(); err != nil {
+				t.log.Warn("tensorboard", "error", err)
+			}
+		})
+	}
 	batches, err := t.loader.Train(data.StreamOptions{StartEpoch: t.state.Epoch, StartStep: t.state.StepInEpoch})
 	if err != nil {
 		return err
@@ -111,8 +125,8 @@ func (t *trainer) trainStep(ctx context.Context, step int) error {
 }
 
 // onEpochEnd closes a completed epoch: validation when due, the epoch's
-// record in metrics.jsonl and the log, a checkpoint (best tracked by the
-// validation metric).
+// record in metrics.jsonl (and TensorBoard) and the log, a checkpoint
+// (best tracked by the validation metric).
 func (t *trainer) onEpochEnd(ctx context.Context) error {
 	t.state.Epoch++
 	t.state.StepInEpoch = 0
@@ -135,6 +149,11 @@ func (t *trainer) onEpochEnd(ctx context.Context) error {
 	}
 	if err := runlog.Append(t.dir.Metrics, rec); err != nil {
 		return err
+	}
+	if t.tb != nil {
+		if err := t.tb.Write(rec, time.Now()); err != nil {
+			return err
+		}
 	}
 	t.logEpoch(rec)
 	if metric != nil {

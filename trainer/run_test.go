@@ -13,9 +13,11 @@ import (
 	"github.com/voxtrain/voxtrain/checkpoint"
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/cpu"
+	"github.com/voxtrain/voxtrain/internal/tbevent"
 	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/nifti"
 	"github.com/voxtrain/voxtrain/nn"
+	"github.com/voxtrain/voxtrain/runlog"
 )
 
 // tinyConfig is a small, fast run on the bundled demo data.
@@ -176,6 +178,9 @@ func TestCheckpointDirectoryRemovedMidRun(t *testing.T) {
 			t.Errorf("run directory lacks %s: %v", f, err)
 		}
 	}
+	if _, err := os.Stat(filepath.Join(res.RunDir, "tensorboard")); !os.IsNotExist(err) {
+		t.Errorf("tensorboard/ without logging.tensorboard: %v", err)
+	}
 }
 
 // TestFreshRunRefusesExistingCheckpoints: starting a run over an existing
@@ -290,5 +295,76 @@ func TestRunRefusesBadLabelsBeforeTheFirstStep(t *testing.T) {
 	ckpts, _ := filepath.Glob(filepath.Join(out, "*", "*", "*", "checkpoints", "*"))
 	if len(ckpts) != 0 {
 		t.Errorf("checkpoints written by a refused run: %v", ckpts)
+	}
+}
+
+// TestTensorBoardScalars: with logging.tensorboard each start of a run
+// writes its own event file in <run>/tensorboard; after a run of two
+// epochs and a resume from the first epoch's checkpoint, which repeats
+// epoch 2, TensorBoard's view of the directory (tbevent.ReadScalars, the
+// purge checked against TensorBoard's reader in runlog's fixture) has one
+// point per epoch for every tag, at the epoch's global step, equal to
+// metrics.jsonl's values. A resume with nothing left to do writes no file.
+func TestTensorBoardScalars(t *testing.T) {
+	c := tinyConfig(t, t.TempDir())
+	c.Logging.TensorBoard = true
+	res := runTiny(t, c, Options{})
+	epoch1, err := filepath.Glob(filepath.Join(res.RunDir, "checkpoints", "ckpt-e0001-*"))
+	if err != nil || len(epoch1) != 1 {
+		t.Fatalf("epoch 1 checkpoint: %v %v", epoch1, err)
+	}
+	runTiny(t, c, Options{Resume: epoch1[0]})
+	runTiny(t, c, Options{Resume: "auto"}) // already complete
+
+	dir := filepath.Join(res.RunDir, "tensorboard")
+	files, err := tbevent.Files(dir)
+	if err != nil || len(files) != 2 {
+		t.Fatalf("event files %v, %v; want one per start that trained", files, err)
+	}
+	for i, from := range []int64{0, 3} {
+		evs, err := tbevent.ReadFile(files[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) < 3 || evs[0].FileVersion != tbevent.FileVersion || evs[1].SessionLog != tbevent.SessionStart || evs[1].Step != from+1 {
+			t.Fatalf("%s begins %+v, want the file version, then START at step %d", files[i], evs[:min(len(evs), 2)], from+1)
+		}
+	}
+	eps, err := runlog.Read(filepath.Join(res.RunDir, "metrics.jsonl"))
+	if err != nil || len(eps) != 2 {
+		t.Fatalf("metrics %v %v", eps, err)
+	}
+	got, err := tbevent.ReadScalars(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]tbevent.Point{}
+	for _, e := range eps {
+		for _, v := range runlog.Scalars(e) {
+			want[v.Tag] = append(want[v.Tag], tbevent.Point{Step: e.Step, Value: v.Simple})
+		}
+	}
+	for _, tag := range []string{"epoch", "train/loss", "train/lr", "val/loss", "val/dice_mean", "val/dice/class_1", "val/dice/class_2", "time/epoch_s"} {
+		if len(want[tag]) != 2 {
+			t.Fatalf("metrics.jsonl lacks %s on every epoch: %+v", tag, eps)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d tags, want %d", len(got), len(want))
+	}
+	for tag, wp := range want {
+		gp := got[tag]
+		if len(gp) != len(wp) {
+			t.Errorf("%s: %d points, want one per epoch (%d)", tag, len(gp), len(wp))
+			continue
+		}
+		for i := range wp {
+			if gp[i].Step != wp[i].Step || !(gp[i].Value == wp[i].Value || gp[i].Value != gp[i].Value && wp[i].Value != wp[i].Value) {
+				t.Errorf("%s point %d: step %d value %v, want step %d value %v (metrics.jsonl)", tag, i, gp[i].Step, gp[i].Value, wp[i].Step, wp[i].Value)
+			}
+		}
+	}
+	if got["time/epoch_s"][1].WallTime < got["time/epoch_s"][0].WallTime {
+		t.Errorf("wall times go back: %+v", got["time/epoch_s"])
 	}
 }

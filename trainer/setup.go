@@ -15,6 +15,7 @@ import (
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/data"
 	"github.com/voxtrain/voxtrain/nn"
+	"github.com/voxtrain/voxtrain/runlog"
 )
 
 // trainer is one run: what setup built, the loop's position and its
@@ -31,7 +32,8 @@ type trainer struct {
 	loader  *data.Loader
 	ckpts   *checkpoints
 	val     *validator
-	feed    *prefetcher // made by onTrainStart
+	feed    *prefetcher         // made by onTrainStart
+	tb      *runlog.TensorBoard // made by onTrainStart with logging.tensorboard
 	clock   clock
 	state   State
 
