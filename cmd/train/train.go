@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -198,7 +197,8 @@ func trainRun(ctx context.Context, opts *TrainOptions) (*trainer.Result, error) 
 }
 
 // resumeCommand is the command line that continues this run: args (the
-// program first) without --resume, with --resume auto.
+// program first) without --resume, with --resume auto, each word quoted
+// for a POSIX shell so that pasting it into sh runs exactly these args.
 func resumeCommand(args []string) string {
 	if len(args) == 0 {
 		return ""
@@ -217,18 +217,50 @@ func resumeCommand(args []string) string {
 		if strings.HasPrefix(a, "--resume=") {
 			continue
 		}
-		out = append(out, quoteArg(a))
+		out = append(out, shellQuote(a))
 	}
-	exe := args[0]
-	if strings.Contains(exe, "go-build") {
-		exe = "go run ./cmd/train" // started with go run
+	exe := shellQuote(args[0])
+	if exe == args[0] && strings.Contains(exe, "=") {
+		exe = "'" + exe + "'" // as the first word, NAME=x would be an assignment
+	}
+	if strings.Contains(args[0], "go-build") {
+		exe = "go run ./cmd/train" // started with go run: the binary is temporary
 	}
 	return exe + " " + strings.Join(append(out, "--resume", "auto"), " ")
 }
 
-func quoteArg(a string) string {
-	if a == "" || strings.ContainsAny(a, " \t'\"$`\\") {
-		return strconv.Quote(a)
+// shellQuote returns s as one word for a POSIX shell: unchanged when every
+// byte is one no shell treats specially, else in single quotes, inside
+// which nothing is special but the quote itself, written by closing the
+// quotes, escaping it and reopening them:
+//
+//	it's  →  'it'\''s'
+//
+// Double quotes would not do: $, ` and \ stay live inside them.
+func shellQuote(s string) string {
+	if s == "" {
+		return "''"
 	}
-	return a
+	safe := true
+	for i := 0; i < len(s); i++ {
+		if !isShellSafe(s[i]) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// isShellSafe reports whether b means itself in an argument word for sh:
+// no expansion, globbing, quoting, word splitting or comment (~ is left
+// out, which expands at a word's start and, in bash, after an =).
+func isShellSafe(b byte) bool {
+	switch {
+	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		return true
+	}
+	return strings.IndexByte("-_./:,+=@%", b) >= 0
 }
