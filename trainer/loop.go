@@ -71,7 +71,7 @@ func (t *trainer) trainStep(ctx context.Context, step int) error {
 	t.clock.dataWait(cur.wait)
 	if cur.err != nil {
 		if ctx.Err() != nil {
-			t.stopped = true
+			t.stop(ctx)
 			return nil
 		}
 		return fmt.Errorf("data: %w", cur.err)
@@ -105,9 +105,22 @@ func (t *trainer) trainStep(ctx context.Context, step int) error {
 	t.clock.stepDone(time.Since(start))
 	t.showProgress(step)
 	if stopNow || ctx.Err() != nil {
-		t.stopped = true
+		t.stop(ctx)
 	}
 	return nil
+}
+
+// stop makes the loop stop after the current step, recording why: the
+// context's cause when it was cancelled, else the step limit.
+func (t *trainer) stop(ctx context.Context) {
+	if t.stopped {
+		return
+	}
+	t.stopped = true
+	t.stopCause = context.Cause(ctx)
+	if t.stopCause == nil {
+		t.stopCause = ErrStepLimit
+	}
 }
 
 // onEpochEnd closes a completed epoch: validation when due, the epoch's
@@ -125,7 +138,9 @@ func (t *trainer) onEpochEnd(ctx context.Context) error {
 		if err != nil && ctx.Err() == nil {
 			return err
 		}
-		t.stopped = t.stopped || err != nil
+		if err != nil {
+			t.stop(ctx)
+		}
 		metric = m
 		t.clock.validated(took)
 	}
@@ -153,7 +168,8 @@ func (t *trainer) onEpochEnd(ctx context.Context) error {
 }
 
 // onTrainEnd saves `last` after an interruption mid-epoch (and says how to
-// resume), draws the curves and returns the run's result.
+// resume), draws the curves and returns the run's result, with an
+// *Interrupted error when the run stopped early.
 func (t *trainer) onTrainEnd() (*Result, error) {
 	t.res.Epochs, t.res.Steps = t.state.Epoch, t.state.Step
 	if t.state.BestMetric != nil {
@@ -172,6 +188,9 @@ func (t *trainer) onTrainEnd() (*Result, error) {
 		}
 	}
 	t.res.Plots = t.plot()
+	if t.stopped {
+		return &t.res, &Interrupted{Cause: t.stopCause, Epoch: t.state.Epoch, StepInEpoch: t.state.StepInEpoch, Step: t.state.Step}
+	}
 	return &t.res, nil
 }
 

@@ -3,6 +3,7 @@ package trainer
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"math"
 	"os"
@@ -62,6 +63,7 @@ validation:
 	return c
 }
 
+// runTiny runs c; a run stopped by o.StopAfterSteps is no failure.
 func runTiny(t *testing.T, c *config.Config, o Options) *Result {
 	t.Helper()
 	if o.Device == nil {
@@ -71,8 +73,12 @@ func runTiny(t *testing.T, c *config.Config, o Options) *Result {
 		o.Out = io.Discard
 	}
 	res, err := Run(context.Background(), c, o)
-	if err != nil {
+	var in *Interrupted
+	if err != nil && !errors.As(err, &in) {
 		t.Fatal(err)
+	}
+	if in != nil && (!errors.Is(err, ErrStepLimit) || !res.Interrupted) {
+		t.Fatalf("run stopped early by %v, result %+v; only StopAfterSteps could stop it", err, res)
 	}
 	return res
 }
@@ -206,25 +212,32 @@ func TestFoldAllHasItsOwnDirectory(t *testing.T) {
 }
 
 // TestCancelStopsCleanly: cancelling the context (what SIGINT/SIGTERM do)
-// ends the run without an error, marks it interrupted, keeps a loadable
-// last checkpoint and prints the resume command.
+// ends the run with an *Interrupted error carrying the cancellation's
+// cause and the saved position (no other error), marks it interrupted,
+// keeps a loadable last checkpoint and prints the resume command.
 func TestCancelStopsCleanly(t *testing.T) {
 	c := tinyConfig(t, t.TempDir())
 	c.Train.Epochs = 5
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigterm := errors.New("test: SIGTERM")
 	var out bytes.Buffer
 	res, err := Run(ctx, c, Options{Device: cpu.New(cpu.Options{Threads: 2}), Out: &out, ResumeCommand: "train --resume auto",
 		OnEpochEnd: func(e int) {
 			if e == 1 {
-				cancel()
+				cancel(sigterm)
 			}
 		}})
-	if err != nil {
-		t.Fatal(err)
+	var in *Interrupted
+	if !errors.As(err, &in) || !errors.Is(err, sigterm) {
+		t.Fatalf("cancelled run returned %v, want an *Interrupted caused by %v", err, sigterm)
 	}
 	if !res.Interrupted || res.Epochs != 1 {
 		t.Fatalf("%+v", res)
+	}
+	// The step after the cancel is taken and saved.
+	if in.Epoch != 1 || in.StepInEpoch != 1 || in.Step != res.Steps || res.Steps != 4 {
+		t.Fatalf("interrupted at %+v, result %+v; want epoch 1, 1 step into the next, step 4", in, res)
 	}
 	if !bytes.Contains(out.Bytes(), []byte("to resume: train --resume auto")) {
 		t.Fatalf("no resume command in the output:\n%s", out.String())
@@ -232,6 +245,25 @@ func TestCancelStopsCleanly(t *testing.T) {
 	model, opt := expectedTensors(t, c)
 	if _, err := checkpoint.Load(filepath.Join(res.RunDir, "checkpoints", "last"), model, opt); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStopAfterStepsIsInterrupted: the step limit stops a run as a
+// signal does, with ErrStepLimit as the cause.
+func TestStopAfterStepsIsInterrupted(t *testing.T) {
+	c := tinyConfig(t, t.TempDir())
+	c.Train.Epochs = 1
+	res, err := Run(context.Background(), c, Options{Device: cpu.New(cpu.Options{Threads: 2}), Out: io.Discard, StopAfterSteps: 2})
+	var in *Interrupted
+	if !errors.As(err, &in) || in.Cause != ErrStepLimit || in.Step != 2 || in.StepInEpoch != 2 || in.Epoch != 0 {
+		t.Fatalf("run stopped after 2 steps returned %v (%+v)", err, in)
+	}
+	if !res.Interrupted || res.Steps != 2 {
+		t.Fatalf("%+v", res)
+	}
+	// The run completes: no error.
+	if res := runTiny(t, c, Options{Resume: "auto"}); res.Interrupted || res.Epochs != 1 {
+		t.Fatalf("resumed: %+v", res)
 	}
 }
 

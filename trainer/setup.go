@@ -38,7 +38,10 @@ type trainer struct {
 	iters   int   // steps per epoch
 	total   int64 // steps of the whole schedule
 	stopped bool  // interrupted: ctx cancelled or StopAfterSteps reached
-	res     Result
+	// stopCause is why (context.Cause of the run's context or
+	// ErrStepLimit), for the *Interrupted error.
+	stopCause error
+	res       Result
 	// the epoch's training loss
 	lossSum float64
 	losses  int

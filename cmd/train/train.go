@@ -126,7 +126,16 @@ func NewCmdTrain(f *Factory, runF func(context.Context, *TrainOptions) error) *c
 		Short: "Train 3D U-Nets on NIfTI volumes, with a data pipeline that never lets the GPU wait",
 		Long: `train is voxtrain's single binary: it reads NIfTI volumes (.nii, .nii.gz,
 .hdr/.img), prepares and augments patches with persistent goroutine workers,
-and trains 3D U-Nets on the CPU or on CUDA GPUs.`,
+and trains 3D U-Nets on the CPU or on CUDA GPUs.
+
+Exit status, for schedulers and requeue wrappers:
+  0    finished: the run completed its epochs (any command: success)
+  1    failed
+  130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM (128 + the signal):
+       training finished its step, saved last and printed the resume
+       command (--resume auto continues exactly). A second signal exits
+       at once with 128 + that signal; the latest checkpoint is intact.
+  75   stopped by --stop-after-steps after saving last (resume to continue)`,
 		Example: `  # The bundled demo: train, validate, plot
   train demo
 
@@ -166,7 +175,8 @@ and trains 3D U-Nets on the CPU or on CUDA GPUs.`,
 }
 
 // trainRun trains on the device the config names and prints where the run
-// is and its best Dice.
+// is and its best Dice. An interrupted run returns its result with the
+// *trainer.Interrupted error.
 func trainRun(ctx context.Context, opts *TrainOptions) (*trainer.Result, error) {
 	cfg := opts.Config
 	if cfg.Threads > 0 {
@@ -182,7 +192,8 @@ func trainRun(ctx context.Context, opts *TrainOptions) (*trainer.Result, error) 
 	res, err := trainer.Run(ctx, cfg, trainer.Options{Device: dev.Dev, Alloc: dev.Alloc, Resume: opts.Resume,
 		Out: opts.IO.Out, Version: opts.Version, ResumeCommand: opts.ResumeCommand,
 		StopAfterSteps: opts.StopAfterSteps, Monitor: mon})
-	if err != nil {
+	var in *trainer.Interrupted
+	if err != nil && !errors.As(err, &in) {
 		return nil, err
 	}
 	best := "none yet"
@@ -193,7 +204,7 @@ func trainRun(ctx context.Context, opts *TrainOptions) (*trainer.Result, error) 
 	if len(res.Plots) > 0 {
 		fmt.Fprintf(opts.IO.Out, "plots: %s\n", filepath.Dir(res.Plots[0]))
 	}
-	return res, nil
+	return res, err // an *trainer.Interrupted gives the exit status
 }
 
 // resumeCommand is the command line that continues this run: args (the
