@@ -45,7 +45,15 @@ func (t *trainer) train(ctx context.Context) (*Result, error) {
 // onTrainStart opens the training stream at the state's data cursor and
 // prefetches the first batch.
 func (t *trainer) onTrainStart(ctx context.Context) error {
-	batches, err := t.loader.Train(data.StreamOptions{StartEpoch: t.state.Epoch, StartStep: t.state.StepInEpoch})
+	start := data.StreamOptions{StartEpoch: t.state.Epoch, StartStep: t.state.StepInEpoch}
+	if start.StartStep >= t.iters {
+		// The state was saved after the epoch's last step but before the
+		// epoch ended (interrupted in between): the next batch is the
+		// next epoch's first. Say so: a stream without workers would
+		// otherwise deliver one past the epoch's end.
+		start.StartEpoch, start.StartStep = t.state.Epoch+1, 0
+	}
+	batches, err := t.loader.Train(start)
 	if err != nil {
 		return err
 	}

@@ -151,6 +151,21 @@ func testResumeIsExact(t *testing.T, optimizer string) {
 	testutil.SameBits(t, "optimiser state", oa, oc)
 }
 
+// TestResumeAfterAnEpochsLastStepWithoutWorkers: a run stopped right
+// after an epoch's last step, before the epoch ended, resumes with a
+// synchronous data stream (0 workers) and completes.
+func TestResumeAfterAnEpochsLastStepWithoutWorkers(t *testing.T) {
+	c := tinyConfig(t, t.TempDir())
+	c.Data.Workers = config.Workers{N: 0, Set: true}
+	c.Validation.Every = -1
+	if res := runTiny(t, c, Options{StopAfterSteps: 3}); !res.Interrupted || res.Steps != 3 || res.Epochs != 0 {
+		t.Fatalf("stopped after the first epoch's 3 steps: %+v", res)
+	}
+	if res := runTiny(t, c, Options{Resume: "auto"}); res.Interrupted || res.Steps != 6 || res.Epochs != 2 {
+		t.Fatalf("resumed: %+v", res)
+	}
+}
+
 // TestCheckpointDirectoryRemovedMidRun: the output directory does not
 // exist at start, and the checkpoint directory is deleted after the first
 // epoch; the second epoch still saves.
