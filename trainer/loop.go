@@ -63,10 +63,11 @@ func (t *trainer) onTrainStart(ctx context.Context) error {
 	return nil
 }
 
-// onEpochStart resets the epoch's timing, loss and progress bar.
+// onEpochStart resets the epoch's timing and progress bar (its loss sum
+// is in the state: zero at an epoch's start, restored by a resume).
 func (t *trainer) onEpochStart() {
 	t.clock.startEpoch()
-	t.lossSum, t.losses = 0, 0
+	t.epochSteps = 0
 	t.console.startEpoch(t.state.Epoch+1, t.cfg.Train.Epochs, t.iters)
 	t.opt.Monitor.TakeMean() // start the epoch's GPU averaging period (nil-safe)
 }
@@ -108,8 +109,9 @@ func (t *trainer) trainStep(ctx context.Context, step int) error {
 	if loss := sr.Loss.Total; math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return fmt.Errorf("epoch %d step %d: the loss is %v (lower optim.lr, or check the labels and the normalisation)", epoch+1, step+1, loss)
 	}
-	t.lossSum += sr.Loss.Total
-	t.losses++
+	t.state.EpochLossSum += sr.Loss.Total
+	t.state.EpochLossSteps++
+	t.epochSteps++
 	t.clock.stepDone(time.Since(start))
 	t.showProgress(step)
 	if stopNow || ctx.Err() != nil {
@@ -135,11 +137,12 @@ func (t *trainer) stop(ctx context.Context) {
 // record in metrics.jsonl and the log, a checkpoint (best tracked by the
 // validation metric).
 func (t *trainer) onEpochEnd(ctx context.Context) error {
+	rec := runlog.Epoch{Epoch: t.state.Epoch + 1, Step: t.state.Step, Time: time.Now().UTC().Format(time.RFC3339),
+		LR:        nn.LearningRate(t.cfg.Optim.Schedule, t.cfg.Optim.BaseLR(), int(t.state.Step), int(t.total)),
+		TrainLoss: runlog.Float(t.state.EpochLossSum / float64(max(t.state.EpochLossSteps, 1)))}
 	t.state.Epoch++
 	t.state.StepInEpoch = 0
-	rec := runlog.Epoch{Epoch: t.state.Epoch, Step: t.state.Step, Time: time.Now().UTC().Format(time.RFC3339),
-		LR:        nn.LearningRate(t.cfg.Optim.Schedule, t.cfg.Optim.BaseLR(), int(t.state.Step), int(t.total)),
-		TrainLoss: runlog.Float(t.lossSum / float64(max(t.losses, 1)))}
+	t.state.EpochLossSum, t.state.EpochLossSteps = 0, 0
 	var metric *float64
 	if t.val.due(t.state.Epoch, t.cfg.Train.Epochs) {
 		m, took, err := t.val.run(ctx, &rec)
@@ -152,7 +155,7 @@ func (t *trainer) onEpochEnd(ctx context.Context) error {
 		metric = m
 		t.clock.validated(took)
 	}
-	t.clock.endEpoch(&rec, t.losses*t.cfg.Train.BatchSize, t.state.Step, t.total)
+	t.clock.endEpoch(&rec, t.epochSteps*t.cfg.Train.BatchSize, t.state.Step, t.total)
 	if g, ok := t.opt.Monitor.TakeMean(); ok {
 		rec.GPU = &runlog.GPU{UtilPct: g.UtilPct, MemUsedMiB: g.MemUsedMiB, MemTotalMiB: g.MemTotalMiB, PowerW: g.PowerW, TempC: g.TempC}
 	}
@@ -206,7 +209,7 @@ func (t *trainer) onTrainEnd() (*Result, error) {
 func (t *trainer) showProgress(step int) {
 	elapsed := t.clock.epochElapsed().Seconds()
 	t.console.step(progress{epoch: t.state.Epoch + 1, epochs: t.cfg.Train.Epochs, step: step + 1, steps: t.iters,
-		loss: t.lossSum / float64(t.losses), samplesPerS: float64(t.losses*t.cfg.Train.BatchSize) / elapsed,
+		loss: t.state.EpochLossSum / float64(t.state.EpochLossSteps), samplesPerS: float64(t.epochSteps*t.cfg.Train.BatchSize) / elapsed,
 		dataWaitPct: 100 * t.clock.timing.DataWaitS / elapsed, eta: t.clock.stepETA(t.total - t.state.Step),
 		gpu: gpuString(t.opt.Monitor)})
 }

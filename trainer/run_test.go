@@ -1,9 +1,12 @@
 package trainer
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -16,6 +19,7 @@ import (
 	"github.com/voxtrain/voxtrain/cpu"
 	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/nn"
+	"github.com/voxtrain/voxtrain/runlog"
 )
 
 // tinyConfig is a small, fast run on the bundled demo data.
@@ -149,6 +153,55 @@ func testResumeIsExact(t *testing.T, optimizer string) {
 	mc, oc := loadFinal(t, split, c.RunDir)
 	testutil.SameBits(t, "weights", ma, mc)
 	testutil.SameBits(t, "optimiser state", oa, oc)
+	// The epoch cut in two has the same training loss (its sum travels
+	// in the state) and validation scores.
+	ea, ec := metricsLines(t, a.RunDir), metricsLines(t, c.RunDir)
+	if len(ea) != 2 || len(ec) != 2 {
+		t.Fatalf("metrics lines: %d straight, %d split", len(ea), len(ec))
+	}
+	for i := range ea {
+		if g, w := scores(ec[i]), scores(ea[i]); g != w {
+			t.Errorf("epoch %d: split run %s, straight run %s", i+1, g, w)
+		}
+	}
+}
+
+// metricsLines returns every line of a run's metrics.jsonl, in file order
+// (runlog.Read would hide a repeated epoch).
+func metricsLines(t *testing.T, runDir string) []runlog.Epoch {
+	t.Helper()
+	f, err := os.Open(filepath.Join(runDir, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []runlog.Epoch
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var e runlog.Epoch
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("metrics.jsonl line %d: %v", len(out)+1, err)
+		}
+		out = append(out, e)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// scores prints what must not depend on an interruption: the position,
+// the learning rate, the losses and the validation scores (NaN prints as
+// NaN on both sides).
+func scores(e runlog.Epoch) string {
+	deref := func(f *runlog.Float) any {
+		if f == nil {
+			return nil
+		}
+		return float64(*f)
+	}
+	return fmt.Sprintf("step %d lr %v train_loss %v val_loss %v val_dice %v mean %v",
+		e.Step, e.LR, float64(e.TrainLoss), deref(e.ValLoss), e.ValDice, deref(e.ValDiceMean))
 }
 
 // TestResumeAfterAnEpochsLastStepWithoutWorkers: a run stopped right

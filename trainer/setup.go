@@ -42,10 +42,10 @@ type trainer struct {
 	// ErrStepLimit), for the *Interrupted error.
 	stopCause error
 	res       Result
-	// the epoch's training loss
-	lossSum float64
-	losses  int
-	closers []func()
+	// epochSteps is the steps this invocation took in the current epoch
+	// (for rates; the epoch's loss is in state, which a resume restores).
+	epochSteps int
+	closers    []func()
 }
 
 // newTrainer builds a run: its directory and log, the dataset set up
