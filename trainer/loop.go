@@ -48,9 +48,9 @@ func (t *trainer) onTrainStart(ctx context.Context) error {
 	start := data.StreamOptions{StartEpoch: t.state.Epoch, StartStep: t.state.StepInEpoch}
 	if start.StartStep >= t.iters {
 		// The state was saved after the epoch's last step but before the
-		// epoch ended (interrupted in between): the next batch is the
-		// next epoch's first. Say so: a stream without workers would
-		// otherwise deliver one past the epoch's end.
+		// epoch ended (interrupted then, or during its validation): the
+		// next batch is the next epoch's first. Say so: a stream without
+		// workers would otherwise deliver one past the epoch's end.
 		start.StartEpoch, start.StartStep = t.state.Epoch+1, 0
 	}
 	batches, err := t.loader.Train(start)
@@ -133,28 +133,48 @@ func (t *trainer) stop(ctx context.Context) {
 	}
 }
 
-// onEpochEnd closes a completed epoch: validation when due, the epoch's
-// record in metrics.jsonl and the log, a checkpoint (best tracked by the
-// validation metric).
+// onEpochEnd closes an epoch whose steps are all taken: validation when
+// due, the epoch's record in metrics.jsonl and the log, a checkpoint (best
+// tracked by the validation metric). An interruption during the
+// validation leaves the epoch open, for a resumed run to close.
 func (t *trainer) onEpochEnd(ctx context.Context) error {
-	rec := runlog.Epoch{Epoch: t.state.Epoch + 1, Step: t.state.Step, Time: time.Now().UTC().Format(time.RFC3339),
+	epoch := t.state.Epoch + 1
+	rec := runlog.Epoch{Epoch: epoch, Step: t.state.Step, Time: time.Now().UTC().Format(time.RFC3339),
 		LR:        nn.LearningRate(t.cfg.Optim.Schedule, t.cfg.Optim.BaseLR(), int(t.state.Step), int(t.total)),
 		TrainLoss: runlog.Float(t.state.EpochLossSum / float64(max(t.state.EpochLossSteps, 1)))}
-	t.state.Epoch++
-	t.state.StepInEpoch = 0
-	t.state.EpochLossSum, t.state.EpochLossSteps = 0, 0
 	var metric *float64
-	if t.val.due(t.state.Epoch, t.cfg.Train.Epochs) {
-		m, took, err := t.val.run(ctx, &rec)
-		if err != nil && ctx.Err() == nil {
-			return err
+	if t.val.due(epoch, t.cfg.Train.Epochs) {
+		if t.opt.beforeValidation != nil {
+			t.opt.beforeValidation(epoch)
 		}
+		m, took, err := t.val.run(ctx, &rec)
 		if err != nil {
+			if ctx.Err() == nil {
+				return err
+			}
+			// Interrupted (SIGTERM) before the score was known. Closing the
+			// epoch now would lose its score for good; finishing the
+			// validation could outlast the scheduler's grace period. So the
+			// epoch stays open: the state still says all its steps are
+			// taken (StepInEpoch == iters), onTrainEnd saves that as last,
+			// and a resumed run takes no step and closes the epoch again,
+			// validation and metrics line included.
+			t.log.Info("interrupted during validation: it runs again on resume", "epoch", epoch)
 			t.stop(ctx)
+			return nil
 		}
 		metric = m
 		t.clock.validated(took)
 	}
+	return t.closeEpoch(rec, metric)
+}
+
+// closeEpoch counts the epoch done and records it: metrics.jsonl and the
+// log get rec, a checkpoint is saved with metric.
+func (t *trainer) closeEpoch(rec runlog.Epoch, metric *float64) error {
+	t.state.Epoch++
+	t.state.StepInEpoch = 0
+	t.state.EpochLossSum, t.state.EpochLossSteps = 0, 0
 	t.clock.endEpoch(&rec, t.epochSteps*t.cfg.Train.BatchSize, t.state.Step, t.total)
 	if g, ok := t.opt.Monitor.TakeMean(); ok {
 		rec.GPU = &runlog.GPU{UtilPct: g.UtilPct, MemUsedMiB: g.MemUsedMiB, MemTotalMiB: g.MemTotalMiB, PowerW: g.PowerW, TempC: g.TempC}

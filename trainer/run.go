@@ -37,6 +37,10 @@ type Options struct {
 	// OnEpochEnd, when set, is called after each epoch's checkpoint with the
 	// number of completed epochs (for embedding programs and tests).
 	OnEpochEnd func(epoch int)
+
+	// beforeValidation, when set, is called as the validation of epoch
+	// (1-based) starts: tests interrupt a run there.
+	beforeValidation func(epoch int)
 }
 
 // Result describes a finished (or interrupted) run.
