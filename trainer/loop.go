@@ -59,7 +59,15 @@ func (t *trainer) onTrainStart(ctx context.Context) error {
 			}
 		})
 	}
-	batches, err := t.loader.Train(data.StreamOptions{StartEpoch: t.state.Epoch, StartStep: t.state.StepInEpoch})
+	start := data.StreamOptions{StartEpoch: t.state.Epoch, StartStep: t.state.StepInEpoch}
+	if start.StartStep >= t.iters {
+		// The state was saved after the epoch's last step but before the
+		// epoch ended (interrupted then, or during its validation): the
+		// next batch is the next epoch's first. Say so: a stream without
+		// workers would otherwise deliver one past the epoch's end.
+		start.StartEpoch, start.StartStep = t.state.Epoch+1, 0
+	}
+	batches, err := t.loader.Train(start)
 	if err != nil {
 		return err
 	}
@@ -69,10 +77,11 @@ func (t *trainer) onTrainStart(ctx context.Context) error {
 	return nil
 }
 
-// onEpochStart resets the epoch's timing, loss and progress bar.
+// onEpochStart resets the epoch's timing and progress bar (its loss sum
+// is in the state: zero at an epoch's start, restored by a resume).
 func (t *trainer) onEpochStart() {
 	t.clock.startEpoch()
-	t.lossSum, t.losses = 0, 0
+	t.epochSteps = 0
 	t.console.startEpoch(t.state.Epoch+1, t.cfg.Train.Epochs, t.iters)
 	t.opt.Monitor.TakeMean() // start the epoch's GPU averaging period (nil-safe)
 }
@@ -85,7 +94,7 @@ func (t *trainer) trainStep(ctx context.Context, step int) error {
 	t.clock.dataWait(cur.wait)
 	if cur.err != nil {
 		if ctx.Err() != nil {
-			t.stopped = true
+			t.stop(ctx)
 			return nil
 		}
 		return fmt.Errorf("data: %w", cur.err)
@@ -114,36 +123,74 @@ func (t *trainer) trainStep(ctx context.Context, step int) error {
 	if loss := sr.Loss.Total; math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return fmt.Errorf("epoch %d step %d: the loss is %v (lower optim.lr, or check the labels and the normalisation)", epoch+1, step+1, loss)
 	}
-	t.lossSum += sr.Loss.Total
-	t.losses++
+	t.state.EpochLossSum += sr.Loss.Total
+	t.state.EpochLossSteps++
+	t.epochSteps++
 	t.clock.stepDone(time.Since(start))
 	t.showProgress(step)
 	if stopNow || ctx.Err() != nil {
-		t.stopped = true
+		t.stop(ctx)
 	}
 	return nil
 }
 
-// onEpochEnd closes a completed epoch: validation when due, the epoch's
-// record in metrics.jsonl (and TensorBoard) and the log, a checkpoint
-// (best tracked by the validation metric).
+// stop makes the loop stop after the current step, recording why: the
+// context's cause when it was cancelled, else the step limit.
+func (t *trainer) stop(ctx context.Context) {
+	if t.stopped {
+		return
+	}
+	t.stopped = true
+	t.stopCause = context.Cause(ctx)
+	if t.stopCause == nil {
+		t.stopCause = ErrStepLimit
+	}
+}
+
+// onEpochEnd closes an epoch whose steps are all taken: validation when
+// due, the epoch's record in metrics.jsonl (and TensorBoard) and the log, a
+// checkpoint (best
+// tracked by the validation metric). An interruption during the validation
+// leaves the epoch open, for a resumed run to close.
 func (t *trainer) onEpochEnd(ctx context.Context) error {
-	t.state.Epoch++
-	t.state.StepInEpoch = 0
-	rec := runlog.Epoch{Epoch: t.state.Epoch, Step: t.state.Step, Time: time.Now().UTC().Format(time.RFC3339),
+	epoch := t.state.Epoch + 1
+	rec := runlog.Epoch{Epoch: epoch, Step: t.state.Step, Time: time.Now().UTC().Format(time.RFC3339),
 		LR:        nn.LearningRate(t.cfg.Optim.Schedule, t.cfg.Optim.BaseLR(), int(t.state.Step), int(t.total)),
-		TrainLoss: runlog.Float(t.lossSum / float64(max(t.losses, 1)))}
+		TrainLoss: runlog.Float(t.state.EpochLossSum / float64(max(t.state.EpochLossSteps, 1)))}
 	var metric *float64
-	if t.val.due(t.state.Epoch, t.cfg.Train.Epochs) {
-		m, took, err := t.val.run(ctx, &rec)
-		if err != nil && ctx.Err() == nil {
-			return err
+	if t.val.due(epoch, t.cfg.Train.Epochs) {
+		if t.opt.beforeValidation != nil {
+			t.opt.beforeValidation(epoch)
 		}
-		t.stopped = t.stopped || err != nil
+		m, took, err := t.val.run(ctx, &rec)
+		if err != nil {
+			if ctx.Err() == nil {
+				return err
+			}
+			// Interrupted (SIGTERM) before the score was known. Closing the
+			// epoch now would lose its score for good; finishing the
+			// validation could outlast the scheduler's grace period. So the
+			// epoch stays open: the state still says all its steps are
+			// taken (StepInEpoch == iters), onTrainEnd saves that as last,
+			// and a resumed run takes no step and closes the epoch again,
+			// validation and metrics line included.
+			t.log.Info("interrupted during validation: it runs again on resume", "epoch", epoch)
+			t.stop(ctx)
+			return nil
+		}
 		metric = m
 		t.clock.validated(took)
 	}
-	t.clock.endEpoch(&rec, t.losses*t.cfg.Train.BatchSize, t.state.Step, t.total)
+	return t.closeEpoch(rec, metric)
+}
+
+// closeEpoch counts the epoch done and records it: metrics.jsonl and the
+// log get rec, a checkpoint is saved with metric.
+func (t *trainer) closeEpoch(rec runlog.Epoch, metric *float64) error {
+	t.state.Epoch++
+	t.state.StepInEpoch = 0
+	t.state.EpochLossSum, t.state.EpochLossSteps = 0, 0
+	t.clock.endEpoch(&rec, t.epochSteps*t.cfg.Train.BatchSize, t.state.Step, t.total)
 	if g, ok := t.opt.Monitor.TakeMean(); ok {
 		rec.GPU = &runlog.GPU{UtilPct: g.UtilPct, MemUsedMiB: g.MemUsedMiB, MemTotalMiB: g.MemTotalMiB, PowerW: g.PowerW, TempC: g.TempC}
 	}
@@ -172,7 +219,8 @@ func (t *trainer) onEpochEnd(ctx context.Context) error {
 }
 
 // onTrainEnd saves `last` after an interruption mid-epoch (and says how to
-// resume), draws the curves and returns the run's result.
+// resume), draws the curves and returns the run's result, with an
+// *Interrupted error when the run stopped early.
 func (t *trainer) onTrainEnd() (*Result, error) {
 	t.res.Epochs, t.res.Steps = t.state.Epoch, t.state.Step
 	if t.state.BestMetric != nil {
@@ -191,6 +239,9 @@ func (t *trainer) onTrainEnd() (*Result, error) {
 		}
 	}
 	t.res.Plots = t.plot()
+	if t.stopped {
+		return &t.res, &Interrupted{Cause: t.stopCause, Epoch: t.state.Epoch, StepInEpoch: t.state.StepInEpoch, Step: t.state.Step}
+	}
 	return &t.res, nil
 }
 
@@ -198,7 +249,7 @@ func (t *trainer) onTrainEnd() (*Result, error) {
 func (t *trainer) showProgress(step int) {
 	elapsed := t.clock.epochElapsed().Seconds()
 	t.console.step(progress{epoch: t.state.Epoch + 1, epochs: t.cfg.Train.Epochs, step: step + 1, steps: t.iters,
-		loss: t.lossSum / float64(t.losses), samplesPerS: float64(t.losses*t.cfg.Train.BatchSize) / elapsed,
+		loss: t.state.EpochLossSum / float64(t.state.EpochLossSteps), samplesPerS: float64(t.epochSteps*t.cfg.Train.BatchSize) / elapsed,
 		dataWaitPct: 100 * t.clock.timing.DataWaitS / elapsed, eta: t.clock.stepETA(t.total - t.state.Step),
 		gpu: gpuString(t.opt.Monitor)})
 }

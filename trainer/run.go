@@ -2,6 +2,8 @@ package trainer
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 
 	"github.com/voxtrain/voxtrain/config"
@@ -35,13 +37,19 @@ type Options struct {
 	// OnEpochEnd, when set, is called after each epoch's checkpoint with the
 	// number of completed epochs (for embedding programs and tests).
 	OnEpochEnd func(epoch int)
+
+	// beforeValidation, when set, is called as the validation of epoch
+	// (1-based) starts: tests interrupt a run there.
+	beforeValidation func(epoch int)
 }
 
 // Result describes a finished (or interrupted) run.
 type Result struct {
-	RunDir      string
-	Epochs      int   // completed epochs
-	Steps       int64 // optimiser steps in total
+	RunDir string
+	Epochs int   // completed epochs
+	Steps  int64 // optimiser steps in total
+	// Interrupted is set when the run stopped early; Run then also
+	// returns an *Interrupted error.
 	Interrupted bool
 	// LastDice is the mean validation Dice of the last validation (NaN if
 	// none); BestDice the best so far.
@@ -49,9 +57,41 @@ type Result struct {
 	Plots              []string
 }
 
-// Run trains according to cfg (validated). It returns with Interrupted
-// set, after saving `last`, when ctx is cancelled (SIGINT, SIGTERM) or
-// StopAfterSteps is reached.
+// ErrStepLimit is the cause of an *Interrupted error when
+// Options.StopAfterSteps ended the run.
+var ErrStepLimit = errors.New("the step limit (StopAfterSteps) was reached")
+
+// Interrupted is the error Run returns, together with the Result, when the
+// run stopped before completing its epochs and saved `last` first: its
+// context was cancelled (SIGINT, SIGTERM) or Options.StopAfterSteps was
+// reached. Resuming (Options.Resume "auto") continues the exact sequence.
+// It is an error so that a run that did not finish never looks like one
+// that did (a scheduler must requeue it), and a type so that callers tell
+// it from a failure with errors.As.
+type Interrupted struct {
+	// Cause is why the run stopped: context.Cause of Run's context (the
+	// error the caller cancelled it with, such as the signal) or
+	// ErrStepLimit.
+	Cause error
+	// Epoch is the number of completed epochs, StepInEpoch the steps of
+	// the next one taken, Step the optimiser steps in all: where the
+	// saved state resumes.
+	Epoch, StepInEpoch int
+	Step               int64
+}
+
+func (e *Interrupted) Error() string {
+	return fmt.Sprintf("stopped early (%v): saved last at step %d (%d epochs completed, %d steps into the next); resume to continue",
+		e.Cause, e.Step, e.Epoch, e.StepInEpoch)
+}
+
+// Unwrap returns the cause, so errors.Is and errors.As see the signal.
+func (e *Interrupted) Unwrap() error { return e.Cause }
+
+// Run trains according to cfg (validated). When ctx is cancelled (SIGINT,
+// SIGTERM) or StopAfterSteps is reached it finishes the step, saves
+// `last` and returns the Result with Interrupted set together with an
+// *Interrupted error; any other error means the run failed.
 func Run(ctx context.Context, cfg *config.Config, o Options) (*Result, error) {
 	t, err := newTrainer(ctx, cfg, o)
 	if err != nil {

@@ -1,8 +1,12 @@
 package trainer
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -65,6 +69,7 @@ validation:
 	return c
 }
 
+// runTiny runs c; a run stopped by o.StopAfterSteps is no failure.
 func runTiny(t *testing.T, c *config.Config, o Options) *Result {
 	t.Helper()
 	if o.Device == nil {
@@ -74,8 +79,12 @@ func runTiny(t *testing.T, c *config.Config, o Options) *Result {
 		o.Out = io.Discard
 	}
 	res, err := Run(context.Background(), c, o)
-	if err != nil {
+	var in *Interrupted
+	if err != nil && !errors.As(err, &in) {
 		t.Fatal(err)
+	}
+	if in != nil && (!errors.Is(err, ErrStepLimit) || !res.Interrupted) {
+		t.Fatalf("run stopped early by %v, result %+v; only StopAfterSteps could stop it", err, res)
 	}
 	return res
 }
@@ -146,6 +155,70 @@ func testResumeIsExact(t *testing.T, optimizer string) {
 	mc, oc := loadFinal(t, split, c.RunDir)
 	testutil.SameBits(t, "weights", ma, mc)
 	testutil.SameBits(t, "optimiser state", oa, oc)
+	// The epoch cut in two has the same training loss (its sum travels
+	// in the state) and validation scores.
+	ea, ec := metricsLines(t, a.RunDir), metricsLines(t, c.RunDir)
+	if len(ea) != 2 || len(ec) != 2 {
+		t.Fatalf("metrics lines: %d straight, %d split", len(ea), len(ec))
+	}
+	for i := range ea {
+		if g, w := scores(ec[i]), scores(ea[i]); g != w {
+			t.Errorf("epoch %d: split run %s, straight run %s", i+1, g, w)
+		}
+	}
+}
+
+// metricsLines returns every line of a run's metrics.jsonl, in file order
+// (runlog.Read would hide a repeated epoch).
+func metricsLines(t *testing.T, runDir string) []runlog.Epoch {
+	t.Helper()
+	f, err := os.Open(filepath.Join(runDir, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []runlog.Epoch
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var e runlog.Epoch
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("metrics.jsonl line %d: %v", len(out)+1, err)
+		}
+		out = append(out, e)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// scores prints what must not depend on an interruption: the position,
+// the learning rate, the losses and the validation scores (NaN prints as
+// NaN on both sides).
+func scores(e runlog.Epoch) string {
+	deref := func(f *runlog.Float) any {
+		if f == nil {
+			return nil
+		}
+		return float64(*f)
+	}
+	return fmt.Sprintf("step %d lr %v train_loss %v val_loss %v val_dice %v mean %v",
+		e.Step, e.LR, float64(e.TrainLoss), deref(e.ValLoss), e.ValDice, deref(e.ValDiceMean))
+}
+
+// TestResumeAfterAnEpochsLastStepWithoutWorkers: a run stopped right
+// after an epoch's last step, before the epoch ended, resumes with a
+// synchronous data stream (0 workers) and completes.
+func TestResumeAfterAnEpochsLastStepWithoutWorkers(t *testing.T) {
+	c := tinyConfig(t, t.TempDir())
+	c.Data.Workers = config.Workers{N: 0, Set: true}
+	c.Validation.Every = -1
+	if res := runTiny(t, c, Options{StopAfterSteps: 3}); !res.Interrupted || res.Steps != 3 || res.Epochs != 0 {
+		t.Fatalf("stopped after the first epoch's 3 steps: %+v", res)
+	}
+	if res := runTiny(t, c, Options{Resume: "auto"}); res.Interrupted || res.Steps != 6 || res.Epochs != 2 {
+		t.Fatalf("resumed: %+v", res)
+	}
 }
 
 // TestCheckpointDirectoryRemovedMidRun: the output directory does not
@@ -212,25 +285,32 @@ func TestFoldAllHasItsOwnDirectory(t *testing.T) {
 }
 
 // TestCancelStopsCleanly: cancelling the context (what SIGINT/SIGTERM do)
-// ends the run without an error, marks it interrupted, keeps a loadable
-// last checkpoint and prints the resume command.
+// ends the run with an *Interrupted error carrying the cancellation's
+// cause and the saved position (no other error), marks it interrupted,
+// keeps a loadable last checkpoint and prints the resume command.
 func TestCancelStopsCleanly(t *testing.T) {
 	c := tinyConfig(t, t.TempDir())
 	c.Train.Epochs = 5
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigterm := errors.New("test: SIGTERM")
 	var out bytes.Buffer
 	res, err := Run(ctx, c, Options{Device: cpu.New(cpu.Options{Threads: 2}), Out: &out, ResumeCommand: "train --resume auto",
 		OnEpochEnd: func(e int) {
 			if e == 1 {
-				cancel()
+				cancel(sigterm)
 			}
 		}})
-	if err != nil {
-		t.Fatal(err)
+	var in *Interrupted
+	if !errors.As(err, &in) || !errors.Is(err, sigterm) {
+		t.Fatalf("cancelled run returned %v, want an *Interrupted caused by %v", err, sigterm)
 	}
 	if !res.Interrupted || res.Epochs != 1 {
 		t.Fatalf("%+v", res)
+	}
+	// The step after the cancel is taken and saved.
+	if in.Epoch != 1 || in.StepInEpoch != 1 || in.Step != res.Steps || res.Steps != 4 {
+		t.Fatalf("interrupted at %+v, result %+v; want epoch 1, 1 step into the next, step 4", in, res)
 	}
 	if !bytes.Contains(out.Bytes(), []byte("to resume: train --resume auto")) {
 		t.Fatalf("no resume command in the output:\n%s", out.String())
@@ -238,6 +318,25 @@ func TestCancelStopsCleanly(t *testing.T) {
 	model, opt := expectedTensors(t, c)
 	if _, err := checkpoint.Load(filepath.Join(res.RunDir, "checkpoints", "last"), model, opt); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStopAfterStepsIsInterrupted: the step limit stops a run as a
+// signal does, with ErrStepLimit as the cause.
+func TestStopAfterStepsIsInterrupted(t *testing.T) {
+	c := tinyConfig(t, t.TempDir())
+	c.Train.Epochs = 1
+	res, err := Run(context.Background(), c, Options{Device: cpu.New(cpu.Options{Threads: 2}), Out: io.Discard, StopAfterSteps: 2})
+	var in *Interrupted
+	if !errors.As(err, &in) || in.Cause != ErrStepLimit || in.Step != 2 || in.StepInEpoch != 2 || in.Epoch != 0 {
+		t.Fatalf("run stopped after 2 steps returned %v (%+v)", err, in)
+	}
+	if !res.Interrupted || res.Steps != 2 {
+		t.Fatalf("%+v", res)
+	}
+	// The run completes: no error.
+	if res := runTiny(t, c, Options{Resume: "auto"}); res.Interrupted || res.Epochs != 1 {
+		t.Fatalf("resumed: %+v", res)
 	}
 }
 

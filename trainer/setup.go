@@ -40,11 +40,14 @@ type trainer struct {
 	iters   int   // steps per epoch
 	total   int64 // steps of the whole schedule
 	stopped bool  // interrupted: ctx cancelled or StopAfterSteps reached
-	res     Result
-	// the epoch's training loss
-	lossSum float64
-	losses  int
-	closers []func()
+	// stopCause is why (context.Cause of the run's context or
+	// ErrStepLimit), for the *Interrupted error.
+	stopCause error
+	res       Result
+	// epochSteps is the steps this invocation took in the current epoch
+	// (for rates; the epoch's loss is in state, which a resume restores).
+	epochSteps int
+	closers    []func()
 }
 
 // newTrainer builds a run: its directory locked, the dataset set up

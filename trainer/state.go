@@ -17,6 +17,13 @@ type State struct {
 	StepInEpoch int `json:"step_in_epoch"`
 	// Step is the number of optimiser steps taken.
 	Step int64 `json:"step"`
+	// EpochLossSum is the training loss summed over the next epoch's
+	// steps taken, EpochLossSteps how many that is, so that the epoch's
+	// mean training loss survives a resume mid-epoch (or one between its
+	// last step and its validation). A checkpoint of an older voxtrain
+	// lacks them: the mean then covers the steps after the resume.
+	EpochLossSum   float64 `json:"epoch_loss_sum,omitempty"`
+	EpochLossSteps int     `json:"epoch_loss_steps,omitempty"`
 	// TotalSteps is the schedule's length (epochs × iterations) when the
 	// state was saved; the learning rate is a function of Step and it.
 	TotalSteps int `json:"total_steps"`

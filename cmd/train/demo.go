@@ -65,10 +65,7 @@ repository root. Running it again resumes (or just re-validates) the same run.`,
 func demoRun(ctx context.Context, opts *DemoOptions) error {
 	res, err := trainRun(ctx, opts.Train)
 	if err != nil {
-		return err
-	}
-	if res.Interrupted {
-		return nil
+		return err // an interruption too: no validation, and main exits with its code
 	}
 	ckpt := filepath.Join(res.RunDir, "checkpoints", "best")
 	if _, err := os.Stat(ckpt); err != nil {

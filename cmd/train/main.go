@@ -9,25 +9,29 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 )
 
-// main is the only place the process exits: with the command's status,
-// or at once on a second SIGINT/SIGTERM (the first one lets the command
+// main is the only place the process exits: with the status exitCode
+// gives the command's error (0 finished, 1 failed, 128+signal interrupted
+// after saving last, 75 stopped by --stop-after-steps), or at once with
+// 128+signal on a second SIGINT/SIGTERM (the first one lets the command
 // finish its step and save; see signalContext).
 func main() {
 	ctx, abandon, stop := signalContext(os.Stderr)
-	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- NewCmdRoot(newFactory()).ExecuteContext(ctx) }()
 	select {
 	case err := <-done:
+		code := exitCode(err, context.Cause(ctx)) // before stop, which cancels ctx without a signal
+		stop()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "train:", err)
-			os.Exit(1)
 		}
-	case <-abandon:
-		os.Exit(130)
+		os.Exit(code)
+	case sig := <-abandon:
+		os.Exit(exitSignal + int(sig))
 	}
 }

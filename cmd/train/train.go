@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -163,7 +162,16 @@ func NewCmdTrain(f *Factory, runF func(context.Context, *TrainOptions) error) *c
 		Short: "Train 3D U-Nets on NIfTI volumes, with a data pipeline that never lets the GPU wait",
 		Long: `train is voxtrain's single binary: it reads NIfTI volumes (.nii, .nii.gz,
 .hdr/.img), prepares and augments patches with persistent goroutine workers,
-and trains 3D U-Nets on the CPU or on CUDA GPUs.`,
+and trains 3D U-Nets on the CPU or on CUDA GPUs.
+
+Exit status, for schedulers and requeue wrappers:
+  0    finished: the run completed its epochs (any command: success)
+  1    failed
+  130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM (128 + the signal):
+       training finished its step, saved last and printed the resume
+       command (--resume auto continues exactly). A second signal exits
+       at once with 128 + that signal; the latest checkpoint is intact.
+  75   stopped by --stop-after-steps after saving last (resume to continue)`,
 		Example: `  # The bundled demo: train, validate, plot
   train demo
 
@@ -203,7 +211,8 @@ and trains 3D U-Nets on the CPU or on CUDA GPUs.`,
 }
 
 // trainRun trains on the device the config names and prints where the run
-// is and its best Dice.
+// is and its best Dice. An interrupted run returns its result with the
+// *trainer.Interrupted error.
 func trainRun(ctx context.Context, opts *TrainOptions) (*trainer.Result, error) {
 	cfg := opts.Config
 	if cfg.Threads > 0 {
@@ -219,7 +228,8 @@ func trainRun(ctx context.Context, opts *TrainOptions) (*trainer.Result, error) 
 	res, err := trainer.Run(ctx, cfg, trainer.Options{Device: dev.Dev, Alloc: dev.Alloc, Resume: opts.Resume,
 		Out: opts.IO.Out, Version: opts.Version, ResumeCommand: opts.ResumeCommand,
 		StopAfterSteps: opts.StopAfterSteps, Monitor: mon})
-	if err != nil {
+	var in *trainer.Interrupted
+	if err != nil && !errors.As(err, &in) {
 		return nil, err
 	}
 	best := "none yet"
@@ -230,11 +240,12 @@ func trainRun(ctx context.Context, opts *TrainOptions) (*trainer.Result, error) 
 	if len(res.Plots) > 0 {
 		fmt.Fprintf(opts.IO.Out, "plots: %s\n", filepath.Dir(res.Plots[0]))
 	}
-	return res, nil
+	return res, err // an *trainer.Interrupted gives the exit status
 }
 
 // resumeCommand is the command line that continues this run: args (the
-// program first) without --resume, with --resume auto.
+// program first) without --resume, with --resume auto, each word quoted
+// for a POSIX shell so that pasting it into sh runs exactly these args.
 func resumeCommand(args []string) string {
 	if len(args) == 0 {
 		return ""
@@ -253,18 +264,50 @@ func resumeCommand(args []string) string {
 		if strings.HasPrefix(a, "--resume=") {
 			continue
 		}
-		out = append(out, quoteArg(a))
+		out = append(out, shellQuote(a))
 	}
-	exe := args[0]
-	if strings.Contains(exe, "go-build") {
-		exe = "go run ./cmd/train" // started with go run
+	exe := shellQuote(args[0])
+	if exe == args[0] && strings.Contains(exe, "=") {
+		exe = "'" + exe + "'" // as the first word, NAME=x would be an assignment
+	}
+	if strings.Contains(args[0], "go-build") {
+		exe = "go run ./cmd/train" // started with go run: the binary is temporary
 	}
 	return exe + " " + strings.Join(append(out, "--resume", "auto"), " ")
 }
 
-func quoteArg(a string) string {
-	if a == "" || strings.ContainsAny(a, " \t'\"$`\\") {
-		return strconv.Quote(a)
+// shellQuote returns s as one word for a POSIX shell: unchanged when every
+// byte is one no shell treats specially, else in single quotes, inside
+// which nothing is special but the quote itself, written by closing the
+// quotes, escaping it and reopening them:
+//
+//	it's  →  'it'\''s'
+//
+// Double quotes would not do: $, ` and \ stay live inside them.
+func shellQuote(s string) string {
+	if s == "" {
+		return "''"
 	}
-	return a
+	safe := true
+	for i := 0; i < len(s); i++ {
+		if !isShellSafe(s[i]) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// isShellSafe reports whether b means itself in an argument word for sh:
+// no expansion, globbing, quoting, word splitting or comment (~ is left
+// out, which expands at a word's start and, in bash, after an =).
+func isShellSafe(b byte) bool {
+	switch {
+	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		return true
+	}
+	return strings.IndexByte("-_./:,+=@%", b) >= 0
 }
