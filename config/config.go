@@ -58,6 +58,25 @@ type Train struct {
 	// LogEverySeconds spaces the plain progress lines printed when the
 	// output is not a terminal.
 	LogEverySeconds float64 `yaml:"log_every_seconds"`
+	// InitWeights fine-tunes: a new run's model starts from these weights
+	// instead of a random initialisation, with a fresh optimiser, schedule
+	// and data cursor (epoch 0), unlike a resume, which continues a run. A
+	// voxtrain checkpoint (its directory, a last/best pointer, its
+	// model.safetensors) or a bare .safetensors file of a state_dict with
+	// voxtrain's names (python/voxtrain_torch.py's UNet3D,
+	// safetensors.torch.save_file(model.state_dict(), path)). "" (the
+	// default): none. Relative to the config file; the --init-weights flag
+	// overrides it. A resumed run continues from its checkpoint, not from
+	// these weights.
+	InitWeights string `yaml:"init_weights"`
+	// InitMismatch is what a tensor of InitWeights that does not fit the
+	// model does: "error" (the default) refuses the start naming each
+	// tensor and both shapes; "skip" keeps the fresh initialisation of the
+	// model's tensors the file lacks or has with another shape (a new
+	// num_classes changes the head and the deep-supervision heads) and
+	// ignores the file's tensors the model does not have. Either way the
+	// log lists what was loaded, re-initialised and unused.
+	InitMismatch string `yaml:"init_mismatch"`
 }
 
 // Validation is the `validation:` section.
@@ -129,3 +148,9 @@ type Logging struct {
 	// <run>/tensorboard/, for `tensorboard --logdir` (runlog.TensorBoard).
 	TensorBoard bool `yaml:"tensorboard"`
 }
+
+// The values of train.init_mismatch.
+const (
+	InitMismatchError = "error"
+	InitMismatchSkip  = "skip"
+)

@@ -96,6 +96,7 @@ func table() Config {
 			IterationsPerEpoch: 250,  // num_iterations_per_epoch
 			BatchSize:          2,    // 3d_fullres plans' batch_size
 			LogEverySeconds:    10,
+			InitMismatch:       InitMismatchError, // refuse a partial fine-tuning unless asked
 		},
 
 		Validation: Validation{

@@ -365,3 +365,42 @@ func TestLoggingTensorBoardKey(t *testing.T) {
 		t.Fatalf("changes %q", got)
 	}
 }
+
+// TestTrainInitKeys: train.init_weights is empty and train.init_mismatch
+// is error unless the file says otherwise; a relative init_weights is
+// relative to the file; an unknown policy is an error naming the key and
+// its line; both survive the resolved config's round trip, and a config
+// saved before the keys existed reads as unchanged.
+func TestTrainInitKeys(t *testing.T) {
+	def := parseWithDataset(t, minimal)
+	if def.Train.InitWeights != "" || def.Train.InitMismatch != InitMismatchError {
+		t.Fatalf("defaults: init_weights %q, init_mismatch %q", def.Train.InitWeights, def.Train.InitMismatch)
+	}
+	dir := t.TempDir()
+	p := filepath.Join(dir, "ft.yaml")
+	os.WriteFile(p, []byte(minimal+"  init_weights: w/model.safetensors\n  init_mismatch: skip\n"), 0o644)
+	c, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Train.InitWeights != filepath.Join(dir, "w", "model.safetensors") || c.Train.InitMismatch != InitMismatchSkip {
+		t.Fatalf("init_weights %q (want it relative to the file), init_mismatch %q", c.Train.InitWeights, c.Train.InitMismatch)
+	}
+	text, _ := c.YAML()
+	back, err := Parse([]byte(text), "resolved", "")
+	if err != nil || back.Train.InitWeights != c.Train.InitWeights || back.Train.InitMismatch != InitMismatchSkip {
+		t.Fatalf("round trip: %v %+v", err, back.Train)
+	}
+	os.WriteFile(p, []byte(minimal+"  init_mismatch: ignore\n"), 0o644)
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "line 5: train.init_mismatch: \"ignore\"") {
+		t.Fatalf("unknown policy: %v", err)
+	}
+	defText, _ := def.YAML()
+	older := strings.Replace(defText, "    init_weights: \"\"\n    init_mismatch: error\n", "", 1)
+	if older == defText {
+		t.Fatalf("no init keys in\n%s", defText)
+	}
+	if got := Changes(older, defText); len(got) != 0 {
+		t.Fatalf("a config without the keys differs: %q", got)
+	}
+}

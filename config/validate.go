@@ -84,6 +84,11 @@ func (t Train) validate() []error {
 	if !(t.LogEverySeconds > 0) {
 		errs = append(errs, fmt.Errorf("train.log_every_seconds: %v, want > 0", t.LogEverySeconds))
 	}
+	switch t.InitMismatch {
+	case InitMismatchError, InitMismatchSkip:
+	default:
+		errs = append(errs, fmt.Errorf("train.init_mismatch: %q, want error (refuse tensors that do not fit the model) or skip (keep their fresh initialisation)", t.InitMismatch))
+	}
 	return errs
 }
 
