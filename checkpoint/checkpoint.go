@@ -76,6 +76,11 @@ type Loaded struct {
 // checkpoint yet: start from scratch.
 var ErrNoCheckpoint = errors.New("no checkpoint")
 
+// ErrBareWeights is wrapped by Load's error when it is asked for the
+// optimiser state of a bare weights file, which holds weights only (a
+// resume needs a checkpoint directory; the weights can start a new run).
+var ErrBareWeights = errors.New("a bare weights file holds no optimiser state")
+
 // MismatchError reports tensors in a checkpoint file that do not match the
 // ones the caller expects.
 type MismatchError struct {

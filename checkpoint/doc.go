@@ -88,6 +88,13 @@
 // filling anything and report differences as a *MismatchError naming the
 // file. Weights stored as F16, BF16 or F64 are converted to float32.
 //
+// LoadMatching (fine-tuning) takes the same paths but loads only the
+// tensors whose name and shape match, and reports the rest (missing,
+// mismatched with both shapes, unused) with the file it read and its
+// SHA-256, for the caller to refuse or to keep their fresh values.
+// Asking Load for the optimiser state of a bare weights file is an error
+// wrapping ErrBareWeights.
+//
 // One process saves into a run's checkpoints/ at a time: the saver does
 // not lock it; a training holds the run directory's lock (above).
 package checkpoint

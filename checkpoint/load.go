@@ -2,6 +2,8 @@ package checkpoint
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,9 +39,22 @@ func damaged(err error) error { return &damagedError{err} }
 // state (e.g. to evaluate or fine-tune from a checkpoint); a non-nil one,
 // even empty, must match. Nothing is filled unless everything checks out.
 func Load(path string, model, optimizer []nn.HostTensor) (*Loaded, error) {
+	dir, bare, err := locate(path)
+	if err != nil {
+		return nil, err
+	}
+	if bare != "" {
+		return loadWeights(bare, model, optimizer)
+	}
+	return loadDir(dir, model, optimizer)
+}
+
+// locate resolves a path Load takes to a checkpoint directory (dir) or a
+// bare weights file (bare).
+func locate(path string) (dir, bare string, err error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("load checkpoint: %w", err)
+		return "", "", fmt.Errorf("load checkpoint: %w", err)
 	}
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		path = real // report the checkpoint's own name, not "last"
@@ -47,26 +62,30 @@ func Load(path string, model, optimizer []nn.HostTensor) (*Loaded, error) {
 	if fi.IsDir() {
 		if _, err := os.Stat(filepath.Join(path, manifestFile)); errors.Is(err, os.ErrNotExist) {
 			if es, _ := scan(path); len(es) > 0 {
-				return nil, fmt.Errorf("load checkpoint: %s is a directory of checkpoints, not one checkpoint: give one of its ckpt-* directories, its last or best pointer, or load the latest (auto)", path)
+				return "", "", fmt.Errorf("load checkpoint: %s is a directory of checkpoints, not one checkpoint: give one of its ckpt-* directories, its last or best pointer, or load the latest (auto)", path)
+			}
+			if es, _ := scan(filepath.Join(path, "checkpoints")); len(es) > 0 {
+				return "", "", fmt.Errorf("load checkpoint: %s is a run directory, not a checkpoint: give %s or %s", path,
+					filepath.Join(path, "checkpoints", "best"), filepath.Join(path, "checkpoints", "last"))
 			}
 		}
-		return loadDir(path, model, optimizer)
+		return path, "", nil
 	}
-	dir := filepath.Dir(path)
+	parent := filepath.Dir(path)
 	if strings.HasSuffix(path, ".safetensors") {
 		if filepath.Base(path) == modelFile {
-			if _, err := os.Stat(filepath.Join(dir, manifestFile)); err == nil {
-				return loadDir(dir, model, optimizer)
+			if _, err := os.Stat(filepath.Join(parent, manifestFile)); err == nil {
+				return parent, "", nil
 			}
 		}
-		return loadWeights(path, model, optimizer)
+		return "", path, nil
 	}
 	// A pointer file (on filesystems without symbolic links).
-	target := readPointer(dir, filepath.Base(path))
+	target := readPointer(parent, filepath.Base(path))
 	if target == "" || target == "." {
-		return nil, fmt.Errorf("load checkpoint: %s is neither a checkpoint directory, a pointer to one, nor a .safetensors file", path)
+		return "", "", fmt.Errorf("load checkpoint: %s is neither a checkpoint directory, a pointer to one, nor a .safetensors file", path)
 	}
-	return loadDir(filepath.Join(dir, target), model, optimizer)
+	return filepath.Join(parent, target), "", nil
 }
 
 // LoadLatest loads the newest complete checkpoint in dir (a run's
@@ -143,15 +162,31 @@ func check(path string, b []byte, want []nn.HostTensor) (plan, error) {
 
 // match compares the file's tensors with the expected ones.
 func match(r *safetensors.Reader, path string, want []nn.HostTensor) error {
+	e, _, err := compare(r, path, want)
+	if err != nil {
+		return err
+	}
+	if len(e.Missing)+len(e.Unexpected)+len(e.Mismatched) > 0 {
+		return e
+	}
+	return nil
+}
+
+// compare lists the differences between the file's tensors and the
+// expected ones, and the names of the expected tensors that cannot be
+// filled from the file (missing or mismatched). The error is the caller's
+// bug (a name expected twice, Data of the wrong length).
+func compare(r *safetensors.Reader, path string, want []nn.HostTensor) (*MismatchError, map[string]bool, error) {
 	e := &MismatchError{File: path}
+	bad := map[string]bool{}
 	seen := make(map[string]bool, len(want))
 	for _, t := range want {
 		if seen[t.Name] {
-			return fmt.Errorf("load %s: tensor %q expected twice", path, t.Name)
+			return nil, nil, fmt.Errorf("load %s: tensor %q expected twice", path, t.Name)
 		}
 		seen[t.Name] = true
 		if n := safetensors.NumElements(t.Shape); t.Data != nil && len(t.Data) != n {
-			return fmt.Errorf("load %s: tensor %q: shape %v needs %d elements, its Data has %d", path, t.Name, t.Shape, n, len(t.Data))
+			return nil, nil, fmt.Errorf("load %s: tensor %q: shape %v needs %d elements, its Data has %d", path, t.Name, t.Shape, n, len(t.Data))
 		}
 		info, ok := r.Lookup(t.Name)
 		switch {
@@ -161,17 +196,17 @@ func match(r *safetensors.Reader, path string, want []nn.HostTensor) error {
 			e.Mismatched = append(e.Mismatched, fmt.Sprintf("%s: shape %v in the file, %v expected", t.Name, info.Shape, []int(t.Shape)))
 		case info.DType != safetensors.F32 && info.DType != safetensors.F16 && info.DType != safetensors.BF16 && info.DType != safetensors.F64:
 			e.Mismatched = append(e.Mismatched, fmt.Sprintf("%s: dtype %s in the file, a float type expected", t.Name, info.DType))
+		default:
+			continue
 		}
+		bad[t.Name] = true
 	}
 	for _, info := range r.Tensors() {
 		if !seen[info.Name] {
 			e.Unexpected = append(e.Unexpected, info.Name)
 		}
 	}
-	if len(e.Missing)+len(e.Unexpected)+len(e.Mismatched) > 0 {
-		return e
-	}
-	return nil
+	return e, bad, nil
 }
 
 // apply fills the expected tensors from a checked file.
@@ -252,7 +287,7 @@ func loadDir(dir string, model, optimizer []nn.HostTensor) (*Loaded, error) {
 // exported from PyTorch).
 func loadWeights(path string, model, optimizer []nn.HostTensor) (*Loaded, error) {
 	if optimizer != nil {
-		return nil, fmt.Errorf("load %s: a bare weights file holds no optimiser state (pass a nil optimizer, or a checkpoint directory)", path)
+		return nil, fmt.Errorf("load %s: %w (pass a nil optimizer, or a checkpoint directory)", path, ErrBareWeights)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -266,4 +301,96 @@ func loadWeights(path string, model, optimizer []nn.HostTensor) (*Loaded, error)
 		return nil, err
 	}
 	return &Loaded{Dir: path}, nil
+}
+
+// Matched is what LoadMatching found.
+type Matched struct {
+	// Loaded describes the source: for a checkpoint its directory, epoch,
+	// step, config, ... (no State: it is not read); for a bare weights
+	// file Dir is the file.
+	Loaded
+	// File is the weights file read: a checkpoint's model.safetensors or
+	// the bare file; SHA256 is its checksum (hex), for the record.
+	File, SHA256 string
+	// Filled names the expected tensors loaded from the file, in the
+	// caller's order.
+	Filled []string
+	// Diff lists the rest, as Load's error would: expected tensors the
+	// file lacks (Missing) or holds with another shape or a non-float
+	// dtype (Mismatched, "name: shape [...] in the file, [...] expected"),
+	// and the file's tensors nobody expects (Unexpected). Its File is File.
+	Diff MismatchError
+}
+
+// Exact reports whether the file matched the expected tensors exactly
+// (all filled, nothing left over).
+func (m *Matched) Exact() bool {
+	return len(m.Diff.Missing)+len(m.Diff.Mismatched)+len(m.Diff.Unexpected) == 0
+}
+
+// LoadMatching loads the weights at path (a checkpoint directory, a
+// last/best pointer, a model.safetensors inside a checkpoint or a bare
+// .safetensors file, as Load) into those tensors of model whose name and
+// shape match the file's, and reports the others in Matched.Diff instead
+// of failing: the caller decides (fine-tuning keeps the fresh
+// initialisation of a head whose class count changed). The others' Data
+// is left as it was. A checkpoint's model.safetensors is verified against
+// its manifest as Load verifies it; errors are about the files (missing,
+// damaged, not safetensors) and name them.
+func LoadMatching(path string, model []nn.HostTensor) (*Matched, error) {
+	dir, bare, err := locate(path)
+	if err != nil {
+		return nil, err
+	}
+	m := &Matched{}
+	var b []byte
+	if bare != "" {
+		m.Dir, m.File = bare, bare
+		if b, err = os.ReadFile(bare); err != nil {
+			return nil, fmt.Errorf("load checkpoint: %w", err)
+		}
+	} else {
+		mf, err := readManifest(dir)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("%s is not a complete checkpoint (no %s)", dir, manifestFile)
+			}
+			return nil, err
+		}
+		m.Loaded = Loaded{Dir: dir, Epoch: mf.Epoch, Step: mf.Step, MidEpoch: mf.MidEpoch, Metric: mf.Metric, Version: mf.Version, SavedAt: mf.SavedAt}
+		m.File = filepath.Join(dir, modelFile)
+		if b, err = readVerified(dir, modelFile, mf); err != nil {
+			return nil, err
+		}
+		if _, ok := mf.Files[configFile]; ok {
+			if config, err := readVerified(dir, configFile, mf); err == nil {
+				m.Config = string(config)
+			}
+		}
+	}
+	sum := sha256.Sum256(b)
+	m.SHA256 = hex.EncodeToString(sum[:])
+	r, err := safetensors.Parse(bytes.NewReader(b), int64(len(b)), m.File)
+	if err != nil {
+		return nil, err
+	}
+	diff, bad, err := compare(r, m.File, model)
+	if err != nil {
+		return nil, err
+	}
+	m.Diff = *diff
+	for i := range model {
+		t := &model[i]
+		if bad[t.Name] {
+			continue
+		}
+		if t.Data == nil {
+			t.Data = make([]float32, safetensors.NumElements(t.Shape))
+		}
+		if err := r.ReadFloat32(t.Name, t.Data); err != nil {
+			return nil, err
+		}
+		m.Filled = append(m.Filled, t.Name)
+	}
+	return m, nil
 }

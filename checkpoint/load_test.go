@@ -1,6 +1,8 @@
 package checkpoint
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -143,7 +145,7 @@ func TestLoadBareWeightsAndPointerFiles(t *testing.T) {
 	if l.State != nil || !slices.Equal(got[3].Data, model[3].Data) {
 		t.Errorf("bare weights: %+v", l)
 	}
-	if _, err := Load(path, got, []nn.HostTensor{}); err == nil || !strings.Contains(err.Error(), "no optimiser state") {
+	if _, err := Load(path, got, []nn.HostTensor{}); !errors.Is(err, ErrBareWeights) || !strings.Contains(err.Error(), path) {
 		t.Errorf("bare weights with optimizer: %v", err)
 	}
 	corrupt(t, path, "truncate")
@@ -171,5 +173,73 @@ func TestLoadBareWeightsAndPointerFiles(t *testing.T) {
 	}
 	if _, err := Load(filepath.Join(dir, "nope"), m2, o2); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing path: %v", err)
+	}
+}
+
+// TestLoadMatching: the tensors whose name and shape match are filled
+// from a checkpoint, its pointer, its model.safetensors or a bare file
+// alike; the rest keep their Data and are listed (missing, mismatched
+// with both shapes, unused), with the file read and its SHA-256. A run
+// directory is refused naming its checkpoints.
+func TestLoadMatching(t *testing.T) {
+	s := &Saver{Dir: filepath.Join(t.TempDir(), "run", "checkpoints"), Policy: config.Checkpoint{KeepRecent: 2}}
+	saved := mustSave(t, s, testCheckpoint(3, 30, 1, nil))
+	src, _ := testModel(30, 1)
+	file := filepath.Join(saved.Dir, "model.safetensors")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	bare := filepath.Join(t.TempDir(), "bare.safetensors")
+	if err := os.WriteFile(bare, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ path, file, dir string }{
+		{saved.Dir, file, saved.Dir},
+		{filepath.Join(s.Dir, "last"), file, saved.Dir},
+		{file, file, saved.Dir},
+		{bare, bare, bare},
+	} {
+		want, _ := testModel(0, 1)
+		want[3].Shape, want[3].Data = nn.Shape{3, 8, 1, 1, 1}, make([]float32, 24) // a head of 3 classes
+		want[4].Shape, want[4].Data = nn.Shape{3}, []float32{7, 7, 7}
+		want = append(want[:1], want[2:]...)                                                                // no encoder.0.conv.bias: unused
+		want = append(want, nn.HostTensor{Name: "extra.weight", Shape: nn.Shape{2}, Data: []float32{5, 5}}) // missing
+		m, err := LoadMatching(c.path, want)
+		if err != nil {
+			t.Fatalf("%s: %v", c.path, err)
+		}
+		if m.File != c.file || m.Dir != c.dir || m.SHA256 != hex.EncodeToString(sum[:]) || m.Diff.File != c.file || m.Exact() {
+			t.Errorf("%s: file %q dir %q sha %q exact %v", c.path, m.File, m.Dir, m.SHA256, m.Exact())
+		}
+		if c.dir == saved.Dir && (m.Step != 30 || m.Epoch != 3) {
+			t.Errorf("%s: step %d epoch %d", c.path, m.Step, m.Epoch)
+		}
+		if !slices.Equal(m.Filled, []string{"encoder.0.conv.weight", "encoder.0.norm.weight"}) ||
+			!slices.Equal(m.Diff.Missing, []string{"extra.weight"}) || !slices.Equal(m.Diff.Unexpected, []string{"encoder.0.conv.bias"}) ||
+			!slices.Equal(m.Diff.Mismatched, []string{"decoder.seg.weight: shape [2 8 1 1 1] in the file, [3 8 1 1 1] expected",
+				"decoder.seg.bias: shape [2] in the file, [3] expected"}) {
+			t.Errorf("%s: filled %q, diff %+v", c.path, m.Filled, m.Diff)
+		}
+		if !slices.Equal(want[0].Data, src[0].Data) || !slices.Equal(want[1].Data, src[2].Data) {
+			t.Errorf("%s: matching tensors not filled from the file", c.path)
+		}
+		if !slices.Equal(want[3].Data, []float32{7, 7, 7}) || !slices.Equal(want[4].Data, []float32{5, 5}) || slices.ContainsFunc(want[2].Data, func(v float32) bool { return v != 0 }) {
+			t.Errorf("%s: the tensors not loaded changed", c.path)
+		}
+	}
+	exact, _ := testModel(0, 1)
+	if m, err := LoadMatching(bare, exact); err != nil || !m.Exact() || len(m.Filled) != len(exact) || !slices.Equal(exact[3].Data, src[3].Data) {
+		t.Errorf("exact: %+v, %v", m, err)
+	}
+	runDir := filepath.Dir(s.Dir)
+	if _, err := LoadMatching(runDir, exact); err == nil || !strings.Contains(err.Error(), "is a run directory") || !strings.Contains(err.Error(), filepath.Join(s.Dir, "best")) {
+		t.Errorf("run directory: %v", err)
+	}
+	notST := filepath.Join(t.TempDir(), "model.safetensors")
+	os.WriteFile(notST, []byte("PK\x03\x04 a zip, as torch.save writes"), 0o644)
+	if _, err := LoadMatching(notST, exact); err == nil || !strings.Contains(err.Error(), notST) || !strings.Contains(err.Error(), "not a safetensors file") {
+		t.Errorf("not safetensors: %v", err)
 	}
 }
