@@ -112,6 +112,9 @@ func (t *trainer) trainStep(ctx context.Context, step int) error {
 	}
 	computeStart := time.Now()
 	lr := nn.LearningRate(t.cfg.Optim.Schedule, t.cfg.Optim.BaseLR(), int(t.state.Step), int(t.total))
+	if t.opt.BeforeStep != nil {
+		t.opt.BeforeStep(t.state.Step, t.model)
+	}
 	sr, err := t.learner.Step(x, y, lr)
 	t.feed.done(cur)
 	if err != nil {

@@ -22,6 +22,13 @@ type Options struct {
 	// "auto" (the run's latest complete checkpoint, if any) or a
 	// checkpoint path.
 	Resume string
+	// InitWeightsFlag says that cfg.Train.InitWeights was given for this
+	// start (train's --init-weights), not only carried in the config
+	// file. The weights begin a new run: with a resume of a run that has
+	// checkpoints the flag is refused, while the key alone is not applied
+	// (the run continues from its checkpoint; the key records how it
+	// began), so that a requeued job with the same config resumes.
+	InitWeightsFlag bool
 	// Out receives the progress display (default os.Stdout).
 	Out io.Writer
 	// Monitor samples the GPU (nil: none).
@@ -37,6 +44,10 @@ type Options struct {
 	// OnEpochEnd, when set, is called after each epoch's checkpoint with the
 	// number of completed epochs (for embedding programs and tests).
 	OnEpochEnd func(epoch int)
+	// BeforeStep, when set, is called before each optimiser step with the
+	// number of steps taken so far and the model about to be updated,
+	// which it must not change (for embedding programs and tests).
+	BeforeStep func(step int64, model *nn.UNet)
 
 	// beforeValidation, when set, is called as the validation of epoch
 	// (1-based) starts: tests interrupt a run there.

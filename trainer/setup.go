@@ -52,14 +52,15 @@ type trainer struct {
 
 // newTrainer builds a run: its directory locked, the dataset set up
 // (splits, ct statistics, the prepared store), the model, optimiser and
-// data loader, and the state resumed from a checkpoint when o.Resume asks;
-// then, every check passed, the resolved config and train.log written
+// data loader, and the state resumed from a checkpoint when o.Resume asks
+// or the weights of a fine-tuning loaded (train.init_weights); then, every
+// check passed, the resolved config and train.log written
 // (accept).
 //
 // Check first, write after: up to accept nothing in the run directory is
 // created or changed besides the lock, so a refused start (a fresh run
-// over checkpoints, a checkpoint that does not fit the model, a model that
-// does not fit the dataset) leaves an existing run as it was.
+// over checkpoints, a checkpoint or init weights that do not fit the model,
+// a model that does not fit the dataset) leaves an existing run as it was.
 func newTrainer(ctx context.Context, cfg *config.Config, o Options) (_ *trainer, err error) {
 	if o.Device == nil {
 		return nil, errors.New("trainer: no device")
@@ -104,6 +105,10 @@ func newTrainer(ctx context.Context, cfg *config.Config, o Options) (_ *trainer,
 		t.log.Warn("config: " + w)
 	}
 	// Before the dataset's setup, which can take long.
+	initWeights, err := checkInit(t.dir, cfg.Train.InitWeights, o.Resume, o.InitWeightsFlag)
+	if err != nil {
+		return nil, err
+	}
 	if err := refuseOverwrite(t.dir, o.Resume); err != nil {
 		return nil, err
 	}
@@ -130,6 +135,14 @@ func newTrainer(ctx context.Context, cfg *config.Config, o Options) (_ *trainer,
 		saver: checkpoint.Saver{Dir: t.dir.Checkpoints, Policy: cfg.Checkpoint}}
 	if err := t.ckpts.resume(o.Resume, &t.state); err != nil {
 		return nil, err
+	}
+	if initWeights {
+		if err := t.ckpts.initFrom(cfg.Train.InitWeights, cfg.Train.InitMismatch, initName(o.InitWeightsFlag), &t.state); err != nil {
+			return nil, err
+		}
+	} else if cfg.Train.InitWeights != "" {
+		t.log.Info("init weights not loaded: the run continues from its checkpoint (train.init_weights applies to a new run)",
+			"init_weights", cfg.Train.InitWeights)
 	}
 	if err := t.openData(); err != nil {
 		return nil, err

@@ -36,6 +36,12 @@ type State struct {
 	ConfigSHA256 string `json:"config_sha256"`
 	// Version is the voxtrain version that saved it.
 	Version string `json:"version"`
+	// InitWeights is the weights file a fine-tuning began from
+	// (train.init_weights: a checkpoint's model.safetensors or a bare
+	// file), InitSHA256 its checksum; empty for a run that began from a
+	// random initialisation. A resume carries them on.
+	InitWeights string `json:"init_weights,omitempty"`
+	InitSHA256  string `json:"init_sha256,omitempty"`
 }
 
 func sha256Hex(s string) string {
