@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -242,4 +243,33 @@ func TestZeroFlagsNameTheFlag(t *testing.T) {
 	short := writeConfig(t, "train:\n  patch_size: [16, 16]\n")
 	_, err = capture(t, NewCmdTrain, "--config", short)
 	wantErr(t, err, "line 4: train.patch_size: 2 values, want 3")
+}
+
+// TestNewCmdTrainInitFlags: --init-weights and --init-mismatch override
+// train.init_weights and train.init_mismatch; the flag's path is made
+// absolute (the run records it) and marks the options as given on the
+// command line, the key alone does not; a bad policy names the flag and
+// the key.
+func TestNewCmdTrainInitFlags(t *testing.T) {
+	cfg := writeConfig(t, "train:\n  patch_size: [16, 16, 16]\n  init_weights: pre.safetensors\n")
+	o, err := capture(t, NewCmdTrain, "--config", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Config.Train.InitWeights != filepath.Join(filepath.Dir(cfg), "pre.safetensors") || o.Config.Train.InitMismatch != "error" || o.InitWeightsFlag {
+		t.Errorf("the key: %+v, flag %v", o.Config.Train, o.InitWeightsFlag)
+	}
+	wd, _ := os.Getwd()
+	o, err = capture(t, NewCmdTrain, "--config", cfg, "--init-weights", "w/model.safetensors", "--init-mismatch", "skip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Config.Train.InitWeights != filepath.Join(wd, "w", "model.safetensors") || o.Config.Train.InitMismatch != "skip" || !o.InitWeightsFlag {
+		t.Errorf("the flags: %+v, flag %v", o.Config.Train, o.InitWeightsFlag)
+	}
+	if o, err = capture(t, NewCmdTrain, "--config", cfg, "--init-weights", ""); err != nil || o.Config.Train.InitWeights != "" || o.InitWeightsFlag {
+		t.Errorf("--init-weights '' (none): %+v, %v", o.Config.Train, err)
+	}
+	_, err = capture(t, NewCmdTrain, "--config", cfg, "--init-mismatch", "ignore")
+	wantErr(t, err, `--init-mismatch ignore: train.init_mismatch: "ignore"`)
 }

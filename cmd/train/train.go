@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/gpumon"
+	"github.com/voxtrain/voxtrain/nn"
 	"github.com/voxtrain/voxtrain/trainer"
 )
 
@@ -31,11 +32,17 @@ type TrainOptions struct {
 	Config     *config.Config
 	// Resume is "" (fresh), "auto" or a checkpoint path.
 	Resume string
+	// InitWeightsFlag says that --init-weights set Config.Train.InitWeights
+	// (see trainer.Options.InitWeightsFlag).
+	InitWeightsFlag bool
 	// StopAfterSteps ends the run after that many steps, saving last (a
 	// hidden flag, for tests and time-boxed jobs).
 	StopAfterSteps int
 	// ResumeCommand is printed when the run is interrupted.
 	ResumeCommand string
+
+	// beforeStep is trainer.Options.BeforeStep (tests).
+	beforeStep func(step int64, model *nn.UNet)
 }
 
 // trainFlags are the training flags that override the config file.
@@ -52,6 +59,9 @@ type trainFlags struct {
 	resume    string
 	threads   int
 	stopAfter int
+	// initWeights and initMismatch are --init-weights and --init-mismatch.
+	initWeights  string
+	initMismatch string
 }
 
 func (tf *trainFlags) register(fl *pflag.FlagSet) {
@@ -65,6 +75,8 @@ func (tf *trainFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&tf.device, "device", "", deviceHelp)
 	fl.Uint64Var(&tf.seed, "seed", 0, "random seed")
 	fl.StringVar(&tf.resume, "resume", "", "resume from a checkpoint path, or auto (the run's latest)")
+	fl.StringVar(&tf.initWeights, "init-weights", "", "fine-tune: start a new run from these weights (a checkpoint, its model.safetensors, or a PyTorch state_dict .safetensors); key train.init_weights")
+	fl.StringVar(&tf.initMismatch, "init-mismatch", "", "init weights that do not fit the model: error (default) or skip (keep their fresh initialisation); key train.init_mismatch")
 	fl.IntVar(&tf.threads, "threads", 0, "CPU threads (0: all cores)")
 	fl.IntVar(&tf.stopAfter, "stop-after-steps", 0, "stop (saving last, as on SIGTERM) after this many steps")
 	fl.MarkHidden("stop-after-steps")
@@ -110,17 +122,32 @@ func (tf *trainFlags) options(f *Factory, fl *pflag.FlagSet) (*TrainOptions, err
 	if set("threads") {
 		cfg.Threads = tf.threads
 	}
+	initFlag := set("init-weights") && tf.initWeights != ""
+	if set("init-weights") {
+		cfg.Train.InitWeights = tf.initWeights
+		if initFlag {
+			// Recorded in the run's config.yaml: absolute, so it names the
+			// file from anywhere.
+			if cfg.Train.InitWeights, err = filepath.Abs(tf.initWeights); err != nil {
+				return nil, fmt.Errorf("--init-weights: %w", err)
+			}
+		}
+	}
+	if set("init-mismatch") {
+		cfg.Train.InitMismatch = tf.initMismatch
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%s with the flags given: %w", tf.config, nameFlags(err, fl, trainFlagKeys))
 	}
 	return &TrainOptions{IO: f.IO, OpenDevice: f.OpenDevice, Monitor: f.Monitor, Version: f.Version, ConfigPath: tf.config, Config: cfg,
-		Resume: tf.resume, StopAfterSteps: tf.stopAfter, ResumeCommand: resumeCommand(f.Args)}, nil
+		Resume: tf.resume, InitWeightsFlag: initFlag, StopAfterSteps: tf.stopAfter, ResumeCommand: resumeCommand(f.Args)}, nil
 }
 
 // trainFlagKeys are the config keys the training flags set, by flag.
 var trainFlagKeys = map[string]string{
 	"fold": "data.fold", "run-id": "run_id", "output-dir": "output_dir", "epochs": "train.epochs",
 	"batch-size": "train.batch_size", "workers": "data.workers", "device": "device", "seed": "seed", "threads": "threads",
+	"init-weights": "train.init_weights", "init-mismatch": "train.init_mismatch",
 }
 
 // nameFlags puts the flag in front of each of a config's validation errors
@@ -179,6 +206,11 @@ Exit status, for schedulers and requeue wrappers:
   train --config configs/nnunet_3d_fullres.yaml --fold 2 --run-id 1 --device cuda
   train --config configs/nnunet_3d_fullres.yaml --fold 2 --run-id 1 --resume auto
 
+  # Fine-tune: a new run (epoch 0, fresh optimiser) from a checkpoint's or a
+  # PyTorch state_dict's weights; skip keeps a new head's fresh initialisation
+  train --config my.yaml --run-id 2 --init-weights runs/pre/fold_0/run_0/checkpoints/best
+  train --config my.yaml --init-weights unet.safetensors --init-mismatch skip
+
   # Describe NIfTI files like nib-ls / fslhd, or as JSON
   train info testdata/demo/imagesTr/hippocampus_001.nii.gz
   train info --json scan.nii.gz
@@ -226,8 +258,8 @@ func trainRun(ctx context.Context, opts *TrainOptions) (*trainer.Result, error) 
 	mon := opts.Monitor(cfg.Device)
 	defer mon.Close()
 	res, err := trainer.Run(ctx, cfg, trainer.Options{Device: dev.Dev, Alloc: dev.Alloc, Resume: opts.Resume,
-		Out: opts.IO.Out, Version: opts.Version, ResumeCommand: opts.ResumeCommand,
-		StopAfterSteps: opts.StopAfterSteps, Monitor: mon})
+		InitWeightsFlag: opts.InitWeightsFlag, Out: opts.IO.Out, Version: opts.Version, ResumeCommand: opts.ResumeCommand,
+		StopAfterSteps: opts.StopAfterSteps, Monitor: mon, BeforeStep: opts.beforeStep})
 	var in *trainer.Interrupted
 	if err != nil && !errors.As(err, &in) {
 		return nil, err
@@ -244,8 +276,10 @@ func trainRun(ctx context.Context, opts *TrainOptions) (*trainer.Result, error) 
 }
 
 // resumeCommand is the command line that continues this run: args (the
-// program first) without --resume, with --resume auto, each word quoted
-// for a POSIX shell so that pasting it into sh runs exactly these args.
+// program first) without --resume, with --resume auto, and without
+// --init-weights (a fine-tuning's weights begin a run; its resume
+// continues from the checkpoint and refuses them), each word quoted for a
+// POSIX shell so that pasting it into sh runs exactly these args.
 func resumeCommand(args []string) string {
 	if len(args) == 0 {
 		return ""
@@ -257,11 +291,11 @@ func resumeCommand(args []string) string {
 			skip = false
 			continue
 		}
-		if a == "--resume" {
+		if a == "--resume" || a == "--init-weights" {
 			skip = true
 			continue
 		}
-		if strings.HasPrefix(a, "--resume=") {
+		if strings.HasPrefix(a, "--resume=") || strings.HasPrefix(a, "--init-weights=") {
 			continue
 		}
 		out = append(out, shellQuote(a))
