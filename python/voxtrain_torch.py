@@ -15,6 +15,12 @@ list of logits, highest resolution first (one entry without deep
 supervision), as voxtrain's network computes them: voxtrain's own tests hold
 this module's outputs to its CPU device's (python/testdata).
 
+The other way, weights trained or changed in PyTorch start a voxtrain run
+(fine-tuning; `train --init-weights`)::
+
+    safetensors.torch.save_file(model.state_dict(), "unet.safetensors")
+    # train --config my.yaml --init-weights unet.safetensors [--init-mismatch skip]
+
 Needs torch and PyYAML; nothing of voxtrain at run time. The state_dict
 keys are voxtrain's (enc.L.B.0.weight, up.D.weight, dec.D.B.1.bias, head,
 ds.D); the weights are nnU-Net's PlainConvUNet's after a key rename.
