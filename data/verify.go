@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"strings"
 	"sync"
 
@@ -117,8 +118,46 @@ send:
 		cfg.Dataset, len(problems), strings.Join(msg, "\n  "))
 }
 
-// verifyCase checks one case: its problems (errors) and warnings.
+// verified remembers the verdict on each case whose files have not
+// changed (path, size, modification time) under the same options, so a
+// process that starts many runs on one dataset (a sweep, the tests)
+// decodes each case once.
+var verified sync.Map // verifyKey → verdict
+
+type verdict struct{ problems, warnings []string }
+
+// verifyKey identifies a case's files as they are now, and the options;
+// "" when a file cannot be stat'ed (verifyCase then reports it).
+func verifyKey(c Case, channels int, o VerifyOptions) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d|%d|%v", channels, o.NumClasses, o.Patch)
+	for _, f := range c.Files() {
+		fi, err := os.Stat(f)
+		if err != nil {
+			return ""
+		}
+		fmt.Fprintf(&b, "|%s|%d|%d", f, fi.Size(), fi.ModTime().UnixNano())
+	}
+	return b.String()
+}
+
+// verifyCase checks one case (or recalls the verdict on its unchanged
+// files): its problems (errors) and warnings.
 func verifyCase(c Case, channels int, o VerifyOptions) (problems, warnings []string) {
+	key := verifyKey(c, channels, o)
+	if v, ok := verified.Load(key); ok && key != "" {
+		v := v.(verdict)
+		return v.problems, v.warnings
+	}
+	problems, warnings = checkCase(c, channels, o)
+	if key != "" {
+		verified.Store(key, verdict{problems, warnings})
+	}
+	return problems, warnings
+}
+
+// checkCase reads case c whole and checks it.
+func checkCase(c Case, channels int, o VerifyOptions) (problems, warnings []string) {
 	var v Volume
 	var bufs readBufs
 	if err := decodeCase(c, channels, &v, &bufs, 0); err != nil {
