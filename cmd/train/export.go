@@ -56,9 +56,9 @@ sigmoid for one class) gives probabilities, argmax labels.`, onnx.Opset, onnx.IR
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case opts.Checkpoint == "":
-				return errors.New("--checkpoint is required")
+				return usageErr(cmd, errors.New("--checkpoint is required"))
 			case opts.ONNX == "":
-				return errors.New("--onnx is required (the .onnx file to write)")
+				return usageErr(cmd, errors.New("--onnx is required (the .onnx file to write)"))
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)

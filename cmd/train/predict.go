@@ -36,7 +36,7 @@ qform and sform, so ITK-SNAP, 3D Slicer and FSLeyes overlay it on the input.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(opts.Inputs) == 0 || opts.Output == "" {
-				return fmt.Errorf("--input and --output are required")
+				return usageErr(cmd, fmt.Errorf("--input and --output are required"))
 			}
 			if err := opts.Model.check(cmd.Flags()); err != nil {
 				return err

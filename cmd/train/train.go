@@ -188,7 +188,7 @@ Exit status, for schedulers and requeue wrappers:
 		Version:       f.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Args:          cobra.NoArgs,
+		Args:          unknownCommand,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if tf.config == "" {
 				return cmd.Help()
