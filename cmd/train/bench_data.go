@@ -62,8 +62,8 @@ chunked store; brought up to date first, as training does).
 The config's data:, augment: and train: sections (patch_size, batch_size,
 iterations_per_epoch) and seed describe the pipeline; --patch and --batch
 override the train section.`,
-		Example: `  train bench-data --config bench.yaml --workers 0,1,2,4
-  train bench-data --config bench.yaml --source store --consumer-ms 150 --digest`,
+		Example: `  train bench-data --config configs/demo.yaml --workers 0,1,2,4
+  train bench-data --config configs/demo.yaml --source store --consumer-ms 150 --digest`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b := &opts.Bench

@@ -50,7 +50,7 @@ statistics are computed first, as nnU-Net's dataset fingerprint: 10,000
 foreground voxels drawn per labelled case of the whole dataset (fixed
 seed), their 0.5/99.5 percentiles as the window, their mean and std. They
 are cached in <store>/ct_statistics.json and printed.`,
-		Example: `  train prepare --config configs/hippocampus.yaml`,
+		Example: `  train prepare --config configs/demo.yaml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.Workers < 0 {

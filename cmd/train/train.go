@@ -181,7 +181,7 @@ Exit status, for schedulers and requeue wrappers:
 
   # Describe NIfTI files like nib-ls / fslhd, or as JSON
   train info testdata/demo/imagesTr/hippocampus_001.nii.gz
-  train info --json scan.nii.gz
+  train info --json testdata/demo/labelsTr/hippocampus_001.nii.gz
 
   # Shell completion
   source <(train completion bash)`,
