@@ -118,7 +118,7 @@ override the train section.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.ConfigPath, "config", "", "config file (YAML with data:, augment: and train: sections)")
+	fl.StringVarP(&opts.ConfigPath, "config", "c", "", "config file (YAML with data:, augment: and train: sections)")
 	fl.StringVar(&workers, "workers", "", "worker counts to sweep, e.g. 0,1,2,4 or auto (default: the config's)")
 	fl.Float64Var(&opts.Bench.ConsumerMs, "consumer-ms", 0, "simulated training step per batch, in ms (sleep)")
 	fl.BoolVar(&opts.Bench.Digest, "digest", false, "print the SHA-256 of every batch byte of each run")

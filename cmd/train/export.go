@@ -67,7 +67,7 @@ sigmoid for one class) gives probabilities, argmax labels.`, onnx.Opset, onnx.IR
 		},
 	}
 	cmd.Flags().StringVar(&opts.Checkpoint, "checkpoint", "", "checkpoint directory, or a run's checkpoints/best or checkpoints/last")
-	cmd.Flags().StringVar(&opts.ONNX, "onnx", "", "ONNX model file to write (replaced atomically)")
+	cmd.Flags().StringVarP(&opts.ONNX, "onnx", "o", "", "ONNX model file to write (replaced atomically)")
 	return cmd
 }
 
