@@ -47,8 +47,8 @@ func TestAppendReadAndPlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 3 {
-		t.Fatalf("wrote %v, want loss, dice and timing", files)
+	if len(files) != 4 {
+		t.Fatalf("wrote %v, want loss, dice, lr and timing", files)
 	}
 	for _, p := range files {
 		fh, err := os.Open(p)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/voxtrain/voxtrain/data"
 	"github.com/voxtrain/voxtrain/gpumon"
@@ -276,7 +278,7 @@ func (t *trainer) logEpoch(e runlog.Epoch) {
 		args = append(args, "val_loss", fmt.Sprintf("%.4f", float64(*e.ValLoss)))
 	}
 	if e.ValDiceMean != nil {
-		args = append(args, "val_dice", fmt.Sprintf("%.4f", float64(*e.ValDiceMean)), "val_dice_per_class", fmt.Sprint(e.ValDice))
+		args = append(args, "val_dice", fmt.Sprintf("%.4f", float64(*e.ValDiceMean)), "val_dice_per_class", perClassDice(e.ValDice, t.classNames))
 	}
 	if e.GPU != nil {
 		args = append(args, "gpu_util_pct", fmt.Sprintf("%.0f", e.GPU.UtilPct), "gpu_mem_mib", fmt.Sprintf("%.0f", e.GPU.MemUsedMiB))
@@ -284,13 +286,32 @@ func (t *trainer) logEpoch(e runlog.Epoch) {
 	t.log.Info("epoch", args...)
 }
 
-// plot draws the run's curves from metrics.jsonl (a failure is logged).
+// perClassDice is an epoch line's per-class Dice: each foreground class
+// by its dataset name (class_<k> where it has none), blanks and = in a
+// name written as _, so the value stays one word per class:
+// "Anterior=0.8123 Posterior=0.7456".
+func perClassDice(dice []runlog.Float, names []string) string {
+	words := make([]string, len(dice))
+	for k, d := range dice {
+		name := strings.Map(func(r rune) rune {
+			if r == '=' || unicode.IsSpace(r) {
+				return '_'
+			}
+			return r
+		}, runlog.ClassName(names, k))
+		words[k] = fmt.Sprintf("%s=%.4f", name, float64(d))
+	}
+	return strings.Join(words, " ")
+}
+
+// plot draws the run's curves from metrics.jsonl, the classes named as
+// the dataset names them (a failure is logged).
 func (t *trainer) plot() []string {
 	eps, err := runlog.Read(t.dir.Metrics)
 	if err != nil || len(eps) == 0 {
 		return nil
 	}
-	files, err := runlog.Plot(eps, t.dir.Plots)
+	files, err := runlog.PlotWith(eps, t.dir.Plots, runlog.PlotOptions{ClassNames: t.classNames})
 	if err != nil {
 		t.log.Warn("plot", "error", err)
 	}

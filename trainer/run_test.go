@@ -467,3 +467,50 @@ func TestTensorBoardScalars(t *testing.T) {
 		t.Errorf("wall times go back: %+v", got["time/epoch_s"])
 	}
 }
+
+// TestRunNamesTheClasses: the epoch lines of train.log give the per-class
+// Dice under the dataset.json label names (the demo's Anterior and
+// Posterior), not as a bare list of numbers, and the run draws its
+// learning-rate plot beside the others.
+func TestRunNamesTheClasses(t *testing.T) {
+	c := tinyConfig(t, t.TempDir())
+	res := runTiny(t, c, Options{})
+	text, err := os.ReadFile(filepath.Join(res.RunDir, "train.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(text), "\n") {
+		if !strings.Contains(line, "msg=epoch") || !strings.Contains(line, "val_dice=") {
+			continue
+		}
+		n++
+		_, v, ok := strings.Cut(line, `val_dice_per_class="`)
+		v, _, _ = strings.Cut(v, `"`)
+		f := strings.Fields(v)
+		if !ok || len(f) != 2 || !strings.HasPrefix(f[0], "Anterior=") || !strings.HasPrefix(f[1], "Posterior=") {
+			t.Errorf("epoch line without the class names: %s", line)
+		}
+	}
+	if n != c.Train.Epochs {
+		t.Errorf("%d validated epoch lines in train.log, want %d:\n%s", n, c.Train.Epochs, text)
+	}
+	want := filepath.Join(res.RunDir, "plots", "lr.png")
+	found := false
+	for _, p := range res.Plots {
+		found = found || p == want
+	}
+	if _, err := os.Stat(want); err != nil || !found {
+		t.Errorf("plots %v, want %s among them: %v", res.Plots, want, err)
+	}
+}
+
+func TestPerClassDice(t *testing.T) {
+	d := []runlog.Float{0.5, runlog.Float(math.NaN()), 0.25}
+	if got, want := perClassDice(d, nil), "class_1=0.5000 class_2=NaN class_3=0.2500"; got != want {
+		t.Errorf("unnamed: %q, want %q", got, want)
+	}
+	if got, want := perClassDice(d, []string{"left kidney", "", "a=b"}), "left_kidney=0.5000 class_2=NaN a_b=0.2500"; got != want {
+		t.Errorf("named: %q, want %q", got, want)
+	}
+}

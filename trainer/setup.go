@@ -44,6 +44,9 @@ type trainer struct {
 	// ErrStepLimit), for the *Interrupted error.
 	stopCause error
 	res       Result
+	// classNames are the foreground classes' names from the dataset's
+	// description, for the log and the plots (nil: none named).
+	classNames []string
 	// epochSteps is the steps this invocation took in the current epoch
 	// (for rates; the epoch's loss is in state, which a resume restores).
 	epochSteps int
@@ -207,6 +210,7 @@ func (t *trainer) openData() error {
 	}
 	t.loader = loader
 	t.closers = append(t.closers, func() { loader.Close() })
+	t.classNames = runlog.ClassNames(loader.Dataset().LabelNames)
 	t.log.Info("data", "cases", len(loader.Dataset().Cases), "train", len(loader.TrainCases()), "validation", len(loader.ValCases()),
 		"source", loader.Source, "workers", loader.Pool().Workers())
 	if t.model.Config().InChannels != loader.Channels() {

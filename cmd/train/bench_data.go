@@ -62,8 +62,8 @@ chunked store; brought up to date first, as training does).
 The config's data:, augment: and train: sections (patch_size, batch_size,
 iterations_per_epoch) and seed describe the pipeline; --patch and --batch
 override the train section.`,
-		Example: `  train bench-data --config bench.yaml --workers 0,1,2,4
-  train bench-data --config bench.yaml --source store --consumer-ms 150 --digest`,
+		Example: `  train bench-data --config configs/demo.yaml --workers 0,1,2,4
+  train bench-data --config configs/demo.yaml --source store --consumer-ms 150 --digest`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b := &opts.Bench
@@ -118,7 +118,7 @@ override the train section.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.ConfigPath, "config", "", "config file (YAML with data:, augment: and train: sections)")
+	fl.StringVarP(&opts.ConfigPath, "config", "c", "", "config file (YAML with data:, augment: and train: sections)")
 	fl.StringVar(&workers, "workers", "", "worker counts to sweep, e.g. 0,1,2,4 or auto (default: the config's)")
 	fl.Float64Var(&opts.Bench.ConsumerMs, "consumer-ms", 0, "simulated training step per batch, in ms (sleep)")
 	fl.BoolVar(&opts.Bench.Digest, "digest", false, "print the SHA-256 of every batch byte of each run")

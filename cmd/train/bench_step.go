@@ -85,7 +85,7 @@ the peak of device tensor memory and the process's peak resident set.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&cfgPath, "config", "", "run config whose model: section describes the U-Net (default: the reference U-Net)")
+	fl.StringVarP(&cfgPath, "config", "c", "", "run config whose model: section describes the U-Net (default: the reference U-Net)")
 	fl.IntVar(&opts.Bench.Batch, "batch", 2, "samples per step")
 	fl.StringVar(&patch, "patch", "64,64,64", "patch size D,H,W (or one number for a cube)")
 	fl.StringVar(&opts.Device, "device", "cpu", deviceHelp)

@@ -56,9 +56,9 @@ sigmoid for one class) gives probabilities, argmax labels.`, onnx.Opset, onnx.IR
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case opts.Checkpoint == "":
-				return errors.New("--checkpoint is required")
+				return usageErr(cmd, errors.New("--checkpoint is required"))
 			case opts.ONNX == "":
-				return errors.New("--onnx is required (the .onnx file to write)")
+				return usageErr(cmd, errors.New("--onnx is required (the .onnx file to write)"))
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -67,7 +67,7 @@ sigmoid for one class) gives probabilities, argmax labels.`, onnx.Opset, onnx.IR
 		},
 	}
 	cmd.Flags().StringVar(&opts.Checkpoint, "checkpoint", "", "checkpoint directory, or a run's checkpoints/best or checkpoints/last")
-	cmd.Flags().StringVar(&opts.ONNX, "onnx", "", "ONNX model file to write (replaced atomically)")
+	cmd.Flags().StringVarP(&opts.ONNX, "onnx", "o", "", "ONNX model file to write (replaced atomically)")
 	return cmd
 }
 

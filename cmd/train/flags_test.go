@@ -3,9 +3,11 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/internal/testutil"
 )
@@ -272,4 +274,69 @@ func TestNewCmdTrainInitFlags(t *testing.T) {
 	}
 	_, err = capture(t, NewCmdTrain, "--config", cfg, "--init-mismatch", "ignore")
 	wantErr(t, err, `--init-mismatch ignore: train.init_mismatch: "ignore"`)
+}
+
+// TestConfigShorthand: every command that takes --config takes -c for it
+// (and every command whose output is one flag takes -o for it), parsed in
+// process into the options the command runs with.
+func TestConfigShorthand(t *testing.T) {
+	f, _, _ := testFactory()
+	var withConfig, withOutput []string
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if fl := c.Flags().Lookup("config"); fl != nil {
+			withConfig = append(withConfig, c.Name())
+			if fl.Shorthand != "c" {
+				t.Errorf("%s: --config has shorthand %q, want c", c.CommandPath(), fl.Shorthand)
+			}
+		}
+		for _, name := range []string{"output", "output-dir", "onnx"} {
+			if fl := c.Flags().Lookup(name); fl != nil {
+				withOutput = append(withOutput, c.Name()+" --"+name)
+				if fl.Shorthand != "o" {
+					t.Errorf("%s: --%s has shorthand %q, want o", c.CommandPath(), name, fl.Shorthand)
+				}
+			}
+		}
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+	}
+	walk(NewCmdRoot(f))
+	slices.Sort(withConfig)
+	if want := []string{"bench-data", "bench-step", "demo", "prepare", "train"}; !slices.Equal(withConfig, want) {
+		t.Errorf("commands taking --config: %v, want %v (add the new one to the checks below)", withConfig, want)
+	}
+	slices.Sort(withOutput)
+	if want := []string{"demo --output-dir", "export --onnx", "predict --output", "train --output-dir", "validate --output"}; !slices.Equal(withOutput, want) {
+		t.Errorf("commands with an output flag: %v, want %v", withOutput, want)
+	}
+
+	cfg := writeConfig(t, "seed: 13\nmodel:\n  features: [8, 16, 32]\ntrain:\n  patch_size: [16, 16, 16]\n")
+	if o, err := capture(t, NewCmdTrain, "-c", cfg, "-o", "out"); err != nil || o.ConfigPath != cfg || o.Config.Seed != 13 || o.Config.OutputDir != "out" {
+		t.Errorf("train -c -o: %+v, %v", o, err)
+	}
+	if o, err := capture(t, NewCmdPrepare, "-c", cfg); err != nil || o.Config.Seed != 13 {
+		t.Errorf("prepare -c: %+v, %v", o, err)
+	}
+	if o, err := capture(t, NewCmdBenchData, "-c", cfg); err != nil || o.ConfigPath != cfg || o.Config.Seed != 13 {
+		t.Errorf("bench-data -c: %+v, %v", o, err)
+	}
+	if o, err := capture(t, NewCmdBenchStep, "-c", cfg); err != nil || len(o.Model.Features) != 3 {
+		t.Errorf("bench-step -c: %+v, %v", o, err)
+	}
+	if o, err := capture(t, NewCmdValidate, "--checkpoint", "ck", "-o", "preds"); err != nil || o.Output != "preds" {
+		t.Errorf("validate -o: %+v, %v", o, err)
+	}
+	if o, err := capture(t, NewCmdPredict, "--checkpoint", "ck", "--input", "a.nii", "-o", "b.nii"); err != nil || o.Output != "b.nii" {
+		t.Errorf("predict -o: %+v, %v", o, err)
+	}
+	if o, err := capture(t, NewCmdExport, "--checkpoint", "ck", "-o", "m.onnx"); err != nil || o.ONNX != "m.onnx" {
+		t.Errorf("export -o: %+v, %v", o, err)
+	}
+	// demo runs from the repository root, with its own config by default.
+	t.Chdir(testutil.RepoRoot())
+	if o, err := capture(t, NewCmdDemo, "-c", cfg, "-o", "out"); err != nil || o.Train.ConfigPath != cfg || o.Train.Config.Seed != 13 {
+		t.Errorf("demo -c: %+v, %v", o, err)
+	}
 }

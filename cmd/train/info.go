@@ -42,8 +42,8 @@ nifti_version, dim, pixdim, datatype, bitpix, vox_offset, scl_slope,
 scl_inter, qform_code, sform_code, qform, sform, affine, shape, raw_sha256
 and stats {min, max, mean, sum}. Non-finite numbers are null; qform is null
 when the quaternion is invalid; stats is null for complex data.`,
-		Example: `  train info scan.nii.gz
-  train info --json imagesTr/*.nii.gz | jq .shape`,
+		Example: `  train info testdata/demo/imagesTr/hippocampus_001.nii.gz
+  train info --json testdata/demo/imagesTr/*.nii.gz | jq .shape`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Files = args

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/data"
 	"github.com/voxtrain/voxtrain/runlog"
 )
 
@@ -20,9 +22,14 @@ type PlotOptions struct {
 func NewCmdPlot(f *Factory, runF func(context.Context, *PlotOptions) error) *cobra.Command {
 	opts := &PlotOptions{IO: f.IO}
 	return &cobra.Command{
-		Use:     "plot RUN_DIR",
-		Short:   "Draw a run's loss, Dice and timing curves as PNG",
-		Long:    `plot reads RUN_DIR/metrics.jsonl and writes loss.png, dice.png and timing.png into RUN_DIR/plots.`,
+		Use:   "plot RUN_DIR",
+		Short: "Draw a run's loss, Dice, learning-rate and timing curves as PNG",
+		Long: `plot reads RUN_DIR/metrics.jsonl and writes into RUN_DIR/plots: loss.png,
+dice.png (the mean validation Dice, its exponential moving average, and
+each class's Dice under the name the dataset's dataset.json gives it, found
+through the run's config.yaml), lr.png (the learning rate at each epoch's
+end) and timing.png. The x axis counts epochs; the legends stand right of
+the curves.`,
 		Example: `  train plot runs/demo/fold_0/run_0`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -35,7 +42,8 @@ func NewCmdPlot(f *Factory, runF func(context.Context, *PlotOptions) error) *cob
 	}
 }
 
-// plotRun draws the run's curves.
+// plotRun draws the run's curves, the classes named when the run's
+// dataset names them.
 func plotRun(opts *PlotOptions) error {
 	eps, err := runlog.Read(filepath.Join(opts.RunDir, "metrics.jsonl"))
 	if err != nil {
@@ -45,9 +53,33 @@ func plotRun(opts *PlotOptions) error {
 	if err := os.MkdirAll(plots, 0o755); err != nil {
 		return err
 	}
-	files, err := runlog.Plot(eps, plots)
+	names, err := runClassNames(opts.RunDir)
+	if err != nil {
+		fmt.Fprintf(opts.IO.ErrOut, "class names: %v (the legends number the classes)\n", err)
+	}
+	files, err := runlog.PlotWith(eps, plots, runlog.PlotOptions{ClassNames: names})
 	for _, f := range files {
 		fmt.Fprintln(opts.IO.Out, "wrote", f)
 	}
 	return err
+}
+
+// runClassNames names the foreground classes of the run in runDir as its
+// dataset does: the run's config.yaml names the dataset, whose description
+// (dataset.json) may name the labels. A run directory without config.yaml
+// has none, and no error.
+func runClassNames(runDir string) ([]string, error) {
+	path := filepath.Join(runDir, "config.yaml")
+	if _, err := os.Stat(path); os.IsNotExist(err) {
+		return nil, nil
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	ds, err := data.OpenDataset(cfg.Data)
+	if err != nil {
+		return nil, err
+	}
+	return runlog.ClassNames(ds.LabelNames), nil
 }

@@ -36,7 +36,7 @@ qform and sform, so ITK-SNAP, 3D Slicer and FSLeyes overlay it on the input.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(opts.Inputs) == 0 || opts.Output == "" {
-				return fmt.Errorf("--input and --output are required")
+				return usageErr(cmd, fmt.Errorf("--input and --output are required"))
 			}
 			if err := opts.Model.check(cmd.Flags()); err != nil {
 				return err
@@ -49,7 +49,7 @@ qform and sform, so ITK-SNAP, 3D Slicer and FSLeyes overlay it on the input.`,
 	}
 	opts.Model.register(cmd)
 	cmd.Flags().StringArrayVar(&opts.Inputs, "input", nil, "input image (repeat for several channels, in channel order)")
-	cmd.Flags().StringVar(&opts.Output, "output", "", "output label file (.nii or .nii.gz)")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "output label file (.nii or .nii.gz)")
 	return cmd
 }
 

@@ -50,8 +50,9 @@ statistics are computed first, as nnU-Net's dataset fingerprint: 10,000
 foreground voxels drawn per labelled case of the whole dataset (fixed
 seed), their 0.5/99.5 percentiles as the window, their mean and std. They
 are cached in <store>/ct_statistics.json and printed.`,
-		Example: `  train prepare --config configs/hippocampus.yaml`,
-		Args:    cobra.NoArgs,
+		Example: `  train prepare --config configs/demo.yaml
+  train prepare -c configs/demo.yaml --workers 2 -q`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.Workers < 0 {
 				return fmt.Errorf("--workers: %d, want ≥ 0 (0: the data workers)", opts.Workers)
@@ -66,7 +67,7 @@ are cached in <store>/ct_statistics.json and printed.`,
 			return prepareRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&cfgPath, "config", "", "run config (YAML with a data: section)")
+	cmd.Flags().StringVarP(&cfgPath, "config", "c", "", "run config (YAML with a data: section)")
 	cmd.Flags().IntVar(&opts.Workers, "workers", 0, "cases decoded in parallel (default: the data workers)")
 	cmd.Flags().BoolVarP(&opts.Quiet, "quiet", "q", false, "print only the summary")
 	cmd.MarkFlagRequired("config")

@@ -68,7 +68,7 @@ func (tf *trainFlags) register(fl *pflag.FlagSet) {
 	fl.StringVarP(&tf.config, "config", "c", "", "run config (YAML)")
 	fl.IntVar(&tf.fold, "fold", 0, "cross-validation fold (-1: train on every case)")
 	fl.IntVar(&tf.runID, "run-id", 0, "run number within experiment and fold")
-	fl.StringVar(&tf.outputDir, "output-dir", "", "directory of runs (default: the config's output_dir, else ./runs)")
+	fl.StringVarP(&tf.outputDir, "output-dir", "o", "", "directory of runs (default: the config's output_dir, else ./runs)")
 	fl.IntVar(&tf.epochs, "epochs", 0, "number of epochs")
 	fl.IntVar(&tf.batchSize, "batch-size", 0, "batch size")
 	fl.StringVar(&tf.workers, "workers", "", "data worker goroutines, or auto")
@@ -213,14 +213,14 @@ Exit status, for schedulers and requeue wrappers:
 
   # Describe NIfTI files like nib-ls / fslhd, or as JSON
   train info testdata/demo/imagesTr/hippocampus_001.nii.gz
-  train info --json scan.nii.gz
+  train info --json testdata/demo/labelsTr/hippocampus_001.nii.gz
 
   # Shell completion
   source <(train completion bash)`,
 		Version:       f.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Args:          cobra.NoArgs,
+		Args:          unknownCommand,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if tf.config == "" {
 				return cmd.Help()

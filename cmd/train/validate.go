@@ -114,7 +114,7 @@ affine) and summary.json.`,
 	opts.Model.register(cmd)
 	cmd.Flags().IntVar(&opts.Fold, "fold", -1, "score this fold's validation cases (default: the fold the checkpoint was trained on)")
 	cmd.Flags().StringVar(&opts.Data, "data", "", "score every labelled case of this dataset folder instead")
-	cmd.Flags().StringVar(&opts.Output, "output", "", "write predictions and summary.json here")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "write predictions and summary.json here")
 	cmd.Flags().BoolVar(&opts.Model.Window.HD95, "hd95", false, "also compute the 95th-percentile Hausdorff distance")
 	return cmd
 }

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/voxtrain/voxtrain/runlog"
+)
+
+// TestPlotNamesTheClasses: `train plot` finds the class names of a run
+// through its config.yaml's dataset (the demo's dataset.json: Anterior,
+// Posterior) for the Dice legends, and draws every plot, lr.png included;
+// a run directory without config.yaml is plotted with numbered classes
+// and no complaint.
+func TestPlotNamesTheClasses(t *testing.T) {
+	run := t.TempDir()
+	cfg, err := os.ReadFile(writeConfig(t, "train:\n  patch_size: [16, 16, 16]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(run, "config.yaml"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := runlog.Float(0.5)
+	for e := 1; e <= 3; e++ {
+		rec := runlog.Epoch{Epoch: e, LR: 0.01 / float64(e), TrainLoss: 1, ValDiceMean: &d, ValDice: []runlog.Float{0.4, 0.6}}
+		if err := runlog.Append(filepath.Join(run, "metrics.jsonl"), rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names, err := runClassNames(run)
+	if err != nil || !slices.Equal(names, []string{"Anterior", "Posterior"}) {
+		t.Errorf("class names %q, %v; want Anterior, Posterior", names, err)
+	}
+	out, errb, err := runCmd(t, "plot", run)
+	if err != nil || errb.Len() > 0 {
+		t.Fatalf("plot: %v, stderr %q", err, errb)
+	}
+	for _, f := range []string{"loss.png", "dice.png", "lr.png", "timing.png"} {
+		if !strings.Contains(out.String(), filepath.Join(run, "plots", f)) {
+			t.Errorf("plot output %q lacks %s", out, f)
+		}
+	}
+
+	if err := os.Remove(filepath.Join(run, "config.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if names, err := runClassNames(run); names != nil || err != nil {
+		t.Errorf("without config.yaml: %q, %v; want no names, no error", names, err)
+	}
+	if _, errb, err := runCmd(t, "plot", run); err != nil || errb.Len() > 0 {
+		t.Errorf("plot without config.yaml: %v, stderr %q", err, errb)
+	}
+}
