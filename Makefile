@@ -62,11 +62,15 @@ cuda-check:
 # the README's demo (configs/demo.yaml, fold 0) trained end to end and held
 # to its validation Dice threshold, nn's training on the demo data, and the
 # trainer's SIGKILL-during-saves test (50 kills of a training process),
-# and the gzip decoder's full equivalence matrices (reduced under -race).
+# the gzip decoder's full equivalence matrices (reduced under -race), and
+# the CUDA device's cuDNN path over the fake cuDNN (numeric emulation).
 slow:
 	$(GO) test -count=1 -timeout 20m -run '^(TestDemo|TestDemoTrainingLearns|TestSIGKILLDuringSaves)$$' -v ./cmd/train ./nn ./trainer \
 		| grep -E '^(=== RUN|--- |ok|FAIL|PASS)|demo|kills|loss|Dice'
 	$(GO) test -count=1 -run '^(TestMatrix|TestLarge)$$' ./internal/inflate
+ifeq ($(CGO),1)
+	$(GO) test -count=1 -run 'DNN' ./gpu/internal/core
+endif
 
 # Run each fuzz target for FUZZTIME (go test -fuzz takes one target at a time).
 fuzz:
