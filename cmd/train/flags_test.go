@@ -92,6 +92,11 @@ func TestNewCmdValidate(t *testing.T) {
 	wantErr(t, err, "checkpoint")
 	_, err = capture(t, NewCmdValidate, "--checkpoint", "ck", "--fold", "-2")
 	wantErr(t, err, "--fold")
+	// -1 is train's every-case fold, which has no validation cases: refused,
+	// not taken as "the checkpoint's own fold" (the default when --fold is
+	// left out).
+	_, err = capture(t, NewCmdValidate, "--checkpoint", "ck", "--fold", "-1")
+	wantErr(t, err, "--fold -1: want a fold ≥ 0 (train's --fold -1 trains on every case")
 	_, err = capture(t, NewCmdValidate, "--checkpoint", "ck", "--fold", "1", "--data", "d")
 	wantErr(t, err, "--data")
 	_, err = capture(t, NewCmdValidate, "--checkpoint", "ck", "--overlap", "1")

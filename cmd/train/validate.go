@@ -99,8 +99,11 @@ affine) and summary.json.`,
 			if err := opts.Model.check(cmd.Flags()); err != nil {
 				return err
 			}
-			if opts.Fold < -1 {
-				return fmt.Errorf("--fold: %d, want a fold ≥ 0 (or -1: the checkpoint's own)", opts.Fold)
+			if cmd.Flags().Changed("fold") && opts.Fold < 0 {
+				// In train, --fold -1 trains on every case and leaves none
+				// to validate; here -1 cannot mean that, and meaning
+				// something else would mix the two up.
+				return fmt.Errorf("--fold %d: want a fold ≥ 0 (train's --fold -1 trains on every case and leaves none to validate); leave --fold out to score the checkpoint's own fold, or give --data DIR", opts.Fold)
 			}
 			if cmd.Flags().Changed("fold") && opts.Data != "" {
 				return fmt.Errorf("--fold and --data: give one (a fold of the training dataset, or another dataset)")
