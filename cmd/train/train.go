@@ -208,8 +208,8 @@ Exit status, for schedulers and requeue wrappers:
 
   # Fine-tune: a new run (epoch 0, fresh optimiser) from a checkpoint's or a
   # PyTorch state_dict's weights; skip keeps a new head's fresh initialisation
-  train --config my.yaml --run-id 2 --init-weights runs/pre/fold_0/run_0/checkpoints/best
-  train --config my.yaml --init-weights unet.safetensors --init-mismatch skip
+  train --config configs/demo.yaml --run-id 2 --init-weights runs/demo/fold_0/run_0/checkpoints/best
+  train --config configs/demo.yaml --run-id 3 --init-weights python/testdata/torch_init.safetensors --init-mismatch skip
 
   # Describe NIfTI files like nib-ls / fslhd, or as JSON
   train info testdata/demo/imagesTr/hippocampus_001.nii.gz
