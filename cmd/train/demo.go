@@ -91,7 +91,8 @@ func demoRun(ctx context.Context, opts *DemoOptions) error {
 	if err != nil {
 		return err
 	}
-	printScores(out, sc)
+	names, _ := runClassNames(res.RunDir)
+	printScores(out, sc, names)
 	fmt.Fprintf(out, "predictions and summary.json: %s\nplots: %s\n", valDir, filepath.Join(res.RunDir, "plots"))
 	return nil
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/voxtrain/voxtrain/infer"
 	"github.com/voxtrain/voxtrain/runlog"
 )
 
@@ -53,5 +55,18 @@ func TestPlotNamesTheClasses(t *testing.T) {
 	}
 	if _, errb, err := runCmd(t, "plot", run); err != nil || errb.Len() > 0 {
 		t.Errorf("plot without config.yaml: %v, stderr %q", err, errb)
+	}
+}
+
+// TestPrintScoresNamesTheClasses: validate's and demo's per-class lines
+// carry the dataset's label names where it has them, the index alone
+// where it does not.
+func TestPrintScoresNamesTheClasses(t *testing.T) {
+	s := infer.Scores{Cases: make([]infer.CaseScores, 3), MeanDice: []float64{0.81, 0.79}, MeanHD95: []float64{1.5, 2.25}}
+	var b bytes.Buffer
+	printScores(&b, s, []string{"Anterior"})
+	want := "3 cases\n  class 1 (Anterior): mean Dice 0.8100  mean HD95 1.50\n  class 2: mean Dice 0.7900  mean HD95 2.25\nmean Dice over classes: 0.8000\n"
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
 	}
 }

@@ -136,17 +136,28 @@ func validateRun(ctx context.Context, opts *ValidateOptions) error {
 	if err != nil {
 		return err
 	}
-	printScores(out, res)
+	// The classes as the training dataset names them (the model's classes
+	// are that dataset's, whatever --data scores); none when it cannot be
+	// opened here.
+	names, _ := runClassNames(m.Dir)
+	printScores(out, res, names)
 	if opts.Output != "" {
 		fmt.Fprintf(out, "predictions and summary.json in %s\n", opts.Output)
 	}
 	return nil
 }
 
-func printScores(w io.Writer, s infer.Scores) {
+// printScores prints the number of cases and each class's mean Dice (and
+// HD95), the class named as names has it (names[k] is class k+1's, see
+// runlog.ClassNames; missing names print the index alone).
+func printScores(w io.Writer, s infer.Scores, names []string) {
 	fmt.Fprintf(w, "%d cases\n", len(s.Cases))
 	for c, d := range s.MeanDice {
-		line := fmt.Sprintf("  class %d: mean Dice %.4f", c+1, d)
+		label := fmt.Sprintf("class %d", c+1)
+		if c < len(names) && names[c] != "" {
+			label += " (" + names[c] + ")"
+		}
+		line := fmt.Sprintf("  %s: mean Dice %.4f", label, d)
 		if c < len(s.MeanHD95) {
 			line += fmt.Sprintf("  mean HD95 %.2f", s.MeanHD95[c])
 		}
