@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -344,4 +345,17 @@ func TestConfigShorthand(t *testing.T) {
 	if o, err := capture(t, NewCmdDemo, "-c", cfg, "-o", "out"); err != nil || o.Train.ConfigPath != cfg || o.Train.Config.Seed != 13 {
 		t.Errorf("demo -c: %+v, %v", o, err)
 	}
+}
+
+// TestValidateChecksOutputFirst: a --output that is a file is refused,
+// naming it, before the checkpoint is even looked at.
+func TestValidateChecksOutputFirst(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "summary.json")
+	if err := os.WriteFile(file, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, _, _ := testFactory()
+	err := validateRun(context.Background(), &ValidateOptions{IO: f.IO, OpenDevice: f.OpenDevice, Output: file,
+		Model: modelFlags{Checkpoint: filepath.Join(t.TempDir(), "missing")}})
+	wantErr(t, err, "--output "+file+": is a file")
 }

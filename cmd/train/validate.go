@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -124,6 +126,13 @@ affine) and summary.json.`,
 
 // validateRun scores the checkpoint and prints per-case and mean Dice.
 func validateRun(ctx context.Context, opts *ValidateOptions) error {
+	if opts.Output != "" {
+		// Checked before the checkpoint loads and the cases are scored,
+		// not after minutes of inference.
+		if err := checkOutputDir(opts.Output); err != nil {
+			return fmt.Errorf("--output %s: %w", opts.Output, err)
+		}
+	}
 	m, done, err := opts.Model.load(opts.OpenDevice)
 	if err != nil {
 		return err
@@ -145,6 +154,23 @@ func validateRun(ctx context.Context, opts *ValidateOptions) error {
 		fmt.Fprintf(out, "predictions and summary.json in %s\n", opts.Output)
 	}
 	return nil
+}
+
+// checkOutputDir makes sure dir is a folder (made if missing) that files
+// can be created in.
+func checkOutputDir(dir string) error {
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return errors.New("is a file, want a folder for the predictions and summary.json")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".write-check-*")
+	if err != nil {
+		return fmt.Errorf("cannot write there: %w", err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 // printScores prints the number of cases and each class's mean Dice (and
