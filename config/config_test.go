@@ -80,3 +80,22 @@ func TestValidateChecksPatchAgainstStrides(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestLossZeroWeightsRefused: pos_weight and cldice_smooth given as 0 are
+// errors naming the key, not silently degenerate losses.
+func TestLossZeroWeightsRefused(t *testing.T) {
+	for key, want := range map[string]string{
+		"pos_weight":    "loss.pos_weight: 0, want > 0",
+		"cldice_smooth": "loss.cldice_smooth: 0, want > 0",
+	} {
+		l := Default().Loss
+		if key == "pos_weight" {
+			l.PosWeight = 0
+		} else {
+			l.ClDiceSmooth = 0
+		}
+		if err := l.Validate(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s 0: %v", key, err)
+		}
+	}
+}

@@ -58,6 +58,15 @@ func (c Loss) Validate() error {
 			return fmt.Errorf("loss.%s: %v, want a finite value >= 0", w.name, w.v)
 		}
 	}
+	// Zero means zero, and these two cannot be zero: a pos_weight of 0
+	// drops the positives from bce, a cldice_smooth of 0 divides by an
+	// empty skeleton.
+	if c.PosWeight == 0 {
+		return fmt.Errorf("loss.pos_weight: 0, want > 0 (1: the positives weigh as the negatives)")
+	}
+	if c.ClDiceSmooth == 0 {
+		return fmt.Errorf("loss.cldice_smooth: 0, want > 0 (the default is 1)")
+	}
 	if c.Name != "bce" && ce+dice+cldice == 0 {
 		return fmt.Errorf("loss: all term weights are 0")
 	}
