@@ -1,10 +1,7 @@
 package nn_test
 
 import (
-	"encoding/binary"
-	"encoding/json"
 	"math"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,45 +9,9 @@ import (
 
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/cpu"
+	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/nn"
 )
-
-// readSafetensors reads an F32-only safetensors file (as written by
-// testdata/make_fixtures.py).
-func readSafetensors(t *testing.T, path string) map[string]nn.HostTensor {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read fixture: %v", err)
-	}
-	n := binary.LittleEndian.Uint64(raw[:8])
-	var hdr map[string]json.RawMessage
-	if err := json.Unmarshal(raw[8:8+n], &hdr); err != nil {
-		t.Fatalf("%s: header: %v", path, err)
-	}
-	body := raw[8+n:]
-	out := map[string]nn.HostTensor{}
-	for name, m := range hdr {
-		if name == "__metadata__" {
-			continue
-		}
-		var e struct {
-			Dtype   string `json:"dtype"`
-			Shape   []int  `json:"shape"`
-			Offsets [2]int `json:"data_offsets"`
-		}
-		if err := json.Unmarshal(m, &e); err != nil || e.Dtype != "F32" {
-			t.Fatalf("%s: tensor %s: %v dtype %q", path, name, err, e.Dtype)
-		}
-		b := body[e.Offsets[0]:e.Offsets[1]]
-		d := make([]float32, len(b)/4)
-		for i := range d {
-			d[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-		}
-		out[name] = nn.HostTensor{Name: name, Shape: nn.Shape(e.Shape), Data: d}
-	}
-	return out
-}
 
 // withPrefix returns the tensors under prefix, renamed without it.
 func withPrefix(ts map[string]nn.HostTensor, prefix string) []nn.HostTensor {
@@ -143,7 +104,7 @@ func fixtureCases() []fixtureCase {
 func TestUNetMatchesPyTorch(t *testing.T) {
 	for _, fc := range fixtureCases() {
 		t.Run(fc.file, func(t *testing.T) {
-			fx := readSafetensors(t, fc.file)
+			fx := testutil.ReadSafetensors(t, fc.file)
 			dev := cpu.New(cpu.Options{})
 			m, err := nn.NewUNet(dev, fc.model, 1)
 			if err != nil {

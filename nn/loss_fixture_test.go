@@ -6,6 +6,7 @@ import (
 
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/cpu"
+	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
@@ -22,7 +23,7 @@ func channelsLast(t *testing.T, dev nn.Device, h nn.HostTensor) nn.Tensor {
 // TestSoftSkeletonMatchesPyTorch compares the soft skeleton and its input
 // gradient with the clDice reference code run by PyTorch.
 func TestSoftSkeletonMatchesPyTorch(t *testing.T) {
-	fx := readSafetensors(t, "testdata/losses.safetensors")
+	fx := testutil.ReadSafetensors(t, "testdata/losses.safetensors")
 	dev := cpu.New(cpu.Options{})
 	x := channelsLast(t, dev, fx["skel.input"])
 	r := channelsLast(t, dev, fx["skel.weight"])
@@ -41,7 +42,7 @@ func TestSoftSkeletonMatchesPyTorch(t *testing.T) {
 // TestClDiceMatchesPyTorch checks 0.5·Dice + 0.5·clDice and its logit
 // gradient through the Criterion.
 func TestClDiceMatchesPyTorch(t *testing.T) {
-	fx := readSafetensors(t, "testdata/losses.safetensors")
+	fx := testutil.ReadSafetensors(t, "testdata/losses.safetensors")
 	dev := cpu.New(cpu.Options{})
 	logits := channelsLast(t, dev, fx["cldice.logits"])
 	lab := fx["cldice.labels"]
@@ -67,7 +68,7 @@ func TestClDiceMatchesPyTorch(t *testing.T) {
 
 // TestBCEMatchesPyTorch checks BCEWithLogits(pos_weight=3) and its gradient.
 func TestBCEMatchesPyTorch(t *testing.T) {
-	fx := readSafetensors(t, "testdata/losses.safetensors")
+	fx := testutil.ReadSafetensors(t, "testdata/losses.safetensors")
 	dev := cpu.New(cpu.Options{})
 	logits := channelsLast(t, dev, fx["bce.logits"])
 	lab := fx["bce.labels"]

@@ -16,6 +16,7 @@ import (
 	"github.com/voxtrain/voxtrain/checkpoint/safetensors"
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/cpu"
+	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
@@ -102,24 +103,6 @@ func save(t *testing.T, path string, tensors []safetensors.Tensor) {
 	}
 }
 
-// read returns every tensor of a safetensors file.
-func read(t *testing.T, path string) map[string]nn.HostTensor {
-	f, err := safetensors.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string]nn.HostTensor{}
-	for _, info := range f.Tensors() {
-		d := make([]float32, info.NumElements())
-		if err := f.ReadFloat32(info.Name, d); err != nil {
-			t.Fatal(err)
-		}
-		out[info.Name] = nn.HostTensor{Name: info.Name, Shape: info.Shape, Data: d}
-	}
-	return out
-}
-
 // TestTorchLoaderMatchesCPU: the module voxtrain_torch.py builds from the
 // run's config.yaml, with the run's weights loaded, computes the same
 // logits (every deep-supervision output) as voxtrain's CPU device on the
@@ -135,7 +118,7 @@ func TestTorchLoaderMatchesCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	weights := read(t, filepath.Join(ckptDir, "model.safetensors"))
+	weights := testutil.ReadSafetensors(t, filepath.Join(ckptDir, "model.safetensors"))
 	var ordered []nn.HostTensor
 	for _, p := range m.Params() {
 		w, ok := weights[p.Name]
@@ -147,7 +130,7 @@ func TestTorchLoaderMatchesCPU(t *testing.T) {
 	if err := nn.ImportParams(dev, m.Params(), ordered); err != nil {
 		t.Fatal(err)
 	}
-	x := read(t, inputFile)["input"]
+	x := testutil.ReadSafetensors(t, inputFile)["input"]
 	ws, err := m.NewWorkspace(x.Shape[0], [3]int{x.Shape[2], x.Shape[3], x.Shape[4]}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +140,7 @@ func TestTorchLoaderMatchesCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	outs := m.Forward(ws, xd)
-	want := read(t, torchOut)
+	want := testutil.ReadSafetensors(t, torchOut)
 	if len(want) != len(outs) {
 		t.Fatalf("PyTorch gave %d outputs, voxtrain %d", len(want), len(outs))
 	}

@@ -91,25 +91,6 @@ func fineTune(t *testing.T, args ...string) (first []nn.HostTensor, res *trainer
 	return first, res, stdout.String() + errb.String(), err
 }
 
-// readWeights reads every tensor of a safetensors file, by name.
-func readWeights(t *testing.T, path string) map[string]nn.HostTensor {
-	t.Helper()
-	f, err := safetensors.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string]nn.HostTensor{}
-	for _, info := range f.Tensors() {
-		d := make([]float32, info.NumElements())
-		if err := f.ReadFloat32(info.Name, d); err != nil {
-			t.Fatal(err)
-		}
-		out[info.Name] = nn.HostTensor{Name: info.Name, Shape: info.Shape, Data: d}
-	}
-	return out
-}
-
 // freshWeights is the initialisation voxtrain draws for cfg's model.
 func freshWeights(t *testing.T, cfgPath string) map[string]nn.HostTensor {
 	t.Helper()
@@ -180,7 +161,7 @@ func TestInitWeightsFromPyTorch(t *testing.T) {
 	if res.Epochs != 1 || res.Steps != 1 {
 		t.Errorf("ran %d epochs, %d steps: want a fresh schedule's 1 and 1", res.Epochs, res.Steps)
 	}
-	want := readWeights(t, file)
+	want := testutil.ReadSafetensors(t, file)
 	fresh := freshWeights(t, cfg)
 	if len(first) != len(want) {
 		t.Fatalf("the model has %d tensors, the file %d", len(first), len(want))
@@ -232,7 +213,7 @@ func binaryDemo(t *testing.T) string {
 func threeClassCheckpoint(t *testing.T, dir string) string {
 	t.Helper()
 	var model []nn.HostTensor
-	for _, w := range readWeights(t, torchInit()) {
+	for _, w := range testutil.ReadSafetensors(t, torchInit()) {
 		model = append(model, w)
 	}
 	s := checkpoint.Saver{Dir: filepath.Join(dir, "pre", "checkpoints"), Policy: config.Default().Checkpoint}
@@ -290,7 +271,7 @@ func TestInitWeightsClassCountChange(t *testing.T) {
 		name, why, _ := strings.Cut(h, ": ")
 		wantAll(t, "train.log", log, `msg="init weights: kept the fresh initialisation" tensor=`+name+` reason="`+why+`"`)
 	}
-	src, fresh := readWeights(t, file), freshWeights(t, cfg)
+	src, fresh := testutil.ReadSafetensors(t, file), freshWeights(t, cfg)
 	for _, w := range first {
 		want := src[w.Name]
 		if strings.HasPrefix(w.Name, "head.") || strings.HasPrefix(w.Name, "ds.") {
@@ -325,7 +306,7 @@ func TestInitWeightsBadFiles(t *testing.T) {
 	dir := t.TempDir()
 	cfg := initConfig(t, dir, 3, "", "")
 	var renamed []safetensors.Tensor
-	for name, w := range readWeights(t, torchInit()) {
+	for name, w := range testutil.ReadSafetensors(t, torchInit()) {
 		renamed = append(renamed, safetensors.Float32("module."+name, w.Shape, w.Data))
 	}
 	wrong := filepath.Join(dir, "dataparallel.safetensors")
@@ -343,7 +324,7 @@ func TestInitWeightsBadFiles(t *testing.T) {
 	}
 	// Some names right, some not: the error lists them.
 	renamed = renamed[:0]
-	for name, w := range readWeights(t, torchInit()) {
+	for name, w := range testutil.ReadSafetensors(t, torchInit()) {
 		if strings.HasPrefix(name, "dec.") {
 			name = "decoder." + strings.TrimPrefix(name, "dec.")
 		}
@@ -423,7 +404,7 @@ func TestInitWeightsRefusedWithResume(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v\n%s", args, err, out)
 		}
-		ckpt := readWeights(t, filepath.Join(last, "model.safetensors"))
+		ckpt := testutil.ReadSafetensors(t, filepath.Join(last, "model.safetensors"))
 		for _, w := range first {
 			if !slices.Equal(w.Data, ckpt[w.Name].Data) {
 				t.Fatalf("%q: %s: the resumed run did not start from its checkpoint", args, w.Name)
