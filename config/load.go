@@ -54,18 +54,7 @@ func atLines(err error, b []byte) error {
 	if checkKnownKeys(root, reflect.TypeFor[Config](), "", lines) != nil {
 		return err
 	}
-	var errs []error
-	var flatten func(error)
-	flatten = func(e error) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, e := range j.Unwrap() {
-				flatten(e)
-			}
-			return
-		}
-		errs = append(errs, e)
-	}
-	flatten(err)
+	errs := Problems(err)
 	for i, e := range errs {
 		key, _, _ := strings.Cut(e.Error(), ":")
 		key, _, _ = strings.Cut(key, "[")

@@ -244,3 +244,17 @@ func (d Data) Validate() error { return errors.Join(d.validate()...) }
 
 // Validate checks the checkpoint section alone (checkpoint.Saver uses it).
 func (p Checkpoint) Validate() error { return errors.Join(p.validate()...) }
+
+// Problems returns the single errors of a validation error — Validate
+// joins one per bad key (errors.Join, possibly nested) — in order, so a
+// caller can annotate each (its YAML line, the flag that set it).
+func Problems(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, Problems(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}

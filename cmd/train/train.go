@@ -155,18 +155,7 @@ var trainFlagKeys = map[string]string{
 // user gave set (keys: key by flag name): "--epochs 0: train.epochs: 0,
 // want ≥ 1". An error about a key the file set is left as it is.
 func nameFlags(err error, fl *pflag.FlagSet, keys map[string]string) error {
-	var errs []error
-	var flatten func(error)
-	flatten = func(e error) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, e := range j.Unwrap() {
-				flatten(e)
-			}
-			return
-		}
-		errs = append(errs, e)
-	}
-	flatten(err)
+	errs := config.Problems(err)
 	for i, e := range errs {
 		msg := e.Error()
 		for name, key := range keys {
