@@ -32,7 +32,7 @@ import struct
 import torch
 import torch.nn as nn
 
-__all__ = ["UNet3D", "build", "load", "load_safetensors", "read_config"]
+__all__ = ["UNet3D", "build", "load", "load_safetensors", "read_config", "save_safetensors"]
 
 
 class ConvBlock(nn.Sequential):
@@ -148,6 +148,26 @@ def load_safetensors(path):
             torch.empty(0, dtype=_DTYPES[spec["dtype"]])
         out[name] = t.reshape(spec["shape"]).to(torch.float32)
     return out
+
+
+def save_safetensors(path, tensors):
+    """Write tensors (name -> tensor, in the dict's order) as a float32
+    .safetensors file without metadata, as safetensors.torch.save_file lays
+    it out (no safetensors package needed): e.g. weights for
+    `train --init-weights`."""
+    header, blobs, off = {}, [], 0
+    for name, t in tensors.items():
+        b = t.detach().contiguous().to(torch.float32).cpu().numpy().tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
 
 
 def _locate(path):

@@ -5,8 +5,9 @@ Run with Debian's interpreter and python3-torch (1.13), from this folder:
 
     /usr/bin/python3 make_fixtures.py
 
-It writes, next to itself, small safetensors files (written by hand with
-struct + json, so no safetensors package is needed):
+It writes, next to itself, small safetensors files (with
+python/voxtrain_torch.py's save_safetensors, so no safetensors package is
+needed):
 
   unet_sgd.safetensors  UNet3D(in 1, classes 3, features 4-8-8, 3x3x3,
                         instance norm, LeakyReLU 0.01, conv bias), input
@@ -32,8 +33,6 @@ Tensors are stored in PyTorch layout (NCDHW activations, (O,I,k,k,k) conv and
 (I,O,k,k,k) transposed-conv weights) under their state_dict names, with
 prefixes init./step1./step2. for weights.
 """
-import json
-import struct
 from pathlib import Path
 
 import sys
@@ -45,6 +44,7 @@ import torch.nn.functional as F
 HERE = Path(__file__).resolve().parent
 # The network is the PyTorch loader's, the one users load runs with.
 sys.path.insert(0, str(HERE.parent.parent / "python"))
+import voxtrain_torch  # noqa: E402
 from voxtrain_torch import UNet3D  # noqa: E402
 
 
@@ -136,20 +136,8 @@ def soft_skel(img, iters):
 
 def save(path, tensors):
     """Write a safetensors file (F32 only)."""
-    header, blobs, off = {}, [], 0
-    for name, t in tensors.items():
-        b = t.detach().contiguous().to(torch.float32).numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
-    print(f"wrote {path.name}: {len(tensors)} tensors, {8 + len(h) + off} bytes")
+    voxtrain_torch.save_safetensors(path, tensors)
+    print(f"wrote {path.name}: {len(tensors)} tensors, {path.stat().st_size} bytes")
 
 
 def unet_fixture(path, model, x, y, ncls, batch_dice, make_opt):

@@ -10,9 +10,7 @@ interpreter and python3-torch (1.13.1) and python3-yaml (6.0):
     apt-get install python3-torch python3-yaml
     /usr/bin/python3 python/testdata/make_fixture.py
 """
-import json
 import os
-import struct
 import sys
 
 import torch
@@ -22,30 +20,13 @@ sys.path.insert(0, os.path.dirname(HERE))
 import voxtrain_torch  # noqa: E402
 
 
-def save(path, tensors):
-    """Write a safetensors file (F32 only)."""
-    header, blobs, off = {}, [], 0
-    for name, t in tensors.items():
-        b = t.detach().contiguous().to(torch.float32).numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
-
-
 def main():
     torch.set_num_threads(1)
     model = voxtrain_torch.load(os.path.join(HERE, "run"))
     x = voxtrain_torch.load_safetensors(os.path.join(HERE, "input.safetensors"))["input"]
     with torch.no_grad():
         outs = model(x)
-    save(os.path.join(HERE, "torch_outputs.safetensors"), {f"output.{i}": o for i, o in enumerate(outs)})
+    voxtrain_torch.save_safetensors(os.path.join(HERE, "torch_outputs.safetensors"), {f"output.{i}": o for i, o in enumerate(outs)})
     print(f"torch {torch.__version__}: {len(outs)} outputs", [tuple(o.shape) for o in outs])
 
 

@@ -17,15 +17,14 @@ and 0: nothing in it equals what voxtrain's own initialisation draws.
 
 Made with Debian's interpreter and python3-torch (1.13.0a0), which has no
 safetensors package: save_file is used when `import safetensors.torch`
-works, else `save` below writes the same layout (no __metadata__, tensors
-sorted by name, all F32, the header padded with spaces to 8 bytes):
+works, else voxtrain_torch.save_safetensors writes the same layout (no
+__metadata__, tensors sorted by name, all F32, the header padded with
+spaces to 8 bytes):
 
     apt-get install python3-torch python3-yaml
     /usr/bin/python3 python/testdata/make_init_fixture.py
 """
-import json
 import os
-import struct
 import sys
 
 import torch
@@ -35,23 +34,6 @@ sys.path.insert(0, os.path.dirname(HERE))
 import voxtrain_torch  # noqa: E402
 
 OUT = os.path.join(HERE, "torch_init.safetensors")
-
-
-def save(tensors, path):
-    """safetensors.torch.save_file for float32 tensors without metadata."""
-    header, blobs, off = {}, [], 0
-    for name in sorted(tensors):
-        b = tensors[name].detach().contiguous().to(torch.float32).numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
 
 
 def main():
@@ -64,7 +46,8 @@ def main():
     try:
         from safetensors.torch import save_file
     except ImportError:
-        save_file = save
+        def save_file(tensors, path):  # save_file's order: sorted by name
+            voxtrain_torch.save_safetensors(path, dict(sorted(tensors.items())))
     save_file(state, OUT)
     print(f"torch {torch.__version__}: {len(state)} tensors, {sum(t.numel() for t in state.values())} values -> {OUT}")
     # The file reads back as the state_dict.
