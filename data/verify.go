@@ -190,7 +190,7 @@ func checkCase(c Case, channels int, o VerifyOptions) (problems, warnings []stri
 					c.Label, val, hist[val], o.NumClasses-1, o.NumClasses))
 			}
 		}
-		if p := geometryMismatch(c); p != "" {
+		if p := geometryMismatch(c, &v); p != "" {
 			problems = append(problems, p)
 		}
 	}
@@ -218,12 +218,10 @@ func checkCase(c Case, channels int, o VerifyOptions) (problems, warnings []stri
 }
 
 // geometryMismatch compares the label's spacing and affine with the first
-// image's; "" when they agree within the tolerances.
-func geometryMismatch(c Case) string {
-	hi, err := header(c.Images[0])
-	if err != nil {
-		return err.Error()
-	}
+// image's (v, as decodeCase read it); "" when they agree within the
+// tolerances.
+func geometryMismatch(c Case, v *Volume) string {
+	hi := volume.Header{Spacing: v.Spacing, Affine: v.Affine}
 	hl, err := header(c.Label)
 	if err != nil {
 		return err.Error()
