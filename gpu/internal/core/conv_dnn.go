@@ -37,7 +37,8 @@ func (d *Device[B]) convDNN(op string, k dnn.Kind, g geom.Conv, x, w, y B) bool 
 	if d.dnn == nil {
 		return false
 	}
-	if !d.dnnMayRun(k, g) {
+	p, err := dnn.NewProblem(g, d.dnnPrec)
+	if err != nil || !d.dnnMayRun(k, g, &p) {
 		return false
 	}
 	xs, ws, ys := x, w, y
@@ -48,7 +49,7 @@ func (d *Device[B]) convDNN(op string, k dnn.Kind, g geom.Conv, x, w, y B) bool 
 			return true // the failure is the device's error
 		}
 	}
-	if !d.runDNN(op, k, g, xs, ws, ys) {
+	if !d.runDNN(op, k, g, &p, xs, ws, ys) {
 		return false
 	}
 	if bf16 {
@@ -68,12 +69,8 @@ func (d *Device[B]) convDNN(op string, k dnn.Kind, g geom.Conv, x, w, y B) bool 
 // batch or sample by sample, as far as the choices known so far tell (so
 // that a problem known to need the own convolution costs no bf16
 // conversion).
-func (d *Device[B]) dnnMayRun(k dnn.Kind, g geom.Conv) bool {
-	p, err := dnn.NewProblem(g, d.dnnPrec)
-	if err != nil {
-		return false
-	}
-	if c, known := d.dnn.Lookup(k, &p); !known || c.OK {
+func (d *Device[B]) dnnMayRun(k dnn.Kind, g geom.Conv, p *dnn.Problem) bool {
+	if c, known := d.dnn.Lookup(k, p); !known || c.OK {
 		return true
 	}
 	p1, ok := d.sampleProblem(g)
@@ -103,25 +100,27 @@ func (d *Device[B]) sampleProblem(g geom.Conv) (dnn.Problem, bool) {
 // (docs/GPU.md) — the weight gradient accumulating over the samples in
 // their order. It returns false, having written nothing, when neither
 // works.
-func (d *Device[B]) runDNN(op string, k dnn.Kind, g geom.Conv, x, w, y B) bool {
-	p, err := dnn.NewProblem(g, d.dnnPrec)
-	if err != nil {
-		return false
-	}
-	if c, ok := d.choose(op, k, &p, x, w, y); ok {
-		d.runChoice(op, k, &p, c, 0, x, w, y)
+func (d *Device[B]) runDNN(op string, k dnn.Kind, g geom.Conv, p *dnn.Problem, x, w, y B) bool {
+	if c, ok := d.choose(op, k, p, x, w, y); ok {
+		d.runChoice(op, k, p, c, 0, x, w, y)
 		return true
 	}
 	p1, ok := d.sampleProblem(g)
 	if !ok {
 		return false
 	}
-	c, ok := d.choose(op, k, &p1, x, w, y)
-	if !ok {
-		d.dnn.Note(fmt.Sprintf("the %s pass of %s: voxtrain's own convolution (cuDNN has no algorithm for it, whole or per sample)", k, &p))
+	c, known := d.dnn.Lookup(k, &p1)
+	if !known {
+		// Said once, when found (not on every step).
+		if c = d.findDNN(op, k, &p1, x, w, y); c.OK {
+			d.dnn.Note(fmt.Sprintf("the %s pass of %s: cuDNN, one sample at a time", k, p))
+		} else {
+			d.dnn.Note(fmt.Sprintf("the %s pass of %s: voxtrain's own convolution (cuDNN has no algorithm for it, whole or per sample)", k, p))
+		}
+	}
+	if !c.OK {
 		return false
 	}
-	d.dnn.Note(fmt.Sprintf("the %s pass of %s: cuDNN, one sample at a time", k, &p))
 	el := d.dnnPrec.ElemSize()
 	for n := 0; n < g.N; n++ {
 		xn := d.machine.Offset(x, n*el*g.InLen()/g.N)
