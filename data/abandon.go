@@ -96,26 +96,67 @@ func (p *Pool) abandon(w *worker, why string) bool {
 	return true
 }
 
-// abandonStream abandons every worker busy with a sample of s, first
-// those past the hard timeout, then, after grace, the rest; it reports
-// whether none was abandoned (so s's buffers may be freed).
+// abandonStream abandons every worker busy with a sample of s: each one
+// as soon as its sample is past the hard timeout, and the rest once grace
+// has passed; it reports whether none was abandoned (so s's buffers may
+// be freed). With a hard timeout, no sample holds Close longer than its
+// own hard timeout, even if it started just before Close did.
 func (p *Pool) abandonStream(s *BatchStream, grace time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		s.jobsWG.Wait() // outlives the return until the stuck work ends
+		close(done)
+	}()
 	gaveUp := false
-	for _, w := range p.busyWith(s) {
-		w.mu.Lock()
-		tripped := w.cur.active && w.cur.tripped
-		w.mu.Unlock()
-		if tripped && p.abandon(w, "past the hard timeout") {
-			gaveUp = true
+	deadline := time.Now().Add(grace)
+	for {
+		now := time.Now()
+		next := deadline // when to look again: grace's end or a sample's hard timeout
+		for _, w := range p.busyWith(s) {
+			w.mu.Lock()
+			active, tripped, start := w.cur.active, w.cur.tripped, w.cur.start
+			w.mu.Unlock()
+			if !active {
+				continue
+			}
+			if p.hard > 0 && !tripped {
+				if at := start.Add(p.hard); at.After(now) {
+					next = minTime(next, at)
+					continue
+				}
+				tripped = true
+			}
+			if tripped && p.abandon(w, "past the hard timeout") {
+				gaveUp = true
+			}
+		}
+		if !now.Before(deadline) {
+			break
+		}
+		t := time.NewTimer(max(next.Sub(now), time.Millisecond))
+		select {
+		case <-done:
+			t.Stop()
+			return !gaveUp
+		case <-t.C:
 		}
 	}
-	if waitTimeout(&s.jobsWG, grace) {
+	select {
+	case <-done:
 		return !gaveUp
+	default:
 	}
 	for _, w := range p.busyWith(s) {
 		p.abandon(w, "still running "+grace.String()+" after its stream closed")
 	}
 	return false
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // busyWith returns the pool's workers running a job of s.

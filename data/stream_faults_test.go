@@ -203,3 +203,24 @@ func TestCloseAbandonsStuckSampleAfterGrace(t *testing.T) {
 		close(f.block)
 	}
 }
+
+// TestCloseAbandonsAtHardTimeout: a sample that started just before Close
+// (not yet past the hard timeout, so the stream has not failed) holds
+// Close only until its own hard timeout, not for the whole close grace.
+func TestCloseAbandonsAtHardTimeout(t *testing.T) {
+	log, lb := testLogger()
+	p := newPool(2, poolOptions{Logger: log, Watchdog: -1, HardTimeout: 300 * time.Millisecond, CloseGrace: time.Hour})
+	f := &fakeTask{fail: map[int]string{0: "block"}, block: make(chan struct{}), started: make(chan int, 4)}
+	defer close(f.block)
+	s := fakeStream(t, p, f, fakeSampler(1, 1, 1), 1, nil)
+	<-f.started
+	start := time.Now()
+	closesWithin(t, "BatchStream.Close", 5*time.Second, func() { s.Close() })
+	if el := time.Since(start); el < 200*time.Millisecond {
+		t.Errorf("Close returned after %v, before the sample's hard timeout", el)
+	}
+	if out := lb.String(); !strings.Contains(out, "past the hard timeout") {
+		t.Errorf("no report of the sample abandoned at its hard timeout:\n%s", out)
+	}
+	closesWithin(t, "Pool.Close", 5*time.Second, func() { p.Close() })
+}
