@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/volume"
 )
 
 // Case is one training case: image channels and a label map.
@@ -115,6 +116,10 @@ type datasetJSON struct {
 	ChannelNames map[string]string          `json:"channel_names"` // nnU-Net v2
 	Labels       map[string]json.RawMessage `json:"labels"`
 	FileEnding   string                     `json:"file_ending"`
+	NumTraining  *int                       `json:"numTraining"`
+	// RegionsClassOrder is nnU-Net v2's region-based training (labels
+	// given as lists of classes), which voxtrain does not train yet.
+	RegionsClassOrder json.RawMessage `json:"regions_class_order"`
 }
 
 type msdEntry struct {
@@ -132,7 +137,40 @@ func readMeta(dir string) (*datasetJSON, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("parse %s: %w", path, err)
 	}
+	if err := m.check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	return &m, nil
+}
+
+// check refuses what voxtrain would otherwise train wrongly without a
+// word: nnU-Net v2's regions (a label given as a list of classes, with
+// regions_class_order) would be trained as plain classes and its ignore
+// label as one more class; and a file_ending no registered reader opens
+// would find no cases, or the wrong files.
+func (m *datasetJSON) check() error {
+	if len(m.RegionsClassOrder) > 0 && string(m.RegionsClassOrder) != "null" {
+		return errors.New("regions_class_order: region-based training (nnU-Net v2's overlapping regions, trained with sigmoid outputs) is not supported yet; give plain classes in \"labels\"")
+	}
+	keys := make([]string, 0, len(m.Labels))
+	for k := range m.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		raw := m.Labels[k]
+		if strings.EqualFold(k, "ignore") {
+			return fmt.Errorf("labels: %q is nnU-Net v2's ignore label (its voxels excluded from loss and metrics), which voxtrain does not support yet; it would be trained as a class. Relabel those voxels or drop them", k)
+		}
+		var list []json.RawMessage
+		if json.Unmarshal(raw, &list) == nil {
+			return fmt.Errorf("labels: %q is a region (%s), nnU-Net v2's region-based training, which voxtrain does not support yet; give plain classes", k, raw)
+		}
+	}
+	if m.FileEnding != "" && !volume.Readable("case"+m.FileEnding) {
+		return fmt.Errorf("file_ending: no volume reader opens %q files (readers: %v)", m.FileEnding, volume.Formats())
+	}
+	return nil
 }
 
 // labelNames reads MSD {"0": "background"} and nnU-Net v2
@@ -204,13 +242,24 @@ func loadMSD(dir string) (*Dataset, error) {
 
 var channelFile = regexp.MustCompile(`^(.+)_(\d{4})(\.nii\.gz|\.nii)$`)
 
+// channelFileWith matches CASE_XXXX<ending> for a dataset.json's
+// file_ending.
+func channelFileWith(ending string) *regexp.Regexp {
+	return regexp.MustCompile(`^(.+)_(\d{4})(` + regexp.QuoteMeta(ending) + `)$`)
+}
+
 // loadNNUNet reads the nnU-Net raw layout: imagesTr/CASE_XXXX.nii(.gz)
 // (XXXX the channel, from 0000) and labelsTr/CASE.nii(.gz). Cases are
 // sorted by ID.
 func loadNNUNet(dir string) (*Dataset, error) {
 	ds := &Dataset{Root: dir, Format: "nnunet"}
-	if meta, err := readMeta(dir); err == nil {
+	pattern, ending := channelFile, "(.nii.gz or .nii)"
+	meta, err := readMeta(dir)
+	if err == nil {
 		ds.Channels, ds.LabelNames = meta.channels(), meta.labelNames()
+		if meta.FileEnding != "" {
+			pattern, ending = channelFileWith(meta.FileEnding), meta.FileEnding
+		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
@@ -225,7 +274,7 @@ func loadNNUNet(dir string) (*Dataset, error) {
 	}
 	byCase := map[string]*chans{}
 	for _, e := range ents {
-		m := channelFile.FindStringSubmatch(e.Name())
+		m := pattern.FindStringSubmatch(e.Name())
 		if m == nil || e.IsDir() {
 			continue
 		}
@@ -238,7 +287,7 @@ func loadNNUNet(dir string) (*Dataset, error) {
 		c.files[ch] = filepath.Join(imgDir, e.Name())
 	}
 	if len(byCase) == 0 {
-		return nil, fmt.Errorf("%s: no CASE_0000.nii(.gz) files", imgDir)
+		return nil, fmt.Errorf("%s: no CASE_0000%s files", imgDir, ending)
 	}
 	ids := make([]string, 0, len(byCase))
 	for id := range byCase {
@@ -258,12 +307,17 @@ func loadNNUNet(dir string) (*Dataset, error) {
 		for ch := 0; ch < n; ch++ {
 			f, ok := c.files[ch]
 			if !ok {
-				return nil, fmt.Errorf("%s: case %s lacks channel %04d", imgDir, id, ch)
+				return nil, fmt.Errorf("%s: case %s lacks channel %d: no %s_%04d%s", imgDir, id, ch, id, ch, c.ext)
 			}
 			cs.Images = append(cs.Images, f)
 		}
 		cs.Label = filepath.Join(dir, "labelsTr", id+c.ext)
 		ds.Cases = append(ds.Cases, cs)
+	}
+	// The files are found by name, so numTraining is what tells that some
+	// went missing (nnU-Net's verify_dataset_integrity checks it too).
+	if meta != nil && meta.NumTraining != nil && *meta.NumTraining != len(ds.Cases) {
+		return nil, fmt.Errorf("%s: numTraining is %d but %s holds %d cases", filepath.Join(dir, "dataset.json"), *meta.NumTraining, imgDir, len(ds.Cases))
 	}
 	return ds, ds.check(imgDir)
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 
@@ -25,6 +26,10 @@ type VerifyOptions struct {
 	Workers int
 	// Logger receives the warnings (default slog.Default()).
 	Logger *slog.Logger
+
+	// declared lists the label values dataset.json names (set by Verify;
+	// empty: no list to hold the labels to).
+	declared []int
 }
 
 // Tolerances of the image–label geometry check: spacings may differ by
@@ -63,6 +68,10 @@ func Verify(ctx context.Context, cfg config.Data, o VerifyOptions) error {
 	if err != nil {
 		return err
 	}
+	for v := range ds.LabelNames {
+		o.declared = append(o.declared, v)
+	}
+	sort.Ints(o.declared)
 	if len(train) == 0 {
 		return fmt.Errorf("data: fold %d has no training case in %s (%d cases in the dataset)", cfg.Fold, cfg.SplitsPath(), len(ds.Cases))
 	}
@@ -130,7 +139,7 @@ type verdict struct{ problems, warnings []string }
 // "" when a file cannot be stat'ed (verifyCase then reports it).
 func verifyKey(c Case, channels int, o VerifyOptions) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d|%d|%v", channels, o.NumClasses, o.Patch)
+	fmt.Fprintf(&b, "%d|%d|%v|%v", channels, o.NumClasses, o.Patch, o.declared)
 	for _, f := range c.Files() {
 		fi, err := os.Stat(f)
 		if err != nil {
@@ -188,6 +197,20 @@ func checkCase(c Case, channels int, o VerifyOptions) (problems, warnings []stri
 			if hist[val] > 0 {
 				problems = append(problems, fmt.Sprintf("%s: label value %d in %d voxels, outside 0..%d (model.num_classes: %d)",
 					c.Label, val, hist[val], o.NumClasses-1, o.NumClasses))
+			}
+		}
+		if len(o.declared) > 0 {
+			known := [256]bool{}
+			for _, d := range o.declared {
+				if d >= 0 && d < 256 {
+					known[d] = true
+				}
+			}
+			for val := 0; val < 256 && (o.NumClasses <= 0 || val < o.NumClasses); val++ {
+				if hist[val] > 0 && !known[val] {
+					problems = append(problems, fmt.Sprintf("%s: label value %d in %d voxels is not among dataset.json's labels %v",
+						c.Label, val, hist[val], o.declared))
+				}
 			}
 		}
 		if p := geometryMismatch(c, &v); p != "" {

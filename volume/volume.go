@@ -128,6 +128,30 @@ func Register(f Format) {
 // ErrFormat is the error (wrapped) for a file no registered format reads.
 var ErrFormat = errors.New("no volume format reads this file")
 
+// Readable reports whether a registered format matches path's name (a
+// file ending such as ".nii.gz" is tested as a name with that ending).
+func Readable(path string) bool {
+	mu.RLock()
+	defer mu.RUnlock()
+	for _, f := range formats {
+		if f.Match(path) {
+			return true
+		}
+	}
+	return false
+}
+
+// Formats returns the names of the registered formats.
+func Formats() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	names := make([]string, len(formats))
+	for i, f := range formats {
+		names[i] = f.Name
+	}
+	return names
+}
+
 // Open opens path with the first registered format that matches it.
 func Open(path string) (File, error) {
 	mu.RLock()
@@ -138,9 +162,5 @@ func Open(path string) (File, error) {
 			return f.Open(path)
 		}
 	}
-	names := make([]string, len(fs))
-	for i, f := range fs {
-		names[i] = f.Name
-	}
-	return nil, fmt.Errorf("%s: %w (formats: %v)", path, ErrFormat, names)
+	return nil, fmt.Errorf("%s: %w (formats: %v)", path, ErrFormat, Formats())
 }
