@@ -207,3 +207,23 @@ func TestFloat32MatchesNibabelStats(t *testing.T) {
 		})
 	}
 }
+
+// TestStoredQfacReported: a header whose pixdim[0] is 0 reads as qfac 1,
+// as nibabel reads it, and info reports the stored 0 beside it.
+func TestStoredQfacReported(t *testing.T) {
+	var r Reader
+	info, h, err := r.Inspect(filepath.Join("testdata", "synth", "qfac0.nii"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Pixdim[0] != 1 || h.Pixdim[0] != 1 || info.QfacStored != 0 {
+		t.Errorf("pixdim[0] %v (header %v), qfac_stored %v; want 1, 1, 0", info.Pixdim[0], h.Pixdim[0], info.QfacStored)
+	}
+	info, _, err = r.Inspect(filepath.Join("testdata", "synth", "dt_int16_le.nii"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.QfacStored != info.Pixdim[0] {
+		t.Errorf("a ±1 qfac: stored %v, applied %v", info.QfacStored, info.Pixdim[0])
+	}
+}

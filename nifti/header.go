@@ -32,16 +32,21 @@ type Header struct {
 	// binary.BigEndian). Writers honour it.
 	ByteOrder binary.ByteOrder
 
-	DimInfo       uint8
-	Dim           [8]int64
-	IntentP1      float64
-	IntentP2      float64
-	IntentP3      float64
-	IntentCode    int32
-	Datatype      Datatype
-	Bitpix        int16
-	SliceStart    int64
-	Pixdim        [8]float64
+	DimInfo    uint8
+	Dim        [8]int64
+	IntentP1   float64
+	IntentP2   float64
+	IntentP3   float64
+	IntentCode int32
+	Datatype   Datatype
+	Bitpix     int16
+	SliceStart int64
+	Pixdim     [8]float64
+	// StoredQfac is pixdim[0] as the file stores it. Pixdim[0] holds the
+	// qfac in use: a stored value other than ±1 (often 0) reads as 1, as
+	// nibabel's check_fix sets it and the NIfTI standard says to apply it;
+	// fslhd prints the stored value, which `train info` shows too.
+	StoredQfac    float64
 	VoxOffset     int64
 	SclSlope      float64
 	SclInter      float64

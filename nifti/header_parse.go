@@ -241,6 +241,7 @@ func (h *Header) validate(file string, raw []byte) error {
 		return fieldErr(file, v, fVoxOff, "%d is negative", h.VoxOffset)
 	}
 	// Fixes nibabel applies on load (Nifti1Header.check_fix).
+	h.StoredQfac = h.Pixdim[0]
 	if h.Pixdim[0] != 1 && h.Pixdim[0] != -1 {
 		h.Pixdim[0] = 1
 	}

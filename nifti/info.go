@@ -11,23 +11,26 @@ import (
 // `train info --json` prints. Its JSON keys are a stable interface that other
 // tools and tests rely on; non-finite numbers are written as null.
 type Info struct {
-	File         string       `json:"file"`
-	NiftiVersion int          `json:"nifti_version"`
-	Dim          [8]int64     `json:"dim"`
-	Pixdim       [8]Float     `json:"pixdim"`
-	Datatype     int16        `json:"datatype"`
-	Bitpix       int16        `json:"bitpix"`
-	VoxOffset    int64        `json:"vox_offset"`
-	SclSlope     Float        `json:"scl_slope"`
-	SclInter     Float        `json:"scl_inter"`
-	QformCode    int32        `json:"qform_code"`
-	SformCode    int32        `json:"sform_code"`
-	Qform        *[4][4]Float `json:"qform"`
-	Sform        [4][4]Float  `json:"sform"`
-	Affine       *[4][4]Float `json:"affine"`
-	Shape        []int        `json:"shape"`
-	RawSHA256    string       `json:"raw_sha256"`
-	Stats        *StatsJSON   `json:"stats"`
+	File         string   `json:"file"`
+	NiftiVersion int      `json:"nifti_version"`
+	Dim          [8]int64 `json:"dim"`
+	Pixdim       [8]Float `json:"pixdim"`
+	// QfacStored is pixdim[0] as the file stores it (0 stays 0); pixdim[0]
+	// above is the qfac applied (±1), as nibabel reads it.
+	QfacStored Float        `json:"qfac_stored"`
+	Datatype   int16        `json:"datatype"`
+	Bitpix     int16        `json:"bitpix"`
+	VoxOffset  int64        `json:"vox_offset"`
+	SclSlope   Float        `json:"scl_slope"`
+	SclInter   Float        `json:"scl_inter"`
+	QformCode  int32        `json:"qform_code"`
+	SformCode  int32        `json:"sform_code"`
+	Qform      *[4][4]Float `json:"qform"`
+	Sform      [4][4]Float  `json:"sform"`
+	Affine     *[4][4]Float `json:"affine"`
+	Shape      []int        `json:"shape"`
+	RawSHA256  string       `json:"raw_sha256"`
+	Stats      *StatsJSON   `json:"stats"`
 }
 
 // StatsJSON is Info's "stats" object.
@@ -80,6 +83,7 @@ func (r *Reader) Inspect(path string) (*Info, *Header, error) {
 	for i, v := range h.Pixdim {
 		info.Pixdim[i] = Float(v)
 	}
+	info.QfacStored = Float(h.StoredQfac)
 	if q, err := h.QformAffine(); err == nil {
 		qf := toFloats(q)
 		info.Qform = &qf

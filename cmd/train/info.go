@@ -38,9 +38,11 @@ matrices, the affine nibabel would use, orientation codes, header extensions
 and min/max/mean of the scaled data.
 
 With --json it prints one JSON object per line and file, with the keys file,
-nifti_version, dim, pixdim, datatype, bitpix, vox_offset, scl_slope,
-scl_inter, qform_code, sform_code, qform, sform, affine, shape, raw_sha256
-and stats {min, max, mean, sum}. Non-finite numbers are null; qform is null
+nifti_version, dim, pixdim, qfac_stored, datatype, bitpix, vox_offset,
+scl_slope, scl_inter, qform_code, sform_code, qform, sform, affine, shape,
+raw_sha256 and stats {min, max, mean, sum}. pixdim is as nibabel reads it
+(pixdim[0], the qfac, is ±1: a stored 0 reads as 1); qfac_stored is
+pixdim[0] as the file stores it. Non-finite numbers are null; qform is null
 when the quaternion is invalid; stats is null for complex data.`,
 		Example: `  train info testdata/demo/imagesTr/hippocampus_001.nii.gz
   train info --json testdata/demo/imagesTr/*.nii.gz | jq .shape`,
@@ -115,6 +117,9 @@ func printInfo(w io.Writer, info *nifti.Info, h *nifti.Header) {
 	}
 	row("shape", "%s", strings.Join(shape, " × "))
 	row("pixdim", "%v", fmtFloats(info.Pixdim[:]))
+	if float64(info.QfacStored) != float64(info.Pixdim[0]) {
+		row("qfac", "pixdim[0] is %g in the file, applied as %g (the standard's and nibabel's reading)", float64(info.QfacStored), float64(info.Pixdim[0]))
+	}
 	row("voxel size", "%.6g × %.6g × %.6g %s (time unit %s)", h.Pixdim[1], h.Pixdim[2], h.Pixdim[3], h.SpaceUnits(), h.TimeUnits())
 	row("datatype", "%v (%d), bitpix %d", h.Datatype, info.Datatype, info.Bitpix)
 	row("vox_offset", "%d", info.VoxOffset)
