@@ -375,9 +375,27 @@ func (d *Dataset) check(where string) error {
 			if st.IsDir() {
 				return fmt.Errorf("%s: case %s: %s is a folder", where, c.ID, f)
 			}
+			// A FIFO, socket or device would block or stream forever where
+			// a volume is read whole or by region.
+			if !st.Mode().IsRegular() {
+				return fmt.Errorf("%s: case %s: %s is not a regular file (%s)", where, c.ID, f, fileKind(st.Mode()))
+			}
 		}
 	}
 	return nil
+}
+
+// fileKind names a non-regular file's type.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return m.Type().String()
 }
 
 func resolve(root, p string) string {

@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/internal/testutil"
@@ -141,5 +143,55 @@ func TestVerifyLabelsOutsideDatasetJSON(t *testing.T) {
 	err := Verify(context.Background(), cfg, VerifyOptions{NumClasses: 4, Patch: [3]int{8, 8, 8}, Logger: discard()})
 	if err == nil || !strings.Contains(err.Error(), lbl+": label value 3 in 3 voxels is not among dataset.json's labels [0 1 2]") {
 		t.Fatalf("Verify: %v", err)
+	}
+}
+
+// TestNonRegularFileRefused: a FIFO given as a case's image is refused
+// when the dataset is opened, naming the file, instead of blocking the
+// first read for good.
+func TestNonRegularFileRefused(t *testing.T) {
+	dir := demoDataset(t, 3)
+	fifo := filepath.Join(dir, "imagesTr", demoIDs[1]+".nii.gz")
+	os.Remove(fifo)
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
+	}
+	_, err := OpenDataset(filled(config.Data{Dataset: dir}))
+	if err == nil || !strings.Contains(err.Error(), fifo+" is not a regular file (a named pipe (FIFO))") {
+		t.Fatalf("OpenDataset: %v", err)
+	}
+}
+
+// TestVerifyHungRead: a case whose read never returns (a hung mount)
+// makes Verify fail at data.hard_timeout naming the file, and without a
+// hard timeout a cancelled context (a signal) returns at once; neither
+// waits for the stuck read.
+func TestVerifyHungRead(t *testing.T) {
+	dir := demoDataset(t, 3)
+	stuck := demoIDs[1]
+	release := make(chan struct{})
+	defer close(release)
+	o := VerifyOptions{NumClasses: 3, Patch: [3]int{8, 8, 8}, Logger: discard(),
+		check: func(c Case, ch int, o VerifyOptions) ([]string, []string) {
+			if c.ID == stuck {
+				<-release
+			}
+			return checkCase(c, ch, o)
+		}}
+
+	cfg := filled(config.Data{Dataset: dir, Fold: -1, Workers: workers(2), HardTimeout: 200 * time.Millisecond})
+	var err error
+	closesWithin(t, "Verify with a hard timeout", 5*time.Second, func() { err = Verify(context.Background(), cfg, o) })
+	want := filepath.Join(dir, "imagesTr", stuck+".nii.gz") + ": reading case " + stuck + " took longer than data.hard_timeout 200ms"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Verify: %v, want %q", err, want)
+	}
+
+	cfg.HardTimeout = 0
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	closesWithin(t, "Verify after a cancel", 5*time.Second, func() { err = Verify(ctx, cfg, o) })
+	if err != context.Canceled {
+		t.Fatalf("Verify after the cancel: %v", err)
 	}
 }

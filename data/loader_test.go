@@ -255,6 +255,11 @@ func TestReadCaseMatchesLoader(t *testing.T) {
 func TestFIFOImageHardTimeout(t *testing.T) {
 	dir := demoDataset(t, 4)
 	fifo := filepath.Join(dir, "imagesTr", demoIDs[2]+".nii.gz")
+	log, lb := testLogger()
+	cfg := filled(config.Data{Dataset: dir, Fold: -1, Workers: workers(2), Source: "gz", HardTimeout: 300 * time.Millisecond})
+	l := openLoader(t, cfg, Options{Seed: 1, Iterations: 8, Patch: [3]int{16, 16, 16}, Batch: 2, Logger: log})
+	// The file becomes a FIFO after the dataset was opened (which refuses
+	// a FIFO outright), as a mount hangs under a running training.
 	if err := os.Remove(fifo); err != nil {
 		t.Fatal(err)
 	}
@@ -268,9 +273,6 @@ func TestFIFOImageHardTimeout(t *testing.T) {
 			f.Close()
 		}
 	})
-	log, lb := testLogger()
-	cfg := filled(config.Data{Dataset: dir, Fold: -1, Workers: workers(2), Source: "gz", HardTimeout: 300 * time.Millisecond})
-	l := openLoader(t, cfg, Options{Seed: 1, Iterations: 8, Patch: [3]int{16, 16, 16}, Batch: 2, Logger: log})
 	s, err := l.Train(StreamOptions{Epochs: 1})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/volume"
@@ -30,6 +31,8 @@ type VerifyOptions struct {
 	// declared lists the label values dataset.json names (set by Verify;
 	// empty: no list to hold the labels to).
 	declared []int
+	// check replaces checkCase in tests (a read that hangs).
+	check func(c Case, channels int, o VerifyOptions) (problems, warnings []string)
 }
 
 // Tolerances of the image–label geometry check: spacings may differ by
@@ -84,35 +87,80 @@ func Verify(ctx context.Context, cfg config.Data, o VerifyOptions) error {
 		mu       sync.Mutex
 		problems []string
 		warnings []string
+		busy     = map[int]time.Time{} // case → when a worker started reading it
 	)
+	// Returning early (a stuck read, a signal) stops handing out cases.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	jobs := make(chan int)
+	go func() {
+		defer close(jobs)
+		for _, i := range cases {
+			select {
+			case jobs <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	var wg sync.WaitGroup
 	for w := 0; w < min(workers, len(cases)); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
+				mu.Lock()
+				busy[i] = time.Now()
+				mu.Unlock()
 				p, warn := verifyCase(ds.Cases[i], ch, o)
 				mu.Lock()
+				delete(busy, i)
 				problems = append(problems, p...)
 				warnings = append(warnings, warn...)
 				mu.Unlock()
 			}
 		}()
 	}
-send:
-	for _, i := range cases {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	// A read that never returns (a FIFO, a hung network mount) must not
+	// hold the run before its first step, nor a signal: past
+	// data.hard_timeout the case is a problem, and a cancelled ctx returns
+	// at once; either way the stuck reader is left behind, as the worker
+	// pool abandons one (abandon.go).
+	tick := time.NewTicker(verifyTick(cfg.HardTimeout))
+	defer tick.Stop()
+wait:
+	for {
 		select {
-		case jobs <- i:
+		case <-done:
+			break wait
 		case <-ctx.Done():
-			break send
+			return ctx.Err()
+		case now := <-tick.C:
+			if cfg.HardTimeout <= 0 {
+				continue
+			}
+			mu.Lock()
+			var stuck []string
+			for i, t0 := range busy {
+				if el := now.Sub(t0); el >= cfg.HardTimeout {
+					stuck = append(stuck, fmt.Sprintf("%s: reading case %s took longer than data.hard_timeout %v (a read that never returns: a FIFO, a hung network mount?)",
+						ds.Cases[i].Images[0], ds.Cases[i].ID, cfg.HardTimeout))
+				}
+			}
+			mu.Unlock()
+			if len(stuck) > 0 {
+				sort.Strings(stuck)
+				return fmt.Errorf("data: the dataset %s could not be checked before the first step:\n  %s", cfg.Dataset, strings.Join(stuck, "\n  "))
+			}
 		}
 	}
-	close(jobs)
-	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	for _, w := range warnings {
 		log.Warn("data: " + w)
 	}
@@ -125,6 +173,14 @@ send:
 	}
 	return fmt.Errorf("data: the dataset %s has %d problems that training would not survive or would learn wrong:\n  %s",
 		cfg.Dataset, len(problems), strings.Join(msg, "\n  "))
+}
+
+// verifyTick is how often Verify looks for a stuck read.
+func verifyTick(hard time.Duration) time.Duration {
+	if hard > 0 {
+		return max(min(hard/4, time.Second), time.Millisecond)
+	}
+	return time.Second
 }
 
 // verified remembers the verdict on each case whose files have not
@@ -154,11 +210,18 @@ func verifyKey(c Case, channels int, o VerifyOptions) string {
 // files): its problems (errors) and warnings.
 func verifyCase(c Case, channels int, o VerifyOptions) (problems, warnings []string) {
 	key := verifyKey(c, channels, o)
+	if o.check != nil {
+		key = "" // a test's stand-in: neither recalled nor remembered
+	}
 	if v, ok := verified.Load(key); ok && key != "" {
 		v := v.(verdict)
 		return v.problems, v.warnings
 	}
-	problems, warnings = checkCase(c, channels, o)
+	check := checkCase
+	if o.check != nil {
+		check = o.check
+	}
+	problems, warnings = check(c, channels, o)
 	if key != "" {
 		verified.Store(key, verdict{problems, warnings})
 	}
