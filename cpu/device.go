@@ -24,6 +24,8 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/voxtrain/voxtrain/internal/procstat"
+
 	"github.com/voxtrain/voxtrain/cpu/kern"
 	"github.com/voxtrain/voxtrain/internal/geom"
 	"github.com/voxtrain/voxtrain/nn"
@@ -60,6 +62,10 @@ func New(o Options) *Device {
 	}
 	return &Device{threads: t, eng: kern.Engine{Threads: t}, refConv: o.ReferenceConv}
 }
+
+// MemoryAvailable is the machine's memory available to new allocations
+// (nn.MemoryReporter).
+func (d *Device) MemoryAvailable() (int64, bool) { return procstat.MemAvailable() }
 
 // Threads returns the number of goroutines ops use.
 func (d *Device) Threads() int { return d.threads }

@@ -55,6 +55,13 @@ import (
 	"github.com/voxtrain/voxtrain/internal/geom"
 )
 
+// MemoryReporter is implemented by a device that can say how much memory
+// a new allocation may take (the CPU device: the machine's available
+// memory), so a workspace it cannot hold is refused before allocating.
+type MemoryReporter interface {
+	MemoryAvailable() (bytes int64, ok bool)
+}
+
 // Shape is a tensor's dimensions, outermost first.
 type Shape []int
 

@@ -77,6 +77,26 @@ func (m *UNet) LevelSizes(size [3]int) ([][3]int, error) {
 // NewWorkspace allocates the buffers for batches of n samples of spatial
 // size (D, H, W); with train false only what inference needs.
 func (m *UNet) NewWorkspace(n int, size [3]int, train bool) (*Workspace, error) {
+	return m.newWorkspace(n, size, train, m.dev.Alloc)
+}
+
+// WorkspaceBytes is the memory NewWorkspace would allocate (float32
+// tensors), computed without allocating: so a patch or batch the
+// device cannot hold is refused with a message, not a crash.
+func (m *UNet) WorkspaceBytes(n int, size [3]int, train bool) (int64, error) {
+	var total int64
+	_, err := m.newWorkspace(n, size, train, func(s Shape) Tensor {
+		e := int64(1)
+		for _, d := range s {
+			e *= int64(d)
+		}
+		total += 4 * e
+		return nil
+	})
+	return total, err
+}
+
+func (m *UNet) newWorkspace(n int, size [3]int, train bool, alloc func(Shape) Tensor) (*Workspace, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("batch size %d, want >= 1", n)
 	}
@@ -84,20 +104,19 @@ func (m *UNet) NewWorkspace(n int, size [3]int, train bool) (*Workspace, error) 
 	if err != nil {
 		return nil, err
 	}
-	dev := m.dev
 	L := len(m.enc)
 	ws := &Workspace{m: m, batch: n, size: size, sizes: sizes, train: train}
-	act := func(l, c int) Tensor { s := sizes[l]; return dev.Alloc(Shape{n, s[0], s[1], s[2], c}) }
+	act := func(l, c int) Tensor { s := sizes[l]; return alloc(Shape{n, s[0], s[1], s[2], c}) }
 	in := size
 	if m.cfg.InChannels > 1 {
-		ws.inputNDHWC = dev.Alloc(Shape{n, size[0], size[1], size[2], m.cfg.InChannels})
+		ws.inputNDHWC = alloc(Shape{n, size[0], size[1], size[2], m.cfg.InChannels})
 	}
 	newBuf := func(b *block, in [3]int, l int) blockBuf {
 		bb := blockBuf{geom: b.conv.geometry(n, in)}
 		bb.out = act(l, b.conv.outC)
 		if b.gamma != nil {
 			bb.convOut = act(l, b.conv.outC)
-			bb.stats = dev.Alloc(Shape{n, b.conv.outC, 2})
+			bb.stats = alloc(Shape{n, b.conv.outC, 2})
 		}
 		return bb
 	}

@@ -189,6 +189,9 @@ func (t *trainer) buildModel() error {
 	}
 	t.model = model
 	t.closers = append(t.closers, model.Free)
+	if err := checkMemory(t.opt.Device, model, cfg.Train.BatchSize, cfg.Train.PatchSize); err != nil {
+		return err
+	}
 	learner, err := nn.NewLearner(model, cfg.Train.BatchSize, cfg.Train.PatchSize, cfg.Loss, cfg.Optim)
 	if err != nil {
 		return err
@@ -198,6 +201,44 @@ func (t *trainer) buildModel() error {
 	t.log.Info("model", "parameters", model.NumParams(), "features", fmt.Sprint(model.Config().Features),
 		"patch", fmt.Sprint(cfg.Train.PatchSize), "batch", cfg.Train.BatchSize)
 	return nil
+}
+
+// checkMemory refuses a batch and patch whose training workspace the
+// device cannot hold (where it can say how much it has), naming the keys
+// and both sizes: the allocation would otherwise end the process with
+// the runtime's out-of-memory crash.
+func checkMemory(dev nn.Device, model *nn.UNet, batch int, patch [3]int) error {
+	mr, ok := dev.(nn.MemoryReporter)
+	if !ok {
+		return nil
+	}
+	avail, ok := mr.MemoryAvailable()
+	if !ok {
+		return nil
+	}
+	need, err := model.WorkspaceBytes(batch, patch, true)
+	if err != nil {
+		return err // NewLearner names the patch problem
+	}
+	if need > avail {
+		return fmt.Errorf("train.patch_size %v with train.batch_size %d: the network's activations alone need %s, but %s has %s available; make the patch or the batch smaller",
+			patch, batch, fmtBytes(need), dev.Name(), fmtBytes(avail))
+	}
+	return nil
+}
+
+// fmtBytes writes n in binary units (KiB .. TiB).
+func fmtBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, u := float64(n)/unit, 0
+	for v >= unit && u < 3 {
+		v /= unit
+		u++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, "KMGT"[u])
 }
 
 // openData opens the data loader and sets the steps per epoch.
