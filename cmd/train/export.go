@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -74,6 +76,15 @@ sigmoid for one class) gives probabilities, argmax labels.`, onnx.Opset, onnx.IR
 // exportRun loads the checkpoint's network on the CPU (the weights only
 // pass through it) and writes its ONNX model.
 func exportRun(opts *ExportOptions) error {
+	// The output is checked before the model is loaded and converted.
+	if fi, err := os.Stat(opts.ONNX); err == nil && fi.IsDir() {
+		return fmt.Errorf("--onnx %s: is a directory; give the .onnx file to write", opts.ONNX)
+	}
+	if fi, err := os.Stat(filepath.Dir(opts.ONNX)); err != nil {
+		return fmt.Errorf("--onnx %s: its folder: %w", opts.ONNX, err)
+	} else if !fi.IsDir() {
+		return fmt.Errorf("--onnx %s: %s is not a folder", opts.ONNX, filepath.Dir(opts.ONNX))
+	}
 	dev, err := opts.OpenDevice("cpu", 1)
 	if err != nil {
 		return err

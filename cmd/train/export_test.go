@@ -129,3 +129,19 @@ func TestExportTrainedCheckpoint(t *testing.T) {
 	_, _, err = runCmd(t, "export", "--checkpoint", ckpt, "--onnx", filepath.Join(dir, "no", "such", "dir", "m.onnx"))
 	wantErr(t, err, "--onnx "+filepath.Join(dir, "no", "such", "dir", "m.onnx"))
 }
+
+// TestExportChecksOutputFirst: an --onnx that is a folder, or in a folder
+// that does not exist, is refused naming it before the checkpoint is read
+// (the checkpoint here does not exist either).
+func TestExportChecksOutputFirst(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ out, want string }{
+		{dir, "--onnx " + dir + ": is a directory"},
+		{filepath.Join(dir, "nope", "m.onnx"), "--onnx " + filepath.Join(dir, "nope", "m.onnx") + ": its folder"},
+	} {
+		_, _, err := runCmd(t, "export", "--checkpoint", filepath.Join(dir, "missing"), "--onnx", tc.out)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("--onnx %s: %v, want %q", tc.out, err, tc.want)
+		}
+	}
+}
