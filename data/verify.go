@@ -228,6 +228,16 @@ func verifyCase(c Case, channels int, o VerifyOptions) (problems, warnings []str
 	return problems, warnings
 }
 
+// constant reports whether every value of x equals the first.
+func constant(x []float32) bool {
+	for _, v := range x[1:] {
+		if v != x[0] {
+			return false
+		}
+	}
+	return true
+}
+
 // checkCase reads case c whole and checks it.
 func checkCase(c Case, channels int, o VerifyOptions) (problems, warnings []string) {
 	var v Volume
@@ -246,9 +256,13 @@ func checkCase(c Case, channels int, o VerifyOptions) (problems, warnings []stri
 		}
 	}
 	for k, n := range bad {
+		f := c.Images[min(k, len(c.Images)-1)]
 		if n > 0 {
-			f := c.Images[min(k, len(c.Images)-1)]
 			problems = append(problems, fmt.Sprintf("%s: %d NaN or infinite voxels (channel %d)", f, n, k))
+		} else if img := v.Image[k]; len(img) > 0 && constant(img) {
+			// Trainable (a z-score makes it zeros), but most likely a
+			// failed export or the wrong file.
+			warnings = append(warnings, fmt.Sprintf("%s: channel %d is constant (every voxel %g): it carries no information", f, k, img[0]))
 		}
 	}
 	if c.Label != "" {

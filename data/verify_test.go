@@ -120,3 +120,26 @@ func TestVerifyOneSliceImage(t *testing.T) {
 		t.Errorf("no warning about the single slice:\n%s", lb.String())
 	}
 }
+
+// TestVerifyConstantImage: an image whose voxels are all one value
+// (a failed export) trains, with a warning naming the file and the value.
+func TestVerifyConstantImage(t *testing.T) {
+	dir := demoDataset(t, 2)
+	img := filepath.Join(dir, "imagesTr", demoIDs[1]+".nii.gz")
+	rewrite(t, img, func(h *nifti.Header, v []float32) {
+		for i := range v {
+			v[i] = 0
+		}
+	})
+	log, lb := testLogger()
+	cfg := filled(config.Data{Dataset: dir, Fold: -1, Workers: workers(1)})
+	if err := Verify(context.Background(), cfg, VerifyOptions{NumClasses: 3, Patch: [3]int{8, 8, 8}, Logger: log}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(lb.String(), img+": channel 0 is constant (every voxel 0)") {
+		t.Errorf("no warning about the constant image:\n%s", lb.String())
+	}
+	if strings.Contains(lb.String(), demoIDs[0]+".nii.gz: channel 0 is constant") {
+		t.Errorf("a real image reported constant:\n%s", lb.String())
+	}
+}
