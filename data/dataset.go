@@ -99,6 +99,11 @@ func detect(dir string) (*Dataset, error) {
 	if dir == "" {
 		return nil, errors.New("data.dataset: not set")
 	}
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("data.dataset: %w", err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("data.dataset: %s is not a folder (want an MSD or nnU-Net dataset folder)", dir)
+	}
 	meta, err := readMeta(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err

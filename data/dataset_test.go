@@ -116,6 +116,9 @@ func TestDatasetErrors(t *testing.T) {
 	if _, err := OpenDataset(filled(config.Data{Dataset: t.TempDir()})); err == nil || !strings.Contains(err.Error(), "imagesTr") {
 		t.Errorf("empty folder: %v", err)
 	}
+	if _, err := OpenDataset(filled(config.Data{Dataset: filepath.Join(dir, "nope")})); err == nil || !strings.Contains(err.Error(), "data.dataset: stat "+filepath.Join(dir, "nope")) {
+		t.Errorf("missing folder: %v", err)
+	}
 	_, err = OpenDataset(filled(config.Data{Cases: []config.CaseSpec{{ID: "a", Image: config.StringList{"/nonexistent/a.nii"}}}}))
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/a.nii") {
 		t.Errorf("explicit list: %v", err)
