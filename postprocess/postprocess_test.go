@@ -72,8 +72,8 @@ func TestRemoveAllButLargestPerLabelAndTogether(t *testing.T) {
 func TestLoadRefusesBadPlans(t *testing.T) {
 	dir := t.TempDir()
 	for body, want := range map[string]string{
-		`{"format": "x", "steps": []}`: `format "x"`,
-		`{"format": "` + Format + `"}`: "no \"steps\"",
+		`{"format": "x", "steps": []}`:                                                             `format "x"`,
+		`{"format": "` + Format + `"}`:                                                             "no \"steps\"",
 		`{"format": "` + Format + `", "steps": [{"op": "dilate", "labels": [1]}]}`:                 `steps[0]: op "dilate"`,
 		`{"format": "` + Format + `", "steps": [{"op": "keep_largest_component", "labels": [0]}]}`: "steps[0]: labels [0]",
 		`{"format": `: "parse",
