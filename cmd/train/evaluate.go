@@ -47,8 +47,8 @@ is an error naming the files.
 The labels scored are --labels, else those of --dataset-json, else every
 foreground label found in any file. dataset.json also names the labels (in
 the log and as summary.json's "label_names") and gives the file ending.`,
-		Example: `  train evaluate preds/ /data/Task04_Hippocampus/labelsTr --dataset-json /data/Task04_Hippocampus/dataset.json
-  train evaluate preds/ refs/ --labels 1,2 -o scores.json --hd95`,
+		Example: `  train evaluate evaluation/testdata/nnunet/pred evaluation/testdata/nnunet/ref --labels 1,2 -o scores/summary.json --hd95
+  train evaluate /data/preds /data/Task04_Hippocampus/labelsTr --dataset-json /data/Task04_Hippocampus/dataset.json`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.PredDir, opts.RefDir = args[0], args[1]

@@ -57,7 +57,7 @@ Dice rises. It writes the plan (-o, default PRED/postprocessing.json: the
 steps, each decision with the Dice before and after, the scores before and
 after) and the post-processed predictions, with their summary.json, into
 PRED/postprocessed.`,
-		Example: `  train postprocess determine --pred cv_predictions/ --ref /data/Task04_Hippocampus/labelsTr --dataset-json /data/Task04_Hippocampus/dataset.json`,
+		Example: `  train postprocess determine --pred /data/cv_predictions --ref /data/Task04_Hippocampus/labelsTr --dataset-json /data/Task04_Hippocampus/dataset.json`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("labels") {
@@ -150,7 +150,7 @@ func NewCmdPostprocessApply(f *Factory, runF func(context.Context, *PostprocessA
 		Long: `apply runs the steps of a postprocessing.json (written by postprocess
 determine) over every label file in IN_DIR and writes each, under the same
 name and with its input's header, into OUT_DIR.`,
-		Example: `  train postprocess apply --plan cv_predictions/postprocessing.json test_predictions/ test_postprocessed/`,
+		Example: `  train postprocess apply --plan /data/cv_predictions/postprocessing.json /data/test_predictions /data/test_postprocessed`,
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.InDir, opts.OutDir = args[0], args[1]
