@@ -15,7 +15,7 @@ import (
 // Format is the "format" of a postprocessing.json this package writes.
 const Format = "voxtrain-postprocessing-1"
 
-// KeepLargest is the one step operation: remove all but the largest
+// KeepLargestOp is the one step operation: remove all but the largest
 // connected component of the step's labels taken together.
 const KeepLargestOp = "keep_largest_component"
 
