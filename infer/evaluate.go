@@ -10,6 +10,7 @@ import (
 
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/data"
+	"github.com/voxtrain/voxtrain/evaluation"
 )
 
 // EvalOptions select what Evaluate scores.
@@ -32,7 +33,7 @@ type EvalOptions struct {
 // Evaluate predicts and scores whole cases with m, on the grid of the
 // cases' files (a case resampled to data.target_spacing is predicted on
 // the resampled grid and its labels mapped back before scoring).
-func (m *Model) Evaluate(ctx context.Context, o EvalOptions) (Scores, error) {
+func (m *Model) Evaluate(ctx context.Context, o EvalOptions) (*Scores, error) {
 	dcfg := m.Config.Data
 	var ds *data.Dataset
 	var cases []int
@@ -41,7 +42,7 @@ func (m *Model) Evaluate(ctx context.Context, o EvalOptions) (Scores, error) {
 		dcfg.Dataset, dcfg.Cases, dcfg.Format = o.Dataset, nil, "auto"
 		ds, err = data.OpenDataset(dcfg)
 		if err != nil {
-			return Scores{}, err
+			return nil, err
 		}
 		for i, c := range ds.Cases {
 			if c.Label != "" {
@@ -52,37 +53,38 @@ func (m *Model) Evaluate(ctx context.Context, o EvalOptions) (Scores, error) {
 		if o.Fold >= 0 {
 			dcfg.Fold = o.Fold
 			if err := dcfg.Validate(); err != nil {
-				return Scores{}, fmt.Errorf("evaluate --fold %d: %w", o.Fold, err)
+				return nil, fmt.Errorf("evaluate --fold %d: %w", o.Fold, err)
 			}
 		}
 		if dcfg.Fold < 0 {
-			return Scores{}, errors.New("evaluate: the run trained on every case (fold -1); give --fold or --data")
+			return nil, errors.New("evaluate: the run trained on every case (fold -1); give --fold or --data")
 		}
 		ds, err = data.OpenDataset(dcfg)
 		if err != nil {
-			return Scores{}, err
+			return nil, err
 		}
 		_, cases, err = data.FoldCases(ds, dcfg)
 		if err != nil {
-			return Scores{}, err
+			return nil, err
 		}
 	}
 	if len(cases) == 0 {
-		return Scores{}, errors.New("evaluate: no labelled cases to score")
+		return nil, errors.New("evaluate: no labelled cases to score")
 	}
-	var out []CaseScores
+	classes := m.net.Config().NumClasses
+	var out []evaluation.Case
 	for _, c := range cases {
 		if err := ctx.Err(); err != nil {
-			return Scores{}, err
+			return nil, err
 		}
 		cs := ds.Cases[c]
 		v, err := data.ReadCase(dcfg, cs, m.net.Config().InChannels)
 		if err != nil {
-			return Scores{}, err
+			return nil, err
 		}
 		labels, err := m.Segment(ctx, v, o.Validation)
 		if err != nil {
-			return Scores{}, fmt.Errorf("case %s: %w", cs.ID, err)
+			return nil, fmt.Errorf("case %s: %w", cs.ID, err)
 		}
 		// A case resampled to data.target_spacing is scored on its files'
 		// grid, as nnU-Net does: the prediction mapped back (nearest) against
@@ -90,42 +92,51 @@ func (m *Model) Evaluate(ctx context.Context, o EvalOptions) (Scores, error) {
 		// same voxels the written prediction holds.
 		ref := v
 		if labels, err = v.LabelsOnSourceGrid(labels); err != nil {
-			return Scores{}, fmt.Errorf("case %s: %w", cs.ID, err)
+			return nil, fmt.Errorf("case %s: %w", cs.ID, err)
 		}
 		if v.SourceShape != v.Shape && v.SourceShape != ([3]int{}) {
 			src := dcfg
 			src.TargetSpacing = nil
 			if ref, err = data.ReadCase(src, cs, m.net.Config().InChannels); err != nil {
-				return Scores{}, err
+				return nil, err
 			}
 		}
-		sc, err := ScoreCase(cs.ID, labels, ref, m.net.Config().NumClasses, o.Validation.HD95)
+		sc, err := ScoreCase(cs.ID, labels, ref, classes, o.Validation.HD95)
 		if err != nil {
-			return Scores{}, err
+			return nil, err
+		}
+		sc.ReferenceFile = cs.Label
+		if o.OutputDir != "" {
+			sc.PredictionFile = filepath.Join(o.OutputDir, cs.ID+".nii.gz")
+			if err := WriteLabels(sc.PredictionFile, cs.Images[0], labels); err != nil {
+				return nil, err
+			}
 		}
 		out = append(out, sc)
-		if o.OutputDir != "" {
-			if err := WriteLabels(filepath.Join(o.OutputDir, cs.ID+".nii.gz"), cs.Images[0], labels); err != nil {
-				return Scores{}, err
-			}
-		}
 		if o.Log != nil {
-			fmt.Fprintf(o.Log, "%s  dice %s\n", cs.ID, fmtFloats(sc.Dice))
+			fmt.Fprintf(o.Log, "%s  Dice %s\n", cs.ID, fmtDice(sc, ds.LabelNames))
 		}
 	}
-	res := Summarise(out)
+	res := Summarise(classes, ds.LabelNames, o.Validation.HD95, out)
 	if o.OutputDir != "" {
-		if err := res.WriteSummary(o.OutputDir); err != nil {
+		if err := res.Write(filepath.Join(o.OutputDir, "summary.json")); err != nil {
 			return res, err
 		}
 	}
 	return res, nil
 }
 
-func fmtFloats(v []float64) string {
-	s := make([]string, len(v))
-	for i, x := range v {
-		s[i] = fmt.Sprintf("%.4f", x)
+// fmtDice is a case's Dice per class, each under its dataset name where
+// dataset.json gives one ("Anterior 0.8812  Posterior 0.8590"), else its
+// index ("1 0.8812  2 0.8590").
+func fmtDice(c evaluation.Case, names map[int]string) string {
+	s := make([]string, len(c.Metrics))
+	for i, m := range c.Metrics {
+		name := names[i+1]
+		if name == "" {
+			name = fmt.Sprint(i + 1)
+		}
+		s[i] = fmt.Sprintf("%s %.4f", name, m.Dice)
 	}
-	return "[" + strings.Join(s, " ") + "]"
+	return strings.Join(s, "  ")
 }

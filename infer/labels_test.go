@@ -105,7 +105,7 @@ func TestPredictionsFollowTheUmask(t *testing.T) {
 	if err := WriteLabels(filepath.Join(dir, "pred.nii.gz"), ref, make([]uint8, h.NumVoxels())); err != nil {
 		t.Fatal(err)
 	}
-	if err := (Scores{}).WriteSummary(dir); err != nil {
+	if err := Summarise(2, nil, false, nil).Write(filepath.Join(dir, "summary.json")); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"pred.nii.gz", "summary.json"} {

@@ -2,15 +2,14 @@ package trainer
 
 import (
 	"context"
-	"encoding/json"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/cpu"
+	"github.com/voxtrain/voxtrain/evaluation"
 	"github.com/voxtrain/voxtrain/infer"
 	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/nifti"
@@ -119,33 +118,30 @@ func checkValidateAgainstFiles(t *testing.T, res *Result) {
 	if len(sc.Cases) != 16 {
 		t.Fatalf("%d validation cases, want fold 0's 16", len(sc.Cases))
 	}
-	b, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	summary, err := evaluation.Read(filepath.Join(out, "summary.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var summary struct {
-		Cases []struct {
-			ID   string     `json:"id"`
-			Dice []*float64 `json:"dice"`
-		} `json:"cases"`
-		MeanDice []*float64 `json:"mean_dice"`
-	}
-	if err := json.Unmarshal(b, &summary); err != nil {
-		t.Fatal(err)
+	if len(summary.Labels) != 2 || summary.Names[1] != "Anterior" {
+		t.Fatalf("summary labels %v named %v, want 1, 2 named as dataset.json names them", summary.Labels, summary.Names)
 	}
 	sums := make([]float64, 2)
 	counts := make([]int, 2)
 	for _, c := range summary.Cases {
-		_, pred, err := nifti.ReadFloat32(filepath.Join(out, c.ID+".nii.gz"))
+		id := strings.TrimSuffix(filepath.Base(c.PredictionFile), ".nii.gz")
+		if c.PredictionFile != filepath.Join(out, id+".nii.gz") || filepath.Base(c.ReferenceFile) != id+".nii.gz" {
+			t.Fatalf("case files %s, %s", c.PredictionFile, c.ReferenceFile)
+		}
+		_, pred, err := nifti.ReadFloat32(c.PredictionFile)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, ref, err := nifti.ReadFloat32(filepath.Join(testutil.DemoDir(t), "labelsTr", c.ID+".nii.gz"))
+		_, ref, err := nifti.ReadFloat32(filepath.Join(testutil.DemoDir(t), "labelsTr", id+".nii.gz"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(pred) != len(ref) {
-			t.Fatalf("%s: prediction of %d voxels for a label of %d", c.ID, len(pred), len(ref))
+			t.Fatalf("%s: prediction of %d voxels for a label of %d", id, len(pred), len(ref))
 		}
 		for class := 1; class <= 2; class++ {
 			var inter, p, g float64
@@ -165,9 +161,9 @@ func checkValidateAgainstFiles(t *testing.T, res *Result) {
 			if p+g > 0 {
 				want = 2 * inter / (p + g)
 			}
-			got := c.Dice[class-1]
-			if (got == nil) != math.IsNaN(want) || (got != nil && math.Abs(*got-want) > 1e-12) {
-				t.Fatalf("%s class %d: summary Dice %v, counted from the files %v", c.ID, class, deref(got), want)
+			got := c.Metrics[class-1]
+			if math.IsNaN(got.Dice) != math.IsNaN(want) || math.Abs(got.Dice-want) > 1e-12 || got.TP != inter || got.NPred != p || got.NRef != g {
+				t.Fatalf("%s class %d: summary %+v, counted from the files Dice %v, TP %v, n_pred %v, n_ref %v", id, class, got, want, inter, p, g)
 			}
 			if !math.IsNaN(want) {
 				sums[class-1] += want
@@ -177,30 +173,8 @@ func checkValidateAgainstFiles(t *testing.T, res *Result) {
 	}
 	for k := range sums {
 		want := sums[k] / float64(counts[k])
-		if summary.MeanDice[k] == nil || math.Abs(*summary.MeanDice[k]-want) > 1e-12 {
-			t.Fatalf("class %d mean Dice %v, counted %v", k+1, deref(summary.MeanDice[k]), want)
+		if got := summary.Mean[k].Dice; math.Abs(got-want) > 1e-12 {
+			t.Fatalf("class %d mean Dice %v, counted %v", k+1, got, want)
 		}
-	}
-}
-
-func deref(p *float64) any {
-	if p == nil {
-		return "null"
-	}
-	return *p
-}
-
-// TestEvaluateRefusesAFoldOutOfRange: a fold the run's splits do not have
-// is an error naming it, not a panic.
-func TestEvaluateRefusesAFoldOutOfRange(t *testing.T) {
-	_, res := trainedTiny(t)
-	m, err := infer.LoadModel(filepath.Join(res.RunDir, "checkpoints", "last"), cpu.New(cpu.Options{}), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	_, err = m.Evaluate(context.Background(), infer.EvalOptions{Fold: 5, Validation: config.Default().Validation})
-	if err == nil || !strings.Contains(err.Error(), "data.fold: 5") {
-		t.Errorf("fold 5 of a 5-fold run: %v", err)
 	}
 }

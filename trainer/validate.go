@@ -8,6 +8,7 @@ import (
 
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/data"
+	"github.com/voxtrain/voxtrain/evaluation"
 	"github.com/voxtrain/voxtrain/infer"
 	"github.com/voxtrain/voxtrain/metrics"
 	"github.com/voxtrain/voxtrain/nn"
@@ -80,8 +81,8 @@ func (v *validator) run(ctx context.Context, rec *runlog.Epoch) (*float64, time.
 		if err != nil {
 			return nil, time.Since(t0), err
 		}
-		setDice(sc.MeanDice) // sliding-window Dice is the better estimate
-		for _, h := range sc.MeanHD95 {
+		setDice(sc.MeanDice()) // sliding-window Dice is the better estimate
+		for _, h := range sc.MeanHD95() {
 			rec.ValHD95 = append(rec.ValHD95, runlog.Float(h))
 		}
 	}
@@ -178,11 +179,11 @@ func (v *validator) preparePatches() error {
 }
 
 // sliding predicts and scores the held-out cases whole (up to max_cases).
-func (v *validator) sliding(ctx context.Context) (infer.Scores, error) {
+func (v *validator) sliding(ctx context.Context) (*infer.Scores, error) {
 	if v.net == nil {
 		net, err := infer.NewDeviceNet(v.model, v.batch, v.patch)
 		if err != nil {
-			return infer.Scores{}, err
+			return nil, err
 		}
 		v.net = net
 	}
@@ -190,30 +191,31 @@ func (v *validator) sliding(ctx context.Context) (infer.Scores, error) {
 	if m := v.cfg.MaxCases; m > 0 && m < len(cases) {
 		cases = cases[:m]
 	}
-	var out []infer.CaseScores
+	var out []evaluation.Case
 	for _, c := range cases {
 		if err := ctx.Err(); err != nil {
-			return infer.Scores{}, err
+			return nil, err
 		}
 		vol, err := v.loader.LoadCase(ctx, c)
 		if err != nil {
-			return infer.Scores{}, err
+			return nil, err
 		}
 		id := v.loader.Dataset().Cases[c].ID
 		if vol.Label == nil {
-			return infer.Scores{}, fmt.Errorf("validation case %s has no label", id)
+			return nil, fmt.Errorf("validation case %s has no label", id)
 		}
 		pred, err := infer.Segment(ctx, v.net, vol, v.cfg)
 		if err != nil {
-			return infer.Scores{}, fmt.Errorf("validation case %s: %w", id, err)
+			return nil, fmt.Errorf("validation case %s: %w", id, err)
 		}
 		cs, err := infer.ScoreCase(id, pred, vol, v.model.Config().NumClasses, v.cfg.HD95)
 		if err != nil {
-			return infer.Scores{}, err
+			return nil, err
 		}
+		cs.ReferenceFile = v.loader.Dataset().Cases[c].Label
 		out = append(out, cs)
 	}
-	return infer.Summarise(out), nil
+	return infer.Summarise(v.model.Config().NumClasses, v.loader.Dataset().LabelNames, v.cfg.HD95, out), nil
 }
 
 func (v *validator) close() {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/voxtrain/voxtrain/evaluation"
 	"github.com/voxtrain/voxtrain/infer"
 	"github.com/voxtrain/voxtrain/runlog"
 )
@@ -62,11 +63,21 @@ func TestPlotNamesTheClasses(t *testing.T) {
 // carry the dataset's label names where it has them, the index alone
 // where it does not.
 func TestPrintScoresNamesTheClasses(t *testing.T) {
-	s := infer.Scores{Cases: make([]infer.CaseScores, 3), MeanDice: []float64{0.81, 0.79}, MeanHD95: []float64{1.5, 2.25}}
+	cases := make([]evaluation.Case, 3)
+	for i := range cases {
+		cases[i].Metrics = []evaluation.Metrics{{Dice: 0.8 + 0.01*float64(i), HD95: 1.5}, {Dice: 0.79, HD95: 2 + 0.25*float64(i)}}
+	}
+	s := infer.Summarise(3, map[int]string{2: "Posterior", 1: "ignored"}, true, cases)
 	var b bytes.Buffer
 	printScores(&b, s, []string{"Anterior"})
-	want := "3 cases\n  class 1 (Anterior): mean Dice 0.8100  mean HD95 1.50\n  class 2: mean Dice 0.7900  mean HD95 2.25\nmean Dice over classes: 0.8000\n"
+	want := "3 cases\n  class 1 (Anterior): mean Dice 0.8100  mean HD95 1.50\n  class 2 (Posterior): mean Dice 0.7900  mean HD95 2.25\nmean Dice over classes: 0.8000\n"
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+	b.Reset()
+	s.Names = nil
+	printScores(&b, s, nil)
+	if !strings.Contains(b.String(), "  class 2: mean Dice 0.7900") {
+		t.Errorf("unnamed classes:\n%s", b.String())
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/infer"
-	"github.com/voxtrain/voxtrain/metrics"
 )
 
 // modelFlags are validate's and predict's: which checkpoint, on which
@@ -175,19 +174,26 @@ func checkOutputDir(dir string) error {
 
 // printScores prints the number of cases and each class's mean Dice (and
 // HD95), the class named as names has it (names[k] is class k+1's, see
-// runlog.ClassNames; missing names print the index alone).
-func printScores(w io.Writer, s infer.Scores, names []string) {
+// runlog.ClassNames) or else as the summary has it (the scored dataset's
+// dataset.json); a class with neither prints its index alone. The last line
+// is summary.json's foreground_mean Dice (nnU-Net's: the plain mean of the
+// class means).
+func printScores(w io.Writer, s *infer.Scores, names []string) {
 	fmt.Fprintf(w, "%d cases\n", len(s.Cases))
-	for c, d := range s.MeanDice {
-		label := fmt.Sprintf("class %d", c+1)
-		if c < len(names) && names[c] != "" {
-			label += " (" + names[c] + ")"
+	for j, l := range s.Labels {
+		label := fmt.Sprintf("class %d", l)
+		name := s.Names[l]
+		if l-1 < len(names) && names[l-1] != "" {
+			name = names[l-1]
 		}
-		line := fmt.Sprintf("  %s: mean Dice %.4f", label, d)
-		if c < len(s.MeanHD95) {
-			line += fmt.Sprintf("  mean HD95 %.2f", s.MeanHD95[c])
+		if name != "" {
+			label += " (" + name + ")"
+		}
+		line := fmt.Sprintf("  %s: mean Dice %.4f", label, s.Mean[j].Dice)
+		if s.HD95 {
+			line += fmt.Sprintf("  mean HD95 %.2f", s.Mean[j].HD95)
 		}
 		fmt.Fprintln(w, line)
 	}
-	fmt.Fprintf(w, "mean Dice over classes: %.4f\n", metrics.NanMean(s.MeanDice))
+	fmt.Fprintf(w, "mean Dice over classes: %.4f\n", s.ForegroundMean.Dice)
 }

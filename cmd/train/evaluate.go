@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/voxtrain/voxtrain/evaluation"
+)
+
+// EvaluateOptions are `train evaluate`'s.
+type EvaluateOptions struct {
+	IO *IOStreams
+	// PredDir holds the predictions, RefDir the references of the same
+	// file names.
+	PredDir, RefDir string
+	// Labels to score (nil: dataset.json's, else every label present).
+	Labels []int
+	// DatasetJSON names the labels (and gives them and the file ending
+	// when --labels and --file-ending are not set).
+	DatasetJSON string
+	// FileEnding picks the files compared ("": dataset.json's, else the
+	// NIfTI ending of the references).
+	FileEnding string
+	// Output is the summary file ("": PredDir/summary.json).
+	Output string
+	HD95   bool
+}
+
+// NewCmdEvaluate builds `train evaluate`; runF (nil: evaluateRun) receives
+// the options.
+func NewCmdEvaluate(f *Factory, runF func(context.Context, *EvaluateOptions) error) *cobra.Command {
+	opts := &EvaluateOptions{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "evaluate PRED_DIR REF_DIR",
+		Short: "Score a folder of predicted label maps against references, as nnU-Net's evaluation",
+		Long: `evaluate compares every label file in PRED_DIR with the file of the same
+name in REF_DIR (nnUNetv2_evaluate_simple / nnUNetv2_evaluate_folder) and
+writes nnU-Net v2's summary.json: per case and label TP, FP, FN, TN, Dice,
+IoU, n_pred and n_ref, each metric's mean per label over the cases, and
+their mean over the labels (foreground_mean). A reference without a
+prediction, a prediction without a reference, or a pair of different shapes
+is an error naming the files.
+
+The labels scored are --labels, else those of --dataset-json, else every
+foreground label found in any file. dataset.json also names the labels (in
+the log and as summary.json's "label_names") and gives the file ending.`,
+		Example: `  train evaluate evaluation/testdata/nnunet/pred evaluation/testdata/nnunet/ref --labels 1,2 -o scores/summary.json --hd95
+  train evaluate /data/preds /data/Task04_Hippocampus/labelsTr --dataset-json /data/Task04_Hippocampus/dataset.json`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.PredDir, opts.RefDir = args[0], args[1]
+			if cmd.Flags().Changed("labels") {
+				if err := evaluation.CheckLabels(opts.Labels); err != nil {
+					return fmt.Errorf("--labels: %w", err)
+				}
+			}
+			if opts.Output == "" {
+				opts.Output = filepath.Join(opts.PredDir, "summary.json")
+			}
+			if !strings.HasSuffix(opts.Output, ".json") {
+				return fmt.Errorf("-o %s: want a .json file name (as nnU-Net's)", opts.Output)
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return evaluateRun(opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntSliceVar(&opts.Labels, "labels", nil, "foreground labels to score, e.g. 1,2 (default: dataset.json's, else every label present)")
+	fl.StringVar(&opts.DatasetJSON, "dataset-json", "", "dataset.json naming the labels (and giving them and the file ending)")
+	fl.StringVar(&opts.FileEnding, "file-ending", "", "compare the files with this ending (default: dataset.json's, else the references' .nii.gz or .nii)")
+	fl.StringVarP(&opts.Output, "output", "o", "", "summary file (default PRED_DIR/summary.json)")
+	fl.BoolVar(&opts.HD95, "hd95", false, "also compute the 95th-percentile Hausdorff distance (an extra HD95 key per label)")
+	return cmd
+}
+
+// labelSpec resolves the labels, their names and the file ending from
+// --labels, --file-ending and --dataset-json.
+func labelSpec(labels []int, datasetJSON, ending string) ([]int, map[int]string, string, error) {
+	var names map[int]string
+	if datasetJSON != "" {
+		dl, dn, de, err := evaluation.DatasetLabels(datasetJSON)
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("--dataset-json: %w", err)
+		}
+		names = dn
+		if labels == nil {
+			labels = dl
+		}
+		if ending == "" {
+			ending = de
+		}
+	}
+	return labels, names, ending, nil
+}
+
+// evaluateRun scores the folder, logs each case and the means, and writes
+// the summary.
+func evaluateRun(opts *EvaluateOptions) error {
+	labels, names, ending, err := labelSpec(opts.Labels, opts.DatasetJSON, opts.FileEnding)
+	if err != nil {
+		return err
+	}
+	pairs, err := evaluation.MatchFiles(opts.PredDir, opts.RefDir, ending)
+	if err != nil {
+		return err
+	}
+	s, err := evaluation.Folder(pairs, evaluation.Options{Labels: labels, Names: names, HD95: opts.HD95, Log: opts.IO.Out})
+	if err != nil {
+		return err
+	}
+	if err := s.Write(opts.Output); err != nil {
+		return err
+	}
+	printScores(opts.IO.Out, s, nil)
+	fmt.Fprintf(opts.IO.Out, "summary: %s\n", opts.Output)
+	return nil
+}

@@ -1,0 +1,310 @@
+package evaluation
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	_ "github.com/voxtrain/voxtrain/nifti" // registers .nii, .nii.gz, .hdr/.img with volume
+	"github.com/voxtrain/voxtrain/volume"
+)
+
+// Pair is a prediction file and the reference of the same name.
+type Pair struct {
+	Name                  string // the file name both share
+	Prediction, Reference string
+}
+
+// knownEndings are the file endings MatchFiles recognises when none is
+// given, longest first so ".nii.gz" wins over ".gz"-less ".nii".
+var knownEndings = []string{".nii.gz", ".nii", ".hdr.gz", ".hdr"}
+
+// MatchFiles pairs the files of predDir and refDir by name, as nnU-Net's
+// compute_metrics_on_folder does: the files of both folders whose names end
+// with ending (none: the NIfTI ending of the first file in refDir, in name
+// order). Every reference needs a prediction and every prediction a
+// reference; an error names the files without one. Other files (a
+// summary.json, a postprocessing.json) are ignored.
+func MatchFiles(predDir, refDir, ending string) ([]Pair, error) {
+	refs, err := listFiles(refDir)
+	if err != nil {
+		return nil, err
+	}
+	preds, err := listFiles(predDir)
+	if err != nil {
+		return nil, err
+	}
+	if ending == "" {
+		for _, n := range refs {
+			if ending = niftiEnding(n); ending != "" {
+				break
+			}
+		}
+		if ending == "" {
+			return nil, fmt.Errorf("%s: no label files (.nii.gz, .nii, .hdr); give the file ending", refDir)
+		}
+	}
+	keep := func(names []string) map[string]bool {
+		out := map[string]bool{}
+		for _, n := range names {
+			if strings.HasSuffix(n, ending) { // ".nii" leaves "x.nii.gz" out
+
+				out[n] = true
+			}
+		}
+		return out
+	}
+	r, p := keep(refs), keep(preds)
+	var noPred, noRef []string
+	for n := range r {
+		if !p[n] {
+			noPred = append(noPred, n)
+		}
+	}
+	for n := range p {
+		if !r[n] {
+			noRef = append(noRef, n)
+		}
+	}
+	sort.Strings(noPred)
+	sort.Strings(noRef)
+	var errs []error
+	if len(noPred) > 0 {
+		errs = append(errs, fmt.Errorf("%d reference(s) in %s without a prediction in %s: %s", len(noPred), refDir, predDir, list(noPred)))
+	}
+	if len(noRef) > 0 {
+		errs = append(errs, fmt.Errorf("%d prediction(s) in %s without a reference in %s: %s", len(noRef), predDir, refDir, list(noRef)))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if len(r) == 0 {
+		return nil, fmt.Errorf("%s: no files ending in %s", refDir, ending)
+	}
+	var out []Pair
+	for n := range r {
+		out = append(out, Pair{Name: n, Prediction: filepath.Join(predDir, n), Reference: filepath.Join(refDir, n)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func list(names []string) string {
+	if len(names) > 10 {
+		return strings.Join(names[:10], ", ") + fmt.Sprintf(", … (%d more)", len(names)-10)
+	}
+	return strings.Join(names, ", ")
+}
+
+func niftiEnding(name string) string {
+	for _, e := range knownEndings {
+		if strings.HasSuffix(name, e) {
+			return e
+		}
+	}
+	return ""
+}
+
+func listFiles(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if e.Type().IsRegular() || e.Type()&os.ModeSymlink != 0 {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+// LabelFile is a label map read whole: its voxels (x fastest) and geometry.
+type LabelFile struct {
+	Labels []uint8
+	Header volume.Header
+}
+
+// ReadLabelFile reads a one-channel label map of any registered volume
+// format; errors name the file.
+func ReadLabelFile(path string) (*LabelFile, error) {
+	f, err := volume.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h := f.Header()
+	if h.Channels != 1 {
+		return nil, fmt.Errorf("%s: %d channels, want a one-channel label map", path, h.Channels)
+	}
+	if err := volume.CheckShape(h.Shape); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	lab := make([]uint8, h.Shape[0]*h.Shape[1]*h.Shape[2])
+	if err := f.ReadLabels(volume.Whole(h.Shape), lab); err != nil {
+		return nil, err
+	}
+	return &LabelFile{Labels: lab, Header: h}, nil
+}
+
+// ReadPair reads a prediction and its reference and checks that they are
+// on the same grid (an error names both files and both shapes).
+func ReadPair(p Pair) (pred, ref *LabelFile, err error) {
+	if pred, err = ReadLabelFile(p.Prediction); err != nil {
+		return nil, nil, err
+	}
+	if ref, err = ReadLabelFile(p.Reference); err != nil {
+		return nil, nil, err
+	}
+	if pred.Header.Shape != ref.Header.Shape {
+		return nil, nil, fmt.Errorf("%s has shape %v (D, H, W) but its reference %s has %v", p.Prediction, pred.Header.Shape, p.Reference, ref.Header.Shape)
+	}
+	return pred, ref, nil
+}
+
+// DatasetLabels reads the foreground labels and their names from a
+// dataset.json (MSD's {"1": "name"} or nnU-Net v2's {"name": 1}; region
+// entries, whose value is a list, are refused: voxtrain scores labels) and
+// its file_ending ("" when absent).
+func DatasetLabels(path string) (labels []int, names map[int]string, ending string, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	var m struct {
+		Labels     map[string]json.RawMessage `json:"labels"`
+		FileEnding string                     `json:"file_ending"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, nil, "", fmt.Errorf("parse %s: %w", path, err)
+	}
+	if len(m.Labels) == 0 {
+		return nil, nil, "", fmt.Errorf("%s: no \"labels\"", path)
+	}
+	names = map[int]string{}
+	for k, raw := range m.Labels {
+		var name string
+		var l int
+		if i, err := strconv.Atoi(k); err == nil && json.Unmarshal(raw, &name) == nil {
+			l = i // MSD: "1": "name"
+		} else if json.Unmarshal(raw, &l) == nil {
+			name = k // nnU-Net v2: "name": 1
+		} else {
+			return nil, nil, "", fmt.Errorf("%s: labels: %q: %s is not a label index (region lists are not supported)", path, k, raw)
+		}
+		if l < 0 || l > 255 {
+			return nil, nil, "", fmt.Errorf("%s: labels: %q is %d, want 0..255", path, k, l)
+		}
+		if l > 0 {
+			names[l] = name
+			labels = append(labels, l)
+		}
+	}
+	sort.Ints(labels)
+	return labels, names, m.FileEnding, nil
+}
+
+// Options are what Folder scores.
+type Options struct {
+	// Labels to score (nil: every foreground label found in any prediction
+	// or reference).
+	Labels []int
+	// Names names the labels in the summary (may be nil).
+	Names map[int]string
+	// HD95 also computes the 95th-percentile Hausdorff distance, with the
+	// reference's voxel size.
+	HD95 bool
+	// Transform, when set, changes each prediction before it is scored
+	// (post-processing candidates).
+	Transform func(pred []uint8, shape [3]int) error
+	// Log receives a line per case (nil: none).
+	Log io.Writer
+}
+
+// Folder scores matched files as nnU-Net's compute_metrics_on_folder does.
+func Folder(pairs []Pair, o Options) (*Summary, error) {
+	// Per case, the metrics of every label it has or o.Labels names (a
+	// label in neither prediction nor reference has TN = all voxels and
+	// nothing else), not the 512 KiB joint histogram.
+	type scored struct {
+		metrics map[int]Metrics
+		total   int64
+	}
+	var all []scored
+	present := map[int]bool{}
+	for _, p := range pairs {
+		pred, ref, err := ReadPair(p)
+		if err != nil {
+			return nil, err
+		}
+		if o.Transform != nil {
+			if err := o.Transform(pred.Labels, pred.Header.Shape); err != nil {
+				return nil, fmt.Errorf("%s: %w", p.Prediction, err)
+			}
+		}
+		c, err := CountPairs(pred.Labels, ref.Labels)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.Prediction, err)
+		}
+		sc := scored{metrics: map[int]Metrics{}, total: int64(len(ref.Labels))}
+		labs := append(c.Present(), o.Labels...)
+		for _, l := range c.Present() {
+			present[l] = true
+		}
+		for _, l := range labs {
+			if _, done := sc.metrics[l]; done {
+				continue
+			}
+			m := c.Metrics(l)
+			if o.HD95 {
+				if m.HD95, err = HD95(pred.Labels, ref.Labels, l, ref.Header.Shape, ref.Header.Spacing); err != nil {
+					return nil, fmt.Errorf("%s: %w", p.Prediction, err)
+				}
+			}
+			sc.metrics[l] = m
+		}
+		all = append(all, sc)
+	}
+	labels := o.Labels
+	if labels == nil {
+		for l := range present {
+			labels = append(labels, l)
+		}
+		sort.Ints(labels)
+		if len(labels) == 0 {
+			return nil, errors.New("no foreground label in any prediction or reference; give the labels to score")
+		}
+	}
+	cases := make([]Case, len(pairs))
+	for i, p := range pairs {
+		cases[i] = Case{PredictionFile: p.Prediction, ReferenceFile: p.Reference, Metrics: make([]Metrics, len(labels))}
+		for j, l := range labels {
+			m, ok := all[i].metrics[l]
+			if !ok {
+				m = fromCounts(0, 0, 0, all[i].total)
+			}
+			cases[i].Metrics[j] = m
+		}
+		if o.Log != nil {
+			var parts []string
+			for j, l := range labels {
+				parts = append(parts, fmt.Sprintf("%s %.4f", labelShort(l, o.Names), cases[i].Metrics[j].Dice))
+			}
+			fmt.Fprintf(o.Log, "%s  Dice %s\n", p.Name, strings.Join(parts, "  "))
+		}
+	}
+	return Summarise(labels, o.Names, o.HD95, cases), nil
+}
+
+func labelShort(l int, names map[int]string) string {
+	if n := names[l]; n != "" {
+		return n
+	}
+	return strconv.Itoa(l)
+}

@@ -1,0 +1,278 @@
+package evaluation
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/voxtrain/voxtrain/internal/atomicfile"
+)
+
+// Case is one prediction's scores against its reference.
+type Case struct {
+	// PredictionFile and ReferenceFile are the files compared, as nnU-Net
+	// writes them ("" where none was written, e.g. a prediction scored in
+	// memory).
+	PredictionFile, ReferenceFile string
+	// Metrics holds one entry per Summary.Labels, in that order.
+	Metrics []Metrics
+}
+
+// Summary is nnU-Net's summary.json: per-case scores, the per-label mean
+// over cases, and the mean of those over the foreground labels.
+type Summary struct {
+	// Labels are the scored foreground labels, increasing.
+	Labels []int
+	// Names names labels as dataset.json does (label → name; may be nil).
+	Names map[int]string
+	// HD95 says the cases carry HD95 (written as an extra "HD95" key).
+	HD95  bool
+	Cases []Case
+	// Mean holds per label (Labels' order) each metric's mean over the
+	// cases, NaN cases left out (np.nanmean); NaN when every case is NaN.
+	// HD95's mean also leaves out infinite cases (a label in only one of
+	// prediction and reference), as voxtrain always has.
+	Mean []Metrics
+	// ForegroundMean is each metric's plain mean over Mean (np.mean, as
+	// nnU-Net: NaN when one label's mean is NaN).
+	ForegroundMean Metrics
+}
+
+// Summarise computes the means of cases scored on labels.
+func Summarise(labels []int, names map[int]string, hd95 bool, cases []Case) *Summary {
+	s := &Summary{Labels: labels, Names: names, HD95: hd95, Cases: cases}
+	s.Mean = make([]Metrics, len(labels))
+	for j := range labels {
+		s.Mean[j] = meanOf(len(cases), func(i int) Metrics { return cases[i].Metrics[j] }, true)
+	}
+	s.ForegroundMean = meanOf(len(labels), func(j int) Metrics { return s.Mean[j] }, false)
+	return s
+}
+
+// meanOf averages each field of n Metrics; nan leaves NaN values out.
+func meanOf(n int, at func(int) Metrics, nan bool) Metrics {
+	var out Metrics
+	for f := range fieldNames {
+		var sum float64
+		k := 0
+		for i := 0; i < n; i++ {
+			m := at(i)
+			v := *m.field(f)
+			if nan && (math.IsNaN(v) || (f == hd95Field && math.IsInf(v, 0))) {
+				continue
+			}
+			sum += v
+			k++
+		}
+		if k == 0 {
+			*out.field(f) = math.NaN()
+		} else {
+			*out.field(f) = sum / float64(k)
+		}
+	}
+	return out
+}
+
+// fieldNames are summary.json's metric keys, in Metrics' field order.
+var fieldNames = [...]string{"Dice", "IoU", "FP", "TP", "FN", "TN", "n_pred", "n_ref", "HD95"}
+
+const hd95Field = 8
+
+// countField reports whether field f is a voxel count (an integer in a
+// case's metrics, which Python writes without a fraction).
+func countField(f int) bool { return f >= 2 && f <= 7 }
+
+func (m *Metrics) field(f int) *float64 {
+	switch f {
+	case 0:
+		return &m.Dice
+	case 1:
+		return &m.IoU
+	case 2:
+		return &m.FP
+	case 3:
+		return &m.TP
+	case 4:
+		return &m.FN
+	case 5:
+		return &m.TN
+	case 6:
+		return &m.NPred
+	case 7:
+		return &m.NRef
+	default:
+		return &m.HD95
+	}
+}
+
+// MeanDice returns each label's mean Dice, in Labels' order.
+func (s *Summary) MeanDice() []float64 {
+	out := make([]float64, len(s.Mean))
+	for i, m := range s.Mean {
+		out[i] = m.Dice
+	}
+	return out
+}
+
+// MeanHD95 returns each label's mean HD95 (nil when HD95 was not computed).
+func (s *Summary) MeanHD95() []float64 {
+	if !s.HD95 {
+		return nil
+	}
+	out := make([]float64, len(s.Mean))
+	for i, m := range s.Mean {
+		out[i] = m.HD95
+	}
+	return out
+}
+
+// LabelName is "label 2 (Posterior)", or "label 2" where no name is known.
+func (s *Summary) LabelName(label int) string {
+	if n := s.Names[label]; n != "" {
+		return fmt.Sprintf("label %d (%s)", label, n)
+	}
+	return fmt.Sprintf("label %d", label)
+}
+
+// Write writes s as nnU-Net's summary.json at path (atomically, with the
+// umask's permissions, its folder made when missing). The layout is what
+// nnU-Net's save_summary_json writes (json.dump, indent 4, sorted keys):
+//
+//	{"foreground_mean": {metric: value},
+//	 "label_names": {"1": name},            (voxtrain's; only when known)
+//	 "mean": {"1": {metric: value}, …},
+//	 "metric_per_case": [{"metrics": {"1": {metric: value}}, "prediction_file": …, "reference_file": …}]}
+//
+// with the metrics Dice, IoU, FP, TP, FN, TN, n_pred, n_ref (and HD95 when
+// s.HD95). NaN is written as the bare token NaN and ±∞ as Infinity and
+// -Infinity: Python's json.dump does so (allow_nan=True is its default),
+// so nnU-Net's own files hold them, and Python's json.load (hence nnU-Net's
+// load_summary_json) reads them back as float('nan') and float('inf').
+// Writing null instead would load as None and break nnU-Net's comparisons
+// (determine_postprocessing's Dice >). The price: strict JSON parsers, Go's
+// encoding/json among them, refuse the file; Read accepts it.
+func (s *Summary) Write(path string) error {
+	var b bytes.Buffer
+	b.WriteString("{\n")
+	b.WriteString(`    "foreground_mean": `)
+	s.writeMetrics(&b, s.ForegroundMean, 1, false)
+	b.WriteString(",\n")
+	if len(s.Names) > 0 {
+		var named []int
+		for _, l := range s.Labels {
+			if s.Names[l] != "" {
+				named = append(named, l)
+			}
+		}
+		if len(named) > 0 {
+			sortLabelKeys(named)
+			b.WriteString(`    "label_names": {` + "\n")
+			for i, l := range named {
+				name, _ := json.Marshal(s.Names[l])
+				fmt.Fprintf(&b, "        %q: %s%s\n", strconv.Itoa(l), name, comma(i, len(named)))
+			}
+			b.WriteString("    },\n")
+		}
+	}
+	order := make([]int, len(s.Labels))
+	for i := range order {
+		order[i] = i
+	}
+	// Python sorts the label keys as strings: "10" before "2".
+	sort.Slice(order, func(a, c int) bool { return strconv.Itoa(s.Labels[order[a]]) < strconv.Itoa(s.Labels[order[c]]) })
+	b.WriteString(`    "mean": {` + "\n")
+	for i, j := range order {
+		fmt.Fprintf(&b, "        %q: ", strconv.Itoa(s.Labels[j]))
+		s.writeMetrics(&b, s.Mean[j], 2, false)
+		b.WriteString(comma(i, len(order)) + "\n")
+	}
+	b.WriteString("    },\n")
+	b.WriteString(`    "metric_per_case": [`)
+	if len(s.Cases) == 0 {
+		b.WriteString("],\n")
+	} else {
+		b.WriteString("\n")
+		for ci, c := range s.Cases {
+			b.WriteString("        {\n            \"metrics\": {\n")
+			for i, j := range order {
+				fmt.Fprintf(&b, "                %q: ", strconv.Itoa(s.Labels[j]))
+				s.writeMetrics(&b, c.Metrics[j], 4, true)
+				b.WriteString(comma(i, len(order)) + "\n")
+			}
+			pf, _ := json.Marshal(c.PredictionFile)
+			rf, _ := json.Marshal(c.ReferenceFile)
+			fmt.Fprintf(&b, "            },\n            \"prediction_file\": %s,\n            \"reference_file\": %s\n        }%s\n", pf, rf, comma(ci, len(s.Cases)))
+		}
+		b.WriteString("    ]\n")
+	}
+	b.WriteString("}")
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o777); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+	}
+	if err := atomicfile.WriteFileUmask(path, b.Bytes(), 0o666); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+func comma(i, n int) string {
+	if i < n-1 {
+		return ","
+	}
+	return ""
+}
+
+func sortLabelKeys(l []int) {
+	sort.Slice(l, func(a, b int) bool { return strconv.Itoa(l[a]) < strconv.Itoa(l[b]) })
+}
+
+// writeMetrics writes one {metric: value} object at the given indent level
+// (4 spaces each), keys sorted as Python sorts them (capitals first).
+func (s *Summary) writeMetrics(b *bytes.Buffer, m Metrics, level int, counts bool) {
+	keys := []int{0, 4, 2, 1, 5, 3, 6, 7} // Dice FN FP IoU TN TP n_pred n_ref
+	if s.HD95 {
+		keys = []int{0, 4, 2, hd95Field, 1, 5, 3, 6, 7}
+	}
+	in := strings.Repeat("    ", level+1)
+	b.WriteString("{\n")
+	for i, f := range keys {
+		v := *m.field(f)
+		fmt.Fprintf(b, "%s%q: %s%s\n", in, fieldNames[f], pyNumber(v, counts && countField(f)), comma(i, len(keys)))
+	}
+	b.WriteString(strings.Repeat("    ", level) + "}")
+}
+
+// pyNumber formats v as Python's json.dump does: an int as digits, a float
+// as repr (shortest round-trip digits, always with a fraction or an
+// exponent, the exponent from 1e16 up and below 1e-4), NaN and ±∞ as the
+// tokens NaN, Infinity and -Infinity.
+func pyNumber(v float64, integer bool) string {
+	switch {
+	case math.IsNaN(v):
+		return "NaN"
+	case math.IsInf(v, 1):
+		return "Infinity"
+	case math.IsInf(v, -1):
+		return "-Infinity"
+	case integer && v == math.Trunc(v) && math.Abs(v) < 1<<53:
+		return strconv.FormatInt(int64(v), 10)
+	}
+	e := strconv.FormatFloat(v, 'e', -1, 64)
+	exp, _ := strconv.Atoi(e[strings.IndexByte(e, 'e')+1:])
+	if exp < -4 || exp >= 16 {
+		return e
+	}
+	f := strconv.FormatFloat(v, 'f', -1, 64)
+	if !strings.ContainsAny(f, ".") {
+		f += ".0"
+	}
+	return f
+}
