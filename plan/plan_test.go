@@ -116,6 +116,31 @@ func TestPlansMatchNNUNet(t *testing.T) {
 	}
 	var ref Plans
 	readJSON(t, filepath.Join("testdata", "nnunet_nnUNetPlans.json"), &ref)
+	comparePlans(t, got, &ref)
+}
+
+// TestPlansMatchNNUNetSynthetic plans a made-up anisotropic two-channel
+// CT dataset whose fullres patch must shrink to fit, which needs a
+// transpose and a 3d_lowres configuration: what the demo does not reach.
+func TestPlansMatchNNUNetSynthetic(t *testing.T) {
+	var fp Fingerprint
+	readJSON(t, filepath.Join("testdata", "synthetic_fingerprint.json"), &fp)
+	got, err := Make(&fp, Dataset{Name: "Dataset900_Synthetic", ChannelNames: []string{"CT", "T2"}, NumClasses: 4, NumTraining: 30}, DefaultVRAMGB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref Plans
+	readJSON(t, filepath.Join("testdata", "nnunet_synthetic_plans.json"), &ref)
+	comparePlans(t, got, &ref)
+	if full := got.Configurations["3d_fullres"]; full == nil || full.Why.Reductions == 0 {
+		t.Errorf("3d_fullres: want the VRAM loop to have shrunk the patch: %+v", full)
+	}
+}
+
+// comparePlans holds got to nnU-Net's plans: transpose, medians, and per
+// configuration everything that shapes the network and the batches.
+func comparePlans(t *testing.T, got, ref *Plans) {
+	t.Helper()
 	if !reflect.DeepEqual(got.TransposeForward, ref.TransposeForward) || !reflect.DeepEqual(got.TransposeBackward, ref.TransposeBackward) {
 		t.Errorf("transpose %v/%v, nnU-Net %v/%v", got.TransposeForward, got.TransposeBackward, ref.TransposeForward, ref.TransposeBackward)
 	}
@@ -137,6 +162,9 @@ func TestPlansMatchNNUNet(t *testing.T) {
 	}
 	for name, want := range ref.Configurations {
 		g := got.Configurations[name]
+		if want.PatchSize == nil { // 3d_cascade_fullres only names its parents
+			continue
+		}
 		for _, c := range []struct {
 			key       string
 			got, want any
@@ -153,6 +181,7 @@ func TestPlansMatchNNUNet(t *testing.T) {
 			{"normalization_schemes", g.NormalizationSchemes, want.NormalizationSchemes},
 			{"use_mask_for_norm", g.UseMaskForNorm, want.UseMaskForNorm},
 			{"batch_dice", g.BatchDice, want.BatchDice},
+			{"next_stage", g.NextStage, want.NextStage},
 		} {
 			if !reflect.DeepEqual(c.got, c.want) {
 				t.Errorf("%s %s: %v, nnU-Net %v", name, c.key, c.got, c.want)

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -78,6 +79,11 @@ type Configuration struct {
 	Architecture            Architecture `json:"architecture"`
 	BatchDice               bool         `json:"batch_dice"`
 	NextStage               string       `json:"next_stage,omitempty"`
+	// InheritsFrom and PreviousStage describe 3d_cascade_fullres, which
+	// only names its parents (voxtrain has no cascade; it is in the plans
+	// for nnU-Net's sake, not in a YAML).
+	InheritsFrom  string `json:"inherits_from,omitempty"`
+	PreviousStage string `json:"previous_stage,omitempty"`
 
 	// Why records how the values came about, for the YAML's comments
 	// (not written to the plans).
@@ -93,13 +99,13 @@ type Architecture struct {
 
 // ArchKwargs are PlainConvUNet's shape arguments.
 type ArchKwargs struct {
-	NStages               int     `json:"n_stages"`
-	FeaturesPerStage      []int   `json:"features_per_stage"`
-	KernelSizes           [][]int `json:"kernel_sizes"`
-	Strides               [][]int `json:"strides"`
-	NConvPerStage         []int   `json:"n_conv_per_stage"`
-	NConvPerStageDecoder  []int   `json:"n_conv_per_stage_decoder"`
-	ConvBias              bool    `json:"conv_bias"`
+	NStages              int     `json:"n_stages"`
+	FeaturesPerStage     []int   `json:"features_per_stage"`
+	KernelSizes          [][]int `json:"kernel_sizes"`
+	Strides              [][]int `json:"strides"`
+	NConvPerStage        []int   `json:"n_conv_per_stage"`
+	NConvPerStageDecoder []int   `json:"n_conv_per_stage_decoder"`
+	ConvBias             bool    `json:"conv_bias"`
 }
 
 // Reasons are the intermediate values of one configuration's planning.
@@ -268,6 +274,7 @@ func (p *planner) plan() (*Plans, error) {
 			lowres.BatchDice = false
 			lowres.NextStage = "3d_cascade_fullres"
 			plans.Configurations["3d_lowres"] = lowres
+			plans.Configurations["3d_cascade_fullres"] = &Configuration{InheritsFrom: "3d_fullres", PreviousStage: "3d_lowres"}
 		}
 	}
 	c2, err := p.configuration(spacingT[1:], medianT[1:], "2d", voxelsAll, cache)
@@ -474,4 +481,14 @@ func intsToF(x []int) []float64 {
 		o[i] = float64(v)
 	}
 	return o
+}
+
+// MarshalJSON writes 3d_cascade_fullres as nnU-Net does, with only its
+// parents' names.
+func (c *Configuration) MarshalJSON() ([]byte, error) {
+	if c.InheritsFrom != "" {
+		return json.Marshal(map[string]string{"inherits_from": c.InheritsFrom, "previous_stage": c.PreviousStage})
+	}
+	type plain Configuration // without this method
+	return json.Marshal((*plain)(c))
 }
