@@ -159,11 +159,11 @@ func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (st
 		}
 	}
 	sp := fmt.Sprintf("[%s, %s, %s]", num(spacing[0]), num(spacing[1]), num(spacing[2]))
-	if needsResampling(fp, spacing) {
+	resample := needsResampling(fp, spacing)
+	if resample {
 		line("  target_spacing: %s", sp)
 	} else {
 		line("  # target_spacing: %s", sp)
-		line("  #   every case already has this spacing, so no resampling (nnU-Net's would be a no-op)")
 	}
 	if name == "3d_lowres" {
 		line("  #   coarser than the median spacing: 3d_lowres sees the whole median image in about 4 patches")
@@ -172,6 +172,9 @@ func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (st
 		line("  #   voxtrain's target_spacing sets all three axes, so it gets the fullres one")
 	} else {
 		line("  #   the median spacing of the cases (the coarsest axis: its 10th percentile when very anisotropic)")
+	}
+	if !resample {
+		line("  #   every case already has this spacing, so the key is left out: no resampling (nnU-Net's is a no-op)")
 	}
 	line("  oversample_foreground: 0.33     # nnU-Net's oversample_foreground_percent")
 	line("")
