@@ -54,7 +54,7 @@ spacing, 32 features doubling to 320 (512 in 2-D), the patch shrunk until
 the feature-map estimate fits the GPU memory, batch size from what is left,
 at most 5 % of the dataset's voxels per batch. See docs/PLANNING.md.`,
 		Example: `  train plan testdata/demo -o plans/demo
-  train --config plans/demo/3d_fullres.yaml --fold 0`,
+  # then, to train what was planned: train --config plans/demo/3d_fullres.yaml --fold 0`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Dataset = args[0]
