@@ -14,6 +14,7 @@ import (
 
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/data"
+	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 // The fixtures are nnU-Net v2's own fingerprint and plans of testdata/demo,
@@ -37,11 +38,17 @@ var (
 	demoErr  error
 )
 
-// demoFingerprint extracts the demo's fingerprint once for every test.
+// demoFingerprint extracts the demo's fingerprint once for every test
+// (80 cases: well under a second, but slow under the race detector, where
+// the tests that need it skip; TestExtractSameForAnyWorkerCount holds
+// the concurrency).
 func demoFingerprint(t *testing.T) (*Fingerprint, *data.Dataset) {
 	t.Helper()
+	if testutil.Race {
+		t.Skip("the 80 demo cases are slow under the race detector")
+	}
 	demoOnce.Do(func() {
-		demoDS, demoErr = data.OpenDataset(config.Data{Dataset: filepath.Join("..", "testdata", "demo")})
+		demoDS, demoErr = data.OpenDataset(config.Data{Dataset: testutil.DemoDir(t)})
 		if demoErr != nil {
 			return
 		}
@@ -187,5 +194,35 @@ func comparePlans(t *testing.T, got, ref *Plans) {
 				t.Errorf("%s %s: %v, nnU-Net %v", name, c.key, c.got, c.want)
 			}
 		}
+	}
+}
+
+// TestExtractSameForAnyWorkerCount: the fingerprint is a function of the
+// cases, not of how many goroutines decode them or the order they finish.
+func TestExtractSameForAnyWorkerCount(t *testing.T) {
+	dir := testutil.DemoSubset(t, []string{"hippocampus_001", "hippocampus_006", "hippocampus_011", "hippocampus_019", "hippocampus_024", "hippocampus_033"})
+	ds, err := data.OpenDataset(config.Data{Dataset: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := Extract(context.Background(), ds, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	many, err := Extract(context.Background(), ds, 0, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(one, many) {
+		t.Errorf("1 worker:\n%+v\n4 workers:\n%+v", one, many)
+	}
+	if len(one.Spacings) != 6 || len(one.CaseIDs) != 6 || one.CaseIDs[5] != "hippocampus_033" {
+		t.Errorf("cases %v", one.CaseIDs)
+	}
+	// A cancelled context stops it with the context's error.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Extract(ctx, ds, 0, 2); err == nil {
+		t.Error("a cancelled extraction returned no error")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
 func TestPlanFlags(t *testing.T) {
@@ -42,6 +43,9 @@ func TestPlanFlags(t *testing.T) {
 // TestPlanRunDemo plans the demo in process and trains nothing: the files
 // are there and every YAML loads.
 func TestPlanRunDemo(t *testing.T) {
+	if testutil.Race {
+		t.Skip("the 80 demo cases are slow under the race detector (package plan tests the concurrency)")
+	}
 	f, out, _ := testFactory()
 	dir := filepath.Join(t.TempDir(), "plans")
 	cmd := NewCmdPlan(f, nil)
