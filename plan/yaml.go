@@ -102,6 +102,11 @@ func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (st
 	line("# in nnU-Net's layout; docs/PLANNING.md explains the rules.")
 	line("#")
 	line("#   train --config %s.yaml --fold 0", name)
+	if name == "3d_lowres" {
+		line("#")
+		line("# voxtrain has no cascade: this trains 3d_lowres as a model of its own, not as the")
+		line("# first stage of nnU-Net's 3d_cascade_fullres.")
+	}
 	line("experiment: %s_%s", o.Experiment, name)
 	line("seed: 12345")
 	line("device: cuda                      # sized for a GPU (--device cpu works, slowly)")
@@ -166,7 +171,8 @@ func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (st
 		line("  # target_spacing: %s", sp)
 	}
 	if name == "3d_lowres" {
-		line("  #   coarser than the median spacing: 3d_lowres sees the whole median image in about 4 patches")
+		line("  #   the fullres spacing coarsened 3 %% a step (first the axes finer than half the coarsest) until")
+		line("  #   the patch holds >= 1/4 of the median image's voxels (nnU-Net's lowres_creation_threshold)")
 	} else if twoD {
 		line("  #   the 3d_fullres spacing. Across slices (axis %s) nnU-Net's 2d keeps each case's own spacing;", axisName[fwd[0]])
 		line("  #   voxtrain's target_spacing sets all three axes, so it gets the fullres one")
