@@ -9,7 +9,7 @@ import (
 // is answered with that command (cobra does this only for a root without
 // Args, which would take any word).
 func TestMistypedCommandSuggests(t *testing.T) {
-	for typed, want := range map[string]string{"valdiate": "validate", "predcit": "predict", "plto": "plot", "exprot": "export"} {
+	for typed, want := range map[string]string{"valdiate": "validate", "predcit": "predict", "plott": "plot", "paln": "plan", "exprot": "export"} {
 		_, _, err := runCmd(t, typed)
 		wantErr(t, err, `unknown command "`+typed+`" for "train"; did you mean "`+want+`"?`)
 		wantErr(t, err, "Run 'train --help'")

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/data"
+	"github.com/voxtrain/voxtrain/plan"
+)
+
+// PlanOptions are `train plan`'s.
+type PlanOptions struct {
+	IO *IOStreams
+	// Dataset is the dataset folder (MSD or nnU-Net layout).
+	Dataset string
+	// Output is the folder the fingerprint, plans and YAMLs go to.
+	Output string
+	// Workers decode cases in parallel (each holds one case in memory).
+	Workers int
+	// VRAMGB is the GPU memory the configurations are sized for.
+	VRAMGB float64
+}
+
+// NewCmdPlan builds `train plan`; runF (nil: planRun) receives the
+// options.
+func NewCmdPlan(f *Factory, runF func(context.Context, *PlanOptions) error) *cobra.Command {
+	opts := &PlanOptions{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "plan DATASET -o OUTDIR",
+		Short: "Plan training configurations for a dataset as nnU-Net v2 does (fingerprint, 3d_fullres, 2d, 3d_lowres)",
+		Long: `plan reads every case of a dataset (MSD dataset.json, or nnU-Net's
+imagesTr/labelsTr layout) and writes into OUTDIR, never into the dataset:
+
+  dataset_fingerprint.json  nnU-Net v2's fingerprint: spacings, shapes after
+                            cropping to the nonzero region, foreground
+                            intensity statistics per channel, median relative
+                            size after cropping; plus case_ids and
+                            class_frequencies
+  plans.json                the plans in nnUNetPlans.json's layout (axes
+                            transposed as nnU-Net's, coarsest first)
+  3d_fullres.yaml, 2d.yaml  run configs for train --config, each derived value
+  3d_lowres.yaml            with a comment; 3d_lowres only for large images
+
+The rules are nnU-Net v2's ExperimentPlanner's: median target spacing (the
+10th percentile on a very anisotropic axis), the patch from the spacing's
+aspect ratio clipped to the median image, pooling and kernels from the
+spacing, 32 features doubling to 320 (512 in 2-D), the patch shrunk until
+the feature-map estimate fits the GPU memory, batch size from what is left,
+at most 5 % of the dataset's voxels per batch. See docs/PLANNING.md.`,
+		Example: `  train plan testdata/demo -o plans/demo
+  # then, to train what was planned: train --config plans/demo/3d_fullres.yaml --fold 0`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Dataset = args[0]
+			switch {
+			case opts.Output == "":
+				return usageErr(cmd, errors.New("-o/--output is required (the folder to write the plans to)"))
+			case opts.Workers < 1:
+				return usageErr(cmd, fmt.Errorf("--workers: %d, want >= 1", opts.Workers))
+			case !(opts.VRAMGB > 0):
+				return usageErr(cmd, fmt.Errorf("--gpu-memory: %v GB, want > 0", opts.VRAMGB))
+			}
+			if inside(opts.Output, opts.Dataset) {
+				return usageErr(cmd, fmt.Errorf("-o %s: inside the dataset folder %s; plans go elsewhere (the dataset may be read-only or shared)", opts.Output, opts.Dataset))
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return planRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "folder to write the fingerprint, plans.json and the YAMLs to (created)")
+	cmd.Flags().IntVar(&opts.Workers, "workers", runtime.GOMAXPROCS(0), "cases decoded in parallel (each holds one case in memory)")
+	cmd.Flags().Float64Var(&opts.VRAMGB, "gpu-memory", plan.DefaultVRAMGB, "GPU memory in GB to size patch and batch for (nnU-Net's gpu_memory_target_in_gb)")
+	return cmd
+}
+
+// inside reports whether path is dir or lies under it.
+func inside(path, dir string) bool {
+	p, err1 := filepath.Abs(path)
+	d, err2 := filepath.Abs(dir)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	r, err := filepath.Rel(d, p)
+	return err == nil && r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator))
+}
+
+// planRun extracts the fingerprint, plans and writes the outputs.
+func planRun(ctx context.Context, opts *PlanOptions) error {
+	ds, err := data.OpenDataset(config.Data{Dataset: opts.Dataset})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "plan: fingerprinting %d cases of %s on %d workers\n", len(ds.Cases), opts.Dataset, opts.Workers)
+	fp, err := plan.Extract(ctx, ds, ds.Channels, opts.Workers)
+	if err != nil {
+		return err
+	}
+	d, err := plan.DescribeDataset(ds, fp, len(fp.ForegroundIntensityPropertiesPerChannel))
+	if err != nil {
+		return err
+	}
+	p, err := plan.Make(fp, d, opts.VRAMGB)
+	if err != nil {
+		return err
+	}
+	files, err := plan.Write(opts.Output, opts.Dataset, fp, p, d)
+	if err != nil {
+		return err
+	}
+	out := opts.IO.Out
+	for _, name := range plan.YAMLConfigurations {
+		c := p.Configurations[name]
+		if c == nil {
+			continue
+		}
+		fmt.Fprintf(out, "%-10s patch %v (transposed %v) batch %d, %d stages, features %v\n", name, c.PatchSize, p.TransposeForward, c.BatchSize,
+			c.Architecture.ArchKwargs.NStages, c.Architecture.ArchKwargs.FeaturesPerStage)
+	}
+	for _, f := range files {
+		fmt.Fprintln(out, "wrote", f)
+	}
+	return nil
+}

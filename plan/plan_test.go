@@ -1,0 +1,228 @@
+package plan
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/data"
+	"github.com/voxtrain/voxtrain/internal/testutil"
+)
+
+// The fixtures are nnU-Net v2's own fingerprint and plans of testdata/demo,
+// made by testdata/make_nnunet_plans.py.
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+var (
+	demoOnce sync.Once
+	demoFP   *Fingerprint
+	demoDS   *data.Dataset
+	demoErr  error
+)
+
+// demoFingerprint extracts the demo's fingerprint once for every test
+// (80 cases: well under a second, but slow under the race detector, where
+// the tests that need it skip; TestExtractSameForAnyWorkerCount holds
+// the concurrency).
+func demoFingerprint(t *testing.T) (*Fingerprint, *data.Dataset) {
+	t.Helper()
+	if testutil.Race {
+		t.Skip("the 80 demo cases are slow under the race detector")
+	}
+	demoOnce.Do(func() {
+		demoDS, demoErr = data.OpenDataset(config.Data{Dataset: testutil.DemoDir(t)})
+		if demoErr != nil {
+			return
+		}
+		demoFP, demoErr = Extract(context.Background(), demoDS, 0, runtime.GOMAXPROCS(0))
+	})
+	if demoErr != nil {
+		t.Fatal(demoErr)
+	}
+	return demoFP, demoDS
+}
+
+func TestFingerprintMatchesNNUNet(t *testing.T) {
+	fp, _ := demoFingerprint(t)
+	var ref Fingerprint
+	readJSON(t, filepath.Join("testdata", "nnunet_dataset_fingerprint.json"), &ref)
+	// nnU-Net lists cases in sorted file-name order, as the demo's
+	// dataset.json does.
+	if !reflect.DeepEqual(fp.Spacings, ref.Spacings) {
+		t.Errorf("spacings differ from nnU-Net's:\n got %v\nwant %v", fp.Spacings, ref.Spacings)
+	}
+	if !reflect.DeepEqual(fp.ShapesAfterCrop, ref.ShapesAfterCrop) {
+		t.Errorf("shapes after crop differ from nnU-Net's:\n got %v\nwant %v", fp.ShapesAfterCrop, ref.ShapesAfterCrop)
+	}
+	if fp.MedianRelativeSizeAfterCropping != ref.MedianRelativeSizeAfterCropping {
+		t.Errorf("median relative size %v, nnU-Net %v", fp.MedianRelativeSizeAfterCropping, ref.MedianRelativeSizeAfterCropping)
+	}
+	got, want := fp.ForegroundIntensityPropertiesPerChannel["0"], ref.ForegroundIntensityPropertiesPerChannel["0"]
+	t.Logf("ours   %+v\nnnU-Net %+v", got, want)
+	for _, c := range []struct {
+		name      string
+		got, want float64
+		rel       float64
+	}{
+		// min and max: nnU-Net's 1.25 M draws per case see every voxel of
+		// these few-thousand-voxel foregrounds; exact.
+		{"min", got.Min, want.Min, 0},
+		{"max", got.Max, want.Max, 0},
+		// mean and std: sampling noise of 10^8 draws, ~std/10^4.
+		{"mean", got.Mean, want.Mean, 1e-3},
+		{"std", got.Std, want.Std, 1e-3},
+		// percentiles: sampling noise moves the quantile between
+		// neighbouring intensities.
+		{"median", got.Median, want.Median, 1e-2},
+		{"percentile_00_5", got.Percentile00_5, want.Percentile00_5, 2e-2},
+		{"percentile_99_5", got.Percentile99_5, want.Percentile99_5, 2e-2},
+	} {
+		if d := math.Abs(c.got - c.want); d > c.rel*math.Abs(c.want) {
+			t.Errorf("%s: %v, nnU-Net %v (relative difference %.2g > %.2g)", c.name, c.got, c.want, d/math.Abs(c.want), c.rel)
+		}
+	}
+	var sum float64
+	for _, f := range fp.ClassFrequencies {
+		sum += f
+	}
+	if len(fp.ClassFrequencies) != 3 || math.Abs(sum-1) > 1e-9 || !(fp.ClassFrequencies["1"] > 0) || !(fp.ClassFrequencies["2"] > 0) {
+		t.Errorf("class frequencies %v, want labels 0, 1, 2 summing to 1", fp.ClassFrequencies)
+	}
+}
+
+func TestPlansMatchNNUNet(t *testing.T) {
+	fp, ds := demoFingerprint(t)
+	d, err := DescribeDataset(ds, fp, len(fp.ForegroundIntensityPropertiesPerChannel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.NumClasses != 3 || d.NumTraining != 80 || !reflect.DeepEqual(d.ChannelNames, []string{"MRI"}) {
+		t.Fatalf("dataset %+v, want 3 classes, 80 cases, channel MRI", d)
+	}
+	got, err := Make(fp, d, DefaultVRAMGB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref Plans
+	readJSON(t, filepath.Join("testdata", "nnunet_nnUNetPlans.json"), &ref)
+	comparePlans(t, got, &ref)
+}
+
+// TestPlansMatchNNUNetSynthetic plans a made-up anisotropic two-channel
+// CT dataset whose fullres patch must shrink to fit, which needs a
+// transpose and a 3d_lowres configuration: what the demo does not reach.
+func TestPlansMatchNNUNetSynthetic(t *testing.T) {
+	var fp Fingerprint
+	readJSON(t, filepath.Join("testdata", "synthetic_fingerprint.json"), &fp)
+	got, err := Make(&fp, Dataset{Name: "Dataset900_Synthetic", ChannelNames: []string{"CT", "T2"}, NumClasses: 4, NumTraining: 30}, DefaultVRAMGB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref Plans
+	readJSON(t, filepath.Join("testdata", "nnunet_synthetic_plans.json"), &ref)
+	comparePlans(t, got, &ref)
+	if full := got.Configurations["3d_fullres"]; full == nil || full.Why.Reductions == 0 {
+		t.Errorf("3d_fullres: want the VRAM loop to have shrunk the patch: %+v", full)
+	}
+}
+
+// comparePlans holds got to nnU-Net's plans: transpose, medians, and per
+// configuration everything that shapes the network and the batches.
+func comparePlans(t *testing.T, got, ref *Plans) {
+	t.Helper()
+	if !reflect.DeepEqual(got.TransposeForward, ref.TransposeForward) || !reflect.DeepEqual(got.TransposeBackward, ref.TransposeBackward) {
+		t.Errorf("transpose %v/%v, nnU-Net %v/%v", got.TransposeForward, got.TransposeBackward, ref.TransposeForward, ref.TransposeBackward)
+	}
+	if !reflect.DeepEqual(got.OriginalMedianShapeAfterTransp, ref.OriginalMedianShapeAfterTransp) ||
+		!reflect.DeepEqual(got.OriginalMedianSpacingAfterTransp, ref.OriginalMedianSpacingAfterTransp) {
+		t.Errorf("median shape %v spacing %v, nnU-Net %v %v", got.OriginalMedianShapeAfterTransp, got.OriginalMedianSpacingAfterTransp,
+			ref.OriginalMedianShapeAfterTransp, ref.OriginalMedianSpacingAfterTransp)
+	}
+	names := func(m map[string]*Configuration) []string {
+		var n []string
+		for k := range m {
+			n = append(n, k)
+		}
+		slices.Sort(n)
+		return n
+	}
+	if !reflect.DeepEqual(names(got.Configurations), names(ref.Configurations)) {
+		t.Fatalf("configurations %v, nnU-Net %v", names(got.Configurations), names(ref.Configurations))
+	}
+	for name, want := range ref.Configurations {
+		g := got.Configurations[name]
+		if want.PatchSize == nil { // 3d_cascade_fullres only names its parents
+			continue
+		}
+		for _, c := range []struct {
+			key       string
+			got, want any
+		}{
+			{"patch_size", g.PatchSize, want.PatchSize},
+			{"spacing", g.Spacing, want.Spacing},
+			{"median_image_size_in_voxels", g.MedianImageSizeInVoxels, want.MedianImageSizeInVoxels},
+			{"batch_size", g.BatchSize, want.BatchSize},
+			{"n_stages", g.Architecture.ArchKwargs.NStages, want.Architecture.ArchKwargs.NStages},
+			{"strides", g.Architecture.ArchKwargs.Strides, want.Architecture.ArchKwargs.Strides},
+			{"kernel_sizes", g.Architecture.ArchKwargs.KernelSizes, want.Architecture.ArchKwargs.KernelSizes},
+			{"features_per_stage", g.Architecture.ArchKwargs.FeaturesPerStage, want.Architecture.ArchKwargs.FeaturesPerStage},
+			{"n_conv_per_stage", g.Architecture.ArchKwargs.NConvPerStage, want.Architecture.ArchKwargs.NConvPerStage},
+			{"normalization_schemes", g.NormalizationSchemes, want.NormalizationSchemes},
+			{"use_mask_for_norm", g.UseMaskForNorm, want.UseMaskForNorm},
+			{"batch_dice", g.BatchDice, want.BatchDice},
+			{"next_stage", g.NextStage, want.NextStage},
+		} {
+			if !reflect.DeepEqual(c.got, c.want) {
+				t.Errorf("%s %s: %v, nnU-Net %v", name, c.key, c.got, c.want)
+			}
+		}
+	}
+}
+
+// TestExtractSameForAnyWorkerCount: the fingerprint is a function of the
+// cases, not of how many goroutines decode them or the order they finish.
+func TestExtractSameForAnyWorkerCount(t *testing.T) {
+	dir := testutil.DemoSubset(t, []string{"hippocampus_001", "hippocampus_006", "hippocampus_011", "hippocampus_019", "hippocampus_024", "hippocampus_033"})
+	ds, err := data.OpenDataset(config.Data{Dataset: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := Extract(context.Background(), ds, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	many, err := Extract(context.Background(), ds, 0, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(one, many) {
+		t.Errorf("1 worker:\n%+v\n4 workers:\n%+v", one, many)
+	}
+	if len(one.Spacings) != 6 || len(one.CaseIDs) != 6 || one.CaseIDs[5] != "hippocampus_033" {
+		t.Errorf("cases %v", one.CaseIDs)
+	}
+	// A cancelled context stops it with the context's error.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Extract(ctx, ds, 0, 2); err == nil {
+		t.Error("a cancelled extraction returned no error")
+	}
+}

@@ -1,0 +1,310 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// YAMLOptions say where a configuration's YAML points.
+type YAMLOptions struct {
+	// Dataset is data.dataset as written: the dataset folder, relative to
+	// the YAML's folder or absolute (config.Load resolves it against the
+	// file's folder).
+	Dataset string
+	// Experiment prefixes the experiment name.
+	Experiment string
+}
+
+// YAML renders configuration name of p as a run config that `train
+// --config` reads unchanged, every derived value with a comment saying why
+// it has that value. Axes are put back into the files' (D, H, W) order:
+// voxtrain has no transpose, and a U-Net on permuted axes is the same
+// network. A 2-D configuration becomes a 3-D one whose patch, kernels and
+// strides are 1 along nnU-Net's slicing axis. fp provides the spacings
+// (to tell whether resampling is needed) and the ct statistics.
+func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (string, error) {
+	c := p.Configurations[name]
+	if c == nil || c.PatchSize == nil {
+		return "", fmt.Errorf("plan: no configuration %q to write", name)
+	}
+	fwd := p.TransposeForward
+	twoD := len(c.PatchSize) == 2
+	// back maps a per-axis value of the configuration to (D, H, W); in
+	// 2-D the slicing axis fwd[0] gets fill.
+	back := func(v []int, fill int) [3]int {
+		var o [3]int
+		if twoD {
+			o[fwd[0]] = fill
+			o[fwd[1]], o[fwd[2]] = v[0], v[1]
+			return o
+		}
+		for i, a := range fwd {
+			o[a] = v[i]
+		}
+		return o
+	}
+	backF := func(v []float64) [3]float64 {
+		var o [3]float64
+		if twoD {
+			o[fwd[0]] = math.NaN()
+			o[fwd[1]], o[fwd[2]] = v[0], v[1]
+			return o
+		}
+		for i, a := range fwd {
+			o[a] = v[i]
+		}
+		return o
+	}
+	ak := c.Architecture.ArchKwargs
+	patch := back(c.PatchSize, 1)
+	var kernels, strides [][3]int
+	for s := range ak.NStages {
+		kernels = append(kernels, back(ak.KernelSizes[s], 1))
+		strides = append(strides, back(ak.Strides[s], 1))
+	}
+	spacing := backF(c.Spacing)
+	if twoD {
+		// The slicing axis keeps the fullres spacing (nnU-Net's 2d data
+		// is the 3d_fullres data, sliced).
+		full := p.Configurations["3d_fullres"]
+		if full != nil {
+			spacing[fwd[0]] = full.Spacing[0]
+		} else {
+			spacing[fwd[0]] = p.OriginalMedianSpacingAfterTransp[0]
+		}
+	}
+	axisName := [3]string{"D", "H", "W"}
+	dhw := func(v [3]int) string { return fmt.Sprintf("[%d, %d, %d]", v[0], v[1], v[2]) }
+	list := func(v [][3]int) string {
+		s := make([]string, len(v))
+		for i, x := range v {
+			s[i] = dhw(x)
+		}
+		return "[" + strings.Join(s, ", ") + "]"
+	}
+	ints := func(v []int) string {
+		s := make([]string, len(v))
+		for i, x := range v {
+			s[i] = strconv.Itoa(x)
+		}
+		return "[" + strings.Join(s, ", ") + "]"
+	}
+	num := func(x float64) string { return strconv.FormatFloat(x, 'g', 10, 64) }
+
+	var b strings.Builder
+	line := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
+	line("# %s, planned by `train plan` with nnU-Net v2's ExperimentPlanner rules", name)
+	line("# (default_experiment_planner.py) for a GPU of %s GB, from the dataset", num(p.VRAMTargetGB))
+	line("# fingerprint beside this file (%d cases). plans.json holds the same plan", ds.NumTraining)
+	line("# in nnU-Net's layout; docs/PLANNING.md explains the rules.")
+	line("#")
+	line("#   train --config %s.yaml --fold 0", name)
+	if name == "3d_lowres" {
+		line("#")
+		line("# voxtrain has no cascade: this trains 3d_lowres as a model of its own, not as the")
+		line("# first stage of nnU-Net's 3d_cascade_fullres.")
+	}
+	line("experiment: %s_%s", o.Experiment, name)
+	line("seed: 12345")
+	line("device: cuda                      # sized for a GPU (--device cpu works, slowly)")
+	line("")
+	line("data:")
+	line("  dataset: %s", yamlString(o.Dataset))
+	line("  fold: 0")
+	line("  num_folds: 5                    # nnU-Net's 5-fold cross-validation")
+
+	// Normalisation per channel.
+	var norms []string
+	var ct *IntensityStats
+	ctChannel := -1
+	for i, s := range c.NormalizationSchemes {
+		switch s {
+		case "CTNormalization":
+			norms = append(norms, "ct")
+			if ct == nil {
+				st := fp.ForegroundIntensityPropertiesPerChannel[strconv.Itoa(i)]
+				ct, ctChannel = &st, i
+			}
+		case "ZScoreNormalization":
+			norms = append(norms, "zscore")
+		default: // NoNormalization, and the rescalings voxtrain lacks
+			norms = append(norms, "none")
+		}
+	}
+	line("  normalization: [%s]", strings.Join(norms, ", "))
+	for i, s := range c.NormalizationSchemes {
+		ch := fmt.Sprintf("channel %d (%q)", i, ds.ChannelNames[i])
+		switch s {
+		case "CTNormalization":
+			line("  #   %s: ct, as nnU-Net for a channel named CT: clip to the dataset's foreground 0.5/99.5 percentiles, then its mean and std", ch)
+		case "ZScoreNormalization":
+			if c.UseMaskForNorm[i] {
+				line("  #   %s: zscore (nnU-Net's default). nnU-Net would z-score only inside the nonzero", ch)
+				line("  #   mask here (cropping kept %.2f < 3/4 of the median image, use_mask_for_norm);", fp.MedianRelativeSizeAfterCropping)
+				line("  #   voxtrain z-scores the whole image (it has no nonzero mask)")
+			} else {
+				line("  #   %s: zscore over the whole image (nnU-Net's default for a channel not named CT;", ch)
+				line("  #   use_mask_for_norm false: cropping kept %.2f >= 3/4 of the median image)", fp.MedianRelativeSizeAfterCropping)
+			}
+		case "NoNormalization":
+			line("  #   %s: none (named nonorm)", ch)
+		default:
+			line("  #   %s: nnU-Net would use %s, which voxtrain lacks; none keeps the intensities as stored", ch, s)
+		}
+	}
+	if ct != nil {
+		line("  ct_window: [%s, %s]     # channel %d's foreground percentile_00_5 and percentile_99_5 (dataset_fingerprint.json)", num(ct.Percentile00_5), num(ct.Percentile99_5), ctChannel)
+		line("  ct_mean: %s            # its foreground mean", num(ct.Mean))
+		line("  ct_std: %s             # its foreground std", num(ct.Std))
+		if n := strings.Count(strings.Join(norms, ","), "ct"); n > 1 {
+			line("  # voxtrain has one ct window for all ct channels: channel %d's; nnU-Net has one per channel", ctChannel)
+		}
+	}
+	sp := fmt.Sprintf("[%s, %s, %s]", num(spacing[0]), num(spacing[1]), num(spacing[2]))
+	resample := needsResampling(fp, spacing)
+	if resample {
+		line("  target_spacing: %s", sp)
+	} else {
+		line("  # target_spacing: %s", sp)
+	}
+	if name == "3d_lowres" {
+		line("  #   the fullres spacing coarsened 3 %% a step (first the axes finer than half the coarsest) until")
+		line("  #   the patch holds >= 1/4 of the median image's voxels (nnU-Net's lowres_creation_threshold)")
+	} else if twoD {
+		line("  #   the 3d_fullres spacing. Across slices (axis %s) nnU-Net's 2d keeps each case's own spacing;", axisName[fwd[0]])
+		line("  #   voxtrain's target_spacing sets all three axes, so it gets the fullres one")
+	} else {
+		line("  #   the median spacing of the cases (the coarsest axis: its 10th percentile when very anisotropic)")
+	}
+	if !resample {
+		line("  #   every case already has this spacing, so the key is left out: no resampling (nnU-Net's is a no-op)")
+	}
+	line("  oversample_foreground: 0.33     # nnU-Net's oversample_foreground_percent")
+	line("")
+	line("augment:")
+	line("  preset: nnunet                  # nnU-Net's default augmentation")
+	switch {
+	case twoD:
+		in := []int{fwd[1], fwd[2]}
+		line("  rotation: {axes: [%d], degrees: [-180, 180]}   # 2-D: in-plane only (about axis %s), nnU-Net's ±180° for 2d", fwd[0], axisName[fwd[0]])
+		line("  mirror: {axes: %s}                            # 2-D: mirror in-plane axes only", ints(in))
+	case dummy2D(c.PatchSize):
+		line("  rotation: {axes: [%d], degrees: [-180, 180]}   # patch %v is anisotropic (>3× between axes): nnU-Net's dummy 2-D augmentation, in-plane only", fwd[0], patch)
+	}
+	line("")
+	line("model:")
+	line("  in_channels: %d", len(c.NormalizationSchemes))
+	line("  num_classes: %d                  # background included", ds.NumClasses)
+	maxF := maxFeatures3D
+	if twoD {
+		maxF = maxFeatures2D
+	}
+	line("  features: %s", ints(ak.FeaturesPerStage))
+	line("  #   %d stages (n_stages): 32 doubling per stage, capped at %d (nnU-Net's UNet_base_num_features, UNet_max_features_%s)", ak.NStages, maxF, map[bool]string{true: "2d", false: "3d"}[twoD])
+	line("  kernel_sizes: %s", list(kernels))
+	line("  #   (D, H, W) per stage: 3 along an axis once its spacing is within 2× of the finest, else 1 (get_pool_and_conv_props)")
+	line("  strides: %s", list(strides))
+	line("  #   halve every axis within 2× of the finest spacing while it keeps >= 8 voxels (>= 12 when it is the only one)")
+	if twoD {
+		line("  #   2-D: kernels and strides are 1 across slices (axis %s), so this 3-D network is nnU-Net's 2-D one", axisName[fwd[0]])
+	}
+	line("  convs_per_level: 2              # nnU-Net's n_conv_per_stage")
+	if ak.NStages >= 3 {
+		line("  deep_supervision: true          # nnU-Net trains with deep supervision")
+	} else {
+		line("  deep_supervision: false         # nnU-Net uses it; voxtrain needs >= 3 stages for it")
+	}
+	line("")
+	line("loss:")
+	line("  name: dice_ce                   # nnU-Net's Dice + CE")
+	line("")
+	line("optim:                            # nnU-Net's SGD, poly schedule")
+	line("  name: sgd")
+	line("  lr: 0.01")
+	line("  momentum: 0.99")
+	line("  nesterov: true")
+	line("  weight_decay: 3.0e-5")
+	line("  grad_clip: 12")
+	line("  schedule:")
+	line("    name: poly")
+	line("    exponent: 0.9")
+	line("")
+	line("train:")
+	line("  epochs: 1000                    # nnU-Net's 1000 epochs of 250 iterations")
+	line("  iterations_per_epoch: 250")
+	w := c.Why
+	line("  batch_size: %d", c.BatchSize)
+	switch {
+	case c.BatchSize == w.BatchFromVRAM:
+		line("  #   what the VRAM budget allows (reference %.3g / estimate %d × %d)", w.Reference, w.Estimate, refBatch(twoD))
+	case c.BatchSize == w.BatchCap5Pct:
+		line("  #   capped so one batch covers at most 5 %% of the dataset's voxels (%.0f); the VRAM budget allowed %d", w.ApproxVoxelsAll, w.BatchFromVRAM)
+	default:
+		line("  #   nnU-Net's minimum of 2 (the VRAM budget allowed %d, the 5 %% cap %d)", w.BatchFromVRAM, w.BatchCap5Pct)
+	}
+	line("  patch_size: %s", dhw(patch))
+	med := backF(c.MedianImageSizeInVoxels)
+	medS := make([]string, 0, 3)
+	for _, m := range med {
+		if math.IsNaN(m) {
+			medS = append(medS, "1")
+		} else {
+			medS = append(medS, num(m))
+		}
+	}
+	line("  #   (D, H, W): the spacing's aspect ratio at the volume of %s, clipped to the median image", map[bool]string{true: "2048²", false: "256³"}[twoD])
+	line("  #   [%s] and padded to a multiple of the strides' product", strings.Join(medS, ", "))
+	if w.Reductions > 0 {
+		line("  #   (%v), then shrunk %d times to fit the VRAM budget (feature-map estimate %d <= %.3g)", back(w.InitialPatch, 1), w.Reductions, w.Estimate, w.Reference)
+	}
+	line("")
+	line("validation:")
+	line("  every: 1")
+	line("  mode: patch                     # nnU-Net's pseudo-Dice on 50 batches per epoch")
+	line("  iterations: 50")
+	line("")
+	line("checkpoint:")
+	line("  best_mode: max")
+	line("  every_epochs: 50")
+	line("  keep: 4")
+	return b.String(), nil
+}
+
+func refBatch(twoD bool) int {
+	if twoD {
+		return referenceBatch2D
+	}
+	return referenceBatch3D
+}
+
+// dummy2D is nnU-Net's do_dummy_2d_data_aug for 3-D patches
+// (nnUNetTrainer.configure_rotation_dummyDA_mirroring_and_inital_patch_size):
+// the patch's largest edge is more than ANISO_THRESHOLD times its first
+// (transposed, coarsest) one.
+func dummy2D(patch []int) bool {
+	return len(patch) == 3 && float64(slices.Max(patch))/float64(patch[0]) > anisoThreshold
+}
+
+// needsResampling reports whether some case's spacing differs from target
+// (NaN axes ignored) by more than a part in 10⁶.
+func needsResampling(fp *Fingerprint, target [3]float64) bool {
+	for _, s := range fp.Spacings {
+		for a := range 3 {
+			if !math.IsNaN(target[a]) && math.Abs(s[a]-target[a]) > 1e-6*target[a] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// yamlString quotes s when YAML would read it as something else.
+func yamlString(s string) string {
+	if s == "" || strings.ContainsAny(s, ":#{}[],&*!|>'\"%@`") || strings.TrimSpace(s) != s {
+		return strconv.Quote(s)
+	}
+	return s
+}
