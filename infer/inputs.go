@@ -42,9 +42,12 @@ func imageExt(name string) string {
 //   - otherwise one file per case (an MSD imagesTs folder, or 4D files
 //     holding every channel), the case named after the file.
 //
-// For a one-channel model a folder is read the first way only when every
-// file ends in _XXXX and every case has its _0000, so case_0001.nii.gz,
-// case_0002.nii.gz, … are cases of their own. Cases are sorted by ID, and
+// For a one-channel model it is file by file: CASE_0000 is case CASE
+// (and a CASE_0001 beside it a channel too many), any other name a case
+// of its own, so case_0001.nii.gz, case_0002.nii.gz, … without a
+// case_0000 are cases, not channels. For a model of several channels
+// either every file is named CASE_XXXX or none is (4D files). Two inputs
+// of one case ID are an error. Cases are sorted by ID, and
 // each case's Ext is the ending its first file has, for the output.
 // Errors name the file or case and the problem.
 func FindCases(inputs []string, channels int) ([]InputCase, error) {
@@ -114,11 +117,10 @@ func groupChannels(files []string, channels int) ([]InputCase, error) {
 	}
 	groups := map[string]*group{}
 	var order []string
-	all := true
+	keyOf := map[string]string{} // file → its group's key, for files named CASE_XXXX
 	for _, f := range files {
 		m := channelSuffix.FindStringSubmatch(filepath.Base(f))
 		if m == nil {
-			all = false
 			continue
 		}
 		key := filepath.Join(filepath.Dir(f), m[1])
@@ -133,30 +135,56 @@ func groupChannels(files []string, channels int) ([]InputCase, error) {
 			return nil, fmt.Errorf("inputs %s and %s are both channel %04d of case %s", prev, f, ch, g.id)
 		}
 		g.files[ch] = f
+		keyOf[f] = key
 	}
-	nnunet := all
-	if channels == 1 && all {
-		for _, g := range groups {
-			if _, ok := g.files[0]; !ok {
-				nnunet = false
+	tooMany := func(g *group) error {
+		extra := -1
+		for ch := range g.files {
+			if ch >= channels && (extra < 0 || ch < extra) {
+				extra = ch
 			}
 		}
+		return fmt.Errorf("case %s: %d channel files (%s is channel %04d), the model takes %d channels",
+			g.id, len(g.files), g.files[extra], extra, channels)
 	}
-	if channels > 1 && !all && len(groups) > 0 {
-		for _, f := range files {
-			if channelSuffix.FindStringSubmatch(filepath.Base(f)) == nil {
-				return nil, fmt.Errorf("input %s: not named CASE_XXXX (XXXX the channel) like the other files, and the model takes %d channels", f, channels)
-			}
-		}
+	single := func(f string) InputCase {
+		base := filepath.Base(f)
+		ext := imageExt(base)
+		return InputCase{Case: data.Case{ID: strings.TrimSuffix(base, ext), Images: []string{f}, Weight: 1}, Ext: outputExt(ext)}
 	}
 	var cases []InputCase
-	if !nnunet {
+	if channels == 1 {
+		// File by file: CASE_0000 is case CASE, CASE_0001 beside it a
+		// channel too many, any other name (case_0001 without a
+		// case_0000) a case of its own.
 		for _, f := range files {
-			base := filepath.Base(f)
-			ext := imageExt(base)
-			cases = append(cases, InputCase{Case: data.Case{ID: strings.TrimSuffix(base, ext), Images: []string{f}, Weight: 1}, Ext: outputExt(ext)})
+			key, ok := keyOf[f]
+			if ok {
+				_, ok = groups[key].files[0]
+			}
+			if !ok {
+				cases = append(cases, single(f))
+				continue
+			}
+			g := groups[key]
+			if len(g.files) > 1 {
+				return nil, tooMany(g)
+			}
+			cases = append(cases, InputCase{Case: data.Case{ID: g.id, Images: []string{f}, Weight: 1}, Ext: outputExt(imageExt(f))})
 		}
 		return cases, nil
+	}
+	if len(groups) == 0 {
+		// No file names a channel: 4D files holding every channel.
+		for _, f := range files {
+			cases = append(cases, single(f))
+		}
+		return cases, nil
+	}
+	for _, f := range files {
+		if _, ok := keyOf[f]; !ok {
+			return nil, fmt.Errorf("input %s: not named CASE_XXXX (XXXX the channel) like the other files, and the model takes %d channels", f, channels)
+		}
 	}
 	for _, key := range order {
 		g := groups[key]
@@ -170,15 +198,7 @@ func groupChannels(files []string, channels int) ([]InputCase, error) {
 			c.Images = append(c.Images, f)
 		}
 		if len(g.files) > channels {
-			extra := make([]int, 0, len(g.files))
-			for ch := range g.files {
-				if ch >= channels {
-					extra = append(extra, ch)
-				}
-			}
-			sort.Ints(extra)
-			return nil, fmt.Errorf("case %s: %d channel files (%s is channel %04d), the model takes %d channels",
-				g.id, len(g.files), g.files[extra[0]], extra[0], channels)
+			return nil, tooMany(g)
 		}
 		c.Ext = outputExt(imageExt(c.Images[0]))
 		cases = append(cases, c)
