@@ -86,8 +86,9 @@ it off. --save-probabilities also writes CASE.npz, one float32 array
 np.load("CASE.npz")["probabilities"].`,
 		Example: `  train predict --checkpoint runs/demo/fold_0/run_0/checkpoints/best \
       -i testdata/demo/imagesTr/hippocampus_001.nii.gz -o hippocampus_001_pred.nii.gz
-  train predict --model-dir runs/demo --fold 0 1 2 3 4 -i Task04_Hippocampus/imagesTs -o preds/
-  train predict --checkpoint a/checkpoints/last --checkpoint b/checkpoints/last -i imagesTs -o preds/ --save-probabilities`,
+  train predict --checkpoint runs/demo/fold_0/run_0/checkpoints/best --checkpoint runs/demo/fold_0/run_0/checkpoints/last \
+      -i testdata/demo/imagesTr -o preds/ --save-probabilities
+  train predict --model-dir /data/runs/hippocampus --fold 0 1 2 3 4 -i /data/Task04_Hippocampus/imagesTs -o /data/preds`,
 		// Positional arguments are the rest of a space-separated --fold
 		// list (nnU-Net's -f 0 1 2 3 4); checked in RunE.
 		Args: cobra.ArbitraryArgs,
@@ -366,8 +367,14 @@ func predictRun(ctx context.Context, opts *PredictOptions) error {
 	}
 	// Post-processing (package postprocess's Plan.Apply) goes into
 	// RunOptions.Postprocess: one call on each case's labels after argmax.
-	_, err = ens.Run(ctx, jobs, infer.RunOptions{Window: opts.Model.Window, Log: out})
+	st, err := ens.Run(ctx, jobs, infer.RunOptions{Window: opts.Model.Window, Log: out})
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			// Wrapped, so main still tells an interruption (exit 130) by
+			// context.Canceled.
+			return fmt.Errorf("interrupted after %d of %d cases, each written whole; --continue-prediction predicts the rest: %w",
+				st.Cases, len(jobs), err)
+		}
 		return err
 	}
 	if single {
