@@ -111,13 +111,40 @@ func TestNewCmdPredict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Model.Checkpoint != "ck" || len(o.Inputs) != 2 || o.Inputs[1] != "b.nii.gz" || o.Output != "o.nii.gz" || o.Model.Threads != 2 {
-		t.Errorf("predict options: %+v", o)
+	if !slices.Equal(o.Checkpoints, []string{"ck"}) || len(o.Inputs) != 2 || o.Inputs[1] != "b.nii.gz" || o.Output != "o.nii.gz" ||
+		o.Model.Threads != 2 || !o.Model.Window.Mirror || o.SaveProbabilities || o.Continue || o.Folds != nil || o.CheckpointName != "last" {
+		t.Errorf("predict options (mirroring on by default, as nnU-Net): %+v", o)
 	}
-	_, err = capture(t, NewCmdPredict, "--checkpoint", "ck", "--input", "a.nii.gz")
-	wantErr(t, err, "--output")
-	_, err = capture(t, NewCmdPredict, "--checkpoint", "ck", "--input", "a", "--output", "b", "--batch", "-1")
-	wantErr(t, err, "--batch")
+	// Ensembles: repeated --checkpoint; --model-dir with folds as nnU-Net's
+	// -f 0 1 2, as 0,1,2, as --folds, or all.
+	o, err = capture(t, NewCmdPredict, "--checkpoint", "a", "--checkpoint", "b", "-i", "in", "-o", "out", "--disable-tta", "--save-probabilities", "--continue-prediction")
+	if err != nil || !slices.Equal(o.Checkpoints, []string{"a", "b"}) || o.Model.Window.Mirror || !o.SaveProbabilities || !o.Continue {
+		t.Errorf("two checkpoints, --disable-tta: %+v, %v", o, err)
+	}
+	for _, args := range [][]string{{"--fold", "0", "1", "2"}, {"--fold", "0,1", "-f", "2"}, {"--folds", "0,1,2"}} {
+		o, err = capture(t, NewCmdPredict, append([]string{"--model-dir", "runs/x", "-i", "in", "-o", "out", "--no-mirror", "--run-id", "1", "--checkpoint-name", "best"}, args...)...)
+		if err != nil || !slices.Equal(o.Folds, []int{0, 1, 2}) || o.ModelDir != "runs/x" || o.RunID != 1 || o.CheckpointName != "best" || o.Model.Window.Mirror {
+			t.Errorf("%v: %+v, %v", args, o, err)
+		}
+	}
+	if o, err = capture(t, NewCmdPredict, "--model-dir", "r", "-i", "in", "-o", "out", "--fold", "all"); err != nil || !slices.Equal(o.Folds, []int{-1}) {
+		t.Errorf("--fold all: %+v, %v", o, err)
+	}
+	for args, want := range map[string]string{
+		"--checkpoint ck --input a.nii.gz":                "--output",
+		"--checkpoint ck --input a --output b --batch -1": "--batch",
+		"-i a -o b":                                       "give --checkpoint",
+		"--checkpoint ck -i a -o b --fold 1":              "give --model-dir too",
+		"--model-dir r -i a -o b --fold 1 x":              `--fold "x"`,
+		"--model-dir r -i a -o b --fold 1,1":              "given twice",
+		"--model-dir r -i a -o b --checkpoint-name final": "want best or last",
+		"--checkpoint ck -i a -o b extra":                 `unexpected argument "extra"`,
+		"--model-dir r -i a -o b --run-id -1":             "--run-id -1",
+		"--checkpoint ck -i a -o b --overlap 1":           "--overlap",
+	} {
+		_, err = capture(t, NewCmdPredict, strings.Fields(args)...)
+		wantErr(t, err, want)
+	}
 }
 
 func TestNewCmdPlot(t *testing.T) {
@@ -334,7 +361,7 @@ func TestConfigShorthand(t *testing.T) {
 	if o, err := capture(t, NewCmdValidate, "--checkpoint", "ck", "-o", "preds"); err != nil || o.Output != "preds" {
 		t.Errorf("validate -o: %+v, %v", o, err)
 	}
-	if o, err := capture(t, NewCmdPredict, "--checkpoint", "ck", "--input", "a.nii", "-o", "b.nii"); err != nil || o.Output != "b.nii" {
+	if o, err := capture(t, NewCmdPredict, "--checkpoint", "ck", "-i", "a.nii", "-o", "b.nii"); err != nil || o.Output != "b.nii" {
 		t.Errorf("predict -o: %+v, %v", o, err)
 	}
 	if o, err := capture(t, NewCmdExport, "--checkpoint", "ck", "-o", "m.onnx"); err != nil || o.ONNX != "m.onnx" {

@@ -2,10 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/voxtrain/voxtrain/data"
 	"github.com/voxtrain/voxtrain/infer"
+	"github.com/voxtrain/voxtrain/nifti"
 )
 
 // PredictOptions are `train predict`'s.
@@ -13,33 +22,103 @@ type PredictOptions struct {
 	IO         *IOStreams
 	OpenDevice func(spec string, threads int) (*ComputeDevice, error)
 
+	// Model holds the device, threads, batch, overlap and mirroring
+	// (Model.Checkpoint is unused: see Checkpoints).
 	Model modelFlags
-	// Inputs are the image files, one per channel in channel order (or
-	// one 4D file); Output the label file written.
+	// Checkpoints are the ensemble's members given one by one; ModelDir
+	// with Folds (nil: every fold_<k> that has the checkpoint), RunID and
+	// CheckpointName adds <ModelDir>/fold_<k>/run_<RunID>/checkpoints/<name>
+	// for each fold (-1: fold_all).
+	Checkpoints    []string
+	ModelDir       string
+	Folds          []int
+	RunID          int
+	CheckpointName string
+
+	// Inputs are image files and folders. When Output has a NIfTI file
+	// name they are one case's channel files (in channel order, or one 4D
+	// file); otherwise Output is a folder and the inputs are grouped into
+	// cases (infer.FindCases), each written as <Output>/<case>.nii.gz.
 	Inputs []string
 	Output string
+	// SaveProbabilities writes <case>.npz beside each label file.
+	SaveProbabilities bool
+	// Continue skips cases whose outputs exist (nnU-Net's
+	// --continue_prediction); by default they are overwritten, as there.
+	Continue bool
 }
 
 // NewCmdPredict builds `train predict`; runF (nil: predictRun) receives
 // the options.
 func NewCmdPredict(f *Factory, runF func(context.Context, *PredictOptions) error) *cobra.Command {
 	opts := &PredictOptions{IO: f.IO, OpenDevice: f.OpenDevice}
+	var folds []string
+	var noMirror, disableTTA bool
 	cmd := &cobra.Command{
-		Use:   "predict --checkpoint C --input in.nii.gz --output out.nii.gz",
-		Short: "Segment one image by sliding window and write the label map with the input's header",
-		Long: `predict segments an image (one --input per channel, or one 4D file) with a
-trained checkpoint, applying the same preprocessing as training, and writes
-the labels as uint8 NIfTI on the input's grid: same dimensions, voxel sizes,
-qform and sform, so ITK-SNAP, 3D Slicer and FSLeyes overlay it on the input.`,
+		Use:   "predict (--checkpoint C ... | --model-dir runs/EXP [--fold K ...]) -i IN... -o OUT",
+		Short: "Segment images by sliding window (one case, or a folder; one checkpoint or an ensemble)",
+		Long: `predict segments images with trained checkpoints, applying the same
+preprocessing as training, and writes the labels as uint8 NIfTI on each
+input's grid: same dimensions, voxel sizes, qform and sform, so ITK-SNAP,
+3D Slicer and FSLeyes overlay it on the input.
+
+One case: -o names a label file (.nii, .nii.gz, .hdr) and -i gives the
+case's files, one per channel in channel order, or one 4D file.
+
+Many cases, as nnUNetv2_predict: -o names a folder and -i a folder (or
+image files): CASE_0000.nii.gz, CASE_0001.nii.gz, ... are grouped into
+cases by their channel suffix (the nnU-Net layout), other names are one
+case a file (an MSD imagesTs folder); each case is written as
+OUT/CASE.nii.gz (.nii for .nii inputs). Cases are read ahead and written
+behind while the next is predicted; Ctrl-C stops between cases, never
+leaving a half-written file. Existing outputs are overwritten unless
+--continue-prediction.
+
+Ensembles: repeat --checkpoint, or give a training output folder
+(--model-dir runs/EXP) and its folds (--fold 0 1 2 3 4, or --folds 0,1,2;
+default every fold_<k> with the checkpoint). The members' softmax
+probabilities are averaged, then argmax. They must agree on classes, input
+channels and preprocessing.
+
+Test-time mirroring (8 passes) is on, as in nnU-Net; --disable-tta turns
+it off. --save-probabilities also writes CASE.npz, one float32 array
+"probabilities" of shape (C, z, y, x) on the input's grid:
+np.load("CASE.npz")["probabilities"].`,
 		Example: `  train predict --checkpoint runs/demo/fold_0/run_0/checkpoints/best \
-      --input testdata/demo/imagesTr/hippocampus_001.nii.gz --output hippocampus_001_pred.nii.gz`,
-		Args: cobra.NoArgs,
+      -i testdata/demo/imagesTr/hippocampus_001.nii.gz -o hippocampus_001_pred.nii.gz
+  train predict --checkpoint runs/demo/fold_0/run_0/checkpoints/best --checkpoint runs/demo/fold_0/run_0/checkpoints/last \
+      -i testdata/demo/imagesTr -o preds/ --save-probabilities
+  train predict --model-dir /data/runs/hippocampus --fold 0 1 2 3 4 -i /data/Task04_Hippocampus/imagesTs -o /data/preds`,
+		// Positional arguments are the rest of a space-separated --fold
+		// list (nnU-Net's -f 0 1 2 3 4); checked in RunE.
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(opts.Inputs) == 0 || opts.Output == "" {
-				return usageErr(cmd, fmt.Errorf("--input and --output are required"))
+			fl := cmd.Flags()
+			if len(args) > 0 && !fl.Changed("fold") {
+				return usageErr(cmd, fmt.Errorf("unexpected argument %q (inputs go after -i; folds after --fold)", args[0]))
 			}
-			if err := opts.Model.check(cmd.Flags()); err != nil {
+			var err error
+			if opts.Folds, err = parseFolds(append(folds, args...)); err != nil {
 				return err
+			}
+			if len(opts.Inputs) == 0 || opts.Output == "" {
+				return usageErr(cmd, errors.New("--input (-i) and --output (-o) are required"))
+			}
+			switch {
+			case len(opts.Checkpoints) == 0 && opts.ModelDir == "":
+				return usageErr(cmd, errors.New("give --checkpoint (repeat it for an ensemble) or --model-dir with --fold"))
+			case opts.ModelDir == "" && (fl.Changed("fold") || fl.Changed("run-id") || fl.Changed("checkpoint-name")):
+				return errors.New("--fold, --run-id and --checkpoint-name pick checkpoints in --model-dir: give --model-dir too")
+			case opts.CheckpointName != "best" && opts.CheckpointName != "last":
+				return fmt.Errorf("--checkpoint-name %q: want best or last", opts.CheckpointName)
+			case opts.RunID < 0:
+				return fmt.Errorf("--run-id %d: want ≥ 0", opts.RunID)
+			}
+			if err := opts.Model.check(fl); err != nil {
+				return err
+			}
+			if noMirror || disableTTA {
+				opts.Model.Window.Mirror = false
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -47,27 +126,267 @@ qform and sform, so ITK-SNAP, 3D Slicer and FSLeyes overlay it on the input.`,
 			return predictRun(cmd.Context(), opts)
 		},
 	}
-	opts.Model.register(cmd)
-	cmd.Flags().StringArrayVar(&opts.Inputs, "input", nil, "input image (repeat for several channels, in channel order)")
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "output label file (.nii or .nii.gz)")
+	fl := cmd.Flags()
+	opts.Model.registerRuntime(cmd)
+	fl.StringArrayVar(&opts.Checkpoints, "checkpoint", nil, "checkpoint directory, or a run's checkpoints/best or checkpoints/last (repeat for an ensemble)")
+	fl.StringVar(&opts.ModelDir, "model-dir", "", "training output folder of one experiment (runs/EXP, holding fold_<k>/run_<r>/)")
+	fl.StringSliceVarP(&folds, "fold", "f", nil, "folds of --model-dir to ensemble: 0 1 2, 0,1,2 or all (fold_all); default every fold with the checkpoint")
+	fl.IntVar(&opts.RunID, "run-id", 0, "run of each fold in --model-dir (run_<id>)")
+	fl.StringVar(&opts.CheckpointName, "checkpoint-name", "last", "checkpoint of each fold in --model-dir: last (as nnU-Net's checkpoint_final) or best")
+	fl.StringArrayVarP(&opts.Inputs, "input", "i", nil, "input folder or image file (repeat: several channel files of one case, or several files/folders)")
+	fl.StringVarP(&opts.Output, "output", "o", "", "output label file (one case) or folder (many)")
+	fl.BoolVar(&opts.SaveProbabilities, "save-probabilities", false, "also write the class probabilities as CASE.npz beside the labels")
+	fl.BoolVar(&opts.Continue, "continue-prediction", false, "skip cases whose outputs already exist (default: overwrite them)")
+	fl.BoolVar(&opts.Model.Window.Mirror, "mirror", true, "test-time mirroring along every axis (8 passes), as nnU-Net")
+	fl.BoolVar(&disableTTA, "disable-tta", false, "turn test-time mirroring off (nnU-Net's --disable_tta)")
+	fl.BoolVar(&noMirror, "no-mirror", false, "the same as --disable-tta")
+	// --folds is --fold, as nnU-Net users may type either.
+	fl.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		if name == "folds" {
+			name = "fold"
+		}
+		return pflag.NormalizedName(name)
+	})
 	return cmd
 }
 
-// predictRun segments the input and writes the labels. The output is
-// checked before the checkpoint is loaded, so a bad --output fails at
-// once rather than after the model is built and the image segmented.
-func predictRun(ctx context.Context, opts *PredictOptions) error {
-	if err := infer.CheckOutput(opts.Output, opts.Inputs); err != nil {
-		return fmt.Errorf("--output: %w", err)
+// parseFolds reads fold numbers (or "all", -1) from --fold's values and
+// the arguments that follow it.
+func parseFolds(vals []string) ([]int, error) {
+	var out []int
+	for _, v := range vals {
+		for _, s := range strings.Split(v, ",") {
+			s = strings.TrimSpace(s)
+			if s == "" {
+				continue
+			}
+			k, err := strconv.Atoi(s)
+			if s == "all" {
+				k, err = -1, nil
+			}
+			if err != nil || k < -1 {
+				return nil, fmt.Errorf("--fold %q: want fold numbers (0 1 2, or 0,1,2) or all", s)
+			}
+			if slices.Contains(out, k) {
+				return nil, fmt.Errorf("--fold %s given twice", s)
+			}
+			out = append(out, k)
+		}
 	}
-	m, done, err := opts.Model.load(opts.OpenDevice)
+	return out, nil
+}
+
+// checkpointPaths returns the ensemble's checkpoints: --checkpoint's, then
+// --model-dir's folds'.
+func (o *PredictOptions) checkpointPaths() ([]string, error) {
+	paths := slices.Clone(o.Checkpoints)
+	if o.ModelDir == "" {
+		return paths, nil
+	}
+	if fi, err := os.Stat(o.ModelDir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("--model-dir %s: not a folder (want a training output folder, <output_dir>/<experiment>)", o.ModelDir)
+	}
+	ckpt := func(fold int) string {
+		dir := fmt.Sprintf("fold_%d", fold)
+		if fold == -1 {
+			dir = "fold_all"
+		}
+		return filepath.Join(o.ModelDir, dir, fmt.Sprintf("run_%d", o.RunID), "checkpoints", o.CheckpointName)
+	}
+	folds := o.Folds
+	if folds == nil {
+		// As nnU-Net's auto_detect_available_folds: every fold_<k> (not
+		// fold_all) that has the checkpoint.
+		ents, err := os.ReadDir(o.ModelDir)
+		if err != nil {
+			return nil, fmt.Errorf("--model-dir %w", err)
+		}
+		for _, e := range ents {
+			k, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "fold_"))
+			if err != nil || !strings.HasPrefix(e.Name(), "fold_") || k < 0 {
+				continue
+			}
+			if _, err := os.Stat(ckpt(k)); err == nil {
+				folds = append(folds, k)
+			}
+		}
+		slices.Sort(folds)
+		if len(folds) == 0 {
+			return nil, fmt.Errorf("--model-dir %s: no fold_<k>/run_%d/checkpoints/%s (give --fold, --run-id or --checkpoint-name)", o.ModelDir, o.RunID, o.CheckpointName)
+		}
+	}
+	for _, k := range folds {
+		p := ckpt(k)
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("--model-dir %s --fold %d: no checkpoint %s", o.ModelDir, k, p)
+		}
+		paths = append(paths, p)
+	}
+	return paths, nil
+}
+
+// loadEnsemble opens the device and loads every checkpoint; done releases
+// them all.
+func (o *PredictOptions) loadEnsemble(paths []string) (*infer.Ensemble, func(), error) {
+	dev, err := o.OpenDevice(o.Model.Device, o.Model.Threads)
+	if err != nil {
+		return nil, nil, err
+	}
+	var models []*infer.Model
+	done := func() {
+		for _, m := range models {
+			m.Close()
+		}
+		dev.Close()
+	}
+	for _, p := range paths {
+		m, err := infer.LoadModel(p, dev.Dev, o.Model.Batch)
+		if err != nil {
+			done()
+			return nil, nil, err
+		}
+		models = append(models, m)
+	}
+	e, err := infer.NewEnsemble(models)
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	return e, done, nil
+}
+
+// labelStem drops a NIfTI ending from a label file name, for the .npz
+// beside it.
+func labelStem(path string) string {
+	for _, ext := range []string{".nii.gz", ".nii", ".hdr.gz", ".img.gz", ".hdr", ".img"} {
+		if s, ok := strings.CutSuffix(path, ext); ok {
+			return s
+		}
+	}
+	return path
+}
+
+// outputIsFile tells the one-case form (-o names a NIfTI file) from the
+// folder form (-o an existing folder, a name ending in a separator, or a
+// name without an extension). A name with another extension (labels.png)
+// is refused, as before folders were accepted, rather than made a folder.
+func outputIsFile(output string, inputs []string) (bool, error) {
+	if _, _, err := nifti.OutputPaths(output); err == nil {
+		return true, nil
+	}
+	if fi, err := os.Stat(output); (err == nil && fi.IsDir()) || strings.HasSuffix(output, string(filepath.Separator)) ||
+		filepath.Ext(output) == "" {
+		return false, nil
+	}
+	err := infer.CheckOutput(output, inputs) // names the problem
+	return false, fmt.Errorf("--output: %w; or give a folder (ending in %c)", err, filepath.Separator)
+}
+
+// predictRun predicts the cases and writes their outputs. Outputs are
+// checked before the checkpoints are loaded where they can be (one case:
+// the file name; many: the folder), the inputs' headers before the first
+// case is predicted, so mistakes fail at once rather than after minutes
+// of inference.
+func predictRun(ctx context.Context, opts *PredictOptions) error {
+	single, err := outputIsFile(opts.Output, opts.Inputs)
+	if err != nil {
+		return err
+	}
+	if single {
+		if err := infer.CheckOutput(opts.Output, opts.Inputs); err != nil {
+			return fmt.Errorf("--output: %w", err)
+		}
+		for _, in := range opts.Inputs {
+			if fi, err := os.Stat(in); err == nil && fi.IsDir() {
+				return fmt.Errorf("--input %s is a folder but --output %s names one file: give an output folder", in, opts.Output)
+			}
+		}
+	} else if err := checkOutputDir(opts.Output); err != nil {
+		return fmt.Errorf("--output %s: %w", opts.Output, err)
+	}
+	paths, err := opts.checkpointPaths()
+	if err != nil {
+		return err
+	}
+	ens, done, err := opts.loadEnsemble(paths)
 	if err != nil {
 		return err
 	}
 	defer done()
-	if err := m.PredictFile(ctx, opts.Inputs, opts.Output, opts.Model.Window); err != nil {
+
+	var jobs []infer.Job
+	if single {
+		id := filepath.Base(labelStem(opts.Inputs[0]))
+		jobs = []infer.Job{{Case: data.Case{ID: id, Images: opts.Inputs, Weight: 1}, Labels: opts.Output}}
+	} else {
+		cases, err := infer.FindCases(opts.Inputs, ens.Channels)
+		if err != nil {
+			return err
+		}
+		for _, c := range cases {
+			jobs = append(jobs, infer.Job{Case: c.Case, Labels: filepath.Join(opts.Output, c.ID+c.Ext)})
+		}
+	}
+	for i := range jobs {
+		j := &jobs[i]
+		if opts.SaveProbabilities {
+			j.Probabilities = labelStem(j.Labels) + ".npz"
+		}
+		if err := infer.CheckCase(j.Case, ens.Channels); err != nil {
+			return err
+		}
+		if !single {
+			if err := infer.CheckOutput(j.Labels, j.Case.Images); err != nil {
+				return fmt.Errorf("--output: %w", err)
+			}
+		}
+	}
+	out := opts.IO.Out
+	if opts.Continue {
+		kept := jobs[:0]
+		for _, j := range jobs {
+			if !exists(j.Labels) || (j.Probabilities != "" && !exists(j.Probabilities)) {
+				kept = append(kept, j)
+			}
+		}
+		if n := len(jobs) - len(kept); n > 0 {
+			fmt.Fprintf(out, "--continue-prediction: %d of %d cases already predicted, skipped\n", n, len(jobs))
+		}
+		jobs = kept
+	}
+	for _, m := range ens.Members {
+		fmt.Fprintf(out, "checkpoint %s\n", m.Dir)
+	}
+	tta := "on (8 passes)"
+	if !opts.Model.Window.Mirror {
+		tta = "off"
+	}
+	fmt.Fprintf(out, "%d cases, %d checkpoints, mirroring %s\n", len(jobs), len(ens.Members), tta)
+	if len(jobs) == 0 {
+		return nil
+	}
+	// Post-processing (package postprocess's Plan.Apply) goes into
+	// RunOptions.Postprocess: one call on each case's labels after argmax.
+	st, err := ens.Run(ctx, jobs, infer.RunOptions{Window: opts.Model.Window, Log: out})
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			// Wrapped, so main still tells an interruption (exit 130) by
+			// context.Canceled.
+			return fmt.Errorf("interrupted after %d of %d cases, each written whole; --continue-prediction predicts the rest: %w",
+				st.Cases, len(jobs), err)
+		}
 		return err
 	}
-	fmt.Fprintf(opts.IO.Out, "wrote %s\n", opts.Output)
+	if single {
+		fmt.Fprintf(out, "wrote %s\n", opts.Output)
+	} else {
+		fmt.Fprintf(out, "predictions in %s\n", opts.Output)
+	}
 	return nil
+}
+
+// exists reports whether path names an existing file.
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -10,7 +10,8 @@ import (
 )
 
 // TestPredictChecksOutputBeforeLoading: `train predict` refuses an output
-// that is its input, has no NIfTI extension or is a directory before it
+// that is its input, has another extension than NIfTI's or is a directory
+// with a NIfTI name before it
 // loads the checkpoint (here missing, which would otherwise be the error)
 // and long before inference.
 func TestPredictChecksOutputBeforeLoading(t *testing.T) {
@@ -24,7 +25,7 @@ func TestPredictChecksOutputBeforeLoading(t *testing.T) {
 	for out, want := range map[string]string{
 		in:                                "the same file as the input",
 		filepath.Join(dir, "labels.png"):  "not a NIfTI file name",
-		filepath.Join(dir, "labels"):      "not a NIfTI file name",
+		filepath.Join(dir, "labels"):      "checkpoint", // a folder for the predictions
 		folder:                            "is a directory",
 		filepath.Join(dir, "ok.nii.gz"):   "checkpoint", // a good output: then the checkpoint fails
 		filepath.Join(dir, "ok.hdr"):      "checkpoint",

@@ -36,7 +36,7 @@ func TestUsageErrorsGiveTheUsageHint(t *testing.T) {
 		{[]string{"bench-step", "--batch", "two"}, `invalid argument "two" for "--batch"`, "train bench-step [--config C] [flags]", "train bench-step"},
 		{[]string{"plot"}, "accepts 1 arg(s), received 0", "train plot RUN_DIR [flags]", "train plot"},
 		{[]string{"prepare"}, `required flag(s) "config" not set`, "train prepare --config C [flags]", "train prepare"},
-		{[]string{"predict", "--checkpoint", "ck"}, "--input and --output are required", "train predict --checkpoint C", "train predict"},
+		{[]string{"predict", "--checkpoint", "ck"}, "--input (-i) and --output (-o) are required", "train predict (--checkpoint C ... | --model-dir", "train predict"},
 	} {
 		out, errb, err := runCmd(t, tc.args...)
 		if err == nil {

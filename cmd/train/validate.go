@@ -28,12 +28,20 @@ type modelFlags struct {
 func (m *modelFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&m.Checkpoint, "checkpoint", "", "checkpoint directory, or a run's checkpoints/best or checkpoints/last")
+	m.registerRuntime(cmd)
+	fl.BoolVar(&m.Window.Mirror, "mirror", false, "test-time mirroring along every axis (8 passes)")
+	cmd.MarkFlagRequired("checkpoint")
+}
+
+// registerRuntime registers the flags saying how a loaded model runs
+// (device, threads, batch, overlap): register's without the checkpoint
+// and mirroring, which predict registers its own way.
+func (m *modelFlags) registerRuntime(cmd *cobra.Command) {
+	fl := cmd.Flags()
 	fl.StringVar(&m.Device, "device", "cpu", deviceHelp)
 	fl.IntVar(&m.Threads, "threads", 0, "CPU threads (0: all cores)")
 	fl.IntVar(&m.Batch, "batch", 0, "patches per forward pass (0: the training batch size)")
 	fl.Float64Var(&m.Window.Overlap, "overlap", config.Default().Validation.Overlap, "overlap of neighbouring sliding windows")
-	fl.BoolVar(&m.Window.Mirror, "mirror", false, "test-time mirroring along every axis (8 passes)")
-	cmd.MarkFlagRequired("checkpoint")
 }
 
 // check validates the flags that need no file.

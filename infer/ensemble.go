@@ -1,0 +1,208 @@
+package infer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/data"
+	"github.com/voxtrain/voxtrain/preprocess"
+)
+
+// Ensemble predicts with one or more models (the folds of a cross-
+// validation, or any checkpoints of one task) by averaging their class
+// probabilities: the softmax of each member's sliding-window logits (the
+// sigmoid for a one-channel model), then argmax of the mean.
+//
+// nnUNetv2_predict averages the members' logits across folds and applies
+// the softmax once; nnUNetv2_ensemble, which combines separately saved
+// predictions, averages probabilities. We average probabilities, as the
+// issue asks: it is the mean of what each member would report on its own
+// (the .npz a single member writes), so an ensemble's saved probabilities
+// are comparable with its members' and with nnUNetv2_ensemble's, and one
+// overconfident member (large logits) cannot outvote the others as it can
+// in a mean of logits. The two agree wherever the members agree.
+type Ensemble struct {
+	Members []*Model
+	// Classes is the members' output channels, Channels their input
+	// channels; Data the preprocessing they share (the first member's
+	// data section).
+	Classes, Channels int
+	Data              config.Data
+}
+
+// NewEnsemble checks that the models can be averaged, that is that they
+// agree on the classes, the input channels and the preprocessing
+// (normalisation, its ct statistics and the target spacing), and returns
+// their ensemble. A disagreement is an error naming both checkpoints and
+// what differs.
+func NewEnsemble(models []*Model) (*Ensemble, error) {
+	if len(models) == 0 {
+		return nil, errors.New("ensemble: no checkpoint")
+	}
+	first := models[0]
+	e := &Ensemble{Members: models, Classes: first.Config.Model.NumClasses, Channels: first.Config.Model.InChannels,
+		Data: first.Config.Data}
+	spec0, err := specJSON(first.Config.Data)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range models[1:] {
+		mc := m.Config.Model
+		var what string
+		switch spec, err := specJSON(m.Config.Data); {
+		case err != nil:
+			return nil, err
+		case mc.NumClasses != e.Classes:
+			what = fmt.Sprintf("%d classes (model.num_classes), %s has %d", mc.NumClasses, first.Dir, e.Classes)
+		case mc.InChannels != e.Channels:
+			what = fmt.Sprintf("%d input channels (model.in_channels), %s has %d", mc.InChannels, first.Dir, e.Channels)
+		case spec != spec0:
+			what = fmt.Sprintf("the preprocessing %s, %s has %s", spec, first.Dir, spec0)
+		}
+		if what != "" {
+			return nil, fmt.Errorf("checkpoints %s and %s cannot be ensembled: %s has %s", first.Dir, m.Dir, m.Dir, what)
+		}
+	}
+	return e, nil
+}
+
+// specJSON is the preprocessing of a data section as JSON, the form in
+// which two members' are compared (and reported when they differ).
+func specJSON(d config.Data) (string, error) {
+	spec := preprocess.SpecOf(d)
+	spec.FGSamples = 0 // the training crops' business, not inference's
+	b, err := json.Marshal(spec)
+	return string(b), err
+}
+
+// ReadCase reads and preprocesses case c as the members were trained.
+func (e *Ensemble) ReadCase(c data.Case) (*data.Volume, error) {
+	return data.ReadCase(e.Data, c, e.Channels)
+}
+
+// Probabilities returns the members' mean class probabilities on v's grid:
+// Classes channels of D·H·W values (channel-major, as Predict returns).
+// Mirroring (vc.Mirror) and overlap apply to every member.
+func (e *Ensemble) Probabilities(ctx context.Context, v *data.Volume, vc config.Validation) ([]float32, error) {
+	var sum []float32
+	for i, m := range e.Members {
+		p, err := m.Probabilities(ctx, v, vc)
+		if err != nil {
+			if len(e.Members) > 1 {
+				err = fmt.Errorf("%s: %w", m.Dir, err)
+			}
+			return nil, err
+		}
+		if i == 0 {
+			sum = p
+			continue
+		}
+		for j, x := range p {
+			sum[j] += x
+		}
+	}
+	if k := len(e.Members); k > 1 {
+		inv := 1 / float32(k)
+		for j := range sum {
+			sum[j] *= inv
+		}
+	}
+	return sum, nil
+}
+
+// Labels returns the label map of probabilities probs over n voxels:
+// argmax over the classes, or probability > 0.5 for a one-channel
+// (sigmoid) model, the threshold Segment applies to its logit at 0.
+func (e *Ensemble) Labels(probs []float32, n int) []uint8 {
+	if e.Classes == 1 {
+		out := make([]uint8, n)
+		for i, p := range probs[:n] {
+			if p > 0.5 {
+				out[i] = 1
+			}
+		}
+		return out
+	}
+	return Argmax(probs, e.Classes, n)
+}
+
+// Probabilities returns m's class probabilities on v's grid: the softmax
+// over the classes of the sliding-window logits (the sigmoid of the one
+// channel of a one-class model), channel-major.
+func (m *Model) Probabilities(ctx context.Context, v *data.Volume, vc config.Validation) ([]float32, error) {
+	net := m.dnet
+	if len(v.Image) != net.inC {
+		return nil, fmt.Errorf("the model takes %d channels, the volume has %d", net.inC, len(v.Image))
+	}
+	w := Window{Patch: net.patch, Overlap: vc.Overlap, BatchSize: net.batch}
+	if vc.Mirror {
+		w.MirrorAxes = []int{0, 1, 2}
+	}
+	logits, err := Predict(ctx, net, v.Image, v.Shape, net.outC, w)
+	if err != nil {
+		return nil, err
+	}
+	Softmax(logits, net.outC, v.Shape[0]*v.Shape[1]*v.Shape[2])
+	return logits, nil
+}
+
+// Softmax turns c channels of n logits each (channel-major) into
+// probabilities in place: the softmax over the channels per voxel, or the
+// sigmoid when c is 1.
+func Softmax(x []float32, c, n int) {
+	if c == 1 {
+		for i, z := range x[:n] {
+			x[i] = float32(1 / (1 + math.Exp(-float64(z))))
+		}
+		return
+	}
+	for i := 0; i < n; i++ {
+		mx := x[i]
+		for k := 1; k < c; k++ {
+			mx = max(mx, x[k*n+i])
+		}
+		var s float64
+		for k := 0; k < c; k++ {
+			e := math.Exp(float64(x[k*n+i] - mx))
+			x[k*n+i] = float32(e)
+			s += e
+		}
+		inv := 1 / s
+		for k := 0; k < c; k++ {
+			x[k*n+i] = float32(float64(x[k*n+i]) * inv)
+		}
+	}
+}
+
+// ProbabilitiesOnSourceGrid maps probs, c channels on v's grid, onto the
+// grid of the files v was read from, as LabelsOnSourceGrid does the
+// labels, but by trilinear interpolation, as nnU-Net resamples its
+// predicted probabilities (its plans' resampling_fn_probabilities, order
+// 1) and as the image channels were resampled here: each output voxel is a convex combination of source voxels with the same
+// weights for every class, so it stays a probability distribution (in
+// [0, 1], summing to 1). Without resampling it returns probs itself.
+//
+// The label map is mapped by nearest neighbour from the argmax on v's grid
+// (LabelsOnSourceGrid, as validate scores it), so at a few voxels on class
+// borders argmax of these probabilities can differ from the labels.
+func ProbabilitiesOnSourceGrid(v *data.Volume, probs []float32, c int) ([]float32, error) {
+	n := v.Shape[0] * v.Shape[1] * v.Shape[2]
+	if len(probs) != c*n {
+		return nil, fmt.Errorf("probabilities have %d values, %d classes on the grid %v hold %d", len(probs), c, v.Shape, c*n)
+	}
+	if v.SourceShape == v.Shape || v.SourceShape == ([3]int{}) {
+		return probs, nil
+	}
+	src := v.SourceShape
+	sn := src[0] * src[1] * src[2]
+	out := make([]float32, c*sn)
+	r := preprocess.NewResampler(v.Shape, src)
+	for k := 0; k < c; k++ {
+		r.Linear(out[k*sn:(k+1)*sn], probs[k*n:(k+1)*n], [3]int{}, src)
+	}
+	return out, nil
+}
