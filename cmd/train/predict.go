@@ -15,6 +15,7 @@ import (
 	"github.com/voxtrain/voxtrain/data"
 	"github.com/voxtrain/voxtrain/infer"
 	"github.com/voxtrain/voxtrain/nifti"
+	"github.com/voxtrain/voxtrain/postprocess"
 )
 
 // PredictOptions are `train predict`'s.
@@ -46,6 +47,9 @@ type PredictOptions struct {
 	// Continue skips cases whose outputs exist (nnU-Net's
 	// --continue_prediction); by default they are overwritten, as there.
 	Continue bool
+	// Postprocessing is a postprocessing.json (train postprocess
+	// determine) applied to each case's labels after argmax ("": none).
+	Postprocessing string
 }
 
 // NewCmdPredict builds `train predict`; runF (nil: predictRun) receives
@@ -83,7 +87,9 @@ channels and preprocessing.
 Test-time mirroring (8 passes) is on, as in nnU-Net; --disable-tta turns
 it off. --save-probabilities also writes CASE.npz, one float32 array
 "probabilities" of shape (C, z, y, x) on the input's grid:
-np.load("CASE.npz")["probabilities"].`,
+np.load("CASE.npz")["probabilities"]. --postprocessing applies the plan
+train postprocess determine chose on the cross-validation predictions to
+each case's labels (the probabilities are left as predicted).`,
 		Example: `  train predict --checkpoint runs/demo/fold_0/run_0/checkpoints/best \
       -i testdata/demo/imagesTr/hippocampus_001.nii.gz -o hippocampus_001_pred.nii.gz
   train predict --checkpoint runs/demo/fold_0/run_0/checkpoints/best --checkpoint runs/demo/fold_0/run_0/checkpoints/last \
@@ -137,6 +143,7 @@ np.load("CASE.npz")["probabilities"].`,
 	fl.StringVarP(&opts.Output, "output", "o", "", "output label file (one case) or folder (many)")
 	fl.BoolVar(&opts.SaveProbabilities, "save-probabilities", false, "also write the class probabilities as CASE.npz beside the labels")
 	fl.BoolVar(&opts.Continue, "continue-prediction", false, "skip cases whose outputs already exist (default: overwrite them)")
+	fl.StringVar(&opts.Postprocessing, "postprocessing", "", "postprocessing.json from train postprocess determine, applied to each case's labels (probabilities are left as predicted)")
 	fl.BoolVar(&opts.Model.Window.Mirror, "mirror", true, "test-time mirroring along every axis (8 passes), as nnU-Net")
 	fl.BoolVar(&disableTTA, "disable-tta", false, "turn test-time mirroring off (nnU-Net's --disable_tta)")
 	fl.BoolVar(&noMirror, "no-mirror", false, "the same as --disable-tta")
@@ -292,6 +299,12 @@ func predictRun(ctx context.Context, opts *PredictOptions) error {
 	if err != nil {
 		return err
 	}
+	var pp *postprocess.Plan
+	if opts.Postprocessing != "" {
+		if pp, err = postprocess.Load(opts.Postprocessing); err != nil {
+			return fmt.Errorf("--postprocessing: %w", err)
+		}
+	}
 	if single {
 		if err := infer.CheckOutput(opts.Output, opts.Inputs); err != nil {
 			return fmt.Errorf("--output: %w", err)
@@ -365,9 +378,17 @@ func predictRun(ctx context.Context, opts *PredictOptions) error {
 	if len(jobs) == 0 {
 		return nil
 	}
-	// Post-processing (package postprocess's Plan.Apply) goes into
-	// RunOptions.Postprocess: one call on each case's labels after argmax.
-	st, err := ens.Run(ctx, jobs, infer.RunOptions{Window: opts.Model.Window, Log: out})
+	ro := infer.RunOptions{Window: opts.Model.Window, Log: out}
+	if pp != nil {
+		for _, l := range pp.Labels {
+			if l <= 0 || l >= max(ens.Classes, 2) {
+				return fmt.Errorf("--postprocessing %s: label %d, but the models predict labels 0..%d (a plan made for another dataset?)", opts.Postprocessing, l, max(ens.Classes, 2)-1)
+			}
+		}
+		ro.Postprocess = pp.Apply
+		fmt.Fprintf(out, "post-processing %s: %d steps\n", opts.Postprocessing, len(pp.Steps))
+	}
+	st, err := ens.Run(ctx, jobs, ro)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			// Wrapped, so main still tells an interruption (exit 130) by
