@@ -50,6 +50,12 @@ func Setup(ctx context.Context, cfg config.Data, o SetupOptions) (config.Data, e
 		if cfg, err = setupSplits(ds, cfg, o.SplitsDir); err != nil {
 			return cfg, err
 		}
+		// Which file decides the folds, as nnU-Net says it.
+		if cfg.SplitsFile != "" {
+			log.Info("data: splits", "file", cfg.SplitsFile)
+		} else {
+			log.Info("data: splits generated (nnU-Net's), kept in memory")
+		}
 	}
 	if usesStore(cfg) {
 		rep, err := prepareStore(ctx, cfg, ds, ch, PrepareOptions{Logger: log, Quiet: true, Workers: cfg.WorkerCount()})

@@ -305,7 +305,7 @@ func foldCases(ds *Dataset, cfg config.Data) (train, val []int, from string, err
 		return nil, nil, "", err
 	}
 	if cfg.Fold < 0 || cfg.Fold >= len(folds) {
-		return nil, nil, "", fmt.Errorf("data.fold: %d, the splits in %s have folds 0..%d (or -1: every case)", cfg.Fold, from, len(folds)-1)
+		return nil, nil, "", fmt.Errorf("data.fold: %d, the splits (%s) have folds 0..%d (or -1: every case)", cfg.Fold, from, len(folds)-1)
 	}
 	f := folds[cfg.Fold]
 	for _, id := range f.Train {
