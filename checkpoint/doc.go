@@ -7,6 +7,9 @@
 // RunDirAt names the paths of a run, RunDir.Lock creates the directory
 // and its lock file, MkdirAll (or NewRunDir) its subdirectories:
 //
+//	<output>/<experiment>/
+//	    splits_final.json  generated folds, shared by the experiment's runs
+//	                       (written by data.Setup; see config.Data.SplitsFile)
 //	<output>/<experiment>/fold_<k>/run_<r>/
 //	    config.yaml      the resolved config (written by the trainer)
 //	    train.log        the log

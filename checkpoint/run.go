@@ -11,6 +11,7 @@ import (
 // package doc for the layout.
 type RunDir struct {
 	Path        string // <output>/<experiment>/fold_<k>/run_<r>
+	Experiment  string // <output>/<experiment>: what its folds and runs share (generated splits)
 	Checkpoints string // Dir/checkpoints: give it to Saver.Dir
 	Logs        string // Dir/logs
 	Plots       string // Dir/plots
@@ -42,6 +43,7 @@ func RunDirAt(output, experiment string, fold, run int) (RunDir, error) {
 	dir := filepath.Join(output, experiment, foldDir, fmt.Sprintf("run_%d", run))
 	return RunDir{
 		Path:        dir,
+		Experiment:  filepath.Join(output, experiment),
 		Checkpoints: filepath.Join(dir, "checkpoints"),
 		Logs:        filepath.Join(dir, "logs"),
 		Plots:       filepath.Join(dir, "plots"),

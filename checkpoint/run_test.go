@@ -14,6 +14,7 @@ func TestRunDirAt(t *testing.T) {
 	}
 	want := RunDir{
 		Path:        filepath.Join("out", "Task04", "fold_3", "run_7"),
+		Experiment:  filepath.Join("out", "Task04"),
 		Checkpoints: filepath.Join("out", "Task04", "fold_3", "run_7", "checkpoints"),
 		Logs:        filepath.Join("out", "Task04", "fold_3", "run_7", "logs"),
 		Plots:       filepath.Join("out", "Task04", "fold_3", "run_7", "plots"),

@@ -30,12 +30,31 @@ type Data struct {
 	// Fold selects the validation fold, 0 ≤ fold < num_folds; -1 trains
 	// on every case and validates on none.
 	Fold int `yaml:"fold"`
-	// NumFolds is k of the k-fold split.
+	// NumFolds is k of the k-fold split. Generated folds are nnU-Net v2's:
+	// scikit-learn's KFold(num_folds, shuffle=True, random_state=12345)
+	// over the sorted case IDs.
 	NumFolds int `yaml:"num_folds"`
-	// SplitsFile holds the folds; written on first use, then reused so a
-	// fold is the same cases on every machine (empty:
-	// <store or dataset>/splits_final.json).
+	// SplitsFile holds the folds in nnU-Net's splits_final.json format;
+	// when given it is written on first use, then reused. Empty: an
+	// existing <store>/splits_final.json or <dataset>/splits_final.json
+	// (nnU-Net's preprocessed folder carries one) when there is one, else
+	// the generated folds, which a training writes to
+	// <output_dir>/<experiment>/splits_final.json, shared by its folds and
+	// runs. Nothing is ever written into the dataset or store folder, so
+	// a read-only dataset works.
 	SplitsFile string `yaml:"splits_file"`
+	// HoldoutFraction, when above 0, replaces the k folds with one split
+	// holding out this fraction of the cases for validation (fold must be
+	// 0, or -1 for every case): of nnU-Net's seeded permutation of the
+	// sorted case IDs (RandomState(12345)), the first
+	// ⌊n·(1−holdout_fraction)⌋ train, the rest validate. 0.2 is nnU-Net's
+	// own random 80:20 split (its do_split for fold 0 beyond the splits
+	// file). 0 (the default): k-fold cross-validation. The split is
+	// written, when generated, to
+	// <output_dir>/<experiment>/splits_holdout_<fraction>.json; an
+	// existing splits_final.json in the dataset or store (k folds) is not
+	// used.
+	HoldoutFraction float64 `yaml:"holdout_fraction"`
 
 	// Workers is the number of worker goroutines, or "auto" (unset: the
 	// default, min(8, cores−1), at least 1; 0 makes every sample on the
@@ -141,20 +160,6 @@ func (d Data) StoreDir() string {
 		return d.Store
 	}
 	return filepath.Join(d.Dataset, ".voxtrain-store")
-}
-
-// SplitsPath is where the folds are kept: splits_file, else the store
-// folder when set, else the dataset folder.
-func (d Data) SplitsPath() string {
-	switch {
-	case d.SplitsFile != "":
-		return d.SplitsFile
-	case d.Store != "":
-		return filepath.Join(d.Store, "splits_final.json")
-	case d.Dataset != "":
-		return filepath.Join(d.Dataset, "splits_final.json")
-	}
-	return "splits_final.json"
 }
 
 // NeedsCTStatistics reports whether the section uses ct normalisation and

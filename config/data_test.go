@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -34,16 +35,28 @@ on_error: skip
 		t.Errorf("parsed %+v", c)
 	}
 	for in, want := range map[string]string{
-		"dataset: x\nworkrs: 2":         "line 3",
-		"dataset: x\nworkers: many":     "workers",
-		"dataset: x\ncache_bytes: lots": "byte size",
-		"dataset: x\non_error: retry":   "on_error",
-		"dataset: x\nsource: s3":        "source",
-		"dataset: x\nfold: 7":           "fold",
+		"dataset: x\nworkrs: 2":                      "line 3",
+		"dataset: x\nworkers: many":                  "workers",
+		"dataset: x\ncache_bytes: lots":              "byte size",
+		"dataset: x\non_error: retry":                "on_error",
+		"dataset: x\nsource: s3":                     "source",
+		"dataset: x\nfold: 7":                        "fold",
+		"dataset: x\nholdout_fraction: 1":            "data.holdout_fraction: 1,",
+		"dataset: x\nholdout_fraction: -0.1":         "data.holdout_fraction: -0.1,",
+		"dataset: x\nholdout_fraction: 0.2\nfold: 1": "data.fold: 1, with holdout_fraction 0.2",
 	} {
 		if _, err := parseData(t, in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want an error mentioning %q", in, err, want)
 		}
+	}
+	for _, fold := range []int{0, -1} {
+		c, err := parseData(t, fmt.Sprintf("dataset: x\nholdout_fraction: 0.2\nfold: %d", fold))
+		if err != nil || c.HoldoutFraction != 0.2 || c.Fold != fold {
+			t.Errorf("holdout_fraction 0.2, fold %d: %+v %v", fold, c, err)
+		}
+	}
+	if Default().Data.HoldoutFraction != 0 {
+		t.Error("the default is not k folds")
 	}
 	if w, _ := ParseWorkers("0"); !w.Set || w.N != 0 {
 		t.Errorf("workers 0: %+v", w)

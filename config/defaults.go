@@ -33,6 +33,7 @@ func table() Config {
 			Format:               "auto",
 			Fold:                 0,
 			NumFolds:             5,         // nnU-Net: 5-fold cross-validation
+			HoldoutFraction:      0,         // k folds; nnU-Net's 80:20 fallback is 0.2
 			Workers:              Workers{}, // min(8, cores−1)
 			PrefetchFactor:       2,         // PyTorch's DataLoader prefetch_factor
 			OversampleForeground: 0.33,      // oversample_foreground_percent

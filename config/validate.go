@@ -147,7 +147,13 @@ func (d Data) validate() []error {
 	if d.NumFolds < 2 {
 		bad("num_folds", "%d, want ≥ 2", d.NumFolds)
 	}
-	if d.Fold < -1 || d.Fold >= d.NumFolds {
+	if p := d.HoldoutFraction; !(p >= 0 && p < 1) {
+		bad("holdout_fraction", "%g, want 0 (k folds) or a fraction above 0 and below 1", p)
+	}
+	switch {
+	case d.HoldoutFraction > 0 && (d.Fold < -1 || d.Fold > 0):
+		bad("fold", "%d, with holdout_fraction %g want 0 (the hold-out split) or -1 (all cases)", d.Fold, d.HoldoutFraction)
+	case d.Fold < -1 || d.Fold >= d.NumFolds:
 		bad("fold", "%d, want -1 (all cases) or 0..%d", d.Fold, d.NumFolds-1)
 	}
 	if d.PrefetchFactor < 1 {

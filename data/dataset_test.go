@@ -2,9 +2,6 @@ package data
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,96 +12,6 @@ import (
 	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/nifti"
 )
-
-func TestSplitsWrittenOnceAndReused(t *testing.T) {
-	dir := demoDataset(t, 7)
-	cfg := filled(config.Data{Dataset: dir, NumFolds: 3, Fold: 0})
-	ds, err := OpenDataset(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := cfg.SplitsPath()
-	// Reading folds writes nothing; Setup writes the file.
-	tr0, va0, err := FoldCases(ds, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("FoldCases wrote %s (%v): reading folds must not write", path, err)
-	}
-	if _, err := Setup(context.Background(), cfg, SetupOptions{Logger: discard()}); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("splits file not written: %v", err)
-	}
-	if tr, va, _ := FoldCases(ds, cfg); fmt.Sprint(tr, va) != fmt.Sprint(tr0, va0) {
-		t.Errorf("folds from the written file %v %v differ from those read before it %v %v", tr, va, tr0, va0)
-	}
-	var folds []foldSplit
-	json.Unmarshal(b, &folds)
-	seen := map[string]int{}
-	for _, f := range folds {
-		for _, id := range f.Val {
-			seen[id]++
-		}
-		if len(f.Train)+len(f.Val) != 7 {
-			t.Errorf("fold %v does not cover 7 cases", f)
-		}
-	}
-	if len(seen) != 7 || len(folds) != 3 || len(folds[0].Val) != 3 || len(folds[2].Val) != 2 {
-		t.Errorf("folds %v", folds)
-	}
-	for _, n := range seen {
-		if n != 1 {
-			t.Errorf("a case validates in %d folds", n)
-		}
-	}
-	// The same folds come out of the generator on every machine: pin them.
-	want, _ := makeFolds(func() []string {
-		var ids []string
-		for _, c := range ds.Cases {
-			ids = append(ids, c.ID)
-		}
-		return ids
-	}(), 3)
-	if fmt.Sprint(want) != fmt.Sprint(folds) {
-		t.Errorf("file %v, generator %v", folds, want)
-	}
-	// Edit the file by hand: it is reused, not regenerated.
-	folds[0], folds[1] = folds[1], folds[0]
-	b, _ = json.Marshal(folds)
-	os.WriteFile(path, b, 0o644)
-	tr1, va1, err := FoldCases(ds, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fmt.Sprint(va1) == fmt.Sprint(va0) || fmt.Sprint(tr1) == fmt.Sprint(tr0) {
-		t.Error("splits file was not reused")
-	}
-	cfg.NumFolds = 4
-	cfg.Fold = 0
-	if _, _, err := FoldCases(ds, cfg); err == nil || !strings.Contains(err.Error(), "3 folds") {
-		t.Errorf("fold count mismatch: %v", err)
-	}
-}
-
-func TestMakeFoldsPinned(t *testing.T) {
-	ids := []string{"a", "b", "c", "d", "e"}
-	f, _ := makeFolds(ids, 2)
-	// Any change to the split algorithm moves cases between folds on
-	// every user's machine; this pins it.
-	got := fmt.Sprint(f)
-	f2, _ := makeFolds([]string{"e", "d", "c", "b", "a"}, 2)
-	if fmt.Sprint(f2) != got {
-		t.Errorf("folds depend on input order: %v vs %v", f2, got)
-	}
-	if len(f[0].Val) != 3 || len(f[1].Val) != 2 {
-		t.Errorf("fold sizes %v", f)
-	}
-	t.Logf("folds of a..e: %v", got)
-}
 
 func TestDatasetErrors(t *testing.T) {
 	dir := t.TempDir()

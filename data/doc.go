@@ -20,9 +20,14 @@
 //
 // A dataset is an MSD dataset.json (a training list; multi-channel cases as
 // a list of files or one 4D file), the nnU-Net layout (imagesTr/CASE_XXXX,
-// labelsTr/CASE) or an explicit case list. Folds come from a splits file
-// (nnU-Net's splits_final.json format) written on first use and reused, so a
-// fold is the same cases on every machine and every run.
+// labelsTr/CASE) or an explicit case list. Folds are nnU-Net v2's: an
+// existing splits file (nnU-Net's splits_final.json format: data.splits_file,
+// else one in the store or dataset folder), else generated as nnU-Net
+// generates them (scikit-learn's KFold with random_state 12345 over the
+// sorted case IDs, reproduced bit for bit with internal/nprand) and written
+// by Setup to the training's experiment folder, never into the dataset; so a
+// fold is the same cases on every machine, in every run, and in nnU-Net.
+// data.holdout_fraction makes one hold-out split instead.
 //
 // # Determinism
 //

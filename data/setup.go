@@ -14,11 +14,19 @@ import (
 type SetupOptions struct {
 	// Logger receives progress (default slog.Default()).
 	Logger *slog.Logger
+	// SplitsDir receives generated splits when the config names no splits
+	// file and the dataset and store hold none: a training's experiment
+	// folder, <output_dir>/<experiment>, shared by its folds and runs.
+	// Empty: generated splits are kept in memory only (they come out the
+	// same wherever they are generated again).
+	SplitsDir string
 }
 
 // Setup writes what Open only reads, and returns cfg completed: the ct
 // statistics cfg leaves to compute (cached in the store folder, see
-// resolveCT), the splits file of a fold (see writeSplits), and
+// resolveCT), the splits of a fold (see setupSplits: an existing file,
+// else the generated splits written to o.SplitsDir, never into the dataset
+// or store folder), and
 // the prepared store, brought up to date, when the source reads it
 // (source store, or auto with a store already there; see Prepare). A run
 // calls it once before Open and saves the returned section in its
@@ -39,8 +47,14 @@ func Setup(ctx context.Context, cfg config.Data, o SetupOptions) (config.Data, e
 		return cfg, err
 	}
 	if cfg.Fold >= 0 {
-		if err := writeSplits(ds, cfg.NumFolds, cfg.SplitsPath()); err != nil {
+		if cfg, err = setupSplits(ds, cfg, o.SplitsDir); err != nil {
 			return cfg, err
+		}
+		// Which file decides the folds, as nnU-Net says it.
+		if cfg.SplitsFile != "" {
+			log.Info("data: splits", "file", cfg.SplitsFile)
+		} else {
+			log.Info("data: splits generated (nnU-Net's), kept in memory")
 		}
 	}
 	if usesStore(cfg) {

@@ -67,7 +67,7 @@ func Verify(ctx context.Context, cfg config.Data, o VerifyOptions) error {
 	if err != nil {
 		return err
 	}
-	train, val, err := FoldCases(ds, cfg)
+	train, val, from, err := foldCases(ds, cfg)
 	if err != nil {
 		return err
 	}
@@ -76,7 +76,7 @@ func Verify(ctx context.Context, cfg config.Data, o VerifyOptions) error {
 	}
 	sort.Ints(o.declared)
 	if len(train) == 0 {
-		return fmt.Errorf("data: fold %d has no training case in %s (%d cases in the dataset)", cfg.Fold, cfg.SplitsPath(), len(ds.Cases))
+		return fmt.Errorf("data: fold %d has no training case in %s (%d cases in the dataset)", cfg.Fold, from, len(ds.Cases))
 	}
 	workers := o.Workers
 	if workers <= 0 {

@@ -118,7 +118,10 @@ func newTrainer(ctx context.Context, cfg *config.Config, o Options) (_ *trainer,
 	t.log.Info("run", "dir", t.dir.Path, "device", o.Device.Name(), "version", o.Version)
 	// ct statistics computed from the dataset go into the saved config, so
 	// prediction preprocesses the same way without the dataset.
-	if cfg.Data, err = data.Setup(ctx, cfg.Data, data.SetupOptions{Logger: t.log}); err != nil {
+	// Generated splits go to the experiment folder, shared by its folds,
+	// never into the dataset (it may be read-only); the saved config then
+	// names that file.
+	if cfg.Data, err = data.Setup(ctx, cfg.Data, data.SetupOptions{Logger: t.log, SplitsDir: t.dir.Experiment}); err != nil {
 		return nil, err
 	}
 	// Every case's labels, geometry and voxels, before the first step: a
