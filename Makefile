@@ -40,7 +40,7 @@ ifeq ($(CGO),1)
 	$(GO) test -race -timeout 30m $(PKGS)
 else
 	@echo "race detector skipped: it needs cgo (a C compiler); running the tests without -race"
-	$(GO) test -timeout 30m -skip '^(TestDemo|TestDemoTrainingLearns|TestSIGKILLDuringSaves)$$' $(PKGS)
+	$(GO) test -timeout 30m -skip '^(TestDemo|TestDemoTrainingLearns|TestSIGKILLDuringSaves|TestWorkflowEndToEnd)$$' $(PKGS)
 endif
 
 # The emulated kernels print one "kernel X vs CPU reference Y: max abs err E
@@ -60,12 +60,14 @@ cuda-check:
 
 # Tests that skip themselves under the race detector, run once without it:
 # the README's demo (configs/demo.yaml, fold 0) trained end to end and held
-# to its validation Dice threshold, nn's training on the demo data, and the
+# to its validation Dice threshold, nnU-Net's workflow end to end (plan,
+# folds, validation, post-processing, ensemble prediction, evaluation),
+# nn's training on the demo data, and the
 # trainer's SIGKILL-during-saves test (50 kills of a training process),
 # the gzip decoder's full equivalence matrices (reduced under -race), and
 # the CUDA device's cuDNN path over the fake cuDNN (numeric emulation).
 slow:
-	$(GO) test -count=1 -timeout 20m -run '^(TestDemo|TestDemoTrainingLearns|TestSIGKILLDuringSaves)$$' -v ./cmd/train ./nn ./trainer \
+	$(GO) test -count=1 -timeout 20m -run '^(TestDemo|TestDemoTrainingLearns|TestSIGKILLDuringSaves|TestWorkflowEndToEnd)$$' -v ./cmd/train ./nn ./trainer \
 		| grep -E '^(=== RUN|--- |ok|FAIL|PASS)|demo|kills|loss|Dice'
 	$(GO) test -count=1 -run '^(TestMatrix|TestLarge)$$' ./internal/inflate
 ifeq ($(CGO),1)
