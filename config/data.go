@@ -117,6 +117,23 @@ type Data struct {
 	// (z, y, x) order, as nnU-Net's preprocessing (images trilinear,
 	// labels nearest). Absent: no resampling.
 	TargetSpacing []float64 `yaml:"target_spacing,omitempty"`
+	// CropToNonzero crops every case, before normalisation, to the
+	// bounding box of its nonzero mask (voxels nonzero in any channel,
+	// holes filled), as nnU-Net's preprocessing always does; predictions
+	// are pasted back into the input's full grid (background outside).
+	CropToNonzero bool `yaml:"crop_to_nonzero"`
+	// UseMaskForNorm is nnU-Net's use_mask_for_norm, per image channel
+	// (one value: all): a "zscore" channel marked true takes its mean and
+	// std over the nonzero mask only and is 0 outside it, as nnU-Net's
+	// ZScoreNormalization. nnU-Net's planner sets it when cropping keeps
+	// less than 3/4 of the median image (train plan writes it).
+	UseMaskForNorm BoolList `yaml:"use_mask_for_norm,omitempty"`
+	// ResampleOrder is how target_spacing resamples: "linear" (images
+	// trilinear, labels nearest; the cheapest) or "nnunet" (nnU-Net's
+	// resample_data_or_seg: images cubic spline, labels one-hot linear,
+	// and for anisotropic spacing, ratio > 3, in-plane only with nearest
+	// along the out-of-plane axis).
+	ResampleOrder string `yaml:"resample_order"`
 
 	// OnError is "fail" (stop with an error naming the file) or "skip"
 	// (log once, quarantine the case, draw a replacement).
@@ -298,6 +315,27 @@ func ParseByteSize(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a byte size (e.g. 512MiB, 4GiB)", s)
 	}
 	return int64(f * float64(mul)), nil
+}
+
+// BoolList is a YAML boolean or sequence of booleans.
+type BoolList []bool
+
+// UnmarshalYAML accepts true or [true, false].
+func (l *BoolList) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		var b bool
+		if err := n.Decode(&b); err != nil {
+			return err
+		}
+		*l = BoolList{b}
+		return nil
+	}
+	var out []bool
+	if err := n.Decode(&out); err != nil {
+		return err
+	}
+	*l = out
+	return nil
 }
 
 // StringList is a YAML scalar or sequence of strings.

@@ -118,3 +118,36 @@ func TestTargetSpacing(t *testing.T) {
 		t.Error("absent target_spacing gives a target")
 	}
 }
+
+// TestPreprocessingParitySettings: crop_to_nonzero, use_mask_for_norm and
+// resample_order parse, default to today's behaviour, and bad values name
+// their key.
+func TestPreprocessingParitySettings(t *testing.T) {
+	c, err := parseData(t, "dataset: x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CropToNonzero || c.UseMaskForNorm != nil || c.ResampleOrder != "linear" {
+		t.Errorf("defaults: crop %v, mask %v, order %q; want false, none, linear", c.CropToNonzero, c.UseMaskForNorm, c.ResampleOrder)
+	}
+	c, err = parseData(t, "dataset: x\ncrop_to_nonzero: true\nuse_mask_for_norm: true\nresample_order: nnunet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.CropToNonzero || len(c.UseMaskForNorm) != 1 || !c.UseMaskForNorm[0] || c.ResampleOrder != "nnunet" {
+		t.Errorf("parsed crop %v, mask %v, order %q", c.CropToNonzero, c.UseMaskForNorm, c.ResampleOrder)
+	}
+	if c, err = parseData(t, "dataset: x\nnormalization: [ct, zscore]\nuse_mask_for_norm: [false, true]\nct_window: [0, 1]\nct_std: 1"); err != nil || c.UseMaskForNorm[1] != true {
+		t.Errorf("mask on the zscore channel of [ct, zscore]: %v %v", c.UseMaskForNorm, err)
+	}
+	for in, want := range map[string]string{
+		"resample_order: cubic":                                    "data.resample_order",
+		"use_mask_for_norm: maybe":                                 "use_mask_for_norm",
+		"normalization: ct\nuse_mask_for_norm: [true]":             "data.use_mask_for_norm",
+		"normalization: [zscore, none]\nuse_mask_for_norm: [true]": "channel 1",
+	} {
+		if _, err := parseData(t, "dataset: x\n"+in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error naming %s", in, err, want)
+		}
+	}
+}

@@ -42,6 +42,7 @@ func table() Config {
 			StoreChunk:           64,
 			StoreCodec:           "s2-shuffle",
 			Normalization:        StringList{"zscore"}, // ZScoreNormalization
+			ResampleOrder:        "linear",             // nnU-Net's is "nnunet" (cubic images, one-hot linear labels)
 			OnError:              "fail",
 			WatchdogTimeout:      120 * time.Second,
 		},

@@ -222,6 +222,21 @@ func (d Data) validate() []error {
 			}
 		}
 	}
+	switch d.ResampleOrder {
+	case "linear", "nnunet":
+	default:
+		bad("resample_order", "%q is not linear or nnunet", d.ResampleOrder)
+	}
+	// Both lists extend their last value to the channels after it.
+	for ch := range max(len(d.Normalization), len(d.UseMaskForNorm)) {
+		if len(d.UseMaskForNorm) == 0 || len(d.Normalization) == 0 || !d.UseMaskForNorm[min(ch, len(d.UseMaskForNorm)-1)] {
+			continue
+		}
+		if n := d.Normalization[min(ch, len(d.Normalization)-1)]; n != "zscore" {
+			bad("use_mask_for_norm", "true for channel %d, whose normalization is %s: the nonzero mask is for zscore only (nnU-Net's other schemes ignore it)", ch, n)
+			break
+		}
+	}
 	switch d.OnError {
 	case "fail", "skip":
 	default:

@@ -62,12 +62,17 @@
 // # Preprocessing
 //
 // Every source applies the same deterministic preprocessing, in nnU-Net's
-// order: channel stacking, normalisation (zscore per case, or ct with a
-// window, mean and std — given in the config or computed once from the
-// dataset's foreground and cached, see Config.CTStd), then, with
-// target_spacing, resampling (images trilinear, labels nearest) and the
-// foreground index on the resampled grid. Predictions are mapped back onto
-// the files' grid (Volume.LabelsOnSourceGrid).
+// order: channel stacking, with crop_to_nonzero the crop to the nonzero
+// region, normalisation (zscore per case, within the nonzero mask with
+// use_mask_for_norm, or ct with a window, mean and std — given in the
+// config or computed once from the dataset's foreground and cached, see
+// Config.CTStd), then, with target_spacing, resampling (resample_order
+// linear: images trilinear, labels nearest; nnunet: nnU-Net's orders) and
+// the foreground index on the resampled grid. Cropping, the mask and
+// cubic splines need the whole case, so with any of them the gz source
+// preprocesses the whole case for every sample (the cache and the store
+// do it once). Predictions are mapped back onto the files' full grid
+// (Volume.LabelsOnSourceGrid, Volume.ProbabilitiesOnSourceGrid).
 //
 // # Faults
 //

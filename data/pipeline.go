@@ -43,8 +43,10 @@ type caseMeta struct {
 	affine  volume.Affine
 	// stats are the per-channel normalisation parameters (gz source).
 	stats []preprocess.CTStats
-	// srcShape is the shape of the case's files (shape unless resampled).
+	// srcShape is the shape of the case's files (shape unless cropped or
+	// resampled); crop the box of them the case holds (zero: whole).
 	srcShape [3]int
+	crop     volume.Box
 	// resample maps the files' grid onto the resampled one (gz source;
 	// nil when the case is not resampled, or resampling keeps its shape).
 	resample *preprocess.Resampler
@@ -63,6 +65,10 @@ type pipeScratch struct {
 	src   Volume
 	holds int
 	bufs  readBufs
+	// gz source with a Spec that preprocesses whole cases: the case
+	// preprocessed, and which it is (c+1; 0: none).
+	prep      Volume
+	prepHolds int
 	// the region handed to augmentation (gz prefix views, resampled or
 	// store regions)
 	regImg [][]float32
@@ -183,5 +189,6 @@ func (s *storeSource) volume(w *worker, c int) (*Volume, error) {
 		return nil, err
 	}
 	m := &s.metas[c]
-	return &Volume{Shape: sc.Shape, SourceShape: m.srcShape, Image: img, Label: lbl, FG: m.fg, Spacing: m.spacing, Affine: m.affine}, nil
+	return &Volume{Shape: sc.Shape, SourceShape: m.srcShape, Crop: m.crop, ResampleOrder: s.l.spec.Resample,
+		Image: img, Label: lbl, FG: m.fg, Spacing: m.spacing, Affine: m.affine}, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/preprocess"
+	"github.com/voxtrain/voxtrain/volume"
 
 	"github.com/voxtrain/voxtrain/data/store"
 )
@@ -201,17 +202,19 @@ func prepareCase(w *store.Writer, c Case, channels int, p *preprocess.Spec, src 
 }
 
 // encodeMeta serialises what planning needs besides voxels: spacing,
-// affine, the foreground index and the source shape (little-endian). The
-// source shape comes last so that stores written before it existed (no
-// resampling: the source shape is the shape) still decode.
+// affine, the foreground index, the source shape and, for a cropped case,
+// the crop box (little-endian). The source shape and the box come last so
+// that stores written before them existed (no resampling: the source
+// shape is the shape; no crop) still decode.
 func encodeMeta(v *Volume) []byte {
 	b := encodeMetaBody(v)
-	src := v.SourceShape
-	if src == ([3]int{}) {
-		src = v.Shape
-	}
-	for _, n := range src {
+	for _, n := range v.sourceShape() {
 		b = binary.LittleEndian.AppendUint32(b, uint32(n))
+	}
+	if v.Crop != (volume.Box{}) {
+		for _, n := range append(v.Crop.Lo[:], v.Crop.Hi[:]...) {
+			b = binary.LittleEndian.AppendUint32(b, uint32(n))
+		}
 	}
 	return b
 }
@@ -251,6 +254,15 @@ func decodeMeta(b []byte, shape [3]int) (caseMeta, error) {
 		for a := range m.srcShape {
 			m.srcShape[a] = int(binary.LittleEndian.Uint32(rest[4*a:]))
 			if m.srcShape[a] < 1 {
+				return m, errors.New("corrupt case metadata (run train prepare again)")
+			}
+		}
+	}
+	if len(rest) >= 12+24 {
+		for a := range 3 {
+			m.crop.Lo[a] = int(binary.LittleEndian.Uint32(rest[12+4*a:]))
+			m.crop.Hi[a] = int(binary.LittleEndian.Uint32(rest[24+4*a:]))
+			if m.crop.Lo[a] >= m.crop.Hi[a] || m.crop.Hi[a] > m.srcShape[a] {
 				return m, errors.New("corrupt case metadata (run train prepare again)")
 			}
 		}

@@ -33,6 +33,7 @@ func decodeCase(c Case, channels int, v *Volume, bufs *readBufs, planes int) err
 			if fi == 0 {
 				shape = h.Shape
 				v.Shape, v.SourceShape, v.Spacing, v.Affine = h.Shape, h.Shape, h.Spacing, h.Affine
+				v.Crop, v.ResampleOrder = volume.Box{}, ""
 				nch := channels
 				if nch == 0 {
 					nch = h.Channels * len(c.Images)
@@ -102,11 +103,13 @@ func ReadCase(cfg config.Data, c Case, channels int) (*Volume, error) {
 	return v, err
 }
 
-// readCase decodes and preprocesses case c whole: normalised image
-// channels (resampled to spec.Target when set), the label and its
-// foreground index. When into is not nil its buffers are reused (and the
-// result is into); src receives the case as decoded (nil: a new Volume).
-// It returns the normalisation statistics used, per channel.
+// readCase decodes and preprocesses case c whole, in nnU-Net's order:
+// crop to the nonzero region (spec.Crop), normalise (within the nonzero
+// mask for the channels that use it), resample to spec.Target when set,
+// then index the label's foreground. When into is not nil its buffers are
+// reused (and the result is into); src receives the case as decoded (nil:
+// a new Volume). It returns the normalisation statistics used, per
+// channel.
 func readCase(c Case, channels int, spec *preprocess.Spec, into, src *Volume) (*Volume, []preprocess.CTStats, error) {
 	v := into
 	if v == nil {
@@ -122,17 +125,18 @@ func readCase(c Case, channels int, spec *preprocess.Spec, into, src *Volume) (*
 	if err := decodeCase(c, channels, dec, &bufs, 0); err != nil {
 		return nil, nil, err
 	}
-	st, err := caseStats(spec, c, dec)
+	mask := cropCase(spec, dec)
+	st, err := caseStats(spec, c, dec, mask)
 	if err != nil {
 		return nil, nil, err
 	}
 	for i, im := range dec.Image {
-		if err := spec.Normalize(i, im, st[i]); err != nil {
+		if err := spec.Normalize(i, im, st[i], mask); err != nil {
 			return nil, nil, fmt.Errorf("case %s channel %d: %w", c.ID, i, err)
 		}
 	}
 	if spec.Target != nil {
-		if err := resampleCase(v, dec, *spec.Target); err != nil {
+		if err := resampleCase(v, dec, *spec.Target, spec.Resample); err != nil {
 			return nil, nil, fmt.Errorf("case %s (%s): %w", c.ID, c.Images[0], err)
 		}
 	}
@@ -142,13 +146,58 @@ func readCase(c Case, channels int, spec *preprocess.Spec, into, src *Volume) (*
 	return v, st, nil
 }
 
+// cropCase crops v, a case as decoded, to the bounding box of its nonzero
+// mask when spec.Crop (v.Crop records the box, and v.Affine moves its
+// origin to the box's first voxel), and returns the mask a z-score within
+// the nonzero region takes its statistics from, on v's grid after the
+// crop: nil when no channel uses one.
+func cropCase(spec *preprocess.Spec, v *Volume) []uint8 {
+	needMask := spec.NeedsMask(len(v.Image))
+	if !spec.Crop && !needMask {
+		return nil
+	}
+	nz := preprocess.NonzeroMask(v.Image, v.Shape)
+	if spec.Crop {
+		box := preprocess.MaskBox(nz, v.Shape)
+		if box != volume.Whole(v.Shape) {
+			// In place: every voxel moves to a lower index (copy is a memmove).
+			for i, im := range v.Image {
+				v.Image[i] = preprocess.CropInto(im, im, v.Shape, box)
+			}
+			if v.Label != nil {
+				v.Label = preprocess.CropInto(v.Label, v.Label, v.Shape, box)
+			}
+			nz = preprocess.CropInto(nz, nz, v.Shape, box)
+			v.Affine = shiftAffine(v.Affine, box.Lo)
+			v.Shape = box.Size()
+		}
+		v.Crop = box
+	}
+	if !needMask {
+		return nil
+	}
+	return preprocess.NormMask(nz, v.Label)
+}
+
+// shiftAffine moves the origin of the voxel-to-world matrix m to voxel lo
+// (D, H, W = affine columns 2, 1, 0).
+func shiftAffine(m volume.Affine, lo [3]int) volume.Affine {
+	for a := range 3 {
+		for row := range 3 {
+			m[row][3] += m[row][2-a] * float64(lo[a])
+		}
+	}
+	return m
+}
+
 // caseStats returns the normalisation parameters of every image channel
-// of v, a whole decoded case, without changing v.
-func caseStats(spec *preprocess.Spec, c Case, v *Volume) ([]preprocess.CTStats, error) {
+// of v, a whole decoded (and cropped) case, without changing v; mask is
+// cropCase's.
+func caseStats(spec *preprocess.Spec, c Case, v *Volume, mask []uint8) ([]preprocess.CTStats, error) {
 	st := make([]preprocess.CTStats, len(v.Image))
 	for i, im := range v.Image {
 		var err error
-		if st[i], err = spec.Stats(i, im); err != nil {
+		if st[i], err = spec.Stats(i, im, mask); err != nil {
 			return nil, fmt.Errorf("case %s channel %d: %w", c.ID, i, err)
 		}
 	}

@@ -8,13 +8,14 @@ import (
 	"github.com/voxtrain/voxtrain/preprocess"
 )
 
-// resampleCase writes src (a decoded, normalised case) resampled to the
-// voxel size target into dst, reusing dst's buffers: image channels
-// trilinear, the label nearest, shape, spacing and affine for the new
-// grid, SourceShape the old shape. The foreground index is left to the
+// resampleCase writes src (a decoded, cropped, normalised case) resampled
+// to the voxel size target into dst, reusing dst's buffers: image channels
+// trilinear and the label nearest (order "" or "linear"), or as nnU-Net
+// (order "nnunet": NNUNetResampler); shape, spacing and affine for the new
+// grid, SourceShape and Crop as src's. The foreground index is left to the
 // caller (dst.FG is nil). When the shape does not change dst receives a
 // copy of src, which is what resampling gives there.
-func resampleCase(dst, src *Volume, target [3]float64) error {
+func resampleCase(dst, src *Volume, target [3]float64, order string) error {
 	if err := checkSpacing(src.Spacing, target); err != nil {
 		return err
 	}
@@ -24,7 +25,7 @@ func resampleCase(dst, src *Volume, target [3]float64) error {
 	to := preprocess.ResampledShape(src.Shape, src.Spacing, target)
 	from := src.Shape
 	n := to[0] * to[1] * to[2]
-	dst.Shape, dst.SourceShape = to, from
+	dst.Shape, dst.SourceShape, dst.Crop, dst.ResampleOrder = to, src.sourceShape(), src.Crop, order
 	dst.Image = resizeChannels(dst.Image, len(src.Image), n)
 	dst.FG = nil
 	if src.Label == nil {
@@ -40,12 +41,22 @@ func resampleCase(dst, src *Volume, target [3]float64) error {
 		dst.Spacing, dst.Affine = src.Spacing, src.Affine
 		return nil
 	}
-	r := preprocess.NewResampler(from, to)
-	for c := range src.Image {
-		r.Linear(dst.Image[c], src.Image[c], [3]int{}, to)
-	}
-	if src.Label != nil {
-		r.Nearest(dst.Label, src.Label, [3]int{}, to)
+	if order == "nnunet" {
+		r := preprocess.NewNNUNetResampler(from, to, src.Spacing, target)
+		for c := range src.Image {
+			r.Image(dst.Image[c], src.Image[c])
+		}
+		if src.Label != nil {
+			r.Labels(dst.Label, src.Label)
+		}
+	} else {
+		r := preprocess.NewResampler(from, to)
+		for c := range src.Image {
+			r.Linear(dst.Image[c], src.Image[c], [3]int{}, to)
+		}
+		if src.Label != nil {
+			r.Nearest(dst.Label, src.Label, [3]int{}, to)
+		}
 	}
 	for a := range 3 {
 		dst.Spacing[a] = src.Spacing[a] * float64(from[a]) / float64(to[a])

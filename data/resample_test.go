@@ -41,7 +41,7 @@ func TestResampleCaseGrid(t *testing.T) {
 	}
 	target := [3]float64{1, 1.1, 1.3}
 	var dst Volume
-	if err := resampleCase(&dst, src, target); err != nil {
+	if err := resampleCase(&dst, src, target, ""); err != nil {
 		t.Fatal(err)
 	}
 	to := preprocess.ResampledShape(sh, src.Spacing, target)
@@ -96,7 +96,7 @@ func TestResampleCaseGrid(t *testing.T) {
 	}
 	// A header without voxel sizes cannot be resampled.
 	src.Spacing[1] = 0
-	if err := resampleCase(&dst, src, target); err == nil || !strings.Contains(err.Error(), "voxel size") {
+	if err := resampleCase(&dst, src, target, ""); err == nil || !strings.Contains(err.Error(), "voxel size") {
 		t.Errorf("zero voxel size: %v", err)
 	}
 }
@@ -121,7 +121,7 @@ func TestResampleCaseIdentity(t *testing.T) {
 	aff := volume.Affine{{0, 0, -2, 10}, {0, 1.5, 0, -4}, {0.5, 0, 0, 7}, {0, 0, 0, 1}}
 	src := &Volume{Shape: sh, Image: [][]float32{img}, Label: lbl, Spacing: [3]float64{2, 1.5, 0.5}, Affine: aff}
 	var dst Volume
-	if err := resampleCase(&dst, src, src.Spacing); err != nil {
+	if err := resampleCase(&dst, src, src.Spacing, ""); err != nil {
 		t.Fatal(err)
 	}
 	if dst.Shape != sh || dst.SourceShape != sh || dst.Spacing != src.Spacing || dst.Affine != aff {

@@ -36,13 +36,16 @@ func (s *gzSource) meta(w *worker, c int) (*caseMeta, error) {
 	}
 	ps := w.scratch()
 	cs := s.l.ds.Cases[c]
+	if s.l.spec.Whole() {
+		return s.wholeMeta(ps, c)
+	}
 	src := &ps.src
 	ps.holds = 0
 	if err := decodeCase(cs, s.l.channels, src, &ps.bufs, 0); err != nil {
 		return nil, err
 	}
 	spec := &s.l.spec
-	st, err := caseStats(spec, cs, src)
+	st, err := caseStats(spec, cs, src, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -78,6 +81,9 @@ func (s *gzSource) meta(w *worker, c int) (*caseMeta, error) {
 // whole-case read.
 func (s *gzSource) region(w *worker, c int, m *caseMeta, box volume.Box) (augment.Input, error) {
 	ps := w.scratch()
+	if s.l.spec.Whole() {
+		return s.wholeRegion(ps, c, m)
+	}
 	src := &ps.src
 	// The source planes the region reads: [0, hi) are decoded (a stream is
 	// read from its start), [lo, hi) normalised.
@@ -135,4 +141,40 @@ func (s *gzSource) region(w *worker, c int, m *caseMeta, box volume.Box) (augmen
 func (s *gzSource) volume(w *worker, c int) (*Volume, error) {
 	v, _, err := readCase(s.l.ds.Cases[c], s.l.channels, &s.l.spec, nil, nil)
 	return v, err
+}
+
+// wholeMeta learns case c's metadata when the Spec preprocesses whole
+// cases (cropping, the nonzero mask, cubic splines: none can be computed
+// on a region alone): the case is preprocessed whole as readCase does,
+// and kept in the worker's scratch for region.
+func (s *gzSource) wholeMeta(ps *pipeScratch, c int) (*caseMeta, error) {
+	ps.prepHolds = 0
+	v, _, err := readCase(s.l.ds.Cases[c], s.l.channels, &s.l.spec, &ps.prep, &ps.src)
+	if err != nil {
+		return nil, err
+	}
+	m := &caseMeta{shape: v.Shape, srcShape: v.SourceShape, crop: v.Crop, fg: v.FG, spacing: v.Spacing, affine: v.Affine}
+	s.metas[c].Store(m)
+	ps.prepHolds = c + 1
+	return m, nil
+}
+
+// wholeRegion returns case c preprocessed whole (read again unless the
+// worker holds it): augmentation reads only the box of it. Every sample
+// then decodes and preprocesses the whole case; the cache and the
+// prepared store do it once.
+func (s *gzSource) wholeRegion(ps *pipeScratch, c int, m *caseMeta) (augment.Input, error) {
+	if ps.prepHolds != c+1 {
+		ps.prepHolds = 0
+		v, _, err := readCase(s.l.ds.Cases[c], s.l.channels, &s.l.spec, &ps.prep, &ps.src)
+		if err != nil {
+			return augment.Input{}, err
+		}
+		if v.Shape != m.shape {
+			return augment.Input{}, fmt.Errorf("case %s changed shape while training (%v, was %v)", s.l.ds.Cases[c].ID, v.Shape, m.shape)
+		}
+		ps.prepHolds = c + 1
+	}
+	v := &ps.prep
+	return augment.Input{Image: v.Image, Label: v.Label, Shape: v.Shape}, nil
 }

@@ -15,9 +15,16 @@ type Volume struct {
 	// Shape is (D, H, W) = NIfTI (z, y, x).
 	Shape [3]int
 	// SourceShape is the shape of the grid the case's files hold: Shape
-	// unless the case was resampled to a target spacing (zero in a Volume
-	// made by hand, meaning Shape).
+	// unless the case was cropped or resampled (zero in a Volume made by
+	// hand, meaning Shape).
 	SourceShape [3]int
+	// Crop is the box of the files' grid the case was cropped to before
+	// resampling (data.crop_to_nonzero); the zero Box means the whole
+	// grid, uncropped.
+	Crop volume.Box
+	// ResampleOrder is the data.resample_order the case was resampled
+	// with ("" or "linear": trilinear images, nearest labels; "nnunet").
+	ResampleOrder string
 	// Image holds one slice per channel.
 	Image [][]float32
 	// Label holds class indices (nil when the case has none).
@@ -26,26 +33,130 @@ type Volume struct {
 	FG *preprocess.ForegroundIndex
 	// Spacing is the voxel size along (D, H, W) in the file's units. For
 	// a resampled case it is the new grid's exact voxel size,
-	// spacing·SourceShape/Shape per axis: the target spacing up to the
+	// spacing·CropShape/Shape per axis: the target spacing up to the
 	// rounding of the shape (see ResampledShape).
 	Spacing [3]float64
 	// Affine is the first image file's voxel-to-world matrix, updated for
-	// the resampled grid when resampled.
+	// the crop's origin and the resampled grid.
 	Affine volume.Affine
 }
 
+// sourceShape is SourceShape, or Shape for a Volume made by hand.
+func (v *Volume) sourceShape() [3]int {
+	if v.SourceShape == ([3]int{}) {
+		return v.Shape
+	}
+	return v.SourceShape
+}
+
+// CropBox is the box of the files' grid v holds (before any resampling):
+// Crop, or the whole grid when uncropped.
+func (v *Volume) CropBox() volume.Box {
+	if v.Crop == (volume.Box{}) {
+		return volume.Whole(v.sourceShape())
+	}
+	return v.Crop
+}
+
+// OnSourceGrid reports whether v's grid is the files' grid: neither
+// cropped nor resampled, so a prediction for v needs no mapping back.
+func (v *Volume) OnSourceGrid() bool {
+	return v.CropBox() == volume.Whole(v.sourceShape()) && v.Shape == v.sourceShape()
+}
+
 // LabelsOnSourceGrid maps labels, a label map on v's grid (a prediction
-// for v), onto the grid of the files v was read from by nearest neighbour,
-// so it can be written beside the input. Without resampling it returns
-// labels itself.
+// for v), onto the grid of the files v was read from, undoing the
+// preprocessing in reverse order, as nnU-Net's export does: resampled
+// back to the cropped box (nearest neighbour; one-hot linear, nnU-Net's
+// resize_segmentation, with resample_order nnunet), then pasted into the
+// full grid with background (0) outside the box. Without either it
+// returns labels itself.
 func (v *Volume) LabelsOnSourceGrid(labels []uint8) ([]uint8, error) {
 	if n := v.Shape[0] * v.Shape[1] * v.Shape[2]; len(labels) != n {
 		return nil, fmt.Errorf("labels have %d voxels, the volume's grid %v holds %d", len(labels), v.Shape, n)
 	}
-	if v.SourceShape == v.Shape || v.SourceShape == ([3]int{}) {
+	if v.OnSourceGrid() {
 		return labels, nil
 	}
-	return preprocess.ResampleNearest(labels, v.Shape, v.SourceShape)
+	box := v.CropBox()
+	cs := box.Size()
+	out := labels
+	if cs != v.Shape {
+		var err error
+		if v.ResampleOrder == "nnunet" {
+			r := preprocess.NewNNUNetResampler(v.Shape, cs, v.Spacing, v.targetSpacingBack())
+			out = make([]uint8, cs[0]*cs[1]*cs[2])
+			r.Labels(out, labels)
+		} else if out, err = preprocess.ResampleNearest(labels, v.Shape, cs); err != nil {
+			return nil, err
+		}
+	}
+	if src := v.sourceShape(); cs != src {
+		full := make([]uint8, src[0]*src[1]*src[2])
+		preprocess.Paste(full, src, out, box)
+		out = full
+	}
+	return out, nil
+}
+
+// ProbabilitiesOnSourceGrid maps probs, c class channels on v's grid
+// (channel-major), onto the grid of the files v was read from, as nnU-Net
+// exports probabilities: resampled back to the cropped box by linear
+// interpolation (nnU-Net's resampling_fn_probabilities, order 1, which
+// with resample_order nnunet keeps nearest along the out-of-plane axis of
+// anisotropic data), then pasted into the full grid, where the voxels
+// outside the box are background with probability 1. Linear interpolation
+// is a convex combination with the same weights for every class, so each
+// voxel stays a distribution. Without either it returns probs itself.
+func (v *Volume) ProbabilitiesOnSourceGrid(probs []float32, c int) ([]float32, error) {
+	n := v.Shape[0] * v.Shape[1] * v.Shape[2]
+	if c < 1 || len(probs) != c*n {
+		return nil, fmt.Errorf("probabilities have %d values, %d classes on the grid %v hold %d", len(probs), c, v.Shape, c*n)
+	}
+	if v.OnSourceGrid() {
+		return probs, nil
+	}
+	box := v.CropBox()
+	cs := box.Size()
+	cn := cs[0] * cs[1] * cs[2]
+	out := probs
+	if cs != v.Shape {
+		out = make([]float32, c*cn)
+		if v.ResampleOrder == "nnunet" {
+			r := preprocess.NewNNUNetResampler(v.Shape, cs, v.Spacing, v.targetSpacingBack())
+			for k := range c {
+				r.Linear(out[k*cn:(k+1)*cn], probs[k*n:(k+1)*n])
+			}
+		} else {
+			r := preprocess.NewResampler(v.Shape, cs)
+			for k := range c {
+				r.Linear(out[k*cn:(k+1)*cn], probs[k*n:(k+1)*n], [3]int{}, cs)
+			}
+		}
+	}
+	if src := v.sourceShape(); cs != src {
+		sn := src[0] * src[1] * src[2]
+		full := make([]float32, c*sn)
+		for i := range sn {
+			full[i] = 1 // background outside the box
+		}
+		for k := range c {
+			preprocess.Paste(full[k*sn:(k+1)*sn], src, out[k*cn:(k+1)*cn], box)
+		}
+		out = full
+	}
+	return out, nil
+}
+
+// targetSpacingBack is the voxel size of the files' grid (the target of
+// mapping a prediction back): v's spacing times Shape/CropShape per axis.
+func (v *Volume) targetSpacingBack() [3]float64 {
+	cs := v.CropBox().Size()
+	var s [3]float64
+	for a := range s {
+		s[a] = v.Spacing[a] * float64(v.Shape[a]) / float64(cs[a])
+	}
+	return s
 }
 
 // Bytes returns the memory the volume's voxels and index hold.

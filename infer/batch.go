@@ -191,7 +191,8 @@ func (e *Ensemble) predictCase(ctx context.Context, v *data.Volume, keepProbs bo
 		return predicted{}, err
 	}
 	labels := e.Labels(probs, v.Shape[0]*v.Shape[1]*v.Shape[2])
-	// Back onto the input's grid when data.target_spacing resampled it.
+	// Back onto the input's grid when data.target_spacing resampled it
+	// or data.crop_to_nonzero cropped it.
 	if labels, err = v.LabelsOnSourceGrid(labels); err != nil {
 		return predicted{}, err
 	}

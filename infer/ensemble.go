@@ -179,30 +179,15 @@ func Softmax(x []float32, c, n int) {
 }
 
 // ProbabilitiesOnSourceGrid maps probs, c channels on v's grid, onto the
-// grid of the files v was read from, as LabelsOnSourceGrid does the
-// labels, but by trilinear interpolation, as nnU-Net resamples its
-// predicted probabilities (its plans' resampling_fn_probabilities, order
-// 1) and as the image channels were resampled here: each output voxel is a convex combination of source voxels with the same
-// weights for every class, so it stays a probability distribution (in
-// [0, 1], summing to 1). Without resampling it returns probs itself.
+// grid of the files v was read from (data.Volume.ProbabilitiesOnSourceGrid:
+// resampled back by linear interpolation, as nnU-Net resamples its
+// predicted probabilities, and pasted into the full grid with background
+// probability 1 outside a crop). Without resampling or crop it returns
+// probs itself.
 //
-// The label map is mapped by nearest neighbour from the argmax on v's grid
+// The label map is mapped from the labels on v's grid
 // (LabelsOnSourceGrid, as validate scores it), so at a few voxels on class
 // borders argmax of these probabilities can differ from the labels.
 func ProbabilitiesOnSourceGrid(v *data.Volume, probs []float32, c int) ([]float32, error) {
-	n := v.Shape[0] * v.Shape[1] * v.Shape[2]
-	if len(probs) != c*n {
-		return nil, fmt.Errorf("probabilities have %d values, %d classes on the grid %v hold %d", len(probs), c, v.Shape, c*n)
-	}
-	if v.SourceShape == v.Shape || v.SourceShape == ([3]int{}) {
-		return probs, nil
-	}
-	src := v.SourceShape
-	sn := src[0] * src[1] * src[2]
-	out := make([]float32, c*sn)
-	r := preprocess.NewResampler(v.Shape, src)
-	for k := 0; k < c; k++ {
-		r.Linear(out[k*sn:(k+1)*sn], probs[k*n:(k+1)*n], [3]int{}, src)
-	}
-	return out, nil
+	return v.ProbabilitiesOnSourceGrid(probs, c)
 }

@@ -86,17 +86,17 @@ func (m *Model) Evaluate(ctx context.Context, o EvalOptions) (*Scores, error) {
 		if err != nil {
 			return nil, fmt.Errorf("case %s: %w", cs.ID, err)
 		}
-		// A case resampled to data.target_spacing is scored on its files'
-		// grid, as nnU-Net does: the prediction mapped back (nearest) against
+		// A case cropped or resampled to data.target_spacing is scored on
+		// its files' grid, as nnU-Net does: the prediction mapped back against
 		// the label as stored, with the files' voxel size for HD95 — the
 		// same voxels the written prediction holds.
 		ref := v
 		if labels, err = v.LabelsOnSourceGrid(labels); err != nil {
 			return nil, fmt.Errorf("case %s: %w", cs.ID, err)
 		}
-		if v.SourceShape != v.Shape && v.SourceShape != ([3]int{}) {
+		if !v.OnSourceGrid() {
 			src := dcfg
-			src.TargetSpacing = nil
+			src.TargetSpacing, src.CropToNonzero = nil, false
 			if ref, err = data.ReadCase(src, cs, m.net.Config().InChannels); err != nil {
 				return nil, err
 			}

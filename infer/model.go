@@ -147,7 +147,8 @@ func (m *Model) PredictFile(ctx context.Context, inputs []string, output string,
 	if err != nil {
 		return fmt.Errorf("predict %s: %w", inputs[0], err)
 	}
-	// Back onto the input's grid when data.target_spacing resampled it.
+	// Back onto the input's grid when data.target_spacing resampled it
+	// or data.crop_to_nonzero cropped it.
 	if labels, err = v.LabelsOnSourceGrid(labels); err != nil {
 		return fmt.Errorf("predict %s: %w", inputs[0], err)
 	}

@@ -142,9 +142,8 @@ func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (st
 			line("  #   %s: ct, as nnU-Net for a channel named CT: clip to the dataset's foreground 0.5/99.5 percentiles, then its mean and std", ch)
 		case "ZScoreNormalization":
 			if c.UseMaskForNorm[i] {
-				line("  #   %s: zscore (nnU-Net's default). nnU-Net would z-score only inside the nonzero", ch)
-				line("  #   mask here (cropping kept %.2f < 3/4 of the median image, use_mask_for_norm);", fp.MedianRelativeSizeAfterCropping)
-				line("  #   voxtrain z-scores the whole image (it has no nonzero mask)")
+				line("  #   %s: zscore (nnU-Net's default) inside the nonzero mask only (use_mask_for_norm:", ch)
+				line("  #   cropping kept %.2f < 3/4 of the median image)", fp.MedianRelativeSizeAfterCropping)
 			} else {
 				line("  #   %s: zscore over the whole image (nnU-Net's default for a channel not named CT;", ch)
 				line("  #   use_mask_for_norm false: cropping kept %.2f >= 3/4 of the median image)", fp.MedianRelativeSizeAfterCropping)
@@ -155,6 +154,15 @@ func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (st
 			line("  #   %s: nnU-Net would use %s, which voxtrain lacks; none keeps the intensities as stored", ch, s)
 		}
 	}
+	mask, anyMask := make([]string, len(c.UseMaskForNorm)), false
+	for i, m := range c.UseMaskForNorm {
+		mask[i] = strconv.FormatBool(m)
+		anyMask = anyMask || m
+	}
+	if anyMask {
+		line("  use_mask_for_norm: [%s]   # nnU-Net's, per channel: z-score statistics over the nonzero mask, 0 outside", strings.Join(mask, ", "))
+	}
+	line("  crop_to_nonzero: true     # as nnU-Net's preprocessing always: each case cropped to its nonzero box, predictions pasted back")
 	if ct != nil {
 		line("  ct_window: [%s, %s]     # channel %d's foreground percentile_00_5 and percentile_99_5 (dataset_fingerprint.json)", num(ct.Percentile00_5), num(ct.Percentile99_5), ctChannel)
 		line("  ct_mean: %s            # its foreground mean", num(ct.Mean))
@@ -167,6 +175,7 @@ func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (st
 	resample := needsResampling(fp, spacing)
 	if resample {
 		line("  target_spacing: %s", sp)
+		line("  resample_order: nnunet    # images cubic, labels one-hot linear, nearest across slices when anisotropic (> 3)")
 	} else {
 		line("  # target_spacing: %s", sp)
 	}

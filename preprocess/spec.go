@@ -29,13 +29,74 @@ type Spec struct {
 	// normalisation (nil: none). Absent from the JSON when nil, so stores
 	// made without resampling keep their fingerprint.
 	Target *[3]float64 `json:"target_spacing,omitempty"`
+	// Crop crops every case to the bounding box of its nonzero mask
+	// before normalisation (NonzeroMask, MaskBox), as nnU-Net always does.
+	Crop bool `json:"crop_to_nonzero,omitempty"`
+	// MaskNorm is use_mask_for_norm per channel (one value: all): a
+	// z-score with its statistics over the nonzero mask only, voxels
+	// outside set to 0 (nil: none).
+	MaskNorm []bool `json:"use_mask_for_norm,omitempty"`
+	// Resample is how resampling to Target interpolates: "" (linear:
+	// images trilinear, labels nearest) or "nnunet" (NNUNetResampler).
+	// The new fields are absent from the JSON at their defaults, so stores
+	// made before them keep their fingerprint.
+	Resample string `json:"resample_order,omitempty"`
 }
 
 // SpecOf returns the preprocessing a data section asks for; its ct
 // statistics must be resolved (see data.Setup).
 func SpecOf(d config.Data) Spec {
 	return Spec{Norm: d.Normalization, CTWindow: d.CTWindow, CTMean: d.CTMean, CTStd: d.CTStd,
-		FGSamples: DefaultForegroundSamples, Target: d.Target()}
+		FGSamples: DefaultForegroundSamples, Target: d.Target(),
+		Crop: d.CropToNonzero, MaskNorm: maskNorm(d.UseMaskForNorm), Resample: resampleOrder(d.ResampleOrder)}
+}
+
+// maskNorm is use_mask_for_norm without its all-false default, so that a
+// config that sets it false keeps the fingerprint of one that leaves it out.
+func maskNorm(m []bool) []bool {
+	for _, b := range m {
+		if b {
+			return m
+		}
+	}
+	return nil
+}
+
+// resampleOrder is resample_order as Spec holds it: "" for the default.
+func resampleOrder(o string) string {
+	if o == "linear" {
+		return ""
+	}
+	return o
+}
+
+// UsesMask reports whether channel ch is z-scored within the nonzero mask.
+func (p *Spec) UsesMask(ch int) bool {
+	if len(p.MaskNorm) == 0 || p.Scheme(ch) != "zscore" {
+		return false
+	}
+	if ch < len(p.MaskNorm) {
+		return p.MaskNorm[ch]
+	}
+	return p.MaskNorm[len(p.MaskNorm)-1]
+}
+
+// NeedsMask reports whether any of n channels is z-scored within the
+// nonzero mask.
+func (p *Spec) NeedsMask(n int) bool {
+	for ch := range n {
+		if p.UsesMask(ch) {
+			return true
+		}
+	}
+	return false
+}
+
+// Whole reports whether a case must be preprocessed whole: cropping, the
+// nonzero mask and cubic splines depend on the whole volume, so no region
+// of the result can be computed from its neighbourhood alone.
+func (p *Spec) Whole() bool {
+	return p.Crop || len(p.MaskNorm) > 0 || (p.Resample != "" && p.Target != nil)
 }
 
 // Scheme returns channel ch's normalisation: "zscore", "ct" or "none".
@@ -53,10 +114,16 @@ func (p *Spec) Scheme(ch int) string {
 // volume x without changing x, in the form CTNormalize takes: the
 // volume's mean and std with an unbounded window for a z-score, the
 // dataset's window, mean and std for ct.
-func (p *Spec) Stats(ch int, x []float32) (CTStats, error) {
+//
+// mask, when not nil, is the nonzero mask (NormMask) a channel that
+// UsesMask takes its statistics from.
+func (p *Spec) Stats(ch int, x []float32, mask []uint8) (CTStats, error) {
 	switch p.Scheme(ch) {
 	case "zscore":
-		m, sd, err := MeanStd(x, nil)
+		if !p.UsesMask(ch) {
+			mask = nil
+		}
+		m, sd, err := MeanStd(x, mask)
 		return CTStats{Mean: m, Std: sd, Lower: math.Inf(-1), Upper: math.Inf(1)}, err
 	case "ct":
 		if len(p.CTWindow) != 2 {
@@ -68,12 +135,28 @@ func (p *Spec) Stats(ch int, x []float32) (CTStats, error) {
 }
 
 // Normalize normalises channel ch of a whole volume x in place with st,
-// the parameters Stats returned for it.
-func (p *Spec) Normalize(ch int, x []float32, st CTStats) error {
+// the parameters Stats returned for it. A channel that UsesMask is
+// normalised inside mask and set to 0 outside, as nnU-Net's
+// ZScoreNormalization with use_mask_for_norm leaves it (the voxels
+// outside the nonzero mask are 0 there already).
+func (p *Spec) Normalize(ch int, x []float32, st CTStats, mask []uint8) error {
 	if p.Scheme(ch) == "none" {
 		return nil
 	}
-	return CTNormalize(x, st)
+	if err := CTNormalize(x, st); err != nil {
+		return err
+	}
+	if p.UsesMask(ch) {
+		if len(mask) != len(x) {
+			return errors.New("use_mask_for_norm without the nonzero mask")
+		}
+		for i, m := range mask {
+			if m == 0 {
+				x[i] = 0
+			}
+		}
+	}
+	return nil
 }
 
 // NormalizeBox normalises only the voxels of box in x, channel ch of a
