@@ -180,7 +180,7 @@ func Open(s Spec) (volume.File, error) {
 		return nil, s.errf("no sample type")
 	}
 	n := s.samples()
-	if n > math.MaxInt32 {
+	if float64(n) != float64(g.Shape[0])*float64(g.Shape[1])*float64(g.Shape[2])*float64(g.Channels) || n > math.MaxInt32 {
 		return nil, s.errf("%d samples, more than 2^31-1", n)
 	}
 	v := &file{s: s, order: binary.ByteOrder(binary.LittleEndian)}
