@@ -70,8 +70,8 @@ func TestDatasetJSONRefusesWhatItCannotTrain(t *testing.T) {
 			[]string{`labels: "whole" is a region ([1,2])`}},
 		{"ignore", `{"channel_names":{"0":"MRI"},"labels":{"background":0,"Anterior":1,"Posterior":2,"ignore":3},"file_ending":".nii.gz"}`,
 			[]string{`labels: "ignore" is nnU-Net v2's ignore label`}},
-		{"ending", `{"channel_names":{"0":"MRI"},"labels":{"background":0,"Anterior":1,"Posterior":2},"file_ending":".nrrd"}`,
-			[]string{`file_ending: no volume reader opens ".nrrd" files`}},
+		{"ending", `{"channel_names":{"0":"MRI"},"labels":{"background":0,"Anterior":1,"Posterior":2},"file_ending":".mgz"}`,
+			[]string{`file_ending: no volume reader opens ".mgz" files`}},
 		{"numTraining", `{"channel_names":{"0":"MRI"},"labels":{"background":0,"Anterior":1,"Posterior":2},"numTraining":5,"file_ending":".nii.gz"}`,
 			[]string{"numTraining is 5 but", "imagesTr holds 3 cases"}},
 	} {

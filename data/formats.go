@@ -5,5 +5,8 @@ package data
 // volume.Open, so a new format (a package implementing volume.File) is one
 // more line here.
 import (
-	_ "github.com/voxtrain/voxtrain/nifti" // .nii, .nii.gz, .hdr/.img
+	_ "github.com/voxtrain/voxtrain/metaimage" // .mha, .mhd + .raw/.zraw
+	_ "github.com/voxtrain/voxtrain/nifti"     // .nii, .nii.gz, .hdr/.img
+	_ "github.com/voxtrain/voxtrain/nrrd"      // .nrrd, .nhdr + data file
+	_ "github.com/voxtrain/voxtrain/tiff"      // .tif, .tiff stacks
 )

@@ -65,7 +65,8 @@ func CheckShape(shape [3]int) error {
 			return fmt.Errorf("volume shape %v: axis %d is %d, want > 0", shape, i, n)
 		}
 	}
-	if int64(shape[0])*int64(shape[1])*int64(shape[2]) > math.MaxInt32 {
+	// Multiplied in float64: axes of 2^32 would wrap an int64 product.
+	if float64(shape[0])*float64(shape[1])*float64(shape[2]) > math.MaxInt32 {
 		return fmt.Errorf("volume shape %v has more than 2^31-1 voxels", shape)
 	}
 	return nil

@@ -32,3 +32,16 @@ func TestRegisterAndOpen(t *testing.T) {
 		t.Errorf("unknown format: %v", err)
 	}
 }
+
+// TestCheckShapeOverflow: axes whose product wraps an int64 are still too
+// many voxels.
+func TestCheckShapeOverflow(t *testing.T) {
+	for _, s := range [][3]int{{1 << 32, 1 << 32, 1}, {1 << 31, 1 << 31, 4}, {1 << 16, 1 << 16, 1}} {
+		if CheckShape(s) == nil {
+			t.Errorf("CheckShape(%v) accepted", s)
+		}
+	}
+	if err := CheckShape([3]int{1 << 10, 1 << 10, 1 << 10}); err != nil {
+		t.Error(err)
+	}
+}
