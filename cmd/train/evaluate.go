@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/voxtrain/voxtrain/evaluation"
 )
 
@@ -16,14 +17,7 @@ type EvaluateOptions struct {
 	// PredDir holds the predictions, RefDir the references of the same
 	// file names.
 	PredDir, RefDir string
-	// Labels to score (nil: dataset.json's, else every label present).
-	Labels []int
-	// DatasetJSON names the labels (and gives them and the file ending
-	// when --labels and --file-ending are not set).
-	DatasetJSON string
-	// FileEnding picks the files compared ("": dataset.json's, else the
-	// NIfTI ending of the references).
-	FileEnding string
+	labelFlags
 	// Output is the summary file ("": PredDir/summary.json).
 	Output string
 	HD95   bool
@@ -52,10 +46,8 @@ the log and as summary.json's "label_names") and gives the file ending.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.PredDir, opts.RefDir = args[0], args[1]
-			if cmd.Flags().Changed("labels") {
-				if err := evaluation.CheckLabels(opts.Labels); err != nil {
-					return fmt.Errorf("--labels: %w", err)
-				}
+			if err := opts.labelFlags.check(cmd.Flags()); err != nil {
+				return err
 			}
 			if opts.Output == "" {
 				opts.Output = filepath.Join(opts.PredDir, "summary.json")
@@ -70,20 +62,48 @@ the log and as summary.json's "label_names") and gives the file ending.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.IntSliceVar(&opts.Labels, "labels", nil, "foreground labels to score, e.g. 1,2 (default: dataset.json's, else every label present)")
-	fl.StringVar(&opts.DatasetJSON, "dataset-json", "", "dataset.json naming the labels (and giving them and the file ending)")
-	fl.StringVar(&opts.FileEnding, "file-ending", "", "compare the files with this ending (default: dataset.json's, else the references' .nii.gz or .nii)")
+	opts.labelFlags.register(fl, "foreground labels to score")
 	fl.StringVarP(&opts.Output, "output", "o", "", "summary file (default PRED_DIR/summary.json)")
 	fl.BoolVar(&opts.HD95, "hd95", false, "also compute the 95th-percentile Hausdorff distance (an extra HD95 key per label)")
 	return cmd
 }
 
-// labelSpec resolves the labels, their names and the file ending from
+// labelFlags are the labels scored, the dataset.json naming them and the
+// file ending compared, which evaluate and postprocess determine share.
+type labelFlags struct {
+	// Labels to score (nil: dataset.json's, else every label present).
+	Labels []int
+	// DatasetJSON names the labels (and gives them and the file ending
+	// when --labels and --file-ending are not set).
+	DatasetJSON string
+	// FileEnding picks the files compared ("": dataset.json's, else the
+	// NIfTI ending of the references).
+	FileEnding string
+}
+
+func (l *labelFlags) register(fl *pflag.FlagSet, labelsWhat string) {
+	fl.IntSliceVar(&l.Labels, "labels", nil, labelsWhat+", e.g. 1,2 (default: dataset.json's, else every label present)")
+	fl.StringVar(&l.DatasetJSON, "dataset-json", "", "dataset.json naming the labels (and giving them and the file ending)")
+	fl.StringVar(&l.FileEnding, "file-ending", "", "compare the files with this ending (default: dataset.json's, else the references' .nii.gz or .nii)")
+}
+
+// check refuses a --labels list that is not foreground labels.
+func (l *labelFlags) check(fl *pflag.FlagSet) error {
+	if fl.Changed("labels") {
+		if err := evaluation.CheckLabels(l.Labels); err != nil {
+			return fmt.Errorf("--labels: %w", err)
+		}
+	}
+	return nil
+}
+
+// resolve returns the labels, their names and the file ending from
 // --labels, --file-ending and --dataset-json.
-func labelSpec(labels []int, datasetJSON, ending string) ([]int, map[int]string, string, error) {
+func (l *labelFlags) resolve() ([]int, map[int]string, string, error) {
+	labels, ending := l.Labels, l.FileEnding
 	var names map[int]string
-	if datasetJSON != "" {
-		dl, dn, de, err := evaluation.DatasetLabels(datasetJSON)
+	if l.DatasetJSON != "" {
+		dl, dn, de, err := evaluation.DatasetLabels(l.DatasetJSON)
 		if err != nil {
 			return nil, nil, "", fmt.Errorf("--dataset-json: %w", err)
 		}
@@ -101,7 +121,7 @@ func labelSpec(labels []int, datasetJSON, ending string) ([]int, map[int]string,
 // evaluateRun scores the folder, logs each case and the means, and writes
 // the summary.
 func evaluateRun(opts *EvaluateOptions) error {
-	labels, names, ending, err := labelSpec(opts.Labels, opts.DatasetJSON, opts.FileEnding)
+	labels, names, ending, err := opts.resolve()
 	if err != nil {
 		return err
 	}

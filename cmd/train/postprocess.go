@@ -34,10 +34,8 @@ type PostprocessDetermineOptions struct {
 	IO              *IOStreams
 	PredDir, RefDir string
 	// Output is the plan ("": PredDir/postprocessing.json).
-	Output      string
-	Labels      []int
-	DatasetJSON string
-	FileEnding  string
+	Output string
+	labelFlags
 }
 
 // NewCmdPostprocessDetermine builds `train postprocess determine`; runF
@@ -60,10 +58,8 @@ PRED/postprocessed.`,
 		Example: `  train postprocess determine --pred /data/cv_predictions --ref /data/Task04_Hippocampus/labelsTr --dataset-json /data/Task04_Hippocampus/dataset.json`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if cmd.Flags().Changed("labels") {
-				if err := evaluation.CheckLabels(opts.Labels); err != nil {
-					return fmt.Errorf("--labels: %w", err)
-				}
+			if err := opts.labelFlags.check(cmd.Flags()); err != nil {
+				return err
 			}
 			if opts.Output == "" {
 				opts.Output = filepath.Join(opts.PredDir, "postprocessing.json")
@@ -78,16 +74,14 @@ PRED/postprocessed.`,
 	fl.StringVar(&opts.PredDir, "pred", "", "folder of predictions (e.g. every fold's validation predictions)")
 	fl.StringVar(&opts.RefDir, "ref", "", "folder of the references, same file names")
 	fl.StringVarP(&opts.Output, "output", "o", "", "the plan to write (default PRED/postprocessing.json)")
-	fl.IntSliceVar(&opts.Labels, "labels", nil, "foreground labels, e.g. 1,2 (default: dataset.json's, else every label present)")
-	fl.StringVar(&opts.DatasetJSON, "dataset-json", "", "dataset.json naming the labels (and giving them and the file ending)")
-	fl.StringVar(&opts.FileEnding, "file-ending", "", "compare the files with this ending (default: dataset.json's, else the references' .nii.gz or .nii)")
+	opts.labelFlags.register(fl, "foreground labels")
 	cmd.MarkFlagRequired("pred")
 	cmd.MarkFlagRequired("ref")
 	return cmd
 }
 
 func postprocessDetermineRun(opts *PostprocessDetermineOptions) error {
-	labels, names, ending, err := labelSpec(opts.Labels, opts.DatasetJSON, opts.FileEnding)
+	labels, names, ending, err := opts.resolve()
 	if err != nil {
 		return err
 	}
