@@ -142,6 +142,19 @@ func Readable(path string) bool {
 	return false
 }
 
+// FormatName returns the name of the first registered format that
+// matches path ("" when none does).
+func FormatName(path string) string {
+	mu.RLock()
+	defer mu.RUnlock()
+	for _, f := range formats {
+		if f.Match(path) {
+			return f.Name
+		}
+	}
+	return ""
+}
+
 // Formats returns the names of the registered formats.
 func Formats() []string {
 	mu.RLock()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/voxtrain/voxtrain/nifti"
+	"github.com/voxtrain/voxtrain/volume"
 )
 
 // InfoOptions are `train info`'s.
@@ -70,6 +71,26 @@ func infoRun(opts *InfoOptions) error {
 	out := opts.IO.Out
 	failed := 0
 	for _, path := range opts.Files {
+		// Other formats (NRRD, MetaImage, TIFF, ...) through package
+		// volume: the keys that apply.
+		if name := volume.FormatName(path); name != "" && name != "nifti" {
+			info, err := inspectVolume(path)
+			if err != nil {
+				fmt.Fprintln(opts.IO.ErrOut, "train info:", err)
+				failed++
+				continue
+			}
+			if opts.JSON {
+				b, err := json.Marshal(info)
+				if err != nil {
+					return fmt.Errorf("encode %s: %w", path, err)
+				}
+				fmt.Fprintln(out, string(b))
+			} else {
+				printVolumeInfo(out, info)
+			}
+			continue
+		}
 		// A folder is a likely slip (`train info imagesTr`): say so, and
 		// how to describe what is in it.
 		if fi, err := os.Stat(path); err == nil && fi.IsDir() {

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/voxtrain/voxtrain/nifti"
+	"github.com/voxtrain/voxtrain/volume"
+)
+
+// volumeInfo is `train info --json` for a file of another format than
+// NIfTI (NRRD, MetaImage, TIFF, ...): the keys of nifti.Info that apply,
+// in the same conventions — shape as nibabel orders it (x, y, z, then
+// channels), pixdim's spatial sizes as spacing (x, y, z), the RAS+ affine —
+// and the format's name.
+type volumeInfo struct {
+	File     string            `json:"file"`
+	Format   string            `json:"format"`
+	Shape    []int             `json:"shape"`
+	Spacing  [3]nifti.Float    `json:"spacing"`
+	Affine   [4][4]nifti.Float `json:"affine"`
+	SHA256   string            `json:"float32_sha256"`
+	Stats    nifti.StatsJSON   `json:"stats"`
+	channels int
+}
+
+// inspectVolume reads a whole volume file through package volume and
+// describes it. The checksum is of the float32 voxels, little-endian, in
+// (channel, D, H, W) order, as the formats' conformance fixtures record.
+func inspectVolume(path string) (*volumeInfo, error) {
+	f, err := volume.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h := f.Header()
+	if err := volume.CheckShape(h.Shape); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	n := h.Shape[0] * h.Shape[1] * h.Shape[2]
+	dst := make([][]float32, h.Channels)
+	for c := range dst {
+		dst[c] = make([]float32, n)
+	}
+	if err := f.ReadRegion(volume.Whole(h.Shape), dst); err != nil {
+		return nil, err
+	}
+	info := &volumeInfo{File: path, Format: volume.FormatName(path), channels: h.Channels,
+		Shape:   []int{h.Shape[2], h.Shape[1], h.Shape[0]},
+		Spacing: [3]nifti.Float{nifti.Float(h.Spacing[2]), nifti.Float(h.Spacing[1]), nifti.Float(h.Spacing[0])}}
+	if h.Channels > 1 {
+		info.Shape = append(info.Shape, h.Channels)
+	}
+	for i := range h.Affine {
+		for j := range h.Affine[i] {
+			info.Affine[i][j] = nifti.Float(h.Affine[i][j])
+		}
+	}
+	sum := sha256.New()
+	buf := make([]byte, 4*n)
+	lo, hi, total := math.Inf(1), math.Inf(-1), 0.0
+	for _, ch := range dst {
+		for i, v := range ch {
+			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(v))
+			x := float64(v)
+			lo, hi, total = math.Min(lo, x), math.Max(hi, x), total+x
+		}
+		sum.Write(buf)
+	}
+	info.SHA256 = hex.EncodeToString(sum.Sum(nil))
+	info.Stats = nifti.StatsJSON{Min: nifti.Float(lo), Max: nifti.Float(hi), Mean: nifti.Float(total / float64(n*h.Channels)), Sum: nifti.Float(total)}
+	return info, nil
+}
+
+func printVolumeInfo(w io.Writer, info *volumeInfo) {
+	fmt.Fprintln(w, info.File)
+	row := func(k, f string, a ...any) { fmt.Fprintf(w, "  %-16s"+f+"\n", append([]any{k}, a...)...) }
+	row("format", "%s", info.Format)
+	row("shape", "%v (x, y, z%s)", info.Shape, map[bool]string{true: ", channels", false: ""}[info.channels > 1])
+	row("voxel size", "%.6g × %.6g × %.6g", float64(info.Spacing[0]), float64(info.Spacing[1]), float64(info.Spacing[2]))
+	printMatrix(w, "affine (RAS+)", info.Affine)
+	var a nifti.Matrix4
+	for i := range a {
+		for j := range a[i] {
+			a[i][j] = float64(info.Affine[i][j])
+		}
+	}
+	row("orientation", "%s", nifti.Orientation(a))
+	row("data", "min %s  max %s  mean %s", fmtF(info.Stats.Min), fmtF(info.Stats.Max), fmtF(info.Stats.Mean))
+	row("float32_sha256", "%s", info.SHA256)
+}
