@@ -6,4 +6,5 @@ package data
 // more line here.
 import (
 	_ "github.com/voxtrain/voxtrain/nifti" // .nii, .nii.gz, .hdr/.img
+	_ "github.com/voxtrain/voxtrain/zarr"  // .zarr, .ome.zarr (v2, v3, OME-NGFF 0.4/0.5), .n5
 )
