@@ -232,13 +232,24 @@ func (a *array) read(lo, hi []int, dst []float32, dstStrides []int) error {
 		chi[d] = (hi[d]-1)/a.m.chunks[d] + 1
 		total *= chi[d] - clo[d]
 	}
-	idxs := make(chan []int, total)
-	forEach(clo, chi, func(p []int) { idxs <- append([]int(nil), p...) })
-	close(idxs)
+	// A producer hands out chunk indices; it stops at the first error.
+	idxs := make(chan []int)
+	stop := make(chan struct{})
+	go func() {
+		defer close(idxs)
+		forEach(clo, chi, func(p []int) bool {
+			select {
+			case idxs <- append([]int(nil), p...):
+				return true
+			case <-stop:
+				return false
+			}
+		})
+	}()
 	workers := min(total, runtime.GOMAXPROCS(0))
 	var (
 		wg       sync.WaitGroup
-		mu       sync.Mutex
+		once     sync.Once
 		firstErr error
 	)
 	for range workers {
@@ -246,17 +257,17 @@ func (a *array) read(lo, hi []int, dst []float32, dstStrides []int) error {
 		go func() {
 			defer wg.Done()
 			for idx := range idxs {
+				select {
+				case <-stop:
+					continue // drain: an error ended the read
+				default:
+				}
 				c, err := a.chunk(idx)
 				if err == nil {
 					err = a.copyChunk(c, idx, lo, hi, dst, dstStrides)
 				}
 				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					return
+					once.Do(func() { firstErr = err; close(stop) })
 				}
 			}
 		}()
@@ -265,11 +276,14 @@ func (a *array) read(lo, hi []int, dst []float32, dstStrides []int) error {
 	return firstErr
 }
 
-// forEach calls f with every index in [lo, hi), the last axis fastest.
-func forEach(lo, hi []int, f func(p []int)) {
+// forEach calls f with every index in [lo, hi), the last axis fastest,
+// until f returns false.
+func forEach(lo, hi []int, f func(p []int) bool) {
 	p := append([]int(nil), lo...)
 	for {
-		f(p)
+		if !f(p) {
+			return
+		}
 		d := len(p) - 1
 		for ; d >= 0; d-- {
 			p[d]++
@@ -301,7 +315,7 @@ func (a *array) copyChunk(c *chunkData, idx, lo, hi []int, dst []float32, dstStr
 	run := ihi[L] - ilo[L]
 	outer := append([]int(nil), ihi...)
 	outer[L] = ilo[L] + 1
-	forEach(ilo, outer, func(p []int) {
+	forEach(ilo, outer, func(p []int) bool {
 		do, so := 0, 0
 		for d := range n {
 			do += (p[d] - lo[d]) * dstStrides[d]
@@ -313,9 +327,10 @@ func (a *array) copyChunk(c *chunkData, idx, lo, hi []int, dst []float32, dstStr
 			for i := range run {
 				dst[do+i*dstStrides[L]] = a.m.fill
 			}
-			return
+			return true
 		}
 		a.m.codec.dt.convert(dst[do:], dstStrides[L], c.data, so, c.strides[L], run)
+		return true
 	})
 	return nil
 }

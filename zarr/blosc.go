@@ -73,9 +73,6 @@ func bloscDecompress(src []byte, want int) ([]byte, error) {
 			bsize = nbytes % blocksize
 		}
 		out := dst[j*blocksize : j*blocksize+bsize]
-		if leftover && bsize == 0 {
-			break
-		}
 		doShuffle := flags&bloscShuffle != 0 && typesize > 1
 		doBit := flags&bloscBitshuffle != 0 && bsize >= typesize
 		buf := out
@@ -87,6 +84,9 @@ func bloscDecompress(src []byte, want int) ([]byte, error) {
 			nsplits = typesize
 		}
 		neblock := bsize / nsplits
+		if neblock*nsplits != bsize {
+			return nil, fmt.Errorf("blosc: block size %d is not a multiple of the type size %d", bsize, typesize)
+		}
 		off := start
 		for s := range nsplits {
 			if off < 0 || off+4 > cbytes {
