@@ -232,6 +232,13 @@ func (a *array) read(lo, hi []int, dst []float32, dstStrides []int) error {
 		chi[d] = (hi[d]-1)/a.m.chunks[d] + 1
 		total *= chi[d] - clo[d]
 	}
+	if total == 1 {
+		c, err := a.chunk(clo)
+		if err != nil {
+			return err
+		}
+		return a.copyChunk(c, clo, lo, hi, dst, dstStrides)
+	}
 	// A producer hands out chunk indices; it stops at the first error.
 	idxs := make(chan []int)
 	stop := make(chan struct{})

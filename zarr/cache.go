@@ -83,3 +83,12 @@ func (c *chunkCache) bytes() int64 {
 	defer c.mu.Unlock()
 	return c.used
 }
+
+// reset drops every held value (a closed file's).
+func (c *chunkCache) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lru.Init()
+	clear(c.entries)
+	c.used = 0
+}

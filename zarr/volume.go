@@ -70,7 +70,7 @@ type Level struct {
 }
 
 // Levels lists a store's multiscale levels, finest first (one level for
-// a plain array).
+// a plain array; all of the image's when path names one of its levels).
 func Levels(path string) ([]Level, error) {
 	n, err := resolve(path)
 	if err != nil {
@@ -84,8 +84,10 @@ func Levels(path string) ([]Level, error) {
 		return []Level{{Path: ".", Shape: f.hdr.Shape, Spacing: f.hdr.Spacing}}, nil
 	}
 	var out []Level
+	g := *n
+	g.named = -1 // every level, also when path named one
 	for i, d := range n.ms.Datasets {
-		f, err := n.open(i, -1)
+		f, err := g.open(i, -1)
 		if err != nil {
 			return nil, err
 		}
@@ -120,7 +122,7 @@ func OpenWith(path string, opt Options) (volume.File, error) {
 		return nil, err
 	}
 	level := 0
-	if n.ms != nil {
+	if n.ms != nil && n.named < 0 {
 		level = opt.Level
 		if opt.TargetSpacing != ([3]float64{}) {
 			ls, err := Levels(path)
@@ -395,7 +397,11 @@ type file struct {
 
 func (f *file) Header() volume.Header { return f.hdr }
 
-func (f *file) Close() error { return nil }
+// Close drops the file's cached chunks.
+func (f *file) Close() error {
+	f.arr.cache.reset()
+	return nil
+}
 
 // region returns the array region and destination strides of box in
 // channel c.

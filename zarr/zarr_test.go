@@ -95,6 +95,9 @@ func TestLevels(t *testing.T) {
 	if f.Header() != g.Header() || h.Header() != g.Header() {
 		t.Fatalf("level 1 by spacing %+v, by path %+v, by index %+v", f.Header(), g.Header(), h.Header())
 	}
+	if ls1, err := Levels(filepath.Join(path, "1")); err != nil || len(ls1) != 2 || ls1[0] != ls[0] {
+		t.Fatalf("Levels of a named level: %+v, %v", ls1, err)
+	}
 	if _, err := OpenWith(path, Options{Level: 2}); err == nil {
 		t.Fatal("level 2 of 2 opened")
 	}
