@@ -4,6 +4,18 @@
 // (case.zarr, case.ome.zarr, case.n5), or an array inside one
 // (case.ome.zarr/1 picks a multiscale level by its path).
 //
+// Axes: OME-NGFF's axes (t, c, z, y, x) or v3's dimension_names name
+// them; an unnamed array is (y, x), (z, y, x), (c, z, y, x) or
+// (t=1, c, z, y, x). A time axis must have one point. Spacing and the
+// affine's translation come from OME-NGFF's scale and translation (the
+// dataset's, then the multiscale's) or N5's pixelResolution/resolution,
+// in the store's units as written (not converted to millimetres); the
+// affine is axis-aligned, as OME-NGFF has no orientation.
+//
+// Multiscale images: Open reads level 0; OpenWith reads Options.Level, or
+// the level ChooseLevel picks for Options.TargetSpacing; naming the level's
+// array (case.ome.zarr/1) reads it through plain volume.Open.
+//
 // Reads are lazy: ReadRegion decodes only the chunks its box overlaps,
 // concurrently, through a byte-bounded LRU cache of decoded chunks that
 // the file's reads share. Nothing of a chunk is trusted: every length in a

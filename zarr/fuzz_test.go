@@ -74,10 +74,12 @@ func smallChunks(dir string) bool {
 	return err != nil || prod(m.chunks)*m.codec.dt.size <= 1<<20
 }
 
-// linkChunks makes dir a store holding meta as its metadata file and the
-// chunks of the fixture src.
-func linkChunks(t *testing.T, src, metaName string, meta []byte) string {
-	dir := filepath.Join(t.TempDir(), "f.zarr")
+// linkChunks makes a store in a fresh directory that holds the chunks of
+// the fixture src (linked) and returns it; callers write its metadata
+// file, metaName, for each input (one directory a fuzz process: a new one
+// per input would make fuzzing slow).
+func linkChunks(f *testing.F, src, metaName string) string {
+	dir := filepath.Join(f.TempDir(), "f.zarr")
 	os.MkdirAll(dir, 0o755)
 	abs, _ := filepath.Abs(filepath.Join("testdata", src))
 	ents, _ := os.ReadDir(abs)
@@ -86,7 +88,6 @@ func linkChunks(t *testing.T, src, metaName string, meta []byte) string {
 			os.Symlink(filepath.Join(abs, e.Name()), filepath.Join(dir, e.Name()))
 		}
 	}
-	os.WriteFile(filepath.Join(dir, metaName), meta, 0o644)
 	return dir
 }
 
@@ -95,8 +96,11 @@ func FuzzV2Metadata(f *testing.F) {
 		b, _ := os.ReadFile(filepath.Join("testdata", p, ".zarray"))
 		f.Add(b)
 	}
+	dir := linkChunks(f, "v2/comp_blosc_zstd_shuffle_f4.zarr", ".zarray")
 	f.Fuzz(func(t *testing.T, meta []byte) {
-		dir := linkChunks(t, "v2/comp_blosc_zstd_shuffle_f4.zarr", ".zarray", meta)
+		if err := os.WriteFile(filepath.Join(dir, ".zarray"), meta, 0o644); err != nil {
+			t.Fatal(err)
+		}
 		if smallChunks(dir) {
 			fuzzRead(t, dir)
 		}
@@ -108,8 +112,11 @@ func FuzzV3Metadata(f *testing.F) {
 		b, _ := os.ReadFile(filepath.Join("testdata", p, "zarr.json"))
 		f.Add(b)
 	}
+	dir := linkChunks(f, "v3/shard_end_int16.zarr", "zarr.json")
 	f.Fuzz(func(t *testing.T, meta []byte) {
-		dir := linkChunks(t, "v3/shard_end_int16.zarr", "zarr.json", meta)
+		if err := os.WriteFile(filepath.Join(dir, "zarr.json"), meta, 0o644); err != nil {
+			t.Fatal(err)
+		}
 		if smallChunks(dir) {
 			fuzzRead(t, dir)
 		}
@@ -119,12 +126,14 @@ func FuzzV3Metadata(f *testing.F) {
 func FuzzShard(f *testing.F) {
 	b, _ := os.ReadFile(filepath.Join("testdata", "v3/shard_end_int16.zarr/c/0/0/0"))
 	f.Add(b)
+	dir := filepath.Join(f.TempDir(), "s.zarr")
+	os.MkdirAll(filepath.Join(dir, "c", "0", "0"), 0o755)
+	meta, _ := os.ReadFile(filepath.Join("testdata", "v3/shard_end_int16.zarr/zarr.json"))
+	os.WriteFile(filepath.Join(dir, "zarr.json"), meta, 0o644)
 	f.Fuzz(func(t *testing.T, shard []byte) {
-		dir := filepath.Join(t.TempDir(), "s.zarr")
-		os.MkdirAll(filepath.Join(dir, "c", "0", "0"), 0o755)
-		meta, _ := os.ReadFile(filepath.Join("testdata", "v3/shard_end_int16.zarr/zarr.json"))
-		os.WriteFile(filepath.Join(dir, "zarr.json"), meta, 0o644)
-		os.WriteFile(filepath.Join(dir, "c", "0", "0", "0"), shard, 0o644)
+		if err := os.WriteFile(filepath.Join(dir, "c", "0", "0", "0"), shard, 0o644); err != nil {
+			t.Fatal(err)
+		}
 		fuzzRead(t, dir)
 	})
 }

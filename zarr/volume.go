@@ -23,10 +23,19 @@ func init() {
 var storeSuffixes = []string{".zarr", ".n5"}
 
 // Match reports whether path names a store (case.zarr, case.ome.zarr,
-// case.n5) or an array inside one (case.ome.zarr/1).
+// case.n5) or an array inside one (case.ome.zarr/1, case.n5/s0): a name
+// with an extension inside a store (x.zarr/y.nii.gz) is some other
+// format's file.
 func Match(path string) bool {
-	_, _, ok := splitStore(path)
-	return ok
+	_, inner, ok := splitStore(path)
+	return ok && !strings.Contains(pathBase(inner), ".")
+}
+
+func pathBase(p string) string {
+	if p == "" {
+		return ""
+	}
+	return p[strings.LastIndex(p, "/")+1:]
 }
 
 // splitStore splits path into the store's root and the path inside it.

@@ -18,7 +18,7 @@ import (
 func TestMatch(t *testing.T) {
 	for p, want := range map[string]bool{
 		"a/case.zarr": true, "case.ome.zarr/": true, "x/case.ome.zarr/1": true, "case.n5": true,
-		"case.N5/s0": true, "case.nii.gz": false, ".zarr": false, "zarr/case.nii": false, "a.zarr.json": false,
+		"case.N5/s0": true, "case.nii.gz": false, ".zarr": false, "zarr/case.nii": false, "a.zarr.json": false, "x.zarr/case.nii.gz": false, "x.zarr/g/0": true,
 	} {
 		if got := Match(p); got != want {
 			t.Errorf("Match(%q) = %v, want %v", p, got, want)
