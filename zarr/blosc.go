@@ -122,12 +122,14 @@ func bloscCodec(codec byte, src, dst []byte) error {
 		return blosclzDecompress(src, dst)
 	case 1:
 		return lz4Block(src, dst)
+	case 2:
+		return snappyBlock(src, dst)
 	case 3:
 		return zlibExact(src, dst)
 	case 4:
 		return zstdExact(src, dst)
 	}
-	return fmt.Errorf("codec %d is not read (blosclz 0, lz4 1, zlib 3, zstd 4; snappy 2 is not)", codec)
+	return fmt.Errorf("codec %d is not read (blosclz 0, lz4 1, snappy 2, zlib 3, zstd 4 are)", codec)
 }
 
 // unshuffle undoes blosc's byte shuffle: the block holds byte 0 of every

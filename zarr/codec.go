@@ -11,6 +11,7 @@ import (
 	"io"
 
 	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zlib"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
@@ -142,6 +143,22 @@ func (lz4Codec) decode(src []byte, size int, exact bool) ([]byte, error) {
 		return nil, err
 	}
 	return dst, nil
+}
+
+// snappyBlock decodes one Snappy block (blosc's snappy; s2 reads Snappy)
+// that must fill dst: its declared length is checked before decoding.
+func snappyBlock(src, dst []byte) error {
+	n, err := s2.DecodedLen(src)
+	if err != nil {
+		return fmt.Errorf("snappy: %w", err)
+	}
+	if n != len(dst) {
+		return fmt.Errorf("snappy: holds %d bytes, want %d", n, len(dst))
+	}
+	if _, err := s2.Decode(dst, src); err != nil {
+		return fmt.Errorf("snappy: %w", err)
+	}
+	return nil
 }
 
 // lz4Block decodes one LZ4 block that must fill dst.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zlib"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
@@ -61,8 +62,8 @@ func readErr(path string) error {
 
 // bloscCompress is a minimal blosc writer (container format 2) for the
 // tests, benchmark and fuzz seeds: each block split per byte of the type
-// when blosc would, compressed by codec (0 raw-only, 1 lz4, 3 zlib,
-// 4 zstd); a split that does not shrink is stored raw.
+// when blosc would, compressed by codec (0 raw-only, 1 lz4, 2 snappy,
+// 3 zlib, 4 zstd); a split that does not shrink is stored raw.
 func bloscCompress(src []byte, typesize, blocksize int, shuffle byte, codec byte) []byte {
 	nbytes := len(src)
 	nblocks := (nbytes + blocksize - 1) / blocksize
@@ -100,6 +101,8 @@ func bloscCompress(src []byte, typesize, blocksize int, shuffle byte, codec byte
 				c = make([]byte, lz4.CompressBlockBound(len(part)))
 				n, _ := lz4.CompressBlock(part, c, nil)
 				c = c[:n]
+			case 2:
+				c = s2.EncodeSnappy(nil, part)
 			case 3:
 				var zb bytes.Buffer
 				w := zlib.NewWriter(&zb)

@@ -205,6 +205,7 @@ def v2():
 
 
 def v3():
+    import numcodecs.zarr3
     from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ShardingCodec, TransposeCodec, ZstdCodec
 
     os.makedirs("v3", exist_ok=True)
@@ -227,6 +228,8 @@ def v3():
         "blosc_zstd_bit": dict(compressors=BloscCodec(cname="zstd", shuffle="bitshuffle")),
         "blosc_blosclz": dict(compressors=BloscCodec(cname="blosclz", shuffle="noshuffle")),
         "transpose": dict(filters=[TransposeCodec(order=[2, 0, 1])], compressors=GzipCodec()),
+        "numcodecs_lz4": dict(compressors=numcodecs.zarr3.LZ4()),
+        "numcodecs_bz2": dict(compressors=numcodecs.zarr3.BZ2()),
         "keyv2": dict(chunk_key_encoding={"name": "v2", "separator": "."}, compressors=ZstdCodec()),
         "keydot": dict(chunk_key_encoding={"name": "default", "separator": "."}, compressors=None),
         "shard_end": dict(chunks=(2, 2, 4), shards=(4, 4, 8), compressors=ZstdCodec()),
@@ -248,7 +251,7 @@ def v3():
                           compressors=None, config={"write_empty_chunks": False})
     z[...] = a
     expect(path, a, "uint8", labels=True)
-    for dt in ["uint8", "int8", "uint16", "uint32", "int32", "int64", "uint64", "float64", "bool"]:
+    for dt in ["uint8", "int8", "uint16", "uint32", "int32", "int64", "uint64", "float16", "float64", "bool"]:
         path = f"v3/dtype_{dt}.zarr"
         fill = True if dt == "bool" else 1
         a = arr(path, dt, fill, compressors=ZstdCodec())
