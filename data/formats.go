@@ -9,4 +9,5 @@ import (
 	_ "github.com/voxtrain/voxtrain/nifti"     // .nii, .nii.gz, .hdr/.img
 	_ "github.com/voxtrain/voxtrain/nrrd"      // .nrrd, .nhdr + data file
 	_ "github.com/voxtrain/voxtrain/tiff"      // .tif, .tiff stacks
+	_ "github.com/voxtrain/voxtrain/zarr"      // .zarr, .ome.zarr (v2, v3, OME-NGFF 0.4/0.5), .n5
 )

@@ -1,0 +1,30 @@
+// Package zarr reads chunked array stores as volumes: Zarr v2 (.zarray),
+// Zarr v3 (zarr.json, with sharding), OME-NGFF 0.4 and 0.5 multiscale
+// images on top of them, and N5 (attributes.json). A store is a directory
+// (case.zarr, case.ome.zarr, case.n5), or an array inside one
+// (case.ome.zarr/1 picks a multiscale level by its path).
+//
+// Axes: OME-NGFF's axes (t, c, z, y, x) or v3's dimension_names name
+// them; an unnamed array is (y, x), (z, y, x), (c, z, y, x) or
+// (t=1, c, z, y, x). A time axis must have one point. Spacing and the
+// affine's translation come from OME-NGFF's scale and translation (the
+// dataset's, then the multiscale's) or N5's pixelResolution/resolution,
+// in the store's units as written (not converted to millimetres); the
+// affine is axis-aligned, as OME-NGFF has no orientation.
+//
+// Multiscale images: Open reads level 0; OpenWith reads Options.Level, or
+// the level ChooseLevel picks for Options.TargetSpacing; naming the level's
+// array (case.ome.zarr/1) reads it through plain volume.Open.
+//
+// Reads are lazy: ReadRegion decodes only the chunks its box overlaps,
+// concurrently, through a byte-bounded LRU cache of decoded chunks that
+// the file's reads share. Nothing of a chunk is trusted: every length in a
+// chunk or a compressed stream is checked against what the metadata says
+// the chunk holds, so a corrupt store is an error naming the chunk's file,
+// never a panic or an allocation larger than the metadata justifies.
+//
+// The codecs are Go: blosc's container and its blosclz codec are
+// implemented here (blosc.go, blosclz.go); zlib, gzip and bzip2 come from
+// the standard library and klauspost/compress, zstd from
+// klauspost/compress, lz4 from pierrec/lz4 and xz from ulikunitz/xz.
+package zarr

@@ -1,0 +1,161 @@
+package zarr
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/voxtrain/voxtrain/volume"
+)
+
+// Fuzz targets for every parser of untrusted bytes: blosc's container,
+// blosclz, Zarr v2 and v3 metadata, an N5 block, a shard. Each must return
+// an error or a result of the size the metadata says, never panic.
+
+func FuzzBlosc(f *testing.F) {
+	src := make([]byte, 3000)
+	for i := range src {
+		src[i] = byte(i % 13 * (i % 3))
+	}
+	for _, ts := range []int{1, 2, 4, 8} {
+		for _, codec := range []byte{1, 2, 3, 4} {
+			f.Add(bloscCompress(src, ts, 1024, bloscShuffle, codec), uint16(len(src)))
+		}
+	}
+	for _, p := range []string{"v2/comp_blosc_blosclz_bitshuffle_f4.zarr/0.0.0", "v2/big_blosc_blosclz_shuffle.zarr/0.0.0", "v2/comp_blosc_lz4_shuffle_bs64_f4.zarr/1.1.1"} {
+		if b, err := os.ReadFile(filepath.Join("testdata", p)); err == nil {
+			f.Add(b, uint16(min(len(b)*8, 65535)))
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte, want uint16) {
+		out, err := bloscDecompress(data, int(want))
+		if err == nil && len(out) != int(want) {
+			t.Fatalf("decoded %d bytes, want %d", len(out), want)
+		}
+	})
+}
+
+func FuzzBlosclz(f *testing.F) {
+	if b, err := os.ReadFile(filepath.Join("testdata", "v2/big_blosc_blosclz_shuffle.zarr/0.0.0")); err == nil && len(b) > 40 {
+		f.Add(b[16+4+4:], uint16(4096))
+	}
+	f.Add([]byte{0x03, 'a', 'b', 'c', 'd', 0x20, 0x03, 0x00, 'e'}, uint16(10))
+	f.Fuzz(func(t *testing.T, src []byte, n uint16) {
+		_ = blosclzDecompress(src, make([]byte, n))
+	})
+}
+
+// fuzzRead opens dir and reads a small box of it (the whole of a fuzzed
+// shape could be large, which the metadata would justify).
+func fuzzRead(t *testing.T, dir string) {
+	f, err := Open(dir)
+	if err != nil {
+		return
+	}
+	h := f.Header()
+	box := volume.Box{Hi: [3]int{min(h.Shape[0], 9), min(h.Shape[1], 9), min(h.Shape[2], 9)}}
+	dst := make([][]float32, min(h.Channels, 4))
+	if len(dst) != h.Channels {
+		return
+	}
+	for c := range dst {
+		dst[c] = make([]float32, box.Voxels())
+	}
+	_ = f.ReadRegion(box, dst)
+	if h.Channels == 1 {
+		_ = f.ReadLabels(box, make([]uint8, box.Voxels()))
+	}
+}
+
+// smallChunks reports whether a store's chunks are small enough to fuzz
+// quickly (a fuzzed chunk of 1 GiB is valid, and slow).
+func smallChunks(dir string) bool {
+	m, err := readArray(dir)
+	return err != nil || prod(m.chunks)*m.codec.dt.size <= 1<<20
+}
+
+// linkChunks makes a store in a fresh directory that holds the chunks of
+// the fixture src (linked) and returns it; callers write its metadata
+// file, metaName, for each input (one directory a fuzz process: a new one
+// per input would make fuzzing slow).
+func linkChunks(f *testing.F, src, metaName string) string {
+	dir := filepath.Join(f.TempDir(), "f.zarr")
+	os.MkdirAll(dir, 0o755)
+	abs, _ := filepath.Abs(filepath.Join("testdata", src))
+	ents, _ := os.ReadDir(abs)
+	for _, e := range ents {
+		if e.Name() != metaName {
+			os.Symlink(filepath.Join(abs, e.Name()), filepath.Join(dir, e.Name()))
+		}
+	}
+	return dir
+}
+
+func FuzzV2Metadata(f *testing.F) {
+	for _, p := range []string{"v2/dtype_le_i2.zarr", "v2/order_f.zarr", "v2/comp_blosc_zstd_shuffle_f4.zarr", "v2/fill_nan.zarr"} {
+		b, _ := os.ReadFile(filepath.Join("testdata", p, ".zarray"))
+		f.Add(b)
+	}
+	dir := linkChunks(f, "v2/comp_blosc_zstd_shuffle_f4.zarr", ".zarray")
+	f.Fuzz(func(t *testing.T, meta []byte) {
+		if err := os.WriteFile(filepath.Join(dir, ".zarray"), meta, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if smallChunks(dir) {
+			fuzzRead(t, dir)
+		}
+	})
+}
+
+func FuzzV3Metadata(f *testing.F) {
+	for _, p := range []string{"v3/shard_end_int16.zarr", "v3/transpose_int16.zarr", "v3/zstd_crc32c_int16.zarr"} {
+		b, _ := os.ReadFile(filepath.Join("testdata", p, "zarr.json"))
+		f.Add(b)
+	}
+	dir := linkChunks(f, "v3/shard_end_int16.zarr", "zarr.json")
+	f.Fuzz(func(t *testing.T, meta []byte) {
+		if err := os.WriteFile(filepath.Join(dir, "zarr.json"), meta, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if smallChunks(dir) {
+			fuzzRead(t, dir)
+		}
+	})
+}
+
+func FuzzShard(f *testing.F) {
+	b, _ := os.ReadFile(filepath.Join("testdata", "v3/shard_end_int16.zarr/c/0/0/0"))
+	f.Add(b)
+	dir := filepath.Join(f.TempDir(), "s.zarr")
+	os.MkdirAll(filepath.Join(dir, "c", "0", "0"), 0o755)
+	meta, _ := os.ReadFile(filepath.Join("testdata", "v3/shard_end_int16.zarr/zarr.json"))
+	os.WriteFile(filepath.Join(dir, "zarr.json"), meta, 0o644)
+	f.Fuzz(func(t *testing.T, shard []byte) {
+		if err := os.WriteFile(filepath.Join(dir, "c", "0", "0", "0"), shard, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fuzzRead(t, dir)
+	})
+}
+
+func FuzzN5Block(f *testing.F) {
+	for _, p := range []string{"v2/n5_gzip_i2.n5/0/0/0", "v2/n5_raw_u2.n5/2/1/1"} {
+		b, _ := os.ReadFile(filepath.Join("testdata", p))
+		f.Add(b)
+	}
+	m, err := readArray(filepath.Join("testdata", "v2/n5_gzip_i2.n5"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	a := &array{m: m}
+	f.Fuzz(func(t *testing.T, block []byte) {
+		raw, shape, err := a.n5Block(block, []int{0, 0, 0})
+		if err != nil {
+			return
+		}
+		c, err := m.codec.decode(raw, shape)
+		if err == nil && len(c.data) != prod(shape)*2 {
+			t.Fatalf("%d bytes for %v", len(c.data), shape)
+		}
+	})
+}

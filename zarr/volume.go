@@ -1,0 +1,493 @@
+package zarr
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/voxtrain/voxtrain/volume"
+)
+
+// Zarr, OME-Zarr and N5 stores are volume formats once this package is
+// linked in.
+func init() {
+	volume.Register(volume.Format{Name: "zarr", Match: Match, Open: Open})
+}
+
+// storeSuffixes are the directory names of a store.
+var storeSuffixes = []string{".zarr", ".n5"}
+
+// Match reports whether path names a store (case.zarr, case.ome.zarr,
+// case.n5) or an array inside one (case.ome.zarr/1, case.n5/s0): a name
+// with an extension inside a store (x.zarr/y.nii.gz) is some other
+// format's file.
+func Match(path string) bool {
+	_, inner, ok := splitStore(path)
+	return ok && !strings.Contains(pathBase(inner), ".")
+}
+
+func pathBase(p string) string {
+	if p == "" {
+		return ""
+	}
+	return p[strings.LastIndex(p, "/")+1:]
+}
+
+// splitStore splits path into the store's root and the path inside it.
+func splitStore(path string) (root, inner string, ok bool) {
+	p := filepath.ToSlash(filepath.Clean(path))
+	parts := strings.Split(p, "/")
+	for i := len(parts) - 1; i >= 0; i-- {
+		for _, s := range storeSuffixes {
+			if strings.HasSuffix(strings.ToLower(parts[i]), s) && len(parts[i]) > len(s) {
+				return filepath.FromSlash(strings.Join(parts[:i+1], "/")), strings.Join(parts[i+1:], "/"), true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// Options choose what Open reads of a store.
+type Options struct {
+	// Level is the multiscale level of an OME-Zarr image (0, the finest,
+	// by default). Ignored when TargetSpacing is set or the path names an
+	// array.
+	Level int
+	// TargetSpacing, when non-zero, picks the level with ChooseLevel:
+	// the coarsest whose spacing is nowhere coarser than this (D, H, W).
+	TargetSpacing [3]float64
+	// CacheBytes bounds the file's cache of decoded chunks
+	// (DefaultCacheBytes when 0; negative: no cache).
+	CacheBytes int64
+}
+
+// Open opens a store (or an array in one) as a volume, with the default
+// Options: level 0 of an OME-Zarr image.
+func Open(path string) (volume.File, error) { return OpenWith(path, Options{}) }
+
+// Level describes one level of a multiscale image.
+type Level struct {
+	// Path is the level's array, relative to the image group.
+	Path    string
+	Shape   [3]int
+	Spacing [3]float64
+}
+
+// Levels lists a store's multiscale levels, finest first (one level for
+// a plain array; all of the image's when path names one of its levels).
+func Levels(path string) ([]Level, error) {
+	n, err := resolve(path)
+	if err != nil {
+		return nil, err
+	}
+	if n.ms == nil {
+		f, err := n.open(0, -1)
+		if err != nil {
+			return nil, err
+		}
+		return []Level{{Path: ".", Shape: f.hdr.Shape, Spacing: f.hdr.Spacing}}, nil
+	}
+	var out []Level
+	g := *n
+	g.named = -1 // every level, also when path named one
+	for i, d := range n.ms.Datasets {
+		f, err := g.open(i, -1)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Level{Path: d.Path, Shape: f.hdr.Shape, Spacing: f.hdr.Spacing})
+	}
+	return out, nil
+}
+
+// ChooseLevel returns the index of the coarsest level whose spacing is
+// at most target on every axis (within 0.1%): reading it and resampling
+// to target loses nothing the finer levels hold. 0 when none is.
+func ChooseLevel(levels []Level, target [3]float64) int {
+	best := 0
+	for i, l := range levels {
+		ok := true
+		for a := range 3 {
+			if l.Spacing[a] > target[a]*1.001 {
+				ok = false
+			}
+		}
+		if ok && l.Spacing[0]*l.Spacing[1]*l.Spacing[2] > levels[best].Spacing[0]*levels[best].Spacing[1]*levels[best].Spacing[2] {
+			best = i
+		}
+	}
+	return best
+}
+
+// OpenWith opens a store as a volume with opt.
+func OpenWith(path string, opt Options) (volume.File, error) {
+	n, err := resolve(path)
+	if err != nil {
+		return nil, err
+	}
+	level := 0
+	if n.ms != nil && n.named < 0 {
+		level = opt.Level
+		if opt.TargetSpacing != ([3]float64{}) {
+			ls, err := Levels(path)
+			if err != nil {
+				return nil, err
+			}
+			level = ChooseLevel(ls, opt.TargetSpacing)
+		}
+		if level < 0 || level >= len(n.ms.Datasets) {
+			return nil, fmt.Errorf("%s: level %d of %d", path, level, len(n.ms.Datasets))
+		}
+	}
+	cb := opt.CacheBytes
+	if cb == 0 {
+		cb = DefaultCacheBytes
+	}
+	return n.open(level, cb)
+}
+
+// node is what a path resolves to: an array, or an OME image group with
+// its multiscales (and the level the path named, −1 when it named the
+// group).
+type node struct {
+	path   string // as given, for errors
+	group  string // the image group's directory (ms != nil)
+	ms     *multiscale
+	msFile string
+	array  string // the array's directory (ms == nil or a named level)
+	named  int    // level named by path (−1: none)
+}
+
+// resolve finds what path is: an array (v2, v3, N5), or an image group.
+func resolve(path string) (*node, error) {
+	if _, _, ok := splitStore(path); !ok {
+		return nil, fmt.Errorf("%s: not a Zarr or N5 store (a directory ending .zarr or .n5)", path)
+	}
+	dir := filepath.Clean(path)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("%s: a store is a directory", path)
+	}
+	n := &node{path: path, array: dir, named: -1}
+	attrs, kind, file, err := nodeAttrs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if kind == "group" {
+		ms, err := findMultiscales(attrs, file)
+		if err != nil {
+			return nil, err
+		}
+		if ms == nil {
+			return nil, fmt.Errorf("%s: a group without OME multiscales: name an array inside it", file)
+		}
+		n.group, n.ms, n.msFile, n.array = dir, ms, file, ""
+		return n, nil
+	}
+	// An array: is it a level of an image in the directory above?
+	parent := filepath.Dir(dir)
+	if _, _, ok := splitStore(parent); ok {
+		if pa, pk, pf, err := nodeAttrs(parent); err == nil && pk == "group" {
+			if ms, err := findMultiscales(pa, pf); err == nil && ms != nil {
+				for i, d := range ms.Datasets {
+					if filepath.Clean(filepath.Join(parent, d.Path)) == dir {
+						n.group, n.ms, n.msFile, n.named = parent, ms, pf, i
+					}
+				}
+			}
+		}
+	}
+	return n, nil
+}
+
+// nodeAttrs reads a directory's node kind ("array" or "group"), its
+// attributes and metadata file.
+func nodeAttrs(dir string) (map[string]json.RawMessage, string, string, error) {
+	exists := func(name string) bool {
+		_, err := os.Stat(filepath.Join(dir, name))
+		return err == nil
+	}
+	switch {
+	case exists("zarr.json"):
+		file := filepath.Join(dir, "zarr.json")
+		var v struct {
+			ZarrFormat int                        `json:"zarr_format"`
+			NodeType   string                     `json:"node_type"`
+			Attrs      map[string]json.RawMessage `json:"attributes"`
+		}
+		if err := readJSON(file, &v); err != nil {
+			return nil, "", "", err
+		}
+		if v.ZarrFormat != 3 {
+			return nil, "", "", fmt.Errorf("%s: zarr_format %d, want 3", file, v.ZarrFormat)
+		}
+		if v.NodeType != "array" && v.NodeType != "group" {
+			return nil, "", "", fmt.Errorf("%s: node_type %q", file, v.NodeType)
+		}
+		return v.Attrs, v.NodeType, file, nil
+	case exists(".zarray"):
+		return nil, "array", filepath.Join(dir, ".zarray"), nil
+	case exists(".zgroup") || exists(".zattrs"):
+		file := filepath.Join(dir, ".zattrs")
+		var a map[string]json.RawMessage
+		if exists(".zattrs") {
+			if err := readJSON(file, &a); err != nil {
+				return nil, "", "", err
+			}
+		}
+		return a, "group", file, nil
+	case exists("attributes.json"):
+		file := filepath.Join(dir, "attributes.json")
+		var a map[string]json.RawMessage
+		if err := readJSON(file, &a); err != nil {
+			return nil, "", "", err
+		}
+		if _, ok := a["dimensions"]; ok {
+			return a, "array", file, nil
+		}
+		return a, "group", file, nil
+	}
+	return nil, "", "", fmt.Errorf("%s: %w: no zarr.json, .zarray, .zgroup or attributes.json", dir, fs.ErrNotExist)
+}
+
+// readArray reads the metadata of the array in dir, of any format.
+func readArray(dir string) (*arrayMeta, error) {
+	attrs, kind, file, err := nodeAttrs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if kind != "array" {
+		return nil, fmt.Errorf("%s: a group, not an array", file)
+	}
+	switch filepath.Base(file) {
+	case "zarr.json":
+		var v v3Node
+		if err := readJSON(file, &v); err != nil {
+			return nil, err
+		}
+		return readV3(dir, &v)
+	case ".zarray":
+		return readV2(dir)
+	}
+	return readN5(dir, attrs)
+}
+
+// open opens level (of an image; ignored for a plain array or a named
+// level) with a cache of cacheBytes (<0: none; the file is only looked at).
+func (n *node) open(level int, cacheBytes int64) (*file, error) {
+	dir := n.array
+	if n.named >= 0 {
+		level = n.named
+	} else if n.ms != nil {
+		dir = filepath.Join(n.group, filepath.FromSlash(n.ms.Datasets[level].Path))
+	}
+	m, err := readArray(dir)
+	if err != nil {
+		return nil, err
+	}
+	var roles axisRoles
+	scale, trans := []float64(nil), []float64(nil)
+	switch {
+	case n.ms != nil:
+		if len(n.ms.Axes) != len(m.shape) {
+			return nil, fmt.Errorf("%s: %d axes for the %d dimensions of %s", n.msFile, len(n.ms.Axes), len(m.shape), m.file)
+		}
+		names, types := make([]string, len(m.shape)), make([]string, len(m.shape))
+		for i, a := range n.ms.Axes {
+			names[i], types[i] = a.Name, a.Type
+		}
+		if roles, err = rolesFromNames(names, types, m.shape, n.msFile); err != nil {
+			return nil, err
+		}
+		if scale, trans, err = n.ms.scaleTranslation(level, len(m.shape), n.msFile); err != nil {
+			return nil, err
+		}
+	case len(m.dimNames) == len(m.shape) && namedAxes(m.dimNames):
+		if roles, err = rolesFromNames(m.dimNames, nil, m.shape, m.file); err != nil {
+			return nil, err
+		}
+	default:
+		if roles, err = rolesByRank(m.shape, m.file); err != nil {
+			return nil, err
+		}
+		for _, o := range roles.other {
+			if m.shape[o] != 1 {
+				return nil, fmt.Errorf("%s: axis %d has length %d", m.file, o, m.shape[o])
+			}
+		}
+	}
+	f := &file{arr: &array{m: m}, roles: roles}
+	f.arr.cache = newChunkCache(max(cacheBytes, 0))
+	h := &f.hdr
+	h.Channels = 1
+	if roles.channel >= 0 {
+		h.Channels = m.shape[roles.channel]
+	}
+	spacing := [3]float64{1, 1, 1}
+	var origin [3]float64
+	if m.n5 {
+		spacing = n5Resolution(m)
+	}
+	for k, ax := range roles.spatial {
+		h.Shape[k] = 1
+		if ax >= 0 {
+			h.Shape[k] = m.shape[ax]
+			if scale != nil {
+				spacing[k], origin[k] = scale[ax], trans[ax]
+			}
+		}
+	}
+	if err := volume.CheckShape(h.Shape); err != nil {
+		return nil, fmt.Errorf("%s: %w", m.file, err)
+	}
+	if h.Channels <= 0 || int64(h.Channels)*int64(h.Shape[0]*h.Shape[1]*h.Shape[2]) > math.MaxInt32 {
+		return nil, fmt.Errorf("%s: %d channels of %v voxels", m.file, h.Channels, h.Shape)
+	}
+	h.Spacing = spacing
+	// Affine maps (x, y, z) = (W, H, D) indices: axis-aligned, as OME-NGFF
+	// 0.4/0.5 transformations are.
+	for i := range 3 {
+		h.Affine[i][i] = spacing[2-i]
+		h.Affine[i][3] = origin[2-i]
+	}
+	h.Affine[3][3] = 1
+	return f, nil
+}
+
+func namedAxes(names []string) bool {
+	for _, n := range names {
+		if n == "x" {
+			return true
+		}
+	}
+	return false
+}
+
+// n5Resolution reads N5's pixelResolution ({"dimensions": [...]}) or
+// resolution ([...]) attribute, fastest axis first, as (D, H, W) spacing.
+func n5Resolution(m *arrayMeta) [3]float64 {
+	sp := [3]float64{1, 1, 1}
+	var res []float64
+	if raw, ok := m.attrs["pixelResolution"]; ok {
+		var pr struct {
+			Dimensions []float64 `json:"dimensions"`
+		}
+		if json.Unmarshal(raw, &pr) == nil {
+			res = pr.Dimensions
+		}
+	} else if raw, ok := m.attrs["resolution"]; ok {
+		_ = json.Unmarshal(raw, &res)
+	}
+	n := len(m.shape)
+	if len(res) == n && n >= 3 {
+		for k := range 3 {
+			if r := res[2-k]; r > 0 {
+				sp[k] = r
+			}
+		}
+	}
+	return sp
+}
+
+// file is an open array as a volume.File.
+type file struct {
+	arr   *array
+	hdr   volume.Header
+	roles axisRoles
+}
+
+func (f *file) Header() volume.Header { return f.hdr }
+
+// Close drops the file's cached chunks.
+func (f *file) Close() error {
+	f.arr.cache.reset()
+	return nil
+}
+
+// region returns the array region and destination strides of box in
+// channel c.
+func (f *file) region(box volume.Box, c int) (lo, hi, strides []int) {
+	n := len(f.arr.m.shape)
+	lo, hi, strides = make([]int, n), make([]int, n), make([]int, n)
+	for d := range n {
+		hi[d] = 1
+	}
+	sz := box.Size()
+	st := [3]int{sz[1] * sz[2], sz[2], 1}
+	for k, ax := range f.roles.spatial {
+		if ax >= 0 {
+			lo[ax], hi[ax], strides[ax] = box.Lo[k], box.Hi[k], st[k]
+		}
+	}
+	if ch := f.roles.channel; ch >= 0 {
+		lo[ch], hi[ch] = c, c+1
+	}
+	return lo, hi, strides
+}
+
+func (f *file) check(box volume.Box) error {
+	if box.Empty() || !volume.Whole(f.hdr.Shape).Contains(box) {
+		return fmt.Errorf("zarr: %s: region %v outside the volume %v", f.arr.name(), box, f.hdr.Shape)
+	}
+	return nil
+}
+
+// ReadRegion implements volume.File: only the chunks box overlaps are
+// read and decoded.
+func (f *file) ReadRegion(box volume.Box, dst [][]float32) error {
+	if len(dst) != f.hdr.Channels {
+		return fmt.Errorf("zarr: %s: %d destinations for %d channels", f.arr.name(), len(dst), f.hdr.Channels)
+	}
+	if err := f.check(box); err != nil {
+		return err
+	}
+	for c := range dst {
+		if len(dst[c]) != box.Voxels() {
+			return fmt.Errorf("zarr: %s: a destination of %d values for a region of %d", f.arr.name(), len(dst[c]), box.Voxels())
+		}
+		lo, hi, st := f.region(box, c)
+		if err := f.arr.read(lo, hi, dst[c], st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// errNotLabels is wrapped by ReadLabels' errors for values that are not
+// class indices.
+var errNotLabels = errors.New("not a class index 0..255")
+
+// ReadLabels implements volume.File: every voxel must be an integer in
+// 0..255.
+func (f *file) ReadLabels(box volume.Box, dst []uint8) error {
+	if f.hdr.Channels != 1 {
+		return fmt.Errorf("zarr: %s: a label map with %d channels, want one", f.arr.name(), f.hdr.Channels)
+	}
+	if err := f.check(box); err != nil {
+		return err
+	}
+	if len(dst) != box.Voxels() {
+		return fmt.Errorf("zarr: %s: a destination of %d values for a region of %d", f.arr.name(), len(dst), box.Voxels())
+	}
+	buf := make([]float32, len(dst))
+	lo, hi, st := f.region(box, 0)
+	if err := f.arr.read(lo, hi, buf, st); err != nil {
+		return err
+	}
+	for i, x := range buf {
+		u := int32(x)
+		if float32(u) != x || uint32(u) > 255 {
+			return fmt.Errorf("zarr: %s: voxel %d of the region has value %g: %w", f.arr.name(), i, x, errNotLabels)
+		}
+		dst[i] = uint8(u)
+	}
+	return nil
+}
