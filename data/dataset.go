@@ -233,9 +233,9 @@ func loadMSD(dir string) (*Dataset, error) {
 		}
 		if c.Label != "" {
 			c.Label = resolve(dir, c.Label)
-			c.ID = stripNifti(filepath.Base(c.Label))
+			c.ID = stripExt(filepath.Base(c.Label))
 		} else {
-			c.ID = stripNifti(filepath.Base(c.Images[0]))
+			c.ID = stripExt(filepath.Base(c.Images[0]))
 		}
 		ds.Cases = append(ds.Cases, c)
 	}
@@ -280,7 +280,9 @@ func loadNNUNet(dir string) (*Dataset, error) {
 	byCase := map[string]*chans{}
 	for _, e := range ents {
 		m := pattern.FindStringSubmatch(e.Name())
-		if m == nil || e.IsDir() {
+		// A folder is a case file only where a format reads folders
+		// (a .zarr, .ome.zarr or .n5 store).
+		if m == nil || (e.IsDir() && !volume.Readable(filepath.Join(imgDir, e.Name()))) {
 			continue
 		}
 		ch, _ := strconv.Atoi(m[2])
@@ -347,9 +349,9 @@ func fromList(root string, specs []config.CaseSpec) (*Dataset, error) {
 		}
 		if c.ID == "" {
 			if c.Label != "" {
-				c.ID = stripNifti(filepath.Base(c.Label))
+				c.ID = stripExt(filepath.Base(c.Label))
 			} else {
-				c.ID = stripNifti(filepath.Base(c.Images[0]))
+				c.ID = stripExt(filepath.Base(c.Images[0]))
 			}
 		}
 		ds.Cases = append(ds.Cases, c)
@@ -378,6 +380,9 @@ func (d *Dataset) check(where string) error {
 				return fmt.Errorf("%s: case %s: %w", where, c.ID, err)
 			}
 			if st.IsDir() {
+				if volume.Readable(f) { // a Zarr or N5 store
+					continue
+				}
 				return fmt.Errorf("%s: case %s: %s is a folder", where, c.ID, f)
 			}
 			// A FIFO, socket or device would block or stream forever where
@@ -410,9 +415,12 @@ func resolve(root, p string) string {
 	return filepath.Join(root, p)
 }
 
-// stripNifti drops .nii.gz / .nii / .hdr / .img (and .gz) extensions.
-func stripNifti(name string) string {
-	for _, ext := range []string{".nii.gz", ".nii", ".hdr.gz", ".img.gz", ".hdr", ".img"} {
+// stripExt drops a volume file's extension (.nii.gz, .nii, .hdr, .img,
+// optionally .gz; .nrrd, .nhdr, .mha, .mhd, .tif, .tiff; .ome.zarr,
+// .zarr, .n5) to give a case ID.
+func stripExt(name string) string {
+	for _, ext := range []string{".nii.gz", ".nii", ".hdr.gz", ".img.gz", ".hdr", ".img",
+		".nrrd", ".nhdr", ".mha", ".mhd", ".tiff", ".tif", ".ome.zarr", ".zarr", ".n5"} {
 		if strings.HasSuffix(name, ext) {
 			return strings.TrimSuffix(name, ext)
 		}
