@@ -32,7 +32,7 @@ func NewCmdInfo(f *Factory, runF func(context.Context, *InfoOptions) error) *cob
 	opts := &InfoOptions{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "info FILE...",
-		Short: "Describe NIfTI files: header, affines, orientation and data statistics",
+		Short: "Describe volume files: NIfTI headers, affines, orientation and data statistics (NRRD, MetaImage, TIFF, Zarr too)",
 		Long: `info prints each file's header the way nibabel's nib-ls and FSL's fslhd do:
 dimensions, voxel sizes and units, datatype, scaling, qform/sform codes and
 matrices, the affine nibabel would use, orientation codes, header extensions
