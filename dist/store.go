@@ -374,7 +374,10 @@ func (s *Store) TryGet(ctx context.Context, key string) ([]byte, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	return resp.val, resp.op == statusOK, nil
+	if resp.op != statusOK {
+		return nil, false, nil
+	}
+	return resp.val, true, nil
 }
 
 // Add adds delta to the decimal integer at key (0 when not set) and

@@ -567,7 +567,16 @@ func (c *tcpComm) Broadcast(ctx context.Context, buf []byte, root int) error {
 		return err
 	}
 	d := (c.rank - root + c.size) % c.size // hops from root
-	return c.exchange(ctx, header{kind: kindBroadcast, seq: seq}, buf, d < c.size-1, buf, d > 0)
+	h := header{kind: kindBroadcast, seq: seq}
+	if d > 0 {
+		if err := c.exchange(ctx, h, nil, false, buf, true); err != nil {
+			return err
+		}
+	}
+	if d < c.size-1 {
+		return c.exchange(ctx, h, buf, true, nil, false)
+	}
+	return nil
 }
 
 // Barrier is an all-reduce of one element per rank.
