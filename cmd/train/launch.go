@@ -57,8 +57,8 @@ status (0 once every process finished, 128+signal when interrupted).
 
 On several nodes run launch on each with the same --nnodes, --master-addr
 (node 0's address) and --master-port, and each node's --node-rank.`,
-		Example: `  train launch --nproc-per-node 4 -- --config run.yaml
-  train launch --nnodes 2 --node-rank 1 --nproc-per-node 8 --master-addr 10.0.0.1 --master-port 29500 -- --config run.yaml`,
+		Example: `  train launch --nproc-per-node 4 -- --config configs/nnunet_3d_fullres.yaml
+  train launch --nnodes 2 --node-rank 1 --nproc-per-node 8 --master-addr 10.0.0.1 --master-port 29500 -- --config configs/nnunet_3d_fullres.yaml`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
 				return fmt.Errorf("the training's arguments go after --, as in: train launch --nproc-per-node 2 -- --config run.yaml (got %q before it)", args[0])
