@@ -493,12 +493,15 @@ func (c *tcpComm) exchange(ctx context.Context, h header, out []byte, doSend boo
 	if doRecv {
 		rerr = c.recv(header{h.kind, h.seq, uint64(len(in))}, in)
 	}
-	serr := <-sent
 	op := kindName(h.kind)
-	switch {
-	case rerr != nil:
-		return c.faultFrom(ctx, op, (c.rank+c.size-1)%c.size, waitRecv, rerr)
-	case serr != nil:
+	if rerr != nil {
+		// The fault closes the connections, which ends a send still
+		// blocked (on a stalled next rank) without its own timeout.
+		err := c.faultFrom(ctx, op, (c.rank+c.size-1)%c.size, waitRecv, rerr)
+		<-sent
+		return err
+	}
+	if serr := <-sent; serr != nil {
 		return c.faultFrom(ctx, op, (c.rank+1)%c.size, waitSend, serr)
 	}
 	return nil
