@@ -24,11 +24,16 @@ const (
 	exitSignal = 128
 )
 
+// exitStatuser is an error that carries its own exit status: `train
+// launch`'s failed child's.
+type exitStatuser interface{ ExitStatus() int }
+
 // exitCode maps a command's error to the exit status; cause is the
 // context's cause (an interruptSignal when a signal cancelled it, else
 // nil). An interruption is told from a failure by type: a training run's
 // *trainer.Interrupted, or another command's context.Canceled after a
-// signal. Any other error fails, even after a signal (a save that failed
+// signal. An error with an ExitStatus (a launched process's) exits with
+// it. Any other error fails, even after a signal (a save that failed
 // while stopping must not look resumable).
 func exitCode(err, cause error) int {
 	if err == nil {
@@ -36,7 +41,10 @@ func exitCode(err, cause error) int {
 	}
 	var sig interruptSignal
 	var in *trainer.Interrupted
+	var st exitStatuser
 	switch {
+	case errors.As(err, &st):
+		return st.ExitStatus()
 	case errors.As(err, &in):
 		if errors.As(in.Cause, &sig) {
 			return exitSignal + int(sig.sig)

@@ -18,8 +18,14 @@ import (
 )
 
 // TestMain lets the test binary be train itself: with VOXTRAIN_TEST_MAIN=1
-// it runs main on its arguments (see TestSIGTERMExitsWith143AndResumes).
+// it runs main on its arguments (see TestSIGTERMExitsWith143AndResumes),
+// and a child of `train launch` in the launch tests.
 func TestMain(m *testing.M) {
+	// A process `train launch` started, in a launch test: the behaviour
+	// VOXTRAIN_TEST_DIST_CHILD names (see distChild).
+	if mode := os.Getenv("VOXTRAIN_TEST_DIST_CHILD"); mode != "" && os.Getenv("RANK") != "" {
+		os.Exit(distChild(mode))
+	}
 	if os.Getenv("VOXTRAIN_TEST_MAIN") == "1" {
 		main()
 		os.Exit(exitOK)
