@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-
 	"github.com/voxtrain/voxtrain/volume"
 )
 
