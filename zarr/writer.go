@@ -11,6 +11,7 @@ import (
 
 	"github.com/klauspost/compress/zlib"
 
+	"github.com/voxtrain/voxtrain/internal/atomicfile"
 	"github.com/voxtrain/voxtrain/volume"
 )
 
@@ -39,7 +40,8 @@ type ImageSpec struct {
 
 // ImageWriter writes chunks of an image's level 0. Its methods may be
 // called concurrently for different chunks: each chunk is written to a
-// temporary file in the array's directory and renamed into place, so a
+// temporary file in the array's directory (package atomicfile) and
+// renamed into place, so a
 // reader (or a crash) sees a chunk whole or not at all, and a missing
 // chunk reads as the fill value 0.
 type ImageWriter struct {
@@ -142,8 +144,8 @@ func CreateImage(dir string, spec ImageSpec) (*ImageWriter, error) {
 		if err != nil {
 			return nil, fmt.Errorf("zarr: %s: %w", f.path, err)
 		}
-		if err := WriteFileAtomic(f.path, append(b, '\n')); err != nil {
-			return nil, err
+		if err := atomicfile.WriteFileUmask(f.path, append(b, '\n'), 0o666); err != nil {
+			return nil, fmt.Errorf("zarr: %w", err)
 		}
 	}
 	return &ImageWriter{dir: level, spec: spec, elemSize: size}, nil
@@ -267,34 +269,23 @@ func (w *ImageWriter) writeChunk(key string, chunk []byte) error {
 	if err != nil {
 		return fmt.Errorf("zarr: %s: chunk %s: %w", w.dir, key, err)
 	}
-	return WriteFileAtomic(filepath.Join(w.dir, key), enc)
-}
-
-// WriteFileAtomic writes data to path through a temporary file in the
-// same directory, synced and renamed over path: a reader sees the old
-// file or the new one, never a part.
-func WriteFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
+	f, err := atomicfile.CreateUmask(filepath.Join(w.dir, key), 0o666)
 	if err != nil {
 		return fmt.Errorf("zarr: %w", err)
 	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
+	defer f.Close()
+	if _, err := f.Write(enc); err != nil {
+		return fmt.Errorf("zarr: %s: chunk %s: %w", w.dir, key, err)
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("zarr: writing %s: %w", path, err)
+	if err := f.Commit(); err != nil {
+		return fmt.Errorf("zarr: %w", err)
 	}
 	return nil
+}
+
+// Sync makes the chunks written so far survive a power loss (an fsync of
+// the array's directory; each chunk's data is synced as it is written),
+// for a caller about to record them as written.
+func (w *ImageWriter) Sync() error {
+	return atomicfile.SyncDir(w.dir)
 }

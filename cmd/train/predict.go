@@ -105,7 +105,8 @@ the whole ROI's sliding-window grid that overlap it (so the labels equal a
 prediction of the whole ROI at once), reading only the input they cover,
 the block plus at most patch-1 voxels each side. Memory per block is about
 4·(B+2P)³·(2·channels+classes+1) bytes for blocks of B and patches of P
-voxels a side (printed at the start), whatever the volume's size.
+voxels a side (printed at the start), whatever the volume's size, plus a
+Zarr input's decoded-chunk cache (256 MiB at most).
 --roi z0:z1,y0:y1,x0:x1 (voxels of the input, ends exclusive; an empty
 bound is the edge) predicts a region; default the whole volume. The store
 holds the uint8 labels as an OME-NGFF 0.4 image (axes z, y, x; scale and
@@ -121,8 +122,8 @@ rerun with --continue-prediction predicts only the rest.`,
   train predict --checkpoint runs/demo/fold_0/run_0/checkpoints/best --checkpoint runs/demo/fold_0/run_0/checkpoints/last \
       -i testdata/demo/imagesTr -o preds/ --save-probabilities
   train predict --model-dir /data/runs/hippocampus --fold 0 1 2 3 4 -i /data/Task04_Hippocampus/imagesTs -o /data/preds
-  train predict --checkpoint runs/lightsheet/fold_0/run_0/checkpoints/last -i brain.ome.zarr \
-      --roi 0:512,1000:3000,: --block 128 -o brain_labels.ome.zarr --continue-prediction`,
+  train predict --checkpoint runs/demo/fold_0/run_0/checkpoints/last -i /data/brain.ome.zarr \
+      --roi 0:512,1000:3000,: --block 128 -o /data/brain_labels.ome.zarr --save-probabilities --continue-prediction`,
 		// Positional arguments are the rest of a space-separated --fold
 		// list (nnU-Net's -f 0 1 2 3 4); checked in RunE.
 		Args: cobra.ArbitraryArgs,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/infer"
+	"github.com/voxtrain/voxtrain/internal/atomicfile"
 	"github.com/voxtrain/voxtrain/preprocess"
 	"github.com/voxtrain/voxtrain/volume"
 	"github.com/voxtrain/voxtrain/zarr"
@@ -379,13 +380,13 @@ func predictBlocksRun(ctx context.Context, opts *PredictOptions) error {
 	spec := preprocess.SpecOf(ens.Data)
 	if prog.Normalization == nil {
 		need := make([]bool, in.channels)
-		any := false
+		anyZ := false
 		for c := range need {
 			need[c] = spec.Scheme(c) == "zscore"
-			any = any || need[c]
+			anyZ = anyZ || need[c]
 		}
 		var zs [][2]float64
-		if any {
+		if anyZ {
 			fmt.Fprintf(out, "z-score statistics: reading the ROI %v block by block\n", roi)
 			if zs, err = zscoreStats(ctx, in, roi, opts.Block, need); err != nil {
 				return fmt.Errorf("z-score statistics: %w", err)
@@ -462,7 +463,15 @@ func predictBlocksRun(ctx context.Context, opts *PredictOptions) error {
 		if err != nil {
 			return err
 		}
-		return zarr.WriteFileAtomic(progPath, append(b, '\n'))
+		// Done lists only blocks whose chunks are durably in place.
+		for _, w := range []*zarr.ImageWriter{labW, probW} {
+			if w != nil {
+				if err := w.Sync(); err != nil {
+					return err
+				}
+			}
+		}
+		return atomicfile.WriteFileUmask(progPath, append(b, '\n'), 0o666)
 	}
 	if err := saveProgress(); err != nil {
 		return err
