@@ -155,6 +155,14 @@ func TestPredictBlocksOMEZarr(t *testing.T) {
 	if strings.Contains(log, "z-score statistics") {
 		t.Errorf("the rerun computed the statistics again instead of reusing the progress file's:\n%s", log)
 	}
+	// Continuing with other settings, or writing over a store train
+	// predict did not write, is refused.
+	if _, _, err := runCmd(t, append(args, "--continue-prediction", "--block", "16")...); err == nil || !strings.Contains(err.Error(), "written by another run") {
+		t.Errorf("continuing with another --block: %v", err)
+	}
+	if _, _, err := runCmd(t, "predict", "--checkpoint", ck, "-i", in, "-o", in); err == nil || !strings.Contains(err.Error(), "not written by train predict") {
+		t.Errorf("-o naming the input store: %v", err)
+	}
 
 	// The store, read back.
 	h, labels := readStore(t, out)
