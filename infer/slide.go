@@ -145,8 +145,6 @@ func Predict(ctx context.Context, m Network, channels [][]float32, shape [3]int,
 			return nil, fmt.Errorf("infer: mirror axis %d, want 0, 1 or 2", a)
 		}
 	}
-	batch := max(cfg.BatchSize, 1)
-
 	// Pad to at least the patch size.
 	var padded [3]int
 	var lo [3]int
@@ -168,6 +166,46 @@ func Predict(ctx context.Context, m Network, channels [][]float32, shape [3]int,
 		}
 	}
 
+	var starts [][3]int
+	sd, sh, sw := Steps(padded[0], p[0], 1-cfg.Overlap), Steps(padded[1], p[1], 1-cfg.Overlap), Steps(padded[2], p[2], 1-cfg.Overlap)
+	for _, d := range sd {
+		for _, h := range sh {
+			for _, w := range sw {
+				starts = append(starts, [3]int{d, h, w})
+			}
+		}
+	}
+	acc, err := slideWindows(ctx, m, src, padded, outC, cfg, starts)
+	if err != nil {
+		return nil, err
+	}
+	if padded == shape {
+		return acc, nil
+	}
+	res := make([]float32, outC*n)
+	for c := 0; c < outC; c++ {
+		for d := 0; d < shape[0]; d++ {
+			for h := 0; h < shape[1]; h++ {
+				o := ((c*shape[0]+d)*shape[1] + h) * shape[2]
+				s := c*pn + ((d+lo[0])*padded[1]+h+lo[1])*padded[2] + lo[2]
+				copy(res[o:o+shape[2]], acc[s:s+shape[2]])
+			}
+		}
+	}
+	return res, nil
+}
+
+// slideWindows runs m on the patches at starts (each inside a volume of
+// shape padded) and returns outC channels of Gaussian-weighted mean
+// logits over padded; voxels no patch covers are NaN (0/0). The patches
+// are batched and accumulated in the order of starts, so a voxel gets the
+// same sum from any list holding the same patches that cover it, in the
+// same order (blockwise.go relies on that).
+func slideWindows(ctx context.Context, m Network, src [][]float32, padded [3]int, outC int, cfg Window, starts [][3]int) ([]float32, error) {
+	inC := len(src)
+	p := cfg.Patch
+	batch := max(cfg.BatchSize, 1)
+	pn := padded[0] * padded[1] * padded[2]
 	var weight []float32
 	if cfg.NoGaussian {
 		weight = make([]float32, p[0]*p[1]*p[2])
@@ -180,15 +218,6 @@ func Predict(ctx context.Context, m Network, channels [][]float32, shape [3]int,
 	acc := make([]float32, outC*pn)
 	norm := make([]float32, pn)
 
-	var starts [][3]int
-	sd, sh, sw := Steps(padded[0], p[0], 1-cfg.Overlap), Steps(padded[1], p[1], 1-cfg.Overlap), Steps(padded[2], p[2], 1-cfg.Overlap)
-	for _, d := range sd {
-		for _, h := range sh {
-			for _, w := range sw {
-				starts = append(starts, [3]int{d, h, w})
-			}
-		}
-	}
 	pv := p[0] * p[1] * p[2]
 	in := make([]float32, batch*inC*pv)
 	out := make([]float32, batch*outC*pv)
@@ -230,20 +259,7 @@ func Predict(ctx context.Context, m Network, channels [][]float32, shape [3]int,
 			a[i] /= norm[i]
 		}
 	}
-	if padded == shape {
-		return acc, nil
-	}
-	res := make([]float32, outC*n)
-	for c := 0; c < outC; c++ {
-		for d := 0; d < shape[0]; d++ {
-			for h := 0; h < shape[1]; h++ {
-				o := ((c*shape[0]+d)*shape[1] + h) * shape[2]
-				s := c*pn + ((d+lo[0])*padded[1]+h+lo[1])*padded[2] + lo[2]
-				copy(res[o:o+shape[2]], acc[s:s+shape[2]])
-			}
-		}
-	}
-	return res, nil
+	return acc, nil
 }
 
 // mirrorCombos returns every subset of axes as a flip mask, identity first.

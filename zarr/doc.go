@@ -27,4 +27,11 @@
 // implemented here (blosc.go, blosclz.go); zlib, gzip and bzip2 come from
 // the standard library and klauspost/compress, zstd from
 // klauspost/compress, lz4 from pierrec/lz4 and xz from ulikunitz/xz.
+//
+// Writing: CreateImage makes an OME-NGFF 0.4 image of one level (a Zarr
+// v2 array, blosc-zstd with byte shuffle or zlib) whose chunks
+// ImageWriter.WriteBlock writes, each atomically, concurrently for
+// different chunks (what train predict writes a huge volume's labels
+// with). ome-zarr-py and zarr-python read what it writes
+// (cmd/train/testdata/check_ome_zarr.py).
 package zarr

@@ -1,19 +1,12 @@
 package zarr
 
 import (
-	"bytes"
-	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/klauspost/compress/s2"
-	"github.com/klauspost/compress/zlib"
-	"github.com/klauspost/compress/zstd"
-	"github.com/pierrec/lz4/v4"
 
 	"github.com/voxtrain/voxtrain/volume"
 )
@@ -60,69 +53,12 @@ func readErr(path string) error {
 	return f.ReadRegion(volume.Whole(h.Shape), dst)
 }
 
-// bloscCompress is a minimal blosc writer (container format 2) for the
-// tests, benchmark and fuzz seeds: each block split per byte of the type
-// when blosc would, compressed by codec (0 raw-only, 1 lz4, 2 snappy,
-// 3 zlib, 4 zstd); a split that does not shrink is stored raw.
+// bloscCompress is bloscEncode for the tests, benchmark and fuzz seeds.
 func bloscCompress(src []byte, typesize, blocksize int, shuffle byte, codec byte) []byte {
-	nbytes := len(src)
-	nblocks := (nbytes + blocksize - 1) / blocksize
-	hdr := make([]byte, bloscHeader+4*nblocks)
-	hdr[0], hdr[1], hdr[2], hdr[3] = 2, 1, shuffle|codec<<5, byte(typesize)
-	binary.LittleEndian.PutUint32(hdr[4:], uint32(nbytes))
-	binary.LittleEndian.PutUint32(hdr[8:], uint32(blocksize))
-	out := bytes.NewBuffer(hdr)
-	enc, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
-	for j := range nblocks {
-		binary.LittleEndian.PutUint32(out.Bytes()[bloscHeader+4*j:], uint32(out.Len()))
-		block := src[j*blocksize : min(nbytes, (j+1)*blocksize)]
-		leftover := len(block) < blocksize
-		buf := block
-		if shuffle == bloscShuffle && typesize > 1 {
-			buf = make([]byte, len(block))
-			n := len(block) / typesize
-			for i := range n {
-				for k := range typesize {
-					buf[k*n+i] = block[i*typesize+k]
-				}
-			}
-			copy(buf[n*typesize:], block[n*typesize:])
-		}
-		nsplits := 1
-		if typesize <= bloscMaxSplits && len(block)/typesize >= bloscMinBuffer && !leftover {
-			nsplits = typesize
-		}
-		ne := len(block) / nsplits
-		for s := range nsplits {
-			part := buf[s*ne : (s+1)*ne]
-			var c []byte
-			switch codec {
-			case 1:
-				c = make([]byte, lz4.CompressBlockBound(len(part)))
-				n, _ := lz4.CompressBlock(part, c, nil)
-				c = c[:n]
-			case 2:
-				c = s2.EncodeSnappy(nil, part)
-			case 3:
-				var zb bytes.Buffer
-				w := zlib.NewWriter(&zb)
-				w.Write(part)
-				w.Close()
-				c = zb.Bytes()
-			case 4:
-				c = enc.EncodeAll(part, nil)
-			}
-			if len(c) == 0 || len(c) >= len(part) {
-				c = part
-			}
-			var n [4]byte
-			binary.LittleEndian.PutUint32(n[:], uint32(len(c)))
-			out.Write(n[:])
-			out.Write(c)
-		}
+	b, err := bloscEncode(src, typesize, blocksize, shuffle, codec)
+	if err != nil {
+		panic(err)
 	}
-	b := out.Bytes()
-	binary.LittleEndian.PutUint32(b[12:], uint32(len(b)))
 	return b
 }
 

@@ -50,6 +50,11 @@ type PredictOptions struct {
 	// Postprocessing is a postprocessing.json (train postprocess
 	// determine) applied to each case's labels after argmax ("": none).
 	Postprocessing string
+	// ROI (--roi z0:z1,y0:y1,x0:x1, "": the whole input) and Block (the
+	// output blocks and chunks, z,y,x) apply when Output names an
+	// OME-Zarr store: blockwise prediction (predict_zarr.go).
+	ROI   string
+	Block [3]int
 }
 
 // NewCmdPredict builds `train predict`; runF (nil: predictRun) receives
@@ -58,6 +63,7 @@ func NewCmdPredict(f *Factory, runF func(context.Context, *PredictOptions) error
 	opts := &PredictOptions{IO: f.IO, OpenDevice: f.OpenDevice}
 	var folds []string
 	var noMirror, disableTTA bool
+	var block string
 	cmd := &cobra.Command{
 		Use:   "predict (--checkpoint C ... | --model-dir runs/EXP [--fold K ...]) -i IN... -o OUT",
 		Short: "Segment images by sliding window (one case, or a folder; one checkpoint or an ensemble)",
@@ -89,12 +95,35 @@ it off. --save-probabilities also writes CASE.npz, one float32 array
 "probabilities" of shape (C, z, y, x) on the input's grid:
 np.load("CASE.npz")["probabilities"]. --postprocessing applies the plan
 train postprocess determine chose on the cross-validation predictions to
-each case's labels (the probabilities are left as predicted).`,
+each case's labels (the probabilities are left as predicted).
+
+Huge volumes: when -o names an OME-Zarr store (OUT.ome.zarr), -i is one
+case (a volume file or store of any format, e.g. a .zarr, or one file per
+channel) and it is predicted block by block: --block (default 128) voxels
+a block, each block one chunk of the output, predicted from the windows of
+the whole ROI's sliding-window grid that overlap it (so the labels equal a
+prediction of the whole ROI at once), reading only the input they cover,
+the block plus at most patch-1 voxels each side. Memory per block is about
+4·(B+2P)³·(2·channels+classes+1) bytes for blocks of B and patches of P
+voxels a side (printed at the start), whatever the volume's size, plus a
+Zarr input's decoded-chunk cache (256 MiB at most).
+--roi z0:z1,y0:y1,x0:x1 (voxels of the input, ends exclusive; an empty
+bound is the edge) predicts a region; default the whole volume. The store
+holds the uint8 labels as an OME-NGFF 0.4 image (axes z, y, x; scale and
+translation from the input's spacing and the ROI's origin) and, with
+--save-probabilities, float32 probabilities in OUT.ome.zarr/probabilities
+(axes c, z, y, x). A z-score channel is normalised with the ROI's mean and
+std (one streaming pass over the ROI first), a ct channel with the
+checkpoint's statistics. OUT.ome.zarr/.voxtrain_progress.json lists the
+blocks written; Ctrl-C stops between blocks, leaving a valid store, and a
+rerun with --continue-prediction predicts only the rest.`,
 		Example: `  train predict --checkpoint runs/demo/fold_0/run_0/checkpoints/best \
       -i testdata/demo/imagesTr/hippocampus_001.nii.gz -o hippocampus_001_pred.nii.gz
   train predict --checkpoint runs/demo/fold_0/run_0/checkpoints/best --checkpoint runs/demo/fold_0/run_0/checkpoints/last \
       -i testdata/demo/imagesTr -o preds/ --save-probabilities
-  train predict --model-dir /data/runs/hippocampus --fold 0 1 2 3 4 -i /data/Task04_Hippocampus/imagesTs -o /data/preds`,
+  train predict --model-dir /data/runs/hippocampus --fold 0 1 2 3 4 -i /data/Task04_Hippocampus/imagesTs -o /data/preds
+  train predict --checkpoint runs/demo/fold_0/run_0/checkpoints/last -i /data/brain.ome.zarr \
+      --roi 0:512,1000:3000,: --block 128 -o /data/brain_labels.ome.zarr --save-probabilities --continue-prediction`,
 		// Positional arguments are the rest of a space-separated --fold
 		// list (nnU-Net's -f 0 1 2 3 4); checked in RunE.
 		Args: cobra.ArbitraryArgs,
@@ -123,6 +152,15 @@ each case's labels (the probabilities are left as predicted).`,
 			if err := opts.Model.check(fl); err != nil {
 				return err
 			}
+			if (fl.Changed("roi") || fl.Changed("block")) && !isStoreOutput(opts.Output) {
+				return fmt.Errorf("--roi and --block predict block by block into an OME-Zarr store: give -o OUT.ome.zarr (not %s)", opts.Output)
+			}
+			if opts.Block, err = parseBlock(block); err != nil {
+				return err
+			}
+			if _, err := parseROI(opts.ROI); err != nil {
+				return err
+			}
 			if noMirror || disableTTA {
 				opts.Model.Window.Mirror = false
 			}
@@ -140,9 +178,11 @@ each case's labels (the probabilities are left as predicted).`,
 	fl.IntVar(&opts.RunID, "run-id", 0, "run of each fold in --model-dir (run_<id>)")
 	fl.StringVar(&opts.CheckpointName, "checkpoint-name", "last", "checkpoint of each fold in --model-dir: last (as nnU-Net's checkpoint_final) or best")
 	fl.StringArrayVarP(&opts.Inputs, "input", "i", nil, "input folder or image file (repeat: several channel files of one case, or several files/folders)")
-	fl.StringVarP(&opts.Output, "output", "o", "", "output label file (one case) or folder (many)")
+	fl.StringVarP(&opts.Output, "output", "o", "", "output label file (one case), folder (many), or OUT.ome.zarr store (blockwise, one case)")
 	fl.BoolVar(&opts.SaveProbabilities, "save-probabilities", false, "also write the class probabilities as CASE.npz beside the labels")
-	fl.BoolVar(&opts.Continue, "continue-prediction", false, "skip cases whose outputs already exist (default: overwrite them)")
+	fl.BoolVar(&opts.Continue, "continue-prediction", false, "skip cases whose outputs already exist, or an OME-Zarr output's blocks already written (default: overwrite them)")
+	fl.StringVar(&opts.ROI, "roi", "", "with -o OUT.ome.zarr: the region to predict, z0:z1,y0:y1,x0:x1 in the input's voxels (default: the whole volume)")
+	fl.StringVar(&block, "block", "128", "with -o OUT.ome.zarr: the output block (and chunk) size, one size or z,y,x; memory grows with (block+2·patch)³")
 	fl.StringVar(&opts.Postprocessing, "postprocessing", "", "postprocessing.json from train postprocess determine, applied to each case's labels (probabilities are left as predicted)")
 	fl.BoolVar(&opts.Model.Window.Mirror, "mirror", true, "test-time mirroring along every axis (8 passes), as nnU-Net")
 	fl.BoolVar(&disableTTA, "disable-tta", false, "turn test-time mirroring off (nnU-Net's --disable_tta)")
@@ -295,6 +335,9 @@ func outputIsFile(output string, inputs []string) (bool, error) {
 // case is predicted, so mistakes fail at once rather than after minutes
 // of inference.
 func predictRun(ctx context.Context, opts *PredictOptions) error {
+	if isStoreOutput(opts.Output) {
+		return predictBlocksRun(ctx, opts)
+	}
 	single, err := outputIsFile(opts.Output, opts.Inputs)
 	if err != nil {
 		return err
