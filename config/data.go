@@ -71,12 +71,16 @@ type Data struct {
 	CaseWeights map[string]float64 `yaml:"case_weights"`
 
 	// Source is where voxels come from: "auto" (the prepared store when it
-	// exists, else "cache"), "gz" (decode the NIfTI files for every
-	// sample), "cache" (decode once, keep decoded volumes in memory within
-	// cache_bytes) or "store".
+	// exists, else "cache"), "gz" (read the case files for every sample:
+	// a .nii.gz up to the region's last plane; a Zarr/N5 store only the
+	// chunks the region overlaps, through a chunk cache of cache_bytes the
+	// workers share, with z-score statistics from a sampled fingerprint
+	// when the case has over 256³ voxels), "cache" (decode once, keep
+	// decoded volumes in memory within cache_bytes) or "store".
 	Source string `yaml:"source"`
-	// CacheBytes is the byte budget of the decoded-volume cache, e.g.
-	// "4GiB" (0 disables the cache).
+	// CacheBytes is the byte budget of the decoded-volume cache (source
+	// cache), or of the decoded-chunk cache of Zarr/N5 stores (source
+	// gz), e.g. "4GiB" (0 disables the cache).
 	CacheBytes ByteSize `yaml:"cache_bytes"`
 	// Store is the prepared-store folder (empty: <dataset>/.voxtrain-store).
 	Store string `yaml:"store"`

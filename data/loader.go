@@ -355,6 +355,9 @@ func (l *Loader) LoadCase(ctx context.Context, c int) (*Volume, error) {
 // Close closes every stream, stops the workers and closes the store.
 func (l *Loader) Close() error {
 	err := l.pool.Close()
+	if gz, ok := l.src.(*gzSource); ok && gz.files != nil {
+		gz.files.close()
+	}
 	if l.st != nil {
 		err = errors.Join(err, l.st.Close())
 	}

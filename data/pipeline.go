@@ -73,6 +73,8 @@ type pipeScratch struct {
 	// store regions)
 	regImg [][]float32
 	regLbl []uint8
+	// a chunked case's source region's label (gz source)
+	bufLbl []uint8
 	sc     store.Scratch
 }
 

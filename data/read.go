@@ -33,7 +33,10 @@ func decodeCase(c Case, channels int, v *Volume, bufs *readBufs, planes int) err
 			if fi == 0 {
 				shape = h.Shape
 				v.Shape, v.SourceShape, v.Spacing, v.Affine = h.Shape, h.Shape, h.Spacing, h.Affine
-				v.Crop, v.ResampleOrder = volume.Box{}, ""
+				v.Crop, v.ResampleOrder, v.chunk = volume.Box{}, "", [3]int{}
+				if ck, ok := f.(volume.Chunked); ok {
+					v.chunk = ck.ChunkShape()
+				}
 				nch := channels
 				if nch == 0 {
 					nch = h.Channels * len(c.Images)
@@ -192,8 +195,14 @@ func shiftAffine(m volume.Affine, lo [3]int) volume.Affine {
 
 // caseStats returns the normalisation parameters of every image channel
 // of v, a whole decoded (and cropped) case, without changing v; mask is
-// cropCase's.
+// cropCase's. A large chunked case, neither cropped nor masked, takes
+// them from the sampled fingerprint (fingerprintStats), read from memory
+// here as the gz source reads it from the store, so training, validation
+// and prediction normalise it alike.
 func caseStats(spec *preprocess.Spec, c Case, v *Volume, mask []uint8) ([]preprocess.CTStats, error) {
+	if mask == nil && !spec.Crop && len(statsBoxes(c.ID, v.Shape, v.chunk)) > 1 {
+		return fingerprintStats(spec, c, v.Shape, v.chunk, len(v.Image), v.readBox)
+	}
 	st := make([]preprocess.CTStats, len(v.Image))
 	for i, im := range v.Image {
 		var err error

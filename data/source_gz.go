@@ -16,14 +16,31 @@ import (
 // normalisation statistics — is learnt on its first read (which decodes it
 // whole) and kept, so every later read plans first and then decodes,
 // normalises (and, with a target spacing, resamples) only its region.
+//
+// Chunked cases (Zarr, N5) are read region by region instead, through
+// store handles and a chunk cache the workers share (source_chunked.go).
 type gzSource struct {
 	l     *Loader
 	metas []atomic.Pointer[caseMeta]
+	// chunked marks the cases read region by region; files holds their
+	// open stores (nil when there are none).
+	chunked []bool
+	files   *chunkFiles
 }
 
 func newGZSource(l *Loader) *gzSource {
-	return &gzSource{l: l, metas: make([]atomic.Pointer[caseMeta], len(l.ds.Cases))}
+	s := &gzSource{l: l, metas: make([]atomic.Pointer[caseMeta], len(l.ds.Cases)), chunked: make([]bool, len(l.ds.Cases))}
+	for i, c := range l.ds.Cases {
+		if s.chunked[i] = chunkedCase(c); s.chunked[i] && s.files == nil {
+			s.files = newChunkFiles(int64(l.cfg.CacheBytes))
+		}
+	}
+	return s
 }
+
+// lazy reports whether case c is read region by region (a chunked case
+// whose preprocessing needs no whole case).
+func (s *gzSource) lazy(c int) bool { return s.chunked[c] && !s.l.spec.Whole() }
 
 // meta returns case c's metadata, learning it on the case's first read:
 // the case is decoded whole into the worker's buffers (where region then
@@ -33,6 +50,9 @@ func newGZSource(l *Loader) *gzSource {
 func (s *gzSource) meta(w *worker, c int) (*caseMeta, error) {
 	if m := s.metas[c].Load(); m != nil {
 		return m, nil
+	}
+	if s.lazy(c) {
+		return s.chunkedMeta(c)
 	}
 	ps := w.scratch()
 	cs := s.l.ds.Cases[c]
@@ -80,6 +100,9 @@ func (s *gzSource) meta(w *worker, c int) (*caseMeta, error) {
 // depends only on its source neighbours, so the bytes equal those of a
 // whole-case read.
 func (s *gzSource) region(w *worker, c int, m *caseMeta, box volume.Box) (augment.Input, error) {
+	if s.lazy(c) {
+		return s.chunkedRegion(w, c, m, box)
+	}
 	ps := w.scratch()
 	if s.l.spec.Whole() {
 		return s.wholeRegion(ps, c, m)

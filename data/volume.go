@@ -39,6 +39,27 @@ type Volume struct {
 	// Affine is the first image file's voxel-to-world matrix, updated for
 	// the crop's origin and the resampled grid.
 	Affine volume.Affine
+	// chunk is the chunk shape of the first image file when it is stored
+	// in chunks (volume.Chunked; zero otherwise): it decides the boxes of
+	// the sampled fingerprint (statsBoxes).
+	chunk [3]int
+}
+
+// readBox copies box of every image channel into dst (one slice per
+// channel), as fingerprintStats reads a volume in memory.
+func (v *Volume) readBox(box volume.Box, dst [][]float32) error {
+	sz := box.Size()
+	for ch, im := range v.Image {
+		k := 0
+		for z := box.Lo[0]; z < box.Hi[0]; z++ {
+			for y := box.Lo[1]; y < box.Hi[1]; y++ {
+				o := (z*v.Shape[1]+y)*v.Shape[2] + box.Lo[2]
+				copy(dst[ch][k:k+sz[2]], im[o:o+sz[2]])
+				k += sz[2]
+			}
+		}
+	}
+	return nil
 }
 
 // sourceShape is SourceShape, or Shape for a Volume made by hand.

@@ -148,19 +148,29 @@ func lerp(a, b, w float32) float32 { return a + float32(w*(b-a)) }
 // interpolated trilinearly from src (a volume of r.src), into out (the
 // box's voxels, W fastest).
 func (r *Resampler) Linear(out, src []float32, lo, hi [3]int) {
-	sh, sw := r.src[1], r.src[2]
+	r.LinearFrom(out, src, volume.Whole(r.src), lo, hi)
+}
+
+// LinearFrom is Linear from src holding only the box from of the source
+// grid (W fastest), which must hold every source voxel the output box
+// reads (SourceSpan along each axis): the same arithmetic, so the same
+// bytes, as Linear from the whole source.
+func (r *Resampler) LinearFrom(out, src []float32, from volume.Box, lo, hi [3]int) {
+	fs := from.Size()
+	sh, sw := fs[1], fs[2]
+	oz, oy, ox := from.Lo[0], from.Lo[1], from.Lo[2]
 	az, ay, ax := &r.ax[0], &r.ax[1], &r.ax[2]
 	k := 0
 	for z := lo[0]; z < hi[0]; z++ {
-		p0, p1, wz := az.lo[z]*sh, az.hi[z]*sh, az.w[z]
+		p0, p1, wz := (az.lo[z]-oz)*sh, (az.hi[z]-oz)*sh, az.w[z]
 		for y := lo[1]; y < hi[1]; y++ {
-			y0, y1, wy := ay.lo[y], ay.hi[y], ay.w[y]
+			y0, y1, wy := ay.lo[y]-oy, ay.hi[y]-oy, ay.w[y]
 			r00 := src[(p0+y0)*sw : (p0+y0+1)*sw]
 			r01 := src[(p0+y1)*sw : (p0+y1+1)*sw]
 			r10 := src[(p1+y0)*sw : (p1+y0+1)*sw]
 			r11 := src[(p1+y1)*sw : (p1+y1+1)*sw]
 			for x := lo[2]; x < hi[2]; x++ {
-				x0, x1, wx := ax.lo[x], ax.hi[x], ax.w[x]
+				x0, x1, wx := ax.lo[x]-ox, ax.hi[x]-ox, ax.w[x]
 				a := lerp(lerp(r00[x0], r00[x1], wx), lerp(r01[x0], r01[x1], wx), wy)
 				b := lerp(lerp(r10[x0], r10[x1], wx), lerp(r11[x0], r11[x1], wx), wy)
 				out[k] = lerp(a, b, wz)
@@ -173,14 +183,22 @@ func (r *Resampler) Linear(out, src []float32, lo, hi [3]int) {
 // Nearest writes the output voxels of the box [lo, hi) by nearest
 // neighbour from src into out (the box's voxels).
 func (r *Resampler) Nearest(out, src []uint8, lo, hi [3]int) {
-	sh, sw := r.src[1], r.src[2]
+	r.NearestFrom(out, src, volume.Whole(r.src), lo, hi)
+}
+
+// NearestFrom is Nearest from src holding only the box from of the source
+// grid (see LinearFrom).
+func (r *Resampler) NearestFrom(out, src []uint8, from volume.Box, lo, hi [3]int) {
+	fs := from.Size()
+	sh, sw := fs[1], fs[2]
+	oz, oy, ox := from.Lo[0], from.Lo[1], from.Lo[2]
 	az, ay, ax := &r.ax[0], &r.ax[1], &r.ax[2]
 	k := 0
 	for z := lo[0]; z < hi[0]; z++ {
 		for y := lo[1]; y < hi[1]; y++ {
-			row := src[(az.near[z]*sh+ay.near[y])*sw:]
+			row := src[((az.near[z]-oz)*sh+ay.near[y]-oy)*sw:]
 			for x := lo[2]; x < hi[2]; x++ {
-				out[k] = row[ax.near[x]]
+				out[k] = row[ax.near[x]-ox]
 				k++
 			}
 		}

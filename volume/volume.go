@@ -105,6 +105,16 @@ type File interface {
 	Close() error
 }
 
+// Chunked is implemented by a File whose voxels are stored in chunks
+// that are read and decoded independently (Zarr, N5): reading a region
+// decodes only the chunks it overlaps, so a small box of a large volume
+// is cheap to read, whereas a stream (a .nii.gz) is read from its start.
+type Chunked interface {
+	// ChunkShape is the (D, H, W) shape of the chunks (the last along an
+	// axis may be cut by the volume's edge).
+	ChunkShape() [3]int
+}
+
 // Format is one file format: Match recognises its file names, Open opens
 // one (reading the header).
 type Format struct {

@@ -77,6 +77,20 @@ func (c *chunkCache) get(key string, load func() (any, int64, error)) (any, erro
 	return v, err
 }
 
+// Cache is a byte-bounded LRU cache of decoded chunks that several open
+// files share (Options.Cache): a training loader keeps one for all its
+// stores, so the chunks a patch decodes serve the later patches that
+// overlap them, whichever file handle or worker reads them. It is safe for
+// concurrent use.
+type Cache struct{ c *chunkCache }
+
+// NewCache returns a Cache holding up to maxBytes of decoded chunks
+// (0 or less: it holds nothing, and every read decodes).
+func NewCache(maxBytes int64) *Cache { return &Cache{newChunkCache(max(maxBytes, 0))} }
+
+// Bytes reports the decoded bytes the cache holds now.
+func (c *Cache) Bytes() int64 { return c.c.bytes() }
+
 // bytes reports the cache's held bytes.
 func (c *chunkCache) bytes() int64 {
 	c.mu.Lock()

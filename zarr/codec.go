@@ -94,6 +94,15 @@ type zstdCodec struct{}
 func (zstdCodec) name() string { return "zstd" }
 
 func (zstdCodec) decode(src []byte, size int, exact bool) ([]byte, error) {
+	return zstdInto(src, make([]byte, 0, size), exact)
+}
+
+// zstdInto decodes one zstd stream into dst's spare capacity (appending
+// to dst[:0]), which bounds what it may hold: a frame that says it holds
+// more, or wants a window larger than it needs, is refused before
+// decoding.
+func zstdInto(src, dst []byte, exact bool) ([]byte, error) {
+	size := cap(dst)
 	// The frame header says how much the frame holds and how large a
 	// window it needs: refuse a frame that wants more than the chunk.
 	var h zstd.Header
@@ -106,7 +115,7 @@ func (zstdCodec) decode(src []byte, size int, exact bool) ([]byte, error) {
 	if h.WindowSize > uint64(max(2*size, 8<<20)) {
 		return nil, fmt.Errorf("zstd: window of %d bytes for a chunk of %d", h.WindowSize, size)
 	}
-	out, err := zstdDecoder.DecodeAll(src, make([]byte, 0, size))
+	out, err := zstdDecoder.DecodeAll(src, dst[:0])
 	if err != nil {
 		return nil, fmt.Errorf("zstd: %w", err)
 	}
@@ -116,10 +125,12 @@ func (zstdCodec) decode(src []byte, size int, exact bool) ([]byte, error) {
 	return out, nil
 }
 
+// zstdExact decodes a zstd stream that must fill dst (a blosc split)
+// straight into dst: no buffer of its own, no copy.
 func zstdExact(src, dst []byte) error {
-	b, err := zstdCodec{}.decode(src, len(dst), true)
-	if err == nil {
-		copy(dst, b)
+	out, err := zstdInto(src, dst[:0:len(dst)], true)
+	if err == nil && len(dst) > 0 && &out[0] != &dst[0] {
+		copy(dst, out) // DecodeAll grew a new buffer (it never should)
 	}
 	return err
 }

@@ -64,6 +64,10 @@ type Options struct {
 	// CacheBytes bounds the file's cache of decoded chunks
 	// (DefaultCacheBytes when 0; negative: no cache).
 	CacheBytes int64
+	// Cache, when not nil, is the cache of decoded chunks the file uses
+	// instead of its own (CacheBytes is then ignored): files that share
+	// it share their decoded chunks, and Close leaves it as it is.
+	Cache *Cache
 }
 
 // Open opens a store (or an array in one) as a volume, with the default
@@ -148,7 +152,14 @@ func OpenWith(path string, opt Options) (volume.File, error) {
 	if cb == 0 {
 		cb = DefaultCacheBytes
 	}
-	return n.open(level, cb)
+	f, err := n.open(level, cb)
+	if err != nil {
+		return nil, err
+	}
+	if opt.Cache != nil {
+		f.arr.cache, f.shared = opt.Cache.c, true
+	}
+	return f, nil
 }
 
 // node is what a path resolves to: an array, or an OME image group with
@@ -402,14 +413,33 @@ type file struct {
 	arr   *array
 	hdr   volume.Header
 	roles axisRoles
+	// shared: the chunk cache is an Options.Cache, not the file's own.
+	shared bool
 }
 
 func (f *file) Header() volume.Header { return f.hdr }
 
-// Close drops the file's cached chunks.
+// Close drops the file's cached chunks (not those of a shared Cache,
+// which other files may be reading).
 func (f *file) Close() error {
-	f.arr.cache.reset()
+	if !f.shared {
+		f.arr.cache.reset()
+	}
 	return nil
+}
+
+// ChunkShape implements volume.Chunked: the spatial shape (D, H, W) of the
+// chunks the array is read by (the inner chunks of a sharded array); 1
+// along an axis the array lacks.
+func (f *file) ChunkShape() [3]int {
+	var s [3]int
+	for k, ax := range f.roles.spatial {
+		s[k] = 1
+		if ax >= 0 {
+			s[k] = f.arr.m.chunks[ax]
+		}
+	}
+	return s
 }
 
 // region returns the array region and destination strides of box in

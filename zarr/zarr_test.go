@@ -266,3 +266,53 @@ func BenchmarkRandomPatches(b *testing.B) {
 		})
 	}
 }
+
+// TestSharedCache: files opened with one Cache share its decoded chunks (a
+// second handle's read decodes nothing: the chunk files may be gone),
+// Close of one leaves the shared chunks held, and the cache stays within
+// its bound; ChunkShape is the chunk grid's (D, H, W).
+func TestSharedCache(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a.zarr")
+	shape, chunks := [3]int{8, 8, 8}, [3]int{4, 4, 8}
+	data := make([]byte, 8*8*8)
+	for i := range data {
+		data[i] = byte(i % 7)
+	}
+	writeV2(t, dir, shape, chunks, data)
+	c := NewCache(1 << 20)
+	f1, err := OpenWith(dir, Options{Cache: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f1.(volume.Chunked).ChunkShape(); got != chunks {
+		t.Fatalf("ChunkShape %v, want %v", got, chunks)
+	}
+	whole := readAll(t, f1, volume.Whole(shape))
+	if c.Bytes() < 8*8*8 {
+		t.Fatalf("the shared cache holds %d bytes after a whole read of 512", c.Bytes())
+	}
+	f1.Close()
+	held := c.Bytes()
+	if held == 0 {
+		t.Fatal("Close of one file emptied the shared cache")
+	}
+	f2, err := OpenWith(dir, Options{Cache: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"0.0.0", "1.1.0"} {
+		os.Remove(filepath.Join(dir, k))
+	}
+	again := readAll(t, f2, volume.Whole(shape))
+	if d := diffBox(again[0], whole[0], shape, volume.Whole(shape)); d != "" {
+		t.Fatalf("read through the shared cache: %s", d)
+	}
+	small := NewCache(200) // less than one 128-byte chunk and its overhead twice
+	f3, _ := OpenWith(dir, Options{Cache: small})
+	if err := f3.ReadRegion(volume.Box{Lo: [3]int{0, 4, 0}, Hi: [3]int{8, 8, 8}}, [][]float32{make([]float32, 8*4*8)}); err != nil {
+		t.Fatal(err)
+	}
+	if small.Bytes() > 200 {
+		t.Fatalf("a 200-byte cache holds %d", small.Bytes())
+	}
+}
