@@ -26,6 +26,16 @@ type Data struct {
 	// Dataset; relative paths are relative to Dataset (or, without one, to
 	// the config file's folder).
 	Cases []CaseSpec `yaml:"cases"`
+	// Manifest is a dataset manifest (YAML) for large volumes annotated in
+	// crops, as cellmap's EM data: raw volumes (any readable format; Zarr,
+	// OME-Zarr, N5 read lazily) and the label crops placed inside them by
+	// voxel offset, physical translation or the crop file's own origin.
+	// Each crop becomes a case whose image is the raw volume's box under
+	// the crop, sampled with cellmap's class-frequency weight unless the
+	// crop gives one. Instead of dataset and cases; the format is in
+	// README.md ("Dataset manifests"), and relative paths in it are
+	// relative to the manifest's folder.
+	Manifest string `yaml:"manifest"`
 
 	// Fold selects the validation fold, 0 ≤ fold < num_folds; -1 trains
 	// on every case and validates on none.
@@ -175,10 +185,13 @@ func (d Data) WorkerCount() int {
 }
 
 // StoreDir is the prepared store's folder: store, else
-// <dataset>/.voxtrain-store.
+// <dataset>/.voxtrain-store (with a manifest, beside it).
 func (d Data) StoreDir() string {
 	if d.Store != "" {
 		return d.Store
+	}
+	if d.Dataset == "" && d.Manifest != "" {
+		return filepath.Join(filepath.Dir(d.Manifest), ".voxtrain-store")
 	}
 	return filepath.Join(d.Dataset, ".voxtrain-store")
 }

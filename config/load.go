@@ -148,7 +148,7 @@ func yaml11Floats(n *yaml.Node) {
 }
 
 // pathKeys are the settings that hold a path, as key paths from the root.
-var pathKeys = [][]string{{"output_dir"}, {"data", "dataset"}, {"data", "store"}, {"data", "splits_file"}, {"train", "init_weights"}}
+var pathKeys = [][]string{{"output_dir"}, {"data", "dataset"}, {"data", "manifest"}, {"data", "store"}, {"data", "splits_file"}, {"train", "init_weights"}}
 
 // resolvePaths rewrites, in the document, every relative path it gives to
 // be relative to base: the path settings, and the files of an explicit

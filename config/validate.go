@@ -136,8 +136,11 @@ func (d Data) validate() []error {
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("data.%s: %s", key, fmt.Sprintf(format, args...)))
 	}
-	if d.Dataset == "" && len(d.Cases) == 0 {
-		bad("dataset", "neither a dataset folder nor a cases list is given")
+	switch {
+	case d.Manifest != "" && (d.Dataset != "" || len(d.Cases) > 0):
+		bad("manifest", "give a manifest, a dataset folder or a cases list, not several")
+	case d.Dataset == "" && len(d.Cases) == 0 && d.Manifest == "":
+		bad("dataset", "neither a dataset folder, a cases list nor a manifest is given")
 	}
 	switch d.Format {
 	case "auto", "msd", "nnunet":

@@ -16,6 +16,7 @@ import (
 
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/preprocess"
+	"github.com/voxtrain/voxtrain/volume"
 
 	"github.com/voxtrain/voxtrain/internal/atomicfile"
 )
@@ -149,7 +150,7 @@ func stampCases(ds *Dataset) ([]caseStamp, error) {
 	for i, c := range ds.Cases {
 		out[i].ID = c.ID
 		for _, f := range c.Files() {
-			st, err := os.Stat(f)
+			st, err := os.Stat(volume.FilePath(f))
 			if err != nil {
 				return nil, fmt.Errorf("case %s: %w", c.ID, err)
 			}

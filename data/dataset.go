@@ -26,6 +26,10 @@ type Case struct {
 	Label string
 	// Weight is the sampling weight (1 unless configured).
 	Weight float64
+	// Placed reports a label crop whose place in the image is a
+	// manifest's (its offset or translation), not its file's affine:
+	// Verify compares the two files' spacing only.
+	Placed bool
 }
 
 // Files returns the case's files, images first.
@@ -43,7 +47,7 @@ func (c Case) Files() []string {
 type Dataset struct {
 	// Root is the dataset folder ("" for an explicit list without one).
 	Root string
-	// Format is "msd", "nnunet" or "list".
+	// Format is "msd", "nnunet", "list" or "manifest".
 	Format string
 	// Channels is the number of image channels the description declares
 	// (0 when it does not; the reader then takes what the files hold).
@@ -52,6 +56,9 @@ type Dataset struct {
 	LabelNames map[int]string
 	// Cases are the training cases.
 	Cases []Case
+	// Warnings are what the description allows but a user should hear
+	// of (a manifest's overlapping crops); Verify logs them.
+	Warnings []string
 }
 
 // Index returns the position of the case with this ID, or -1.
@@ -73,6 +80,8 @@ func OpenDataset(cfg config.Data) (*Dataset, error) {
 		err error
 	)
 	switch {
+	case cfg.Manifest != "":
+		ds, err = loadManifest(cfg.Manifest)
 	case len(cfg.Cases) > 0:
 		ds, err = fromList(cfg.Dataset, cfg.Cases)
 	case cfg.Format == "msd":
@@ -375,7 +384,7 @@ func (d *Dataset) check(where string) error {
 			return fmt.Errorf("%s: case %s has %d image files, want %d channels", where, c.ID, len(c.Images), d.Channels)
 		}
 		for _, f := range c.Files() {
-			st, err := os.Stat(f)
+			st, err := os.Stat(volume.FilePath(f))
 			if err != nil {
 				return fmt.Errorf("%s: case %s: %w", where, c.ID, err)
 			}

@@ -49,11 +49,28 @@ func (h *chunkFiles) open(path string) (volume.File, error) {
 	if f, ok := h.files[path]; ok {
 		return f, nil
 	}
-	f, err := zarr.OpenWith(path, zarr.Options{Cache: h.cache})
+	base, box, win, err := volume.SplitWindow(path)
 	if err != nil {
 		return nil, err
 	}
-	h.files[path] = f
+	// A window (a manifest's crop of a raw volume) shares its store's
+	// handle, so the crops of one raw volume share its chunks' cache
+	// entries too.
+	f, ok := h.files[base]
+	if !ok {
+		if f, err = zarr.OpenWith(base, zarr.Options{Cache: h.cache}); err != nil {
+			return nil, err
+		}
+		h.files[base] = f
+	}
+	if win {
+		w, err := volume.Window(f, box)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		f = w
+		h.files[path] = f
+	}
 	return f, nil
 }
 
@@ -62,7 +79,11 @@ func (h *chunkFiles) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for p, f := range h.files {
-		f.Close()
+		// A window's Close is its store's, closed under the store's own
+		// path.
+		if volume.FilePath(p) == p {
+			f.Close()
+		}
 		delete(h.files, p)
 	}
 	h.cache = zarr.NewCache(0)

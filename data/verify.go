@@ -67,6 +67,9 @@ func Verify(ctx context.Context, cfg config.Data, o VerifyOptions) error {
 	if err != nil {
 		return err
 	}
+	for _, w := range ds.Warnings {
+		log.Warn(w)
+	}
 	train, val, from, err := foldCases(ds, cfg)
 	if err != nil {
 		return err
@@ -197,7 +200,7 @@ func verifyKey(c Case, channels int, o VerifyOptions) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d|%d|%v|%v", channels, o.NumClasses, o.Patch, o.declared)
 	for _, f := range c.Files() {
-		fi, err := os.Stat(f)
+		fi, err := os.Stat(volume.FilePath(f))
 		if err != nil {
 			return ""
 		}
@@ -331,6 +334,9 @@ func geometryMismatch(c Case, v *Volume) string {
 			return fmt.Sprintf("%s: voxel spacing %v differs from its image's %v (%s): image and label are not on the same grid",
 				c.Label, hl.Spacing, hi.Spacing, c.Images[0])
 		}
+	}
+	if c.Placed {
+		return "" // the manifest placed the crop; its file's origin is not used
 	}
 	for r := 0; r < 3; r++ {
 		for k := 0; k < 4; k++ {

@@ -142,6 +142,7 @@ var ErrFormat = errors.New("no volume format reads this file")
 // Readable reports whether a registered format matches path's name (a
 // file ending such as ".nii.gz" is tested as a name with that ending).
 func Readable(path string) bool {
+	path = FilePath(path)
 	mu.RLock()
 	defer mu.RUnlock()
 	for _, f := range formats {
@@ -155,6 +156,7 @@ func Readable(path string) bool {
 // FormatName returns the name of the first registered format that
 // matches path ("" when none does).
 func FormatName(path string) string {
+	path = FilePath(path)
 	mu.RLock()
 	defer mu.RUnlock()
 	for _, f := range formats {
@@ -176,8 +178,23 @@ func Formats() []string {
 	return names
 }
 
-// Open opens path with the first registered format that matches it.
+// Open opens path with the first registered format that matches it; a
+// window's path (WindowPath) opens its file's window.
 func Open(path string) (File, error) {
+	if base, box, ok, err := SplitWindow(path); err != nil {
+		return nil, err
+	} else if ok {
+		f, err := Open(base)
+		if err != nil {
+			return nil, err
+		}
+		w, err := Window(f, box)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return w, nil
+	}
 	mu.RLock()
 	fs := formats
 	mu.RUnlock()

@@ -1,0 +1,329 @@
+package data
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/voxtrain/voxtrain/volume"
+)
+
+// A dataset manifest describes large volumes annotated only in crops, as
+// cellmap's EM datasets and Vesuvius' label cubes are: each raw volume is
+// listed once with the label crops placed inside it. Every crop becomes a
+// case whose image is the window of the raw volume under the crop
+// (volume.WindowPath: a Zarr/N5 raw is read chunk by chunk, only where a
+// patch falls) and whose label is the crop's file, so folds, the sampler,
+// the voxel sources and their determinism treat crops as any other case.
+//
+//	classes: {background: 0, mito: 1, er: 2}  # label values, as nnU-Net v2's labels
+//	class_weighting: true                     # default: cellmap's per-crop class weights
+//	volumes:
+//	  - raw: jrc_hela-2.zarr/em/s0             # relative to the manifest's folder
+//	    crops:
+//	      - id: crop1                          # default: the label's file name
+//	        label: crops/crop1.zarr
+//	        offset: [100, 200, 300]            # (z, y, x) voxels of the raw; or
+//	      - label: crops/crop2.zarr
+//	        translation: [840.0, 1600, 96]     # (z, y, x) in the raw's units; or neither:
+//	      - label: crops/crop3.zarr            # the label file's own origin (OME-NGFF)
+//	        weight: 2                          # replaces the computed weight
+
+// manifest is the YAML document.
+type manifest struct {
+	Classes        map[string]int   `yaml:"classes"`
+	ClassWeighting *bool            `yaml:"class_weighting"`
+	Volumes        []manifestVolume `yaml:"volumes"`
+}
+
+type manifestVolume struct {
+	Raw   string         `yaml:"raw"`
+	Crops []manifestCrop `yaml:"crops"`
+}
+
+type manifestCrop struct {
+	ID          string            `yaml:"id"`
+	Label       string            `yaml:"label"`
+	Labels      map[string]string `yaml:"labels"`
+	Offset      []int             `yaml:"offset"`
+	Translation []float64         `yaml:"translation"`
+	Mask        string            `yaml:"mask"`
+	Weight      *float64          `yaml:"weight"`
+}
+
+// placedCrop is a crop found inside its raw volume.
+type placedCrop struct {
+	where  string // "volumes[i].crops[j] (id)" for messages
+	raw    string
+	box    volume.Box
+	counts []int64 // voxels per label value, counts[v] for v in 0..255
+}
+
+// loadManifest reads a manifest and builds its dataset: one case per crop,
+// checked against its raw volume (inside it, on the same voxel spacing).
+func loadManifest(path string) (*Dataset, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("data.manifest: %w", err)
+	}
+	var m manifest
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&m); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("data.manifest %s: %w", path, err)
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("data.manifest %s: %s", path, fmt.Sprintf(format, args...))
+	}
+	if len(m.Volumes) == 0 {
+		return nil, bad("no volumes")
+	}
+	root := filepath.Dir(path)
+	ds := &Dataset{Root: root, Format: "manifest", Channels: 0}
+	if len(m.Classes) > 0 {
+		ds.LabelNames = map[int]string{}
+		for name, v := range m.Classes {
+			if v < 0 || v > 255 {
+				return nil, bad("classes: %s is %d, want a label value in 0..255", name, v)
+			}
+			if other, dup := ds.LabelNames[v]; dup {
+				return nil, bad("classes: %s and %s are both %d", other, name, v)
+			}
+			ds.LabelNames[v] = name
+		}
+	}
+	var crops []placedCrop
+	for i, vol := range m.Volumes {
+		if vol.Raw == "" {
+			return nil, bad("volumes[%d].raw: missing", i)
+		}
+		raw := resolve(root, vol.Raw)
+		rh, err := header(raw)
+		if err != nil {
+			return nil, bad("volumes[%d].raw: %v", i, err)
+		}
+		if len(vol.Crops) == 0 {
+			return nil, bad("volumes[%d] (%s): no crops", i, raw)
+		}
+		for j, c := range vol.Crops {
+			pc, cs, err := placeCrop(root, raw, rh, c)
+			if err != nil {
+				return nil, bad("volumes[%d].crops[%d]: %v", i, j, err)
+			}
+			pc.where = fmt.Sprintf("volumes[%d].crops[%d] (%s)", i, j, cs.ID)
+			if ds.LabelNames != nil {
+				for v, n := range pc.counts {
+					if _, ok := ds.LabelNames[v]; n > 0 && !ok {
+						return nil, bad("%s: %s holds label value %d, which classes does not name", pc.where, cs.Label, v)
+					}
+				}
+			}
+			crops = append(crops, pc)
+			ds.Cases = append(ds.Cases, cs)
+		}
+	}
+	ds.Warnings = overlaps(crops)
+	if m.ClassWeighting == nil || *m.ClassWeighting {
+		w := classWeights(crops)
+		for i := range ds.Cases {
+			ds.Cases[i].Weight = w[i]
+		}
+	}
+	k := 0
+	for _, vol := range m.Volumes {
+		for _, c := range vol.Crops {
+			if c.Weight != nil {
+				if w := *c.Weight; w < 0 || math.IsNaN(w) || math.IsInf(w, 0) {
+					return nil, bad("%s: weight %g, want a finite value ≥ 0", crops[k].where, w)
+				}
+				ds.Cases[k].Weight = *c.Weight
+			}
+			k++
+		}
+	}
+	return ds, ds.check("data.manifest " + path)
+}
+
+// placeCrop finds a crop's box in its raw volume and reads its label's
+// class counts.
+func placeCrop(root, raw string, rh volume.Header, c manifestCrop) (placedCrop, Case, error) {
+	pc := placedCrop{raw: raw}
+	switch {
+	case len(c.Labels) > 0:
+		return pc, Case{}, errors.New("labels: multi-label targets (one array per class, classes may overlap) need sigmoid outputs, which voxtrain does not train yet; give one multi-class label map in label")
+	case c.Mask != "":
+		// Without an ignore value the loss would train the voxels outside
+		// the mask as background: refused rather than trained wrongly.
+		return pc, Case{}, errors.New("mask: voxtrain's losses have no ignore value yet, so voxels outside the mask would be trained as background; not supported (label only the valid voxels' crop)")
+	case c.Label == "":
+		return pc, Case{}, errors.New("label: missing")
+	case c.Offset != nil && c.Translation != nil:
+		return pc, Case{}, errors.New("give offset or translation, not both")
+	}
+	label := resolve(root, c.Label)
+	lf, err := volume.Open(label)
+	if err != nil {
+		return pc, Case{}, fmt.Errorf("label: %w", err)
+	}
+	defer lf.Close()
+	lh := lf.Header()
+	if lh.Channels != 1 {
+		return pc, Case{}, fmt.Errorf("label %s: %d channels, want one label map", label, lh.Channels)
+	}
+	for a := range 3 {
+		if math.Abs(lh.Spacing[a]-rh.Spacing[a]) > spacingTol*max(math.Abs(lh.Spacing[a]), math.Abs(rh.Spacing[a])) {
+			return pc, Case{}, fmt.Errorf("label %s: spacing %v differs from the raw's %v (%s): labels at another resolution are not resampled; point raw at the multiscale level with the labels' spacing, or resample the crop", label, lh.Spacing, rh.Spacing, raw)
+		}
+	}
+	var lo [3]int
+	switch {
+	case c.Offset != nil:
+		if len(c.Offset) != 3 {
+			return pc, Case{}, fmt.Errorf("offset %v: want [z, y, x] voxels", c.Offset)
+		}
+		copy(lo[:], c.Offset)
+	default:
+		// A physical place: the crop's origin in the raw's voxels.
+		var at [3]float64
+		if c.Translation != nil {
+			if len(c.Translation) != 3 {
+				return pc, Case{}, fmt.Errorf("translation %v: want [z, y, x] in the raw's units", c.Translation)
+			}
+			copy(at[:], c.Translation)
+		} else {
+			at = origin(lh.Affine)
+		}
+		if lo, err = voxelOf(rh, at); err != nil {
+			return pc, Case{}, fmt.Errorf("%s %v: %w (raw %s)", placeKey(c), at, err, raw)
+		}
+	}
+	box := volume.Box{Lo: lo}
+	for a := range 3 {
+		box.Hi[a] = lo[a] + lh.Shape[a]
+	}
+	if !volume.Whole(rh.Shape).Contains(box) || lo[0] < 0 || lo[1] < 0 || lo[2] < 0 {
+		return pc, Case{}, fmt.Errorf("the crop %s (box %v..%v) is not inside the raw %s (box [0 0 0]..%v)", label, box.Lo, box.Hi, raw, rh.Shape)
+	}
+	pc.box = box
+	lbl := make([]uint8, box.Voxels())
+	if err := lf.ReadLabels(volume.Whole(lh.Shape), lbl); err != nil {
+		return pc, Case{}, fmt.Errorf("label: %w", err)
+	}
+	pc.counts = make([]int64, 256)
+	for _, v := range lbl {
+		pc.counts[v]++
+	}
+	cs := Case{ID: c.ID, Images: []string{volume.WindowPath(raw, box)}, Label: label, Weight: 1, Placed: true}
+	if cs.ID == "" {
+		cs.ID = stripExt(filepath.Base(label))
+	}
+	return pc, cs, nil
+}
+
+func placeKey(c manifestCrop) string {
+	if c.Translation != nil {
+		return "translation"
+	}
+	return "the label's origin"
+}
+
+// origin is an affine's world position of voxel (0, 0, 0) in (D, H, W) =
+// (z, y, x) order.
+func origin(m volume.Affine) [3]float64 {
+	return [3]float64{m[2][3], m[1][3], m[0][3]}
+}
+
+// voxelOf finds the raw's voxel at world position at ((z, y, x)): the
+// raw's affine must be axis-aligned, and at must fall on a voxel corner
+// of its grid (a crop between voxels would need resampling).
+func voxelOf(rh volume.Header, at [3]float64) ([3]int, error) {
+	var lo [3]int
+	o := origin(rh.Affine)
+	for a := range 3 {
+		r := 2 - a // affine row of (D, H, W) axis a
+		for c := range 3 {
+			if c != r && rh.Affine[r][c] != 0 {
+				return lo, errors.New("the raw's affine is not axis-aligned; place the crop by offset")
+			}
+		}
+		step := rh.Affine[r][r]
+		if step == 0 {
+			return lo, errors.New("the raw's affine has a zero scale")
+		}
+		f := (at[a] - o[a]) / step
+		n := math.Round(f)
+		if math.Abs(f-n) > 1e-3 {
+			return lo, fmt.Errorf("falls between the raw's voxels on axis %d (voxel %.4f)", a, f)
+		}
+		lo[a] = int(n)
+	}
+	return lo, nil
+}
+
+// overlaps warns of crops of one raw volume that share voxels: their
+// voxels are drawn more often, and the two may disagree.
+func overlaps(crops []placedCrop) []string {
+	var out []string
+	for i := range crops {
+		for j := i + 1; j < len(crops); j++ {
+			a, b := crops[i], crops[j]
+			if a.raw != b.raw {
+				continue
+			}
+			in := volume.Box{}
+			for k := range 3 {
+				in.Lo[k], in.Hi[k] = max(a.box.Lo[k], b.box.Lo[k]), min(a.box.Hi[k], b.box.Hi[k])
+			}
+			if !in.Empty() {
+				out = append(out, fmt.Sprintf("data.manifest: %s and %s overlap in %s (box %v..%v): those voxels are sampled from both", a.where, b.where, a.raw, in.Lo, in.Hi))
+			}
+		}
+	}
+	return out
+}
+
+// classWeights are cellmap-data's sampling weights (CellMapMultiDataset's
+// dataset_weights), one per crop: a class c's weight is 1 − N_c/N (N_c
+// its voxels over all crops, N all classes' voxels; 0.1 when c is the only
+// class present), and a crop's weight is Σ_c n_c·w_c over the foreground
+// classes (label values > 0) it holds. A crop without foreground weighs 0
+// and is never drawn for training, as in cellmap.
+func classWeights(crops []placedCrop) []float64 {
+	total := make([]float64, 256)
+	sum := 0.0
+	for _, c := range crops {
+		for v := 1; v < 256; v++ {
+			total[v] += float64(c.counts[v])
+			sum += float64(c.counts[v])
+		}
+	}
+	var present []int
+	for v := 1; v < 256; v++ {
+		if total[v] > 0 {
+			present = append(present, v)
+		}
+	}
+	sort.Ints(present)
+	cw := make([]float64, 256)
+	for _, v := range present {
+		if len(present) == 1 || total[v] == sum {
+			cw[v] = 0.1
+		} else {
+			cw[v] = 1 - total[v]/sum
+		}
+	}
+	out := make([]float64, len(crops))
+	for i, c := range crops {
+		for _, v := range present {
+			out[i] += float64(c.counts[v]) * cw[v]
+		}
+	}
+	return out
+}
