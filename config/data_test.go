@@ -151,3 +151,20 @@ func TestPreprocessingParitySettings(t *testing.T) {
 		}
 	}
 }
+
+// TestManifestSetting: a manifest replaces dataset and cases, which it
+// may not be given with; a store defaults to beside it.
+func TestManifestSetting(t *testing.T) {
+	d := Default().Data
+	d.Dataset, d.Manifest = "", "/m/crops.yaml"
+	if err := d.Validate(); err != nil {
+		t.Errorf("a manifest alone: %v", err)
+	}
+	if got := d.StoreDir(); got != "/m/.voxtrain-store" {
+		t.Errorf("store dir %s", got)
+	}
+	d.Dataset = "/ds"
+	if err := d.Validate(); err == nil || !strings.Contains(err.Error(), "data.manifest") {
+		t.Errorf("manifest and dataset: %v", err)
+	}
+}
