@@ -160,7 +160,7 @@ func OpenImage(dir string, spec ImageSpec) (*ImageWriter, error) {
 		return nil, fmt.Errorf("zarr: %s: %w", dir, err)
 	}
 	level := filepath.Join(dir, "0")
-	m, err := readV2(level)
+	m, err := localSource().readV2(level)
 	if err != nil {
 		return nil, err
 	}
