@@ -424,6 +424,9 @@ func TestURLLocations(t *testing.T) {
 			t.Errorf("Open(%s): no error", bad)
 		}
 	}
+	if _, err := CreateImage("https://h.org/out.ome.zarr", ImageSpec{}); err == nil || !strings.Contains(err.Error(), "local folders only") {
+		t.Errorf("CreateImage of a URL: %v", err)
+	}
 }
 
 func TestContentRange(t *testing.T) {

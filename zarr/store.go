@@ -267,7 +267,7 @@ func (h *httpStore) fetch(ctx context.Context, key string, off, n int64, ranged 
 		if attempt == h.retries {
 			break
 		}
-		d := retryBackoff << attempt
+		d := min(retryBackoff<<min(attempt, 20), 30*time.Second)
 		d += time.Duration(rand.Int64N(int64(d)/2 + 1))
 		t := time.NewTimer(d)
 		select {
