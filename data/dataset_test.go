@@ -146,6 +146,9 @@ func TestURLCases(t *testing.T) {
 	if c := ds.Cases[0]; c.Images[0] != img || c.Label != lbl || c.ID != "case1" {
 		t.Fatalf("case %+v: the URLs should pass unchanged", c)
 	}
+	if st, err := stampCases(ds); err != nil || st[0].Files[0].Path != img {
+		t.Fatalf("stamps of remote files (the CT statistics cache's key): %v, %v", st, err)
+	}
 	nii := "https://h.invalid/d/case1.nii.gz"
 	_, err = OpenDataset(filled(config.Data{Cases: []config.CaseSpec{{Image: config.StringList{nii}}}}))
 	if err == nil || !strings.Contains(err.Error(), nii) || !strings.Contains(err.Error(), "no volume format reads this URL") {
