@@ -150,6 +150,12 @@ func stampCases(ds *Dataset) ([]caseStamp, error) {
 	for i, c := range ds.Cases {
 		out[i].ID = c.ID
 		for _, f := range c.Files() {
+			if volume.IsURL(f) {
+				// A remote store has no size or time to stat: it is taken
+				// as unchanging (public stores are published, not edited).
+				out[i].Files = append(out[i].Files, fileStamp{Path: f})
+				continue
+			}
 			st, err := os.Stat(volume.FilePath(f))
 			if err != nil {
 				return nil, fmt.Errorf("case %s: %w", c.ID, err)

@@ -384,6 +384,14 @@ func (d *Dataset) check(where string) error {
 			return fmt.Errorf("%s: case %s has %d image files, want %d channels", where, c.ID, len(c.Images), d.Channels)
 		}
 		for _, f := range c.Files() {
+			if volume.IsURL(f) {
+				// A remote store is not looked at here (that is a
+				// GET); opening it reports what is wrong with it.
+				if !volume.ReadsURL(f) {
+					return fmt.Errorf("%s: case %s: %s: no volume format reads this URL (Zarr and N5 stores are read over http(s))", where, c.ID, f)
+				}
+				continue
+			}
 			st, err := os.Stat(volume.FilePath(f))
 			if err != nil {
 				return fmt.Errorf("%s: case %s: %w", where, c.ID, err)
@@ -418,6 +426,9 @@ func fileKind(m os.FileMode) string {
 }
 
 func resolve(root, p string) string {
+	if volume.IsURL(p) {
+		return p
+	}
 	if filepath.IsAbs(p) || root == "" {
 		return filepath.Clean(p)
 	}

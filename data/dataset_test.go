@@ -133,3 +133,25 @@ func TestNNUNetLayoutAndMultiChannel(t *testing.T) {
 		}
 	}
 }
+
+// TestURLCases: a remote Zarr store is a case file (not stat'ed: nothing
+// is fetched to open the dataset); a URL no format reads is refused
+// naming it.
+func TestURLCases(t *testing.T) {
+	img, lbl := "https://h.invalid/d/case1.ome.zarr", "https://h.invalid/d/labels/case1.zarr"
+	ds, err := OpenDataset(filled(config.Data{Dataset: t.TempDir(), Cases: []config.CaseSpec{{Image: config.StringList{img}, Label: lbl}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := ds.Cases[0]; c.Images[0] != img || c.Label != lbl || c.ID != "case1" {
+		t.Fatalf("case %+v: the URLs should pass unchanged", c)
+	}
+	if st, err := stampCases(ds); err != nil || st[0].Files[0].Path != img {
+		t.Fatalf("stamps of remote files (the CT statistics cache's key): %v, %v", st, err)
+	}
+	nii := "https://h.invalid/d/case1.nii.gz"
+	_, err = OpenDataset(filled(config.Data{Cases: []config.CaseSpec{{Image: config.StringList{nii}}}}))
+	if err == nil || !strings.Contains(err.Error(), nii) || !strings.Contains(err.Error(), "no volume format reads this URL") {
+		t.Fatalf("a NIfTI URL: err = %v", err)
+	}
+}

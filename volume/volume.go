@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 )
 
@@ -121,6 +122,32 @@ type Format struct {
 	Name  string
 	Match func(path string) bool
 	Open  func(path string) (File, error)
+	// URLs: Open also reads http:// and https:// URLs that Match
+	// accepts (a format without it is never given one).
+	URLs bool
+}
+
+// IsURL reports whether path is an http:// or https:// URL rather than a
+// file path.
+func IsURL(path string) bool {
+	l := strings.ToLower(path[:min(len(path), 8)])
+	return strings.HasPrefix(l, "http://") || strings.HasPrefix(l, "https://")
+}
+
+// ReadsURL reports whether a registered format reads path, an http(s)
+// URL, over the network.
+func ReadsURL(path string) bool {
+	if !IsURL(path) {
+		return false
+	}
+	mu.RLock()
+	defer mu.RUnlock()
+	for _, f := range formats {
+		if f.URLs && f.Match(path) {
+			return true
+		}
+	}
+	return false
 }
 
 var (
@@ -198,8 +225,9 @@ func Open(path string) (File, error) {
 	mu.RLock()
 	fs := formats
 	mu.RUnlock()
+	url := IsURL(path)
 	for _, f := range fs {
-		if f.Match(path) {
+		if f.Match(path) && (f.URLs || !url) {
 			return f.Open(path)
 		}
 	}

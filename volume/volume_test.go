@@ -33,6 +33,30 @@ func TestRegisterAndOpen(t *testing.T) {
 	}
 }
 
+// TestURLsOnlyToFormatsThatReadThem: a URL goes to a format that says it
+// reads URLs, never to one that reads files only.
+func TestURLsOnlyToFormatsThatReadThem(t *testing.T) {
+	Register(Format{Name: "filefake", Match: func(p string) bool { return strings.HasSuffix(p, ".ffake") },
+		Open: func(p string) (File, error) { return fakeFile{}, nil }})
+	Register(Format{Name: "urlfake", Match: func(p string) bool { return strings.HasSuffix(p, ".ufake") },
+		Open: func(p string) (File, error) { return fakeFile{}, nil }, URLs: true})
+	for _, c := range []struct {
+		path     string
+		url, ok  bool
+		readsURL bool
+	}{
+		{"HTTPS://h.org/a.ufake", true, true, true},
+		{"http://h.org/a.ffake", true, false, false},
+		{"/data/http://a.ffake", false, true, false},
+		{"a.ufake", false, true, false},
+	} {
+		_, err := Open(c.path)
+		if IsURL(c.path) != c.url || (err == nil) != c.ok || ReadsURL(c.path) != c.readsURL {
+			t.Errorf("%s: IsURL %v, Open err %v, ReadsURL %v", c.path, IsURL(c.path), err, ReadsURL(c.path))
+		}
+	}
+}
+
 // TestCheckShapeOverflow: axes whose product wraps an int64 are still too
 // many voxels.
 func TestCheckShapeOverflow(t *testing.T) {

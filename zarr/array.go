@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -17,6 +15,7 @@ import (
 type array struct {
 	m     *arrayMeta
 	cache *chunkCache
+	src   *source // where its chunks are read
 }
 
 // chunkData is a decoded chunk: elements of dt in data, element p (chunk
@@ -82,9 +81,9 @@ func (a *array) chunk(idx []int) (*chunkData, error) {
 		return a.innerChunk(idx)
 	}
 	rel := a.m.key(idx)
-	path := filepath.Join(a.m.dir, filepath.FromSlash(rel))
+	path := joinLoc(a.m.dir, rel)
 	v, err := a.cache.get(path, func() (any, int64, error) {
-		raw, err := os.ReadFile(path)
+		raw, err := a.src.st.get(a.src.ctx, path)
 		if errors.Is(err, fs.ErrNotExist) {
 			return (*chunkData)(nil), 0, nil
 		}
@@ -151,33 +150,29 @@ func (a *array) innerChunk(idx []int) (*chunkData, error) {
 		sidx[i] = idx[i] / s.perShard[i]
 		local = local*s.perShard[i] + idx[i]%s.perShard[i]
 	}
-	path := filepath.Join(a.m.dir, filepath.FromSlash(s.shardKey(sidx)))
+	path := joinLoc(a.m.dir, s.shardKey(sidx))
 	iv, err := a.cache.get(path+"#index", func() (any, int64, error) {
-		f, err := os.Open(path)
+		// One (Range) read of the index: the shard's first or last
+		// bytes, and its size to check the index's offsets against.
+		ib := s.indexBytes()
+		at := int64(0)
+		if !s.atStart {
+			at = -1 // the last ib bytes
+		}
+		b, size, err := a.src.st.getRange(a.src.ctx, path, at, int64(ib))
 		if errors.Is(err, fs.ErrNotExist) {
 			return shardIndex(nil), 0, nil
 		}
 		if err != nil {
 			return nil, 0, err
 		}
-		defer f.Close()
-		st, err := f.Stat()
-		if err != nil {
-			return nil, 0, err
+		if size < int64(ib) {
+			return nil, 0, fmt.Errorf("shard %s: %d bytes, shorter than its %d-byte index (array %s)", path, size, ib, a.m.file)
 		}
-		ib := s.indexBytes()
-		if st.Size() < int64(ib) {
-			return nil, 0, fmt.Errorf("shard %s: %d bytes, shorter than its %d-byte index (array %s)", path, st.Size(), ib, a.m.file)
+		if len(b) != ib {
+			return nil, 0, fmt.Errorf("shard %s: index: %d of %d bytes", path, len(b), ib)
 		}
-		at := int64(0)
-		if !s.atStart {
-			at = st.Size() - int64(ib)
-		}
-		b := make([]byte, ib)
-		if _, err := f.ReadAt(b, at); err != nil {
-			return nil, 0, fmt.Errorf("shard %s: index: %w", path, err)
-		}
-		x, err := s.parseIndex(b, st.Size())
+		x, err := s.parseIndex(b, size)
 		if err != nil {
 			return nil, 0, fmt.Errorf("shard %s (array %s): %w", path, a.m.file, err)
 		}
@@ -196,13 +191,11 @@ func (a *array) innerChunk(idx []int) (*chunkData, error) {
 	}
 	key := fmt.Sprintf("%s#%d", path, local)
 	v, err := a.cache.get(key, func() (any, int64, error) {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, 0, err
+		raw, _, err := a.src.st.getRange(a.src.ctx, path, int64(off), int64(size))
+		if err == nil && uint64(len(raw)) != size {
+			err = fmt.Errorf("%d of %d bytes: %w", len(raw), size, io.ErrUnexpectedEOF)
 		}
-		defer f.Close()
-		raw := make([]byte, size)
-		if _, err := f.ReadAt(raw, int64(off)); err != nil && !(err == io.EOF && len(raw) == 0) {
+		if err != nil {
 			return nil, 0, fmt.Errorf("shard %s inner chunk %d: %w", path, local, err)
 		}
 		c, err := s.codec.decode(raw, a.m.chunks)
@@ -253,7 +246,9 @@ func (a *array) read(lo, hi []int, dst []float32, dstStrides []int) error {
 			}
 		})
 	}()
-	workers := min(total, runtime.GOMAXPROCS(0))
+	// Local chunks are decoded a core at a time; remote ones are
+	// fetched as many at a time as the store allows.
+	workers := min(total, max(runtime.GOMAXPROCS(0), a.src.workers))
 	var (
 		wg       sync.WaitGroup
 		once     sync.Once

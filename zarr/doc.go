@@ -16,6 +16,23 @@
 // the level ChooseLevel picks for Options.TargetSpacing; naming the level's
 // array (case.ome.zarr/1) reads it through plain volume.Open.
 //
+// Remote stores: a store given as an http:// or https:// URL
+// (https://host/path/case.ome.zarr, …/case.ome.zarr/0) is read over HTTP
+// (store.go; a local path through the same store interface, from files).
+// Each object is a GET of the store's URL with its key appended (no
+// query strings), parts of shards (the index, an inner chunk) Range GETs;
+// a server that ignores Range and sends the whole object is read too.
+// Options (or OpenContext's context) govern it: Timeout bounds each GET
+// (DefaultTimeout, 30 s); a GET that fails in a way that may pass (a 5xx
+// or 429, a timeout, a broken connection) is retried Retries times
+// (DefaultRetries, 4) after 250 ms, doubling, with jitter; a 404 is a
+// missing object (a chunk: fill), 401, 403 and other 4xx are errors naming
+// the URL and status at once. At most MaxConcurrent GETs
+// (DefaultMaxConcurrent, 16) of a file are in flight, and a region read
+// fetches that many chunks at a time. Cancelling OpenContext's context
+// ends the GETs in flight and fails the reads waiting on them. Nothing is
+// written over HTTP: CreateImage refuses a URL.
+//
 // Reads are lazy: ReadRegion decodes only the chunks its box overlaps,
 // concurrently, through a byte-bounded LRU cache of decoded chunks that
 // the file's reads share. Nothing of a chunk is trusted: every length in a

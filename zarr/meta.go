@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -96,8 +94,8 @@ func joinKey(idx []int, sep string) string {
 }
 
 // readJSON reads a metadata file into v, naming it in errors.
-func readJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
+func (s *source) readJSON(path string, v any) error {
+	b, err := s.getMeta(path)
 	if err != nil {
 		return err
 	}
@@ -111,8 +109,8 @@ func readJSON(path string, v any) error {
 }
 
 // readV2 reads a Zarr v2 array (.zarray, and .zattrs when present).
-func readV2(dir string) (*arrayMeta, error) {
-	file := filepath.Join(dir, ".zarray")
+func (s *source) readV2(dir string) (*arrayMeta, error) {
+	file := joinLoc(dir, ".zarray")
 	var z struct {
 		ZarrFormat int               `json:"zarr_format"`
 		Shape      []int             `json:"shape"`
@@ -124,7 +122,7 @@ func readV2(dir string) (*arrayMeta, error) {
 		Filters    []json.RawMessage `json:"filters"`
 		Sep        string            `json:"dimension_separator"`
 	}
-	if err := readJSON(file, &z); err != nil {
+	if err := s.readJSON(file, &z); err != nil {
 		return nil, err
 	}
 	bad := func(format string, a ...any) error { return fmt.Errorf("%s: %s", file, fmt.Sprintf(format, a...)) }
@@ -174,8 +172,8 @@ func readV2(dir string) (*arrayMeta, error) {
 		return nil, bad("dimension_separator %q, want . or /", z.Sep)
 	}
 	m.key = func(idx []int) string { return joinKey(idx, sep) }
-	if _, err := os.Stat(filepath.Join(dir, ".zattrs")); err == nil {
-		if err := readJSON(filepath.Join(dir, ".zattrs"), &m.attrs); err != nil {
+	if s.exists(joinLoc(dir, ".zattrs")) {
+		if err := s.readJSON(joinLoc(dir, ".zattrs"), &m.attrs); err != nil {
 			return nil, err
 		}
 	}
@@ -205,7 +203,7 @@ type v3Node struct {
 
 // readV3 reads a Zarr v3 array's zarr.json.
 func readV3(dir string, n *v3Node) (*arrayMeta, error) {
-	file := filepath.Join(dir, "zarr.json")
+	file := joinLoc(dir, "zarr.json")
 	bad := func(format string, a ...any) error { return fmt.Errorf("%s: %s", file, fmt.Sprintf(format, a...)) }
 	var dts string
 	if err := json.Unmarshal(n.DataType, &dts); err != nil {
@@ -416,7 +414,7 @@ func isIdentity(p []int) bool {
 // fastest first (F order); they are reversed here so that the array is
 // C order like Zarr's, and so is a block's data.
 func readN5(dir string, attrs map[string]json.RawMessage) (*arrayMeta, error) {
-	file := filepath.Join(dir, "attributes.json")
+	file := joinLoc(dir, "attributes.json")
 	bad := func(format string, a ...any) error { return fmt.Errorf("%s: %s", file, fmt.Sprintf(format, a...)) }
 	var dims, block []int
 	var dts string

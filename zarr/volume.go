@@ -1,6 +1,7 @@
 package zarr
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/voxtrain/voxtrain/volume"
 )
@@ -16,7 +18,7 @@ import (
 // Zarr, OME-Zarr and N5 stores are volume formats once this package is
 // linked in.
 func init() {
-	volume.Register(volume.Format{Name: "zarr", Match: Match, Open: Open})
+	volume.Register(volume.Format{Name: "zarr", Match: Match, Open: Open, URLs: true})
 }
 
 // storeSuffixes are the directory names of a store.
@@ -38,14 +40,22 @@ func pathBase(p string) string {
 	return p[strings.LastIndex(p, "/")+1:]
 }
 
-// splitStore splits path into the store's root and the path inside it.
+// splitStore splits path (a file path or an http(s) URL) into the
+// store's root and the path inside it.
 func splitStore(path string) (root, inner string, ok bool) {
-	p := filepath.ToSlash(filepath.Clean(path))
+	prefix, p := "", filepath.ToSlash(filepath.Clean(path))
+	if isURL(path) {
+		prefix, p = splitURL(cleanLoc(path))
+	}
 	parts := strings.Split(p, "/")
 	for i := len(parts) - 1; i >= 0; i-- {
 		for _, s := range storeSuffixes {
 			if strings.HasSuffix(strings.ToLower(parts[i]), s) && len(parts[i]) > len(s) {
-				return filepath.FromSlash(strings.Join(parts[:i+1], "/")), strings.Join(parts[i+1:], "/"), true
+				root := strings.Join(parts[:i+1], "/")
+				if prefix == "" {
+					root = filepath.FromSlash(root)
+				}
+				return prefix + root, strings.Join(parts[i+1:], "/"), true
 			}
 		}
 	}
@@ -68,6 +78,22 @@ type Options struct {
 	// instead of its own (CacheBytes is then ignored): files that share
 	// it share their decoded chunks, and Close leaves it as it is.
 	Cache *Cache
+
+	// Reading a store given as an http:// or https:// URL (ignored for
+	// local stores):
+
+	// Timeout bounds each GET, its body included (DefaultTimeout, 30 s,
+	// when 0).
+	Timeout time.Duration
+	// Retries is how many times a GET that failed in a way that may pass
+	// (a 5xx or 429 status, a timeout, a broken connection) is tried
+	// again, waiting 250 ms, then twice as long each time
+	// (DefaultRetries, 4, when 0; negative: none).
+	Retries int
+	// MaxConcurrent bounds the GETs of the file in flight at a time
+	// (DefaultMaxConcurrent, 16, when 0); a read fetches that many
+	// chunks at a time.
+	MaxConcurrent int
 }
 
 // Open opens a store (or an array in one) as a volume, with the default
@@ -85,10 +111,15 @@ type Level struct {
 // Levels lists a store's multiscale levels, finest first (one level for
 // a plain array; all of the image's when path names one of its levels).
 func Levels(path string) ([]Level, error) {
-	n, err := resolve(path)
+	n, err := resolve(newSource(context.Background(), path, Options{}), path)
 	if err != nil {
 		return nil, err
 	}
+	return n.levels()
+}
+
+// levels lists the levels of the image n is (or the array).
+func (n *node) levels() ([]Level, error) {
 	if n.ms == nil {
 		f, err := n.open(0, -1)
 		if err != nil {
@@ -130,7 +161,14 @@ func ChooseLevel(levels []Level, target [3]float64) int {
 
 // OpenWith opens a store as a volume with opt.
 func OpenWith(path string, opt Options) (volume.File, error) {
-	n, err := resolve(path)
+	return OpenContext(context.Background(), path, opt)
+}
+
+// OpenContext opens a store as a volume with opt; ctx bounds opening and
+// every later read of the file (cancelling it ends a remote store's GETs
+// in flight, and the reads waiting on them fail with ctx's error).
+func OpenContext(ctx context.Context, path string, opt Options) (volume.File, error) {
+	n, err := resolve(newSource(ctx, path, opt), path)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +176,7 @@ func OpenWith(path string, opt Options) (volume.File, error) {
 	if n.ms != nil && n.named < 0 {
 		level = opt.Level
 		if opt.TargetSpacing != ([3]float64{}) {
-			ls, err := Levels(path)
+			ls, err := n.levels()
 			if err != nil {
 				return nil, err
 			}
@@ -166,6 +204,7 @@ func OpenWith(path string, opt Options) (volume.File, error) {
 // its multiscales (and the level the path named, −1 when it named the
 // group).
 type node struct {
+	src    *source
 	path   string // as given, for errors
 	group  string // the image group's directory (ms != nil)
 	ms     *multiscale
@@ -175,20 +214,28 @@ type node struct {
 }
 
 // resolve finds what path is: an array (v2, v3, N5), or an image group.
-func resolve(path string) (*node, error) {
+func resolve(src *source, path string) (*node, error) {
 	if _, _, ok := splitStore(path); !ok {
 		return nil, fmt.Errorf("%s: not a Zarr or N5 store (a directory ending .zarr or .n5)", path)
 	}
-	dir := filepath.Clean(path)
-	st, err := os.Stat(dir)
-	if err != nil {
-		return nil, err
+	dir := cleanLoc(path)
+	if isURL(path) {
+		// Over HTTP a directory is only its objects' common prefix:
+		// nodeAttrs finds whether metadata is there.
+		if err := checkURL(path); err != nil {
+			return nil, err
+		}
+	} else {
+		st, err := os.Stat(dir)
+		if err != nil {
+			return nil, err
+		}
+		if !st.IsDir() {
+			return nil, fmt.Errorf("%s: a store is a directory", path)
+		}
 	}
-	if !st.IsDir() {
-		return nil, fmt.Errorf("%s: a store is a directory", path)
-	}
-	n := &node{path: path, array: dir, named: -1}
-	attrs, kind, file, err := nodeAttrs(dir)
+	n := &node{src: src, path: path, array: dir, named: -1}
+	attrs, kind, file, err := src.nodeAttrs(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -204,12 +251,12 @@ func resolve(path string) (*node, error) {
 		return n, nil
 	}
 	// An array: is it a level of an image in the directory above?
-	parent := filepath.Dir(dir)
+	parent := parentLoc(dir)
 	if _, _, ok := splitStore(parent); ok {
-		if pa, pk, pf, err := nodeAttrs(parent); err == nil && pk == "group" {
+		if pa, pk, pf, err := src.nodeAttrs(parent); err == nil && pk == "group" {
 			if ms, err := findMultiscales(pa, pf); err == nil && ms != nil {
 				for i, d := range ms.Datasets {
-					if filepath.Clean(filepath.Join(parent, d.Path)) == dir {
+					if cleanLoc(joinLoc(parent, d.Path)) == dir {
 						n.group, n.ms, n.msFile, n.named = parent, ms, pf, i
 					}
 				}
@@ -221,20 +268,17 @@ func resolve(path string) (*node, error) {
 
 // nodeAttrs reads a directory's node kind ("array" or "group"), its
 // attributes and metadata file.
-func nodeAttrs(dir string) (map[string]json.RawMessage, string, string, error) {
-	exists := func(name string) bool {
-		_, err := os.Stat(filepath.Join(dir, name))
-		return err == nil
-	}
+func (s *source) nodeAttrs(dir string) (map[string]json.RawMessage, string, string, error) {
+	exists := func(name string) bool { return s.exists(joinLoc(dir, name)) }
 	switch {
 	case exists("zarr.json"):
-		file := filepath.Join(dir, "zarr.json")
+		file := joinLoc(dir, "zarr.json")
 		var v struct {
 			ZarrFormat int                        `json:"zarr_format"`
 			NodeType   string                     `json:"node_type"`
 			Attrs      map[string]json.RawMessage `json:"attributes"`
 		}
-		if err := readJSON(file, &v); err != nil {
+		if err := s.readJSON(file, &v); err != nil {
 			return nil, "", "", err
 		}
 		if v.ZarrFormat != 3 {
@@ -245,20 +289,20 @@ func nodeAttrs(dir string) (map[string]json.RawMessage, string, string, error) {
 		}
 		return v.Attrs, v.NodeType, file, nil
 	case exists(".zarray"):
-		return nil, "array", filepath.Join(dir, ".zarray"), nil
+		return nil, "array", joinLoc(dir, ".zarray"), nil
 	case exists(".zgroup") || exists(".zattrs"):
-		file := filepath.Join(dir, ".zattrs")
+		file := joinLoc(dir, ".zattrs")
 		var a map[string]json.RawMessage
 		if exists(".zattrs") {
-			if err := readJSON(file, &a); err != nil {
+			if err := s.readJSON(file, &a); err != nil {
 				return nil, "", "", err
 			}
 		}
 		return a, "group", file, nil
 	case exists("attributes.json"):
-		file := filepath.Join(dir, "attributes.json")
+		file := joinLoc(dir, "attributes.json")
 		var a map[string]json.RawMessage
-		if err := readJSON(file, &a); err != nil {
+		if err := s.readJSON(file, &a); err != nil {
 			return nil, "", "", err
 		}
 		if _, ok := a["dimensions"]; ok {
@@ -270,23 +314,26 @@ func nodeAttrs(dir string) (map[string]json.RawMessage, string, string, error) {
 }
 
 // readArray reads the metadata of the array in dir, of any format.
-func readArray(dir string) (*arrayMeta, error) {
-	attrs, kind, file, err := nodeAttrs(dir)
+func readArray(dir string) (*arrayMeta, error) { return localSource().readArray(dir) }
+
+// readArray reads the metadata of the array in dir through s.
+func (s *source) readArray(dir string) (*arrayMeta, error) {
+	attrs, kind, file, err := s.nodeAttrs(dir)
 	if err != nil {
 		return nil, err
 	}
 	if kind != "array" {
 		return nil, fmt.Errorf("%s: a group, not an array", file)
 	}
-	switch filepath.Base(file) {
+	switch baseLoc(file) {
 	case "zarr.json":
 		var v v3Node
-		if err := readJSON(file, &v); err != nil {
+		if err := s.readJSON(file, &v); err != nil {
 			return nil, err
 		}
 		return readV3(dir, &v)
 	case ".zarray":
-		return readV2(dir)
+		return s.readV2(dir)
 	}
 	return readN5(dir, attrs)
 }
@@ -298,9 +345,9 @@ func (n *node) open(level int, cacheBytes int64) (*file, error) {
 	if n.named >= 0 {
 		level = n.named
 	} else if n.ms != nil {
-		dir = filepath.Join(n.group, filepath.FromSlash(n.ms.Datasets[level].Path))
+		dir = joinLoc(n.group, n.ms.Datasets[level].Path)
 	}
-	m, err := readArray(dir)
+	m, err := n.src.readArray(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -335,7 +382,7 @@ func (n *node) open(level int, cacheBytes int64) (*file, error) {
 			}
 		}
 	}
-	f := &file{arr: &array{m: m}, roles: roles}
+	f := &file{arr: &array{m: m, src: n.src}, roles: roles}
 	f.arr.cache = newChunkCache(max(cacheBytes, 0))
 	h := &f.hdr
 	h.Channels = 1

@@ -75,6 +75,9 @@ func dtypeOf(name string) (string, int, error) {
 // empty) with its metadata and an empty level 0: every chunk missing,
 // reading as 0 until written.
 func CreateImage(dir string, spec ImageSpec) (*ImageWriter, error) {
+	if isURL(dir) {
+		return nil, fmt.Errorf("zarr: %s: stores are written to local folders only, not over http(s)", dir)
+	}
 	dt, size, err := dtypeOf(spec.DType)
 	if err != nil {
 		return nil, fmt.Errorf("zarr: %s: %w", dir, err)
@@ -155,12 +158,15 @@ func CreateImage(dir string, spec ImageSpec) (*ImageWriter, error) {
 // stopped run left missing); spec must be the one it was created with,
 // which is checked against the stored level 0.
 func OpenImage(dir string, spec ImageSpec) (*ImageWriter, error) {
+	if isURL(dir) {
+		return nil, fmt.Errorf("zarr: %s: stores are written to local folders only, not over http(s)", dir)
+	}
 	_, size, err := dtypeOf(spec.DType)
 	if err != nil {
 		return nil, fmt.Errorf("zarr: %s: %w", dir, err)
 	}
 	level := filepath.Join(dir, "0")
-	m, err := readV2(level)
+	m, err := localSource().readV2(level)
 	if err != nil {
 		return nil, err
 	}
