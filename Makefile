@@ -81,6 +81,11 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./checkpoint/safetensors
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./internal/inflate
 	$(GO) test -run '^$$' -fuzz '^FuzzReaderStream$$' -fuzztime $(FUZZTIME) ./internal/inflate
+	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x ./nrrd
+	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x ./metaimage
+	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x ./tiff
+	for t in FuzzBlosc FuzzBlosclz FuzzV2Metadata FuzzV3Metadata FuzzShard FuzzN5Block; do \
+		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 50x ./zarr || exit 1; done
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./nifti
