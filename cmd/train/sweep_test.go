@@ -236,12 +236,14 @@ func TestSweepSlurmScript(t *testing.T) {
 		}
 	}
 	// train records its arguments (NUL-terminated) and exits $STUB_RC;
-	// with STUB_WAIT it says it started and waits for SIGTERM, exiting 143.
+	// with STUB_WAIT it says it started and waits for SIGTERM, exiting 143
+	// (or 1 after 20 s: no process left behind when the test fails).
 	writeStub("train", `pwd >"$STUB_RECORD.pwd"; printf 'train' >>"$STUB_RECORD"; printf '\0%s' "$@" >>"$STUB_RECORD"; printf '\n' >>"$STUB_RECORD"
 if [ -n "$STUB_WAIT" ]; then
   trap 'exit 143' TERM
   : >"$STUB_WAIT"
-  while :; do sleep 0.05; done
+  i=0; while [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+  exit 1
 fi
 exit "$STUB_RC"
 `)
