@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -459,5 +460,60 @@ func TestSweepLocal(t *testing.T) {
 	out, _, err = runCmd(t, "sweep", "--config", cfg, "--folds", "0-1", "--summary", "--", "--output-dir", "runs")
 	if err != nil || !strings.Contains(out.String(), "2 finished") {
 		t.Errorf("--summary: %v\n%s", err, out)
+	}
+}
+
+// TestSweepLocalSignal: a signal to a local sweep (its context cancelled
+// by SIGTERM, as main's is) reaches both running jobs once: each saves
+// last and exits 143, the sweep returns an interruption main exits 143
+// with, and the summary has both interrupted with their epochs done.
+func TestSweepLocalSignal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains two runs in child processes")
+	}
+	t.Setenv("VOXTRAIN_TEST_MAIN", "1")
+	dir := t.TempDir()
+	t.Chdir(dir)
+	cfg := exitRunConfig(t, dir, "endless.yaml") // 100000 epochs of 2 steps
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	exp := filepath.Join(dir, "runs", "exit")
+	go func() {
+		// SIGTERM once both jobs have logged an epoch.
+		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			n := 0
+			for _, r := range []string{"run_0", "run_1"} {
+				if fi, err := os.Stat(filepath.Join(exp, "fold_0", r, "metrics.jsonl")); err == nil && fi.Size() > 0 {
+					n++
+				}
+			}
+			if n == 2 {
+				break
+			}
+		}
+		cancel(interruptSignal{syscall.SIGTERM})
+	}()
+	f, out, errb := testFactory()
+	cmd := NewCmdRoot(f)
+	cmd.SetArgs([]string{"sweep", "--config", cfg, "--folds", "0", "--run-ids", "0-1", "--parallel", "2", "--", "--threads", "1"})
+	err := cmd.ExecuteContext(ctx)
+	if code := exitCode(err, context.Cause(ctx)); code != 143 {
+		t.Fatalf("sweep after SIGTERM: %v, exit %d, want 143\n%s\n%s", err, code, out, errb)
+	}
+	var s sweepSummary
+	b, err := os.ReadFile(filepath.Join(exp, "sweep_summary.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &s)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range s.Runs {
+		if r.Status != statusInterrupted || r.EpochsDone < 1 || r.LastExit == nil || *r.LastExit != 143 {
+			t.Errorf("run %d after SIGTERM: %+v", r.RunID, r)
+		}
+	}
+	if len(s.Runs) != 2 || !strings.Contains(out.String(), "stopped after saving last (exit 143)") {
+		t.Errorf("summary %s\noutput:\n%s", b, out)
 	}
 }
