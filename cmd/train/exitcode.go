@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
+	"syscall"
 
 	"github.com/voxtrain/voxtrain/trainer"
 )
@@ -54,4 +56,17 @@ func exitCode(err, cause error) int {
 		return exitSignal + int(sig.sig)
 	}
 	return exitFailed
+}
+
+// exitStatus is a finished child process's status as a shell reports
+// it: its exit code, or 128 + the signal that killed it (train launch
+// and train sweep report their children's with it).
+func exitStatus(ps *os.ProcessState) int {
+	if ps == nil {
+		return exitFailed
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return exitSignal + int(ws.Signal())
+	}
+	return ps.ExitCode()
 }

@@ -337,7 +337,7 @@ func TestConfigShorthand(t *testing.T) {
 	}
 	walk(NewCmdRoot(f))
 	slices.Sort(withConfig)
-	if want := []string{"bench-data", "bench-step", "demo", "prepare", "train"}; !slices.Equal(withConfig, want) {
+	if want := []string{"bench-data", "bench-step", "demo", "prepare", "sweep", "train"}; !slices.Equal(withConfig, want) {
 		t.Errorf("commands taking --config: %v, want %v (add the new one to the checks below)", withConfig, want)
 	}
 	slices.Sort(withOutput)
@@ -357,6 +357,9 @@ func TestConfigShorthand(t *testing.T) {
 	}
 	if o, err := capture(t, NewCmdBenchStep, "-c", cfg); err != nil || len(o.Model.Features) != 3 {
 		t.Errorf("bench-step -c: %+v, %v", o, err)
+	}
+	if o, err := capture(t, NewCmdSweep, "-c", cfg); err != nil || o.ConfigPath != cfg || o.Config.Seed != 13 {
+		t.Errorf("sweep -c: %+v, %v", o, err)
 	}
 	if o, err := capture(t, NewCmdValidate, "--checkpoint", "ck", "-o", "preds"); err != nil || o.Output != "preds" {
 		t.Errorf("validate -o: %+v, %v", o, err)

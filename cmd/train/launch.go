@@ -260,18 +260,6 @@ func launchRun(ctx context.Context, opts *LaunchOptions) error {
 	return interrupted
 }
 
-// exitStatus is a finished process's status as a shell reports it: its
-// exit code, or 128 + the signal that killed it.
-func exitStatus(ps *os.ProcessState) int {
-	if ps == nil {
-		return exitFailed
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return exitSignal + int(ws.Signal())
-	}
-	return ps.ExitCode()
-}
-
 func contains(list []string, s string) bool {
 	for _, v := range list {
 		if v == s {
