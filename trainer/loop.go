@@ -93,6 +93,7 @@ func (t *trainer) onTrainStart(ctx context.Context) error {
 		return err
 	}
 	t.feed = newPrefetcher(batches, t.opt.Device)
+	t.feed.keepSamples = t.opt.onSamples != nil
 	t.clock.startRun(t.state.Step)
 	t.feed.fetch(t.job.callCtx(ctx))
 	return nil
@@ -155,6 +156,9 @@ func (t *trainer) trainStep(ctx context.Context, step int) error {
 	t.state.StepInEpoch = step + 1
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return fmt.Errorf("epoch %d step %d: the loss is %v (lower optim.lr, or check the labels and the normalisation)", epoch+1, step+1, loss)
+	}
+	if t.opt.onSamples != nil {
+		t.opt.onSamples(epoch, step, cur.samples)
 	}
 	t.state.EpochLossSum += loss
 	t.state.EpochLossSteps++

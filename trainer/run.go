@@ -56,6 +56,10 @@ type Options struct {
 	// which it must not change (for embedding programs and tests).
 	BeforeStep func(step int64, model *nn.UNet)
 
+	// onSamples, when set, is called after each step with the samples
+	// this rank trained it on (tests follow the sample sequence).
+	onSamples func(epoch, step int, samples []data.Sample)
+
 	// beforeValidation, when set, is called as the validation of epoch
 	// (1-based) starts: tests interrupt a run there.
 	beforeValidation func(epoch int)

@@ -36,11 +36,11 @@ type trainer struct {
 	val     *validator
 	// job is the data-parallel job the run is one rank of (nil: a run of
 	// one process); see dist.go.
-	job     *job
-	feed    *prefetcher         // made by onTrainStart
-	tb      *runlog.TensorBoard // made by onTrainStart with logging.tensorboard
-	clock   clock
-	state   State
+	job   *job
+	feed  *prefetcher         // made by onTrainStart
+	tb    *runlog.TensorBoard // made by onTrainStart with logging.tensorboard
+	clock clock
+	state State
 
 	iters   int   // steps per epoch
 	total   int64 // steps of the whole schedule
@@ -355,7 +355,13 @@ func (t *trainer) join(ctx context.Context, env dist.Env) error {
 		return nil
 	}
 	j := &job{comm: t.opt.Comm, ctx: context.WithoutCancel(ctx)}
-	if j.comm == nil {
+	if j.comm != nil {
+		// Joined already: this barrier stands for the join's wait, rank 0
+		// reaching it after its setup, the others before theirs.
+		if err := j.barrier("data-parallel job: wait for rank 0's setup"); err != nil {
+			return err
+		}
+	} else {
 		c, err := newComm(ctx, env, t.opt.Device)
 		if err != nil {
 			return fmt.Errorf("data-parallel job (%s's variables): %w", env.Source, err)
