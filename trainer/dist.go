@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/voxtrain/voxtrain/dist"
 	"github.com/voxtrain/voxtrain/nn"
@@ -45,7 +47,35 @@ type job struct {
 // published through the same store), and reduceGrads will hand it the
 // gradient tensors themselves.
 var newComm = func(ctx context.Context, env dist.Env, dev nn.Device) (dist.Comm, error) {
-	return dist.Init(ctx, env, dist.Options{})
+	opts, err := commOptions(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	return dist.Init(ctx, env, opts)
+}
+
+// commOptions reads the communicator's timeouts from VOXTRAIN_DIST_TIMEOUT
+// (how long a collective call waits for a silent rank before failing
+// naming it; dist.DefaultTimeout) and VOXTRAIN_DIST_JOIN_TIMEOUT (how long
+// the ranks wait for each other at the start, rank 0's dataset setup
+// included; dist.DefaultJoinTimeout), Go durations ("90s", "20m").
+func commOptions(getenv func(string) string) (dist.Options, error) {
+	var o dist.Options
+	for _, v := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"VOXTRAIN_DIST_TIMEOUT", &o.Timeout}, {"VOXTRAIN_DIST_JOIN_TIMEOUT", &o.JoinTimeout}} {
+		s := getenv(v.name)
+		if s == "" {
+			continue
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return o, fmt.Errorf("%s=%q: want a positive duration such as 90s or 20m", v.name, s)
+		}
+		*v.dst = d
+	}
+	return o, nil
 }
 
 func (j *job) rank() int {

@@ -56,6 +56,11 @@ func distConfig(t *testing.T, out, splits string, batch int) *config.Config {
 	c.Data.SplitsFile = splits
 	c.Train.BatchSize = batch
 	c.Loss.BatchDice = false
+	if testutil.Race {
+		// The communicator and the job's calls under the race detector;
+		// the numbers need fewer steps and no sliding window.
+		c.Train.Epochs, c.Validation.Mode = 1, "patch"
+	}
 	return c
 }
 
@@ -86,6 +91,18 @@ func (l *sampleLog) hook(rank, ranks int) func(epoch, step int, s []data.Sample)
 // runJob runs one training on n ranks (goroutines joined over TCP; n = 1:
 // no job) with batch b each, and returns rank 0's result.
 func runJob(t *testing.T, out, splits string, n, b int, o Options, log *sampleLog) (*Result, error) {
+	res, errs := runRanks(t, out, splits, n, b, func(int, *Options) {}, o, log)
+	for r := 1; r < n; r++ {
+		if (errs[r] == nil) != (errs[0] == nil) || res[r].Steps != res[0].Steps || res[r].Epochs != res[0].Epochs {
+			t.Errorf("rank %d ended with %v after %d steps, rank 0 with %v after %d", r, errs[r], res[r].Steps, errs[0], res[0].Steps)
+		}
+	}
+	return res[0], errs[0]
+}
+
+// runRanks runs one training on n ranks, each with o changed by perRank,
+// and returns every rank's result and error.
+func runRanks(t *testing.T, out, splits string, n, b int, perRank func(int, *Options), o Options, log *sampleLog) ([]*Result, []error) {
 	t.Helper()
 	var comms []dist.Comm
 	if n > 1 {
@@ -107,6 +124,7 @@ func runJob(t *testing.T, out, splits string, n, b int, o Options, log *sampleLo
 			if log != nil {
 				ro.onSamples = log.hook(r, n)
 			}
+			perRank(r, &ro)
 			res[r], errs[r] = Run(context.Background(), distConfig(t, out, splits, b), ro)
 		}()
 	}
@@ -114,12 +132,7 @@ func runJob(t *testing.T, out, splits string, n, b int, o Options, log *sampleLo
 	for _, c := range comms {
 		go c.Close() // rank 0 waits for the others to leave
 	}
-	for r := 1; r < n; r++ {
-		if (errs[r] == nil) != (errs[0] == nil) || res[r].Steps != res[0].Steps || res[r].Epochs != res[0].Epochs {
-			t.Errorf("rank %d ended with %v after %d steps, rank 0 with %v after %d", r, errs[r], res[r].Steps, errs[0], res[0].Steps)
-		}
-	}
-	return res[0], errs[0]
+	return res, errs
 }
 
 type testWriter struct {
@@ -167,7 +180,7 @@ func TestTwoRanksMatchOneProcessWithTheGlobalBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if two.Steps != 6 || two.Epochs != 2 {
+	if epochs := distConfig(t, t.TempDir(), splits, 1).Train.Epochs; two.Steps != int64(3*epochs) || two.Epochs != epochs {
 		t.Fatalf("two ranks: %+v", two)
 	}
 	c := distConfig(t, t.TempDir(), splits, 2)
@@ -176,7 +189,7 @@ func TestTwoRanksMatchOneProcessWithTheGlobalBatch(t *testing.T) {
 	closeTo(t, "weights", m1, m2, 1e-4)
 	closeTo(t, "optimiser state", o1, o2, 1e-3)
 	e1, e2 := metricsLines(t, one.RunDir), metricsLines(t, two.RunDir)
-	if len(e1) != 2 || len(e2) != 2 {
+	if len(e1) != two.Epochs || len(e2) != two.Epochs {
 		t.Fatalf("metrics lines: one process %d, two ranks %d (rank 0 alone writes)", len(e1), len(e2))
 	}
 	for i := range e1 {
@@ -228,4 +241,28 @@ func TestResumeOnOtherWorldSizesContinuesTheSequence(t *testing.T) {
 	closeTo(t, "weights", ms, mr, 1e-4)
 }
 
-
+// A stop on one rank (here its step limit; a signal alike) stops every
+// rank after the same step, the others with ErrPeerStopped, and rank 0
+// saves last once.
+func TestOneRankStoppingStopsAll(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains")
+	}
+	splits := filepath.Join(t.TempDir(), "splits.json")
+	out := t.TempDir()
+	res, errs := runRanks(t, out, splits, 2, 1, func(r int, o *Options) {
+		if r == 1 {
+			o.StopAfterSteps = 2
+		}
+	}, Options{}, nil)
+	var in0, in1 *Interrupted
+	if !errors.As(errs[0], &in0) || !errors.As(errs[1], &in1) || in0.Step != 2 || in1.Step != 2 ||
+		!errors.Is(errs[0], ErrPeerStopped) || !errors.Is(errs[1], ErrStepLimit) {
+		t.Fatalf("rank 0: %v; rank 1: %v", errs[0], errs[1])
+	}
+	c := distConfig(t, t.TempDir(), splits, 1)
+	loadFinal(t, c, res[0].RunDir)
+	if n := len(testutil.DirNames(t, filepath.Join(res[0].RunDir, "checkpoints"))); n != 2 { // ckpt-… and last
+		t.Errorf("checkpoints: %v", testutil.DirNames(t, filepath.Join(res[0].RunDir, "checkpoints")))
+	}
+}

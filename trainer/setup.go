@@ -380,7 +380,11 @@ func (t *trainer) join(ctx context.Context, env dist.Env) error {
 		t.log.Info("data-parallel job", args...)
 	} else {
 		// Before the logger (a rank other than 0): straight to the output.
-		fmt.Fprintln(t.opt.Out, "data-parallel job:", fmt.Sprint(args...))
+		line := "data-parallel job:"
+		for i := 0; i+1 < len(args); i += 2 {
+			line += fmt.Sprintf(" %v=%v", args[i], args[i+1])
+		}
+		fmt.Fprintln(t.opt.Out, line)
 	}
 	return nil
 }
