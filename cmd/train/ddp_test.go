@@ -19,6 +19,7 @@ import (
 	"github.com/voxtrain/voxtrain/checkpoint"
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/cpu"
+	"github.com/voxtrain/voxtrain/dist"
 	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/nn"
 )
@@ -237,5 +238,27 @@ func TestKilledRankEndsTheOthersNamingIt(t *testing.T) {
 	t.Logf("rank 0:\n%s", out)
 	if took := time.Since(start); took > 15*time.Second {
 		t.Errorf("rank 0 took %v to notice", took)
+	}
+}
+
+// A rank's CUDA device without an index is its local rank's GPU.
+func TestDeviceForRank(t *testing.T) {
+	two := dist.Env{Rank: 3, LocalRank: 1, WorldSize: 4, LocalWorldSize: 2}
+	for _, c := range []struct {
+		dev, visible string
+		env          dist.Env
+		want         string
+	}{
+		{"cuda", "", two, "cuda:1"},
+		{"cuda,bf16,cudnn", "0,1", two, "cuda:1,bf16,cudnn"},
+		{"gpu", "", two, "gpu:1"},
+		{"cuda:0", "", two, "cuda:0"},
+		{"cpu", "", two, "cpu"},
+		{"cuda", "3", two, "cuda"}, // one GPU per task
+		{"cuda", "", dist.Env{WorldSize: 1, LocalWorldSize: 1}, "cuda"},
+	} {
+		if got := deviceForRank(c.dev, c.env, c.visible); got != c.want {
+			t.Errorf("deviceForRank(%q, local rank %d of %d) = %q, want %q", c.dev, c.env.LocalRank, c.env.LocalWorldSize, got, c.want)
+		}
 	}
 }
