@@ -232,7 +232,7 @@ func (t *trainer) closeEpoch(rec runlog.Epoch, metric *float64) error {
 	t.state.Epoch++
 	t.state.StepInEpoch = 0
 	t.state.EpochLossSum, t.state.EpochLossSteps = 0, 0
-	t.clock.endEpoch(&rec, t.epochSteps*t.cfg.Train.BatchSize, t.state.Step, t.total)
+	t.clock.endEpoch(&rec, t.epochSteps*t.cfg.Train.BatchSize*t.job.size(), t.state.Step, t.total)
 	if g, ok := t.opt.Monitor.TakeMean(); ok {
 		rec.GPU = &runlog.GPU{UtilPct: g.UtilPct, MemUsedMiB: g.MemUsedMiB, MemTotalMiB: g.MemTotalMiB, PowerW: g.PowerW, TempC: g.TempC}
 	}
@@ -295,7 +295,7 @@ func (t *trainer) onTrainEnd() (*Result, error) {
 func (t *trainer) showProgress(step int) {
 	elapsed := t.clock.epochElapsed().Seconds()
 	t.console.step(progress{epoch: t.state.Epoch + 1, epochs: t.cfg.Train.Epochs, step: step + 1, steps: t.iters,
-		loss: t.state.EpochLossSum / float64(t.state.EpochLossSteps), samplesPerS: float64(t.epochSteps*t.cfg.Train.BatchSize) / elapsed,
+		loss: t.state.EpochLossSum / float64(t.state.EpochLossSteps), samplesPerS: float64(t.epochSteps*t.cfg.Train.BatchSize*t.job.size()) / elapsed,
 		dataWaitPct: 100 * t.clock.timing.DataWaitS / elapsed, eta: t.clock.stepETA(t.total - t.state.Step),
 		gpu: gpuString(t.opt.Monitor)})
 }

@@ -53,7 +53,8 @@ type trainer struct {
 	// description, for the log and the plots (nil: none named).
 	classNames []string
 	// epochSteps is the steps this invocation took in the current epoch
-	// (for rates; the epoch's loss is in state, which a resume restores).
+	// (for rates, of the global batch in a job; the epoch's loss is in
+	// state, which a resume restores).
 	epochSteps int
 	closers    []func()
 }
