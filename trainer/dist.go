@@ -1,9 +1,11 @@
 package trainer
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/gob"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/voxtrain/voxtrain/dist"
+	"github.com/voxtrain/voxtrain/evaluation"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
@@ -312,5 +315,71 @@ func stateDigest(dev nn.Device, l *nn.Learner, st State) ([32]byte, error) {
 	h.Write(cursor)
 	var out [32]byte
 	copy(out[:], h.Sum(nil))
+	return out, nil
+}
+
+// gather returns every rank's own bytes, by rank, on every rank: each
+// rank in turn broadcasts its length, then its bytes.
+func (j *job) gather(own []byte) ([][]byte, error) {
+	out := make([][]byte, j.comm.Size())
+	for r := range out {
+		var n [8]byte
+		if r == j.comm.Rank() {
+			binary.LittleEndian.PutUint64(n[:], uint64(len(own)))
+		}
+		if err := j.comm.Broadcast(j.ctx, n[:], r); err != nil {
+			return nil, err
+		}
+		buf := make([]byte, binary.LittleEndian.Uint64(n[:]))
+		if r == j.comm.Rank() {
+			copy(buf, own)
+		}
+		if len(buf) > 0 {
+			if err := j.comm.Broadcast(j.ctx, buf, r); err != nil {
+				return nil, err
+			}
+		}
+		out[r] = buf
+	}
+	return out, nil
+}
+
+// shareOf returns rank r's cases of a sharded whole-case validation:
+// every N-th, starting at r.
+func shareOf[T any](all []T, r, n int) []T {
+	var out []T
+	for i := r; i < len(all); i += n {
+		out = append(out, all[i])
+	}
+	return out
+}
+
+// gatherCases puts the ranks' scores of their shares (shareOf) of total
+// cases back together, in the order of the cases, on every rank: the
+// summary is then the one a single process computes, bit for bit.
+func (j *job) gatherCases(mine []evaluation.Case, total int) ([]evaluation.Case, error) {
+	var b bytes.Buffer
+	if err := gob.NewEncoder(&b).Encode(mine); err != nil {
+		return nil, err
+	}
+	parts, err := j.gather(b.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	shares := make([][]evaluation.Case, len(parts))
+	for r, p := range parts {
+		if err := gob.NewDecoder(bytes.NewReader(p)).Decode(&shares[r]); err != nil {
+			return nil, fmt.Errorf("rank %d's validation scores: %w", r, err)
+		}
+	}
+	n := len(parts)
+	out := make([]evaluation.Case, 0, total)
+	for i := range total {
+		s := shares[i%n]
+		if i/n >= len(s) {
+			return nil, fmt.Errorf("rank %d scored %d validation cases, want %d", i%n, len(s), (total-i%n+n-1)/n)
+		}
+		out = append(out, s[i/n])
+	}
 	return out, nil
 }

@@ -199,6 +199,15 @@ func TestTwoRanksMatchOneProcessWithTheGlobalBatch(t *testing.T) {
 		if d := math.Abs(float64(*e1[i].ValLoss - *e2[i].ValLoss)); d > 1e-4 {
 			t.Errorf("epoch %d: validation loss %v on two ranks, %v on one", i+1, *e2[i].ValLoss, *e1[i].ValLoss)
 		}
+		// The sliding-window Dice: each rank scored half the cases.
+		if len(e1[i].ValDice) != len(e2[i].ValDice) || len(e2[i].ValDice) == 0 {
+			t.Fatalf("epoch %d: validation Dice %v on two ranks, %v on one", i+1, e2[i].ValDice, e1[i].ValDice)
+		}
+		for k := range e1[i].ValDice {
+			if d := math.Abs(float64(e1[i].ValDice[k] - e2[i].ValDice[k])); d > 1e-3 {
+				t.Errorf("epoch %d: class %d's validation Dice %v on two ranks, %v on one", i+1, k+1, e2[i].ValDice[k], e1[i].ValDice[k])
+			}
+		}
 	}
 }
 

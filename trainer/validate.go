@@ -213,6 +213,12 @@ func (v *validator) sliding(ctx context.Context) (*infer.Scores, error) {
 	if m := v.cfg.MaxCases; m > 0 && m < len(cases) {
 		cases = cases[:m]
 	}
+	all := len(cases)
+	if v.job != nil {
+		// Each rank scores every N-th case; the scores are gathered in
+		// the cases' order below.
+		cases = shareOf(cases, v.job.rank(), v.job.size())
+	}
 	var out []evaluation.Case
 	for _, c := range cases {
 		if err := ctx.Err(); err != nil {
@@ -236,6 +242,12 @@ func (v *validator) sliding(ctx context.Context) (*infer.Scores, error) {
 		}
 		cs.ReferenceFile = v.loader.Dataset().Cases[c].Label
 		out = append(out, cs)
+	}
+	if v.job != nil {
+		var err error
+		if out, err = v.job.gatherCases(out, all); err != nil {
+			return nil, fmt.Errorf("validation: %w", err)
+		}
 	}
 	return infer.Summarise(v.model.Config().NumClasses, v.loader.Dataset().LabelNames, v.cfg.HD95, out), nil
 }
