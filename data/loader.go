@@ -25,9 +25,16 @@ type Options struct {
 	// makes an epoch one pass over the training cases in a fresh random
 	// order.
 	Iterations int
-	// Patch is the patch size (D, H, W); Batch the batch size.
+	// Patch is the patch size (D, H, W); Batch the batch size (one
+	// rank's, in a data-parallel job).
 	Patch [3]int
 	Batch int
+	// Ranks and Rank shard the training and validation streams over a
+	// data-parallel job of Ranks processes (0 or 1: one process): each
+	// step's global batch is Ranks×Batch samples of the sequence one
+	// process with that batch would draw, and rank Rank takes its
+	// contiguous Batch of them (see caseSampler).
+	Ranks, Rank int
 	// Augment configures training augmentation (validation patches are
 	// plain crops).
 	Augment config.Augment
@@ -289,7 +296,7 @@ func (l *Loader) TrainBatchesPerEpoch() int {
 // trainSampler draws the training stream's samples.
 func (l *Loader) trainSampler() *caseSampler {
 	smp := &caseSampler{Cases: l.train, Seed: l.opt.Seed, Batch: l.opt.Batch, Iterations: l.opt.Iterations,
-		Oversample: l.cfg.OversampleForeground}
+		Oversample: l.cfg.OversampleForeground, Ranks: l.opt.Ranks, Rank: l.opt.Rank}
 	for _, c := range l.train {
 		if l.ds.Cases[c].Weight != 1 {
 			smp.Weights = make([]float64, len(l.train))
@@ -323,7 +330,7 @@ func (l *Loader) Validation(o StreamOptions) (*BatchStream, error) {
 		return nil, errors.New("data: no validation cases (fold -1 trains on all)")
 	}
 	smp := &caseSampler{Cases: l.val, Seed: l.opt.Seed, Batch: l.opt.Batch, Iterations: o.Iterations,
-		Oversample: l.cfg.OversampleForeground, Sequential: true, Salt: 1}
+		Oversample: l.cfg.OversampleForeground, Sequential: true, Salt: 1, Ranks: l.opt.Ranks, Rank: l.opt.Rank}
 	return l.stream("val", smp, &patchTask{l: l, aug: l.valAug, src: l.src}, 1, o, false)
 }
 

@@ -28,8 +28,19 @@ type caseSampler struct {
 	Weights []float64
 	// Seed is the run seed.
 	Seed uint64
-	// Batch is the batch size.
+	// Batch is the batch size: one rank's share of a step's samples.
 	Batch int
+	// Ranks and Rank shard the samples over a data-parallel job (0 or 1
+	// rank: none). The sequence is the one a single process with batch
+	// Ranks×Batch would draw, foreground slots included: a step's global
+	// batch is Ranks×Batch consecutive samples, the last round(Ranks×Batch
+	// × Oversample) of them foreground-forced, and rank r takes positions
+	// [r×Batch, (r+1)×Batch) of it. Contiguous shares, not strided: the
+	// global batch is the ranks' batches concatenated in rank order, so a
+	// rank's slots are exactly the batch positions one process would fill
+	// there, and sample i of the sequence is in the same place for any
+	// split of the same global batch.
+	Ranks, Rank int
 	// Iterations is the number of batches per epoch with cases drawn with
 	// replacement (weighted when Weights is set); 0 means one pass over the
 	// cases, reshuffled every epoch.
@@ -83,30 +94,58 @@ func (s *caseSampler) Check() error {
 			s.cum[i] = t
 		}
 	}
-	if s.DropLast && s.Iterations == 0 && len(s.Cases) < s.Batch {
-		return fmt.Errorf("sampler: %d cases cannot fill one batch of %d with drop_last", len(s.Cases), s.Batch)
+	if s.Ranks > 1 && (s.Rank < 0 || s.Rank >= s.Ranks) {
+		return fmt.Errorf("sampler: rank %d of %d", s.Rank, s.Ranks)
+	}
+	g := s.globalBatch()
+	if s.DropLast && s.Iterations == 0 && len(s.Cases) < g {
+		return fmt.Errorf("sampler: %d cases cannot fill one batch of %d with drop_last", len(s.Cases), g)
+	}
+	if s.Ranks > 1 && s.Len()%g != 0 {
+		// The last global batch would be shared unevenly (some ranks
+		// empty), and averaging the ranks' mean gradients would weigh its
+		// samples unequally.
+		return fmt.Errorf("sampler: one pass over %d cases ends in a partial batch of %d, which %d ranks cannot share evenly; set train.iterations_per_epoch",
+			s.Len(), s.Len()%g, s.Ranks)
 	}
 	return nil
 }
 
+// globalBatch is the samples of one step over every rank.
+func (s *caseSampler) globalBatch() int { return s.Batch * max(s.Ranks, 1) }
+
+// share returns the positions [lo, hi) of this rank's samples of batch
+// step in an epoch of n samples (Epoch's numbering).
+func (s *caseSampler) share(step, n int) (lo, hi int) {
+	g := s.globalBatch()
+	start := step*g + s.Rank*s.Batch
+	if s.Ranks <= 1 {
+		start = step * g
+	}
+	return min(start, n), min(start+s.Batch, n)
+}
+
 // Len returns the number of samples in one epoch.
 func (s *caseSampler) Len() int {
+	g := s.globalBatch()
 	if s.Iterations > 0 {
-		return s.Iterations * s.Batch
+		return s.Iterations * g
 	}
 	n := len(s.Cases)
 	if s.Weights != nil {
 		return n // weighted one pass: n draws with replacement
 	}
 	if s.DropLast {
-		return n / s.Batch * s.Batch
+		return n / g * g
 	}
 	return n
 }
 
-// Batches returns the number of batches in one epoch.
+// Batches returns the number of batches (steps) in one epoch, the same
+// on every rank.
 func (s *caseSampler) Batches() int {
-	return (s.Len() + s.Batch - 1) / s.Batch
+	g := s.globalBatch()
+	return (s.Len() + g - 1) / g
 }
 
 // FGSlots returns how many of a batch of n samples are foreground-forced.
@@ -114,9 +153,10 @@ func (s *caseSampler) FGSlots(n int) int {
 	return int(math.Round(float64(n) * s.Oversample))
 }
 
-// Epoch appends the samples of epoch e to dst[:0] and returns it: batch b
-// is samples [b×Batch, (b+1)×Batch). The sampler must have passed Check
-// (streams do that when they are made).
+// Epoch appends the samples of epoch e to dst[:0] and returns it: the
+// whole sequence, every rank's; step b is samples [b×G, (b+1)×G) for the
+// global batch G = Ranks×Batch, of which share says this rank's. The
+// sampler must have passed Check (streams do that when they are made).
 func (s *caseSampler) Epoch(e int, dst []Sample) []Sample {
 	n := s.Len()
 	dst = dst[:0]
@@ -136,8 +176,9 @@ func (s *caseSampler) Epoch(e int, dst []Sample) []Sample {
 			dst = append(dst, Sample{Epoch: e, Index: i, Case: order[i]})
 		}
 	}
-	for b := 0; b*s.Batch < n; b++ {
-		lo, hi := b*s.Batch, min(n, (b+1)*s.Batch)
+	g := s.globalBatch()
+	for b := 0; b*g < n; b++ {
+		lo, hi := b*g, min(n, (b+1)*g)
 		fg := s.FGSlots(hi - lo)
 		for i := hi - fg; i < hi; i++ {
 			dst[i].ForceFG = true

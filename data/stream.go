@@ -184,11 +184,10 @@ func (s *BatchStream) samplerEpoch(e int) int {
 
 // fill prepares batch buffer b for batch step of epoch e.
 func (s *BatchStream) fill(b *Batch, e, step int, samples []Sample, seq int64) {
-	bs := s.sampler.Batch
-	lo, hi := step*bs, min(len(samples), (step+1)*bs)
+	lo, hi := s.sampler.share(step, len(samples))
 	b.N = hi - lo
 	b.Epoch, b.Step, b.Seq = e, step, seq
-	b.LastInEpoch = hi == len(samples)
+	b.LastInEpoch = step == s.sampler.Batches()-1
 	b.Samples = append(b.Samples[:0], samples[lo:hi]...)
 	vox := s.patch[0] * s.patch[1] * s.patch[2]
 	b.Image = b.imgBuf[:b.N*s.channels*vox]

@@ -13,6 +13,12 @@ type Learner struct {
 	WS    *Workspace
 	Loss  *Criterion
 	Opt   Optimizer
+	// ReduceGrads, when set, is called after the backward pass, every
+	// parameter's gradient complete, and before the optimiser clips and
+	// applies them: a data-parallel job averages the gradients over its
+	// ranks here, so that the clipping norm is the global one and every
+	// rank takes the same update. An error fails the step.
+	ReduceGrads func(params []*Param) error
 }
 
 // NewLearner allocates a training workspace for batches of n samples of
@@ -52,6 +58,11 @@ func (l *Learner) Step(x, labels Tensor, lr float64) (StepResult, error) {
 		return StepResult{}, err
 	}
 	l.Model.Backward(l.WS, l.Loss.Grads())
+	if l.ReduceGrads != nil {
+		if err := l.ReduceGrads(l.Model.Params()); err != nil {
+			return StepResult{}, fmt.Errorf("train step: gradients: %w", err)
+		}
+	}
 	norm := l.Opt.Step(lr)
 	if err := l.Model.dev.Err(); err != nil {
 		return StepResult{}, fmt.Errorf("train step: %w", err)

@@ -257,10 +257,7 @@ func (c *checkpoints) save(st *State, mid bool, metric *float64) error {
 	if err != nil {
 		return err
 	}
-	if metric != nil && (st.BestMetric == nil || c.saver.Policy.Better(*metric, *st.BestMetric)) {
-		v := *metric
-		st.BestMetric = &v
-	}
+	c.track(st, metric)
 	saved, err := c.saver.Save(&checkpoint.Checkpoint{Epoch: st.Epoch, Step: st.Step, MidEpoch: mid, Metric: metric,
 		Model: params, Optimizer: opt, State: *st, Config: c.config, Version: c.version})
 	if err != nil {
@@ -275,6 +272,14 @@ func (c *checkpoints) save(st *State, mid bool, metric *float64) error {
 	}
 	c.log.Info("saved checkpoint", args...)
 	return nil
+}
+
+// track records metric as the best in st when it is.
+func (c *checkpoints) track(st *State, metric *float64) {
+	if metric != nil && (st.BestMetric == nil || c.saver.Policy.Better(*metric, *st.BestMetric)) {
+		v := *metric
+		st.BestMetric = &v
+	}
 }
 
 // hostState copies the model's weights and the optimiser's state to host

@@ -44,12 +44,31 @@ func (t *trainer) train(ctx context.Context) (*Result, error) {
 	return t.onTrainEnd()
 }
 
+// save writes a checkpoint of the current state (mid: `last`, mid-epoch;
+// metric: the validation's, for `best`). In a job rank 0 writes it alone,
+// between two barriers: no rank runs ahead into the next step while it is
+// written, and none starts before every rank has reached the same state;
+// the others only track the best metric.
+func (t *trainer) save(mid bool, metric *float64) error {
+	if err := t.job.barrier("before the checkpoint"); err != nil {
+		return err
+	}
+	if t.job.writer() {
+		if err := t.ckpts.save(&t.state, mid, metric); err != nil {
+			return err
+		}
+	} else {
+		t.ckpts.track(&t.state, metric)
+	}
+	return t.job.barrier("after the checkpoint")
+}
+
 // onTrainStart opens the training stream at the state's data cursor and
 // prefetches the first batch, and starts a TensorBoard event file when
 // logging.tensorboard asks (here, not in setup: a run that has nothing
 // left to do writes no file).
 func (t *trainer) onTrainStart(ctx context.Context) error {
-	if t.cfg.Logging.TensorBoard {
+	if t.cfg.Logging.TensorBoard && t.job.writer() {
 		tb, err := runlog.OpenTensorBoard(t.dir.TensorBoard, time.Now(), t.state.Step)
 		if err != nil {
 			return err
@@ -74,8 +93,9 @@ func (t *trainer) onTrainStart(ctx context.Context) error {
 		return err
 	}
 	t.feed = newPrefetcher(batches, t.opt.Device)
+	t.feed.keepSamples = t.opt.onSamples != nil
 	t.clock.startRun(t.state.Step)
-	t.feed.fetch(ctx)
+	t.feed.fetch(t.job.callCtx(ctx))
 	return nil
 }
 
@@ -95,7 +115,7 @@ func (t *trainer) trainStep(ctx context.Context, step int) error {
 	cur := t.feed.take()
 	t.clock.dataWait(cur.wait)
 	if cur.err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && t.job == nil {
 			t.stop(ctx)
 			return nil
 		}
@@ -110,7 +130,9 @@ func (t *trainer) trainStep(ctx context.Context, step int) error {
 	lastOfRun := epoch == cfg.Epochs-1 && step == t.iters-1
 	stopNow := t.opt.StopAfterSteps > 0 && t.state.Step+1-t.clock.firstStep >= int64(t.opt.StopAfterSteps)
 	if !lastOfRun && !stopNow && ctx.Err() == nil {
-		t.feed.fetch(ctx)
+		// In a job the fetch must not fail for a signal: the step after it
+		// is taken unless every rank agrees to stop first (agreeStep).
+		t.feed.fetch(t.job.callCtx(ctx))
 	}
 	computeStart := time.Now()
 	lr := nn.LearningRate(t.cfg.Optim.Schedule, t.cfg.Optim.BaseLR(), int(t.state.Step), int(t.total))
@@ -122,18 +144,28 @@ func (t *trainer) trainStep(ctx context.Context, step int) error {
 	if err != nil {
 		return fmt.Errorf("epoch %d step %d: %w", epoch+1, step+1, err)
 	}
+	// Every rank stops after the same step: a signal or the step limit
+	// on any rank stops them all (one small all-reduce, which also makes
+	// the logged loss the global batch's).
+	stop, loss, err := t.job.agreeStep(stopNow || ctx.Err() != nil, sr.Loss.Total)
+	if err != nil {
+		return fmt.Errorf("epoch %d step %d: %w", epoch+1, step+1, err)
+	}
 	t.clock.compute(time.Since(computeStart))
 	t.state.Step++
 	t.state.StepInEpoch = step + 1
-	if loss := sr.Loss.Total; math.IsNaN(loss) || math.IsInf(loss, 0) {
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return fmt.Errorf("epoch %d step %d: the loss is %v (lower optim.lr, or check the labels and the normalisation)", epoch+1, step+1, loss)
 	}
-	t.state.EpochLossSum += sr.Loss.Total
+	if t.opt.onSamples != nil {
+		t.opt.onSamples(epoch, step, cur.samples)
+	}
+	t.state.EpochLossSum += loss
 	t.state.EpochLossSteps++
 	t.epochSteps++
 	t.clock.stepDone(time.Since(start))
 	t.showProgress(step)
-	if stopNow || ctx.Err() != nil {
+	if stop {
 		t.stop(ctx)
 	}
 	return nil
@@ -149,6 +181,9 @@ func (t *trainer) stop(ctx context.Context) {
 	t.stopCause = context.Cause(ctx)
 	if t.stopCause == nil {
 		t.stopCause = ErrStepLimit
+		if t.opt.StopAfterSteps == 0 || t.state.Step-t.clock.firstStep < int64(t.opt.StopAfterSteps) {
+			t.stopCause = ErrPeerStopped
+		}
 	}
 }
 
@@ -167,9 +202,11 @@ func (t *trainer) onEpochEnd(ctx context.Context) error {
 		if t.opt.beforeValidation != nil {
 			t.opt.beforeValidation(epoch)
 		}
-		m, took, err := t.val.run(ctx, &rec)
+		// In a job the validation's sums are collective calls: every rank
+		// finishes it, whatever the signals, and they stop together after.
+		m, took, err := t.val.run(t.job.callCtx(ctx), &rec)
 		if err != nil {
-			if ctx.Err() == nil {
+			if ctx.Err() == nil || t.job != nil {
 				return err
 			}
 			// Interrupted (SIGTERM) before the score was known. Closing the
@@ -195,12 +232,14 @@ func (t *trainer) closeEpoch(rec runlog.Epoch, metric *float64) error {
 	t.state.Epoch++
 	t.state.StepInEpoch = 0
 	t.state.EpochLossSum, t.state.EpochLossSteps = 0, 0
-	t.clock.endEpoch(&rec, t.epochSteps*t.cfg.Train.BatchSize, t.state.Step, t.total)
+	t.clock.endEpoch(&rec, t.epochSteps*t.cfg.Train.BatchSize*t.job.size(), t.state.Step, t.total)
 	if g, ok := t.opt.Monitor.TakeMean(); ok {
 		rec.GPU = &runlog.GPU{UtilPct: g.UtilPct, MemUsedMiB: g.MemUsedMiB, MemTotalMiB: g.MemTotalMiB, PowerW: g.PowerW, TempC: g.TempC}
 	}
-	if err := runlog.Append(t.dir.Metrics, rec); err != nil {
-		return err
+	if t.job.writer() {
+		if err := runlog.Append(t.dir.Metrics, rec); err != nil {
+			return err
+		}
 	}
 	if t.tb != nil {
 		if err := t.tb.Write(rec, time.Now()); err != nil {
@@ -211,7 +250,7 @@ func (t *trainer) closeEpoch(rec runlog.Epoch, metric *float64) error {
 	if metric != nil {
 		t.res.LastDice = *metric
 	}
-	if err := t.ckpts.save(&t.state, false, metric); err != nil {
+	if err := t.save(false, metric); err != nil {
 		return err
 	}
 	if t.state.BestMetric != nil {
@@ -234,7 +273,7 @@ func (t *trainer) onTrainEnd() (*Result, error) {
 	if t.stopped {
 		t.res.Interrupted = true
 		if t.state.StepInEpoch > 0 {
-			if err := t.ckpts.save(&t.state, true, nil); err != nil {
+			if err := t.save(true, nil); err != nil {
 				return nil, err
 			}
 		}
@@ -243,7 +282,9 @@ func (t *trainer) onTrainEnd() (*Result, error) {
 			fmt.Fprintf(t.console, "to resume: %s\n", t.opt.ResumeCommand)
 		}
 	}
-	t.res.Plots = t.plot()
+	if t.job.writer() {
+		t.res.Plots = t.plot()
+	}
 	if t.stopped {
 		return &t.res, &Interrupted{Cause: t.stopCause, Epoch: t.state.Epoch, StepInEpoch: t.state.StepInEpoch, Step: t.state.Step}
 	}
@@ -254,7 +295,7 @@ func (t *trainer) onTrainEnd() (*Result, error) {
 func (t *trainer) showProgress(step int) {
 	elapsed := t.clock.epochElapsed().Seconds()
 	t.console.step(progress{epoch: t.state.Epoch + 1, epochs: t.cfg.Train.Epochs, step: step + 1, steps: t.iters,
-		loss: t.state.EpochLossSum / float64(t.state.EpochLossSteps), samplesPerS: float64(t.epochSteps*t.cfg.Train.BatchSize) / elapsed,
+		loss: t.state.EpochLossSum / float64(t.state.EpochLossSteps), samplesPerS: float64(t.epochSteps*t.cfg.Train.BatchSize*t.job.size()) / elapsed,
 		dataWaitPct: 100 * t.clock.timing.DataWaitS / elapsed, eta: t.clock.stepETA(t.total - t.state.Step),
 		gpu: gpuString(t.opt.Monitor)})
 }

@@ -17,6 +17,8 @@ type prefetcher struct {
 	batches *data.BatchStream
 	feeder  *feed.Feeder
 	next    fetched
+	// keepSamples copies each batch's sample list into fetched (tests).
+	keepSamples bool
 }
 
 // fetched is a batch taken from the data stream and handed to the feeder.
@@ -25,6 +27,7 @@ type fetched struct {
 	epoch, step int
 	wait        time.Duration // spent waiting for the data stream
 	err         error
+	samples     []data.Sample // with keepSamples
 }
 
 func newPrefetcher(batches *data.BatchStream, dev nn.Device) *prefetcher {
@@ -40,6 +43,9 @@ func (p *prefetcher) fetch(ctx context.Context) {
 		return
 	}
 	p.next.epoch, p.next.step = hb.Epoch, hb.Step
+	if p.keepSamples {
+		p.next.samples = append([]data.Sample(nil), hb.Samples...)
+	}
 	if p.next.batch, p.next.err = p.feeder.Upload(hb); p.next.err != nil {
 		hb.Release()
 	}

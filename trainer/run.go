@@ -8,6 +8,7 @@ import (
 
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/data"
+	"github.com/voxtrain/voxtrain/dist"
 	"github.com/voxtrain/voxtrain/gpumon"
 	"github.com/voxtrain/voxtrain/nn"
 )
@@ -29,6 +30,12 @@ type Options struct {
 	// (the run continues from its checkpoint; the key records how it
 	// began), so that a requeued job with the same config resumes.
 	InitWeightsFlag bool
+	// Comm makes the run one rank of a data-parallel job of Comm.Size()
+	// processes (for embedding programs and tests; the caller closes it).
+	// nil: the run reads its place from the environment (dist.FromEnviron:
+	// torchrun's or SLURM's variables, as `train launch` and srun set
+	// them) and joins the job itself when its world size is above 1.
+	Comm dist.Comm
 	// Out receives the progress display (default os.Stdout).
 	Out io.Writer
 	// Monitor samples the GPU (nil: none).
@@ -48,6 +55,10 @@ type Options struct {
 	// number of steps taken so far and the model about to be updated,
 	// which it must not change (for embedding programs and tests).
 	BeforeStep func(step int64, model *nn.UNet)
+
+	// onSamples, when set, is called after each step with the samples
+	// this rank trained it on (tests follow the sample sequence).
+	onSamples func(epoch, step int, samples []data.Sample)
 
 	// beforeValidation, when set, is called as the validation of epoch
 	// (1-based) starts: tests interrupt a run there.
@@ -71,6 +82,11 @@ type Result struct {
 // ErrStepLimit is the cause of an *Interrupted error when
 // Options.StopAfterSteps ended the run.
 var ErrStepLimit = errors.New("the step limit (StopAfterSteps) was reached")
+
+// ErrPeerStopped is the cause of an *Interrupted error on a rank of a
+// data-parallel job that stopped because another rank was stopped (a
+// signal or its step limit there): every rank stops after the same step.
+var ErrPeerStopped = errors.New("another rank of the job stopped")
 
 // Interrupted is the error Run returns, together with the Result, when the
 // run stopped before completing its epochs and saved `last` first: its

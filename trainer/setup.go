@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/voxtrain/voxtrain/checkpoint"
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/data"
+	"github.com/voxtrain/voxtrain/dist"
 	"github.com/voxtrain/voxtrain/nn"
 	"github.com/voxtrain/voxtrain/runlog"
 )
@@ -32,10 +34,13 @@ type trainer struct {
 	loader  *data.Loader
 	ckpts   *checkpoints
 	val     *validator
-	feed    *prefetcher         // made by onTrainStart
-	tb      *runlog.TensorBoard // made by onTrainStart with logging.tensorboard
-	clock   clock
-	state   State
+	// job is the data-parallel job the run is one rank of (nil: a run of
+	// one process); see dist.go.
+	job   *job
+	feed  *prefetcher         // made by onTrainStart
+	tb    *runlog.TensorBoard // made by onTrainStart with logging.tensorboard
+	clock clock
+	state State
 
 	iters   int   // steps per epoch
 	total   int64 // steps of the whole schedule
@@ -48,7 +53,8 @@ type trainer struct {
 	// description, for the log and the plots (nil: none named).
 	classNames []string
 	// epochSteps is the steps this invocation took in the current epoch
-	// (for rates; the epoch's loss is in state, which a resume restores).
+	// (for rates, of the global batch in a job; the epoch's loss is in
+	// state, which a resume restores).
 	epochSteps int
 	closers    []func()
 }
@@ -81,17 +87,38 @@ func newTrainer(ctx context.Context, cfg *config.Config, o Options) (_ *trainer,
 		return nil, err
 	}
 	t.res.RunDir = t.dir.Path
-	// Two trainings in one run directory would prune each other's
-	// checkpoints and interleave metrics.jsonl: hold its lock for the whole
-	// run. Its closer comes first, so it runs last, after every write.
-	lock, err := t.dir.Lock()
-	if locked := (*checkpoint.LockedError)(nil); errors.As(err, &locked) {
-		return nil, fmt.Errorf("%w; wait for it to end, or choose another --run-id or --output-dir", err)
-	}
+	// A data-parallel job (world size > 1): rank 0 checks and sets up the
+	// run alone and joins after, so that the others, joining first and
+	// waiting there for it (up to dist's join timeout), find the splits
+	// and the prepared store written and only read them; then every rank
+	// builds the same model and compares its starting point with rank 0's.
+	env, err := jobEnv(o)
 	if err != nil {
 		return nil, err
 	}
-	t.closers = append(t.closers, func() { lock.Release() })
+	rank := env.Rank
+	if rank != 0 {
+		if err := t.join(ctx, env); err != nil {
+			return nil, err
+		}
+	}
+	// Two trainings in one run directory would prune each other's
+	// checkpoints and interleave metrics.jsonl: hold its lock for the whole
+	// run. Its closer comes first, so it runs last, after every write.
+	// In a job only rank 0 writes, and only it holds the lock: the other
+	// ranks are the same training, not rivals.
+	var lockWarning string
+	if rank == 0 {
+		lock, err := t.dir.Lock()
+		if locked := (*checkpoint.LockedError)(nil); errors.As(err, &locked) {
+			return nil, fmt.Errorf("%w; wait for it to end, or choose another --run-id or --output-dir", err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		t.closers = append(t.closers, func() { lock.Release() })
+		lockWarning = lock.Warning
+	}
 	// train.log is opened by accept, but closed after everything that
 	// might still log while closing.
 	t.closers = append(t.closers, func() {
@@ -99,10 +126,17 @@ func newTrainer(ctx context.Context, cfg *config.Config, o Options) (_ *trainer,
 			t.logFile.Close()
 		}
 	})
-	t.console = newConsole(o.Out, time.Duration(cfg.Train.LogEverySeconds*float64(time.Second)))
+	every := time.Duration(cfg.Train.LogEverySeconds * float64(time.Second))
+	t.console = newConsole(o.Out, every)
 	t.log = t.console.logger()
-	if lock.Warning != "" {
-		t.log.Warn(lock.Warning)
+	if rank != 0 {
+		// Rank 0 speaks for the job; the others show their warnings and
+		// errors only (train launch prefixes each line with its rank).
+		t.console = newConsole(io.Discard, every)
+		t.log = slog.New(slog.NewTextHandler(o.Out, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	if lockWarning != "" {
+		t.log.Warn(lockWarning)
 	}
 	for _, w := range cfg.Warnings {
 		t.log.Warn("config: " + w)
@@ -125,9 +159,15 @@ func newTrainer(ctx context.Context, cfg *config.Config, o Options) (_ *trainer,
 		return nil, err
 	}
 	// Every case's labels, geometry and voxels, before the first step: a
-	// bad file is named now, not after hours of training on it.
-	if err := data.Verify(ctx, cfg.Data, data.VerifyOptions{NumClasses: cfg.Model.NumClasses, Patch: cfg.Train.PatchSize, Logger: t.log}); err != nil {
-		return nil, err
+	// bad file is named now, not after hours of training on it (by rank 0,
+	// for the job).
+	if rank == 0 {
+		if err := data.Verify(ctx, cfg.Data, data.VerifyOptions{NumClasses: cfg.Model.NumClasses, Patch: cfg.Train.PatchSize, Logger: t.log}); err != nil {
+			return nil, err
+		}
+		if err := t.join(ctx, env); err != nil {
+			return nil, err
+		}
 	}
 	text, err := cfg.YAML()
 	if err != nil {
@@ -150,13 +190,23 @@ func newTrainer(ctx context.Context, cfg *config.Config, o Options) (_ *trainer,
 		t.log.Info("init weights not loaded: the run continues from its checkpoint (train.init_weights applies to a new run)",
 			"init_weights", cfg.Train.InitWeights)
 	}
+	if gb := cfg.Train.BatchSize * t.job.size(); t.state.GlobalBatch != gb {
+		if t.state.GlobalBatch != 0 && t.state.StepInEpoch > 0 {
+			t.log.Warn("resume with another global batch (train.batch_size × ranks): the rest of the epoch takes the new one's samples, not the ones the run would have",
+				"was", t.state.GlobalBatch, "now", gb)
+		}
+		t.state.GlobalBatch = gb
+	}
 	if err := t.openData(); err != nil {
+		return nil, err
+	}
+	if err := t.job.checkSame(o.Device, t.learner, t.state); err != nil {
 		return nil, err
 	}
 	t.total = int64(cfg.Train.Epochs) * int64(t.iters)
 	t.state.TotalSteps = int(t.total)
 	t.val = &validator{cfg: cfg.Validation, batch: cfg.Train.BatchSize, patch: cfg.Train.PatchSize, loss: cfg.Loss,
-		model: t.model, loader: t.loader}
+		model: t.model, loader: t.loader, job: t.job}
 	t.closers = append(t.closers, t.val.close)
 	if err := t.accept(text); err != nil {
 		return nil, err
@@ -168,6 +218,9 @@ func newTrainer(ctx context.Context, cfg *config.Config, o Options) (_ *trainer,
 // passed: the directory's subdirectories, the resolved config (text) and
 // train.log, which starts with the lines logged so far.
 func (t *trainer) accept(text string) (err error) {
+	if !t.job.writer() {
+		return nil
+	}
 	if err := t.dir.MkdirAll(); err != nil {
 		return err
 	}
@@ -201,6 +254,12 @@ func (t *trainer) buildModel() error {
 	}
 	t.learner = learner
 	t.closers = append(t.closers, learner.Free)
+	if t.job != nil {
+		learner.ReduceGrads = func(ps []*nn.Param) error { return t.job.reduceGrads(t.opt.Device, ps) }
+		if cfg.Loss.BatchDice {
+			t.log.Warn("loss.batch_dice: each rank sums the Dice statistics over its own batch, not the global one: the gradient is not the single-process one of the global batch (docs/DISTRIBUTED.md)")
+		}
+	}
 	t.log.Info("model", "parameters", model.NumParams(), "features", fmt.Sprint(model.Config().Features),
 		"patch", fmt.Sprint(cfg.Train.PatchSize), "batch", cfg.Train.BatchSize)
 	return nil
@@ -248,7 +307,8 @@ func fmtBytes(n int64) string {
 func (t *trainer) openData() error {
 	cfg := t.cfg
 	loader, err := data.Open(cfg.Data, data.Options{Seed: cfg.Seed, Iterations: cfg.Train.IterationsPerEpoch,
-		Patch: cfg.Train.PatchSize, Batch: cfg.Train.BatchSize, Augment: cfg.Augment, Alloc: t.opt.Alloc, Logger: t.log})
+		Patch: cfg.Train.PatchSize, Batch: cfg.Train.BatchSize, Ranks: t.job.size(), Rank: t.job.rank(),
+		Augment: cfg.Augment, Alloc: t.opt.Alloc, Logger: t.log})
 	if err != nil {
 		return err
 	}
@@ -272,4 +332,60 @@ func (t *trainer) close() {
 	for i := len(t.closers) - 1; i >= 0; i-- {
 		t.closers[i]()
 	}
+}
+
+// jobEnv is where the run stands in a data-parallel job: Options.Comm's
+// rank and size when given, else the environment's (dist.FromEnviron:
+// torchrun's or SLURM's variables; none: a run of one process).
+func jobEnv(o Options) (dist.Env, error) {
+	if o.Comm != nil {
+		return dist.Env{Rank: o.Comm.Rank(), WorldSize: o.Comm.Size(), Source: "Options.Comm"}, nil
+	}
+	env, err := dist.FromEnviron()
+	if err != nil {
+		return dist.Env{}, fmt.Errorf("data-parallel job: %w", err)
+	}
+	return env, nil
+}
+
+// join makes the run a rank of the job env describes (nothing for a job
+// of one process): Options.Comm, else a communicator joined here and left
+// when the run closes.
+func (t *trainer) join(ctx context.Context, env dist.Env) error {
+	if env.WorldSize <= 1 {
+		return nil
+	}
+	j := &job{comm: t.opt.Comm, ctx: context.WithoutCancel(ctx)}
+	if j.comm != nil {
+		// Joined already: this barrier stands for the join's wait, rank 0
+		// reaching it after its setup, the others before theirs.
+		if err := j.barrier("data-parallel job: wait for rank 0's setup"); err != nil {
+			return err
+		}
+	} else {
+		c, err := newComm(ctx, env, t.opt.Device)
+		if err != nil {
+			return fmt.Errorf("data-parallel job (%s's variables): %w", env.Source, err)
+		}
+		j.comm, j.own = c, true
+		t.closers = append(t.closers, func() { c.Close() })
+	}
+	t.job = j
+	b := t.cfg.Train.BatchSize
+	args := []any{"rank", env.Rank, "world_size", env.WorldSize, "local_rank", env.LocalRank,
+		"global_batch", fmt.Sprintf("%d×%d", env.WorldSize, b), "variables", env.Source}
+	if t.opt.Comm == nil {
+		args = append(args, "store", env.Addr())
+	}
+	if t.log != nil {
+		t.log.Info("data-parallel job", args...)
+	} else {
+		// Before the logger (a rank other than 0): straight to the output.
+		line := "data-parallel job:"
+		for i := 0; i+1 < len(args); i += 2 {
+			line += fmt.Sprintf(" %v=%v", args[i], args[i+1])
+		}
+		fmt.Fprintln(t.opt.Out, line)
+	}
+	return nil
 }

@@ -24,6 +24,11 @@ type State struct {
 	// lacks them: the mean then covers the steps after the resume.
 	EpochLossSum   float64 `json:"epoch_loss_sum,omitempty"`
 	EpochLossSteps int     `json:"epoch_loss_steps,omitempty"`
+	// GlobalBatch is the samples of one step over every rank of a
+	// data-parallel job (train.batch_size × world size; 0 in an older
+	// checkpoint): a resume with the same global batch, on any world size,
+	// continues the exact sample sequence.
+	GlobalBatch int `json:"global_batch,omitempty"`
 	// TotalSteps is the schedule's length (epochs × iterations) when the
 	// state was saved; the learning rate is a function of Step and it.
 	TotalSteps int `json:"total_steps"`

@@ -27,6 +27,10 @@ type validator struct {
 	loss   config.Loss
 	model  *nn.UNet
 	loader *data.Loader
+	// job, in a data-parallel job, shards the patch validation over the
+	// ranks and sums its counts and losses, so that every rank gets the
+	// numbers one process with the global batch would (nil: one process).
+	job *job
 
 	// patch validation, made on first use
 	ws           *nn.Workspace
@@ -140,6 +144,23 @@ func (v *validator) patches(ctx context.Context) (PatchScores, error) {
 	if err := dev.Err(); err != nil {
 		return PatchScores{}, err
 	}
+	// Every rank validated its share of each global batch: the sums over
+	// the ranks are the single process's (the counts exactly; the loss is
+	// the mean of the ranks' batch losses, the global batch's for a loss
+	// that is a mean over samples).
+	k := len(tp)
+	counts := append(append(append(make([]int64, 0, 3*k), tp...), fp...), fn...)
+	if err := v.job.sumInt64(counts); err != nil {
+		return PatchScores{}, fmt.Errorf("validation: %w", err)
+	}
+	copy(tp, counts[:k])
+	copy(fp, counts[k:2*k])
+	copy(fn, counts[2*k:])
+	sums := []float64{lossSum, float64(n)}
+	if err := v.job.sumFloat64(sums); err != nil {
+		return PatchScores{}, fmt.Errorf("validation: %w", err)
+	}
+	lossSum, n = sums[0], int(math.Round(sums[1]))
 	sc := PatchScores{Loss: lossSum / float64(max(n, 1))}
 	for c := 1; c < len(tp); c++ {
 		sc.Dice = append(sc.Dice, metrics.Confusion{TP: tp[c], FP: fp[c], FN: fn[c]}.Dice())
@@ -154,7 +175,8 @@ func (v *validator) preparePatches() error {
 	}
 	iters := v.cfg.Iterations
 	if iters == 0 {
-		iters = (len(v.loader.ValCases()) + v.batch - 1) / v.batch
+		g := v.batch * v.job.size() // the global batch
+		iters = (len(v.loader.ValCases()) + g - 1) / g
 	}
 	s, err := v.loader.Validation(data.StreamOptions{Iterations: iters})
 	if err != nil {
@@ -191,6 +213,12 @@ func (v *validator) sliding(ctx context.Context) (*infer.Scores, error) {
 	if m := v.cfg.MaxCases; m > 0 && m < len(cases) {
 		cases = cases[:m]
 	}
+	all := len(cases)
+	if v.job != nil {
+		// Each rank scores every N-th case; the scores are gathered in
+		// the cases' order below.
+		cases = shareOf(cases, v.job.rank(), v.job.size())
+	}
 	var out []evaluation.Case
 	for _, c := range cases {
 		if err := ctx.Err(); err != nil {
@@ -214,6 +242,12 @@ func (v *validator) sliding(ctx context.Context) (*infer.Scores, error) {
 		}
 		cs.ReferenceFile = v.loader.Dataset().Cases[c].Label
 		out = append(out, cs)
+	}
+	if v.job != nil {
+		var err error
+		if out, err = v.job.gatherCases(out, all); err != nil {
+			return nil, fmt.Errorf("validation: %w", err)
+		}
 	}
 	return infer.Summarise(v.model.Config().NumClasses, v.loader.Dataset().LabelNames, v.cfg.HD95, out), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/dist"
 	"github.com/voxtrain/voxtrain/gpumon"
 	"github.com/voxtrain/voxtrain/nn"
 	"github.com/voxtrain/voxtrain/trainer"
@@ -239,12 +241,17 @@ func trainRun(ctx context.Context, opts *TrainOptions) (*trainer.Result, error) 
 	if cfg.Threads > 0 {
 		runtime.GOMAXPROCS(cfg.Threads)
 	}
-	dev, err := opts.OpenDevice(cfg.Device, cfg.Threads)
+	env, err := dist.FromEnviron()
+	if err != nil {
+		return nil, fmt.Errorf("data-parallel job: %w", err)
+	}
+	device := deviceForRank(cfg.Device, env, os.Getenv("CUDA_VISIBLE_DEVICES"))
+	dev, err := opts.OpenDevice(device, cfg.Threads)
 	if err != nil {
 		return nil, err
 	}
 	defer dev.Close()
-	mon := opts.Monitor(cfg.Device)
+	mon := opts.Monitor(device)
 	defer mon.Close()
 	res, err := trainer.Run(ctx, cfg, trainer.Options{Device: dev.Dev, Alloc: dev.Alloc, Resume: opts.Resume,
 		InitWeightsFlag: opts.InitWeightsFlag, Out: opts.IO.Out, Version: opts.Version, ResumeCommand: opts.ResumeCommand,
@@ -262,6 +269,30 @@ func trainRun(ctx context.Context, opts *TrainOptions) (*trainer.Result, error) 
 		fmt.Fprintf(opts.IO.Out, "plots: %s\n", filepath.Dir(res.Plots[0]))
 	}
 	return res, err // an *trainer.Interrupted gives the exit status
+}
+
+// deviceForRank is the device a rank of a data-parallel job opens: as
+// torchrun's users expect, a CUDA device without an index is the GPU of
+// the rank's local rank (cuda → cuda:LOCAL_RANK, options kept); an index
+// given, or the CPU, stays as it is; so does the device when visible
+// (CUDA_VISIBLE_DEVICES) shows the rank fewer GPUs than its local rank
+// (SLURM's --gpus-per-task gives each task its own, as GPU 0).
+func deviceForRank(device string, env dist.Env, visible string) string {
+	if env.LocalWorldSize <= 1 {
+		return device
+	}
+	if visible = strings.TrimSpace(visible); visible != "" && len(strings.Split(visible, ",")) <= env.LocalRank {
+		return device
+	}
+	name, opts, _ := strings.Cut(strings.TrimSpace(device), ",")
+	if n := strings.ToLower(name); n != "cuda" && n != "gpu" {
+		return device
+	}
+	out := fmt.Sprintf("%s:%d", name, env.LocalRank)
+	if opts != "" {
+		out += "," + opts
+	}
+	return out
 }
 
 // resumeCommand is the command line that continues this run: args (the

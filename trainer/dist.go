@@ -1,0 +1,385 @@
+package trainer
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/gob"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/voxtrain/voxtrain/dist"
+	"github.com/voxtrain/voxtrain/evaluation"
+	"github.com/voxtrain/voxtrain/nn"
+)
+
+// job is the run's place in a data-parallel job: its communicator and
+// the context its collective calls use. A nil *job is a run of one
+// process; every method is then a no-op, so the loop reads the same for
+// both.
+//
+// Every rank makes the same collective calls in the same order: one
+// gradient reduction and one stop/loss reduction per step, the
+// validation's sums, a barrier either side of each checkpoint. A rank
+// that dies or stalls makes the next call on every other rank fail with
+// dist's *PeerError naming it, after the communicator's timeout at most.
+type job struct {
+	comm dist.Comm
+	// ctx is the run's context without its cancellation: a signal stops
+	// the loop at a step every rank agrees on (agreeStop), so the calls
+	// up to that step must not fail because one rank was signalled
+	// first. Hangs are the communicator's timeout's business.
+	ctx context.Context
+	// own is set when the trainer joined the job itself (and leaves it).
+	own bool
+	// staging holds gradients downloaded from a device whose tensors are
+	// not host memory, one buffer per parameter.
+	staging [][]float32
+}
+
+// newComm joins the job env describes on device dev. Every device goes
+// through the CPU communicator (dist.Init: a ring over TCP) for now; a
+// CUDA device stages its gradients through host memory to it
+// (reduceGrads). This is the seam for NCCL: a CUDA device will get a
+// communicator whose AllReduceSum runs on device memory (its unique id
+// published through the same store), and reduceGrads will hand it the
+// gradient tensors themselves.
+var newComm = func(ctx context.Context, env dist.Env, dev nn.Device) (dist.Comm, error) {
+	opts, err := commOptions(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	return dist.Init(ctx, env, opts)
+}
+
+// commOptions reads the communicator's timeouts from VOXTRAIN_DIST_TIMEOUT
+// (how long a collective call waits for a silent rank before failing
+// naming it; dist.DefaultTimeout) and VOXTRAIN_DIST_JOIN_TIMEOUT (how long
+// the ranks wait for each other at the start, rank 0's dataset setup
+// included; dist.DefaultJoinTimeout), Go durations ("90s", "20m").
+func commOptions(getenv func(string) string) (dist.Options, error) {
+	var o dist.Options
+	for _, v := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"VOXTRAIN_DIST_TIMEOUT", &o.Timeout}, {"VOXTRAIN_DIST_JOIN_TIMEOUT", &o.JoinTimeout}} {
+		s := getenv(v.name)
+		if s == "" {
+			continue
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return o, fmt.Errorf("%s=%q: want a positive duration such as 90s or 20m", v.name, s)
+		}
+		*v.dst = d
+	}
+	return o, nil
+}
+
+func (j *job) rank() int {
+	if j == nil {
+		return 0
+	}
+	return j.comm.Rank()
+}
+
+func (j *job) size() int {
+	if j == nil {
+		return 1
+	}
+	return j.comm.Size()
+}
+
+// writer reports whether this process writes the run's files (rank 0).
+func (j *job) writer() bool { return j.rank() == 0 }
+
+// callCtx is the context for work every rank must do in step: the
+// uncancellable one in a job, ctx itself alone.
+func (j *job) callCtx(ctx context.Context) context.Context {
+	if j == nil {
+		return ctx
+	}
+	return j.ctx
+}
+
+// barrier waits for every rank.
+func (j *job) barrier(what string) error {
+	if j == nil {
+		return nil
+	}
+	if err := j.comm.Barrier(j.ctx); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// hostData is a tensor that lives in host memory (the CPU device's).
+type hostData interface{ Data() []float32 }
+
+// reduceGrads replaces every parameter's gradient by its mean over the
+// ranks: summed by dist.AllReduceBuckets (DDP's 25 MiB buckets, last
+// layers first), then multiplied by 1/N. Each rank's loss is the mean
+// over its own samples, and the shares are equal, so the mean of the
+// ranks' gradients is the gradient of the global batch's mean loss — up
+// to float summation order, and except where a loss term is not a mean
+// over samples (batch Dice; see docs/DISTRIBUTED.md).
+func (j *job) reduceGrads(dev nn.Device, params []*nn.Param) error {
+	n := j.comm.Size()
+	bufs := make([][]float32, len(params))
+	host := true
+	for i, p := range params {
+		h, ok := p.G.(hostData)
+		if !ok {
+			host = false
+			break
+		}
+		bufs[i] = h.Data()
+	}
+	if !host {
+		if j.staging == nil {
+			j.staging = make([][]float32, len(params))
+			for i, p := range params {
+				j.staging[i] = make([]float32, p.G.Shape().Len())
+			}
+		}
+		s := dev.ComputeStream()
+		for i, p := range params {
+			if err := dev.Download(s, j.staging[i], p.G); err != nil {
+				return err
+			}
+			bufs[i] = j.staging[i]
+		}
+		s.Synchronize()
+	}
+	if err := dist.AllReduceBuckets(j.ctx, j.comm, bufs, dist.DefaultBucketBytes); err != nil {
+		return err
+	}
+	inv := float32(1 / float64(n))
+	for _, b := range bufs {
+		for k := range b {
+			b[k] *= inv
+		}
+	}
+	if !host {
+		s := dev.ComputeStream()
+		for i, p := range params {
+			if err := dev.Upload(s, p.G, bufs[i]); err != nil {
+				return err
+			}
+		}
+		s.Synchronize()
+	}
+	return nil
+}
+
+// split64 writes x as two float32s whose sum is x to about 48 bits, so
+// that an all-reduce in float32 sums float64 values nearly exactly.
+func split64(x float64) (hi, lo float32) {
+	hi = float32(x)
+	return hi, float32(x - float64(hi))
+}
+
+// agreeStep sums, over the ranks, whether each wants to stop after this
+// step (a signal, the step limit) and its loss: every rank stops at the
+// same step, and logs the same loss (the mean of the ranks' losses, the
+// global batch's loss).
+func (j *job) agreeStep(stop bool, loss float64) (anyStop bool, meanLoss float64, err error) {
+	if j == nil {
+		return stop, loss, nil
+	}
+	buf := make([]float32, 3)
+	if stop {
+		buf[0] = 1
+	}
+	buf[1], buf[2] = split64(loss)
+	if err := j.comm.AllReduceSum(j.ctx, buf); err != nil {
+		return false, 0, fmt.Errorf("agree on the step's end: %w", err)
+	}
+	return buf[0] > 0, (float64(buf[1]) + float64(buf[2])) / float64(j.comm.Size()), nil
+}
+
+// sumInt64 sums non-negative counts over the ranks exactly: each is cut
+// into four 16-bit limbs, whose float32 sums stay exact for up to 256
+// ranks, and put together again.
+func (j *job) sumInt64(xs []int64) error {
+	if j == nil || len(xs) == 0 {
+		return nil
+	}
+	if j.comm.Size() > 256 {
+		return fmt.Errorf("exact sums over %d ranks: at most 256", j.comm.Size())
+	}
+	buf := make([]float32, 4*len(xs))
+	for i, x := range xs {
+		if x < 0 {
+			return fmt.Errorf("sum of counts: %d is negative", x)
+		}
+		for l := range 4 {
+			buf[4*i+l] = float32((x >> (16 * l)) & 0xffff)
+		}
+	}
+	if err := j.comm.AllReduceSum(j.ctx, buf); err != nil {
+		return err
+	}
+	for i := range xs {
+		var v int64
+		for l := range 4 {
+			v += int64(buf[4*i+l]) << (16 * l)
+		}
+		xs[i] = v
+	}
+	return nil
+}
+
+// sumFloat64 sums float64 values over the ranks (each as two float32s,
+// see split64).
+func (j *job) sumFloat64(xs []float64) error {
+	if j == nil || len(xs) == 0 {
+		return nil
+	}
+	buf := make([]float32, 2*len(xs))
+	for i, x := range xs {
+		buf[2*i], buf[2*i+1] = split64(x)
+	}
+	if err := j.comm.AllReduceSum(j.ctx, buf); err != nil {
+		return err
+	}
+	for i := range xs {
+		xs[i] = float64(buf[2*i]) + float64(buf[2*i+1])
+	}
+	return nil
+}
+
+// checkSame makes sure every rank starts from the same point: rank 0
+// broadcasts the SHA-256 of its weights, optimiser state and data cursor,
+// every rank compares it with its own, and the ranks sum their
+// mismatches, so that all fail together, with the same message, when one
+// differs (another seed, a checkpoint another rank could not read the
+// same way).
+func (j *job) checkSame(dev nn.Device, l *nn.Learner, st State) error {
+	if j == nil {
+		return nil
+	}
+	sum, err := stateDigest(dev, l, st)
+	if err != nil {
+		return err
+	}
+	root := sum
+	if err := j.comm.Broadcast(j.ctx, root[:], 0); err != nil {
+		return fmt.Errorf("compare the ranks' starting points: %w", err)
+	}
+	differ := make([]float32, j.comm.Size())
+	if root != sum {
+		differ[j.comm.Rank()] = 1
+	}
+	if err := j.comm.AllReduceSum(j.ctx, differ); err != nil {
+		return fmt.Errorf("compare the ranks' starting points: %w", err)
+	}
+	var bad []string
+	for r, d := range differ {
+		if d != 0 {
+			bad = append(bad, fmt.Sprint(r))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("the weights, optimiser state or data cursor of rank %s differ from rank 0's: every rank must start from the same seed and checkpoint (is the run directory on a file system every node sees?)",
+			strings.Join(bad, ", "))
+	}
+	return nil
+}
+
+// stateDigest fingerprints what every rank must agree on at the start.
+func stateDigest(dev nn.Device, l *nn.Learner, st State) ([32]byte, error) {
+	h := sha256.New()
+	ws, err := nn.ExportParams(dev, l.Model.Params())
+	if err != nil {
+		return [32]byte{}, err
+	}
+	os, err := l.Opt.State()
+	if err != nil {
+		return [32]byte{}, err
+	}
+	var b [4]byte
+	for _, t := range append(ws, os...) {
+		h.Write([]byte(t.Name))
+		for _, x := range t.Data {
+			binary.LittleEndian.PutUint32(b[:], math.Float32bits(x))
+			h.Write(b[:])
+		}
+	}
+	cursor, _ := json.Marshal([]int64{int64(st.Epoch), int64(st.StepInEpoch), st.Step, int64(l.Opt.Steps())})
+	h.Write(cursor)
+	var out [32]byte
+	copy(out[:], h.Sum(nil))
+	return out, nil
+}
+
+// gather returns every rank's own bytes, by rank, on every rank: each
+// rank in turn broadcasts its length, then its bytes.
+func (j *job) gather(own []byte) ([][]byte, error) {
+	out := make([][]byte, j.comm.Size())
+	for r := range out {
+		var n [8]byte
+		if r == j.comm.Rank() {
+			binary.LittleEndian.PutUint64(n[:], uint64(len(own)))
+		}
+		if err := j.comm.Broadcast(j.ctx, n[:], r); err != nil {
+			return nil, err
+		}
+		buf := make([]byte, binary.LittleEndian.Uint64(n[:]))
+		if r == j.comm.Rank() {
+			copy(buf, own)
+		}
+		if len(buf) > 0 {
+			if err := j.comm.Broadcast(j.ctx, buf, r); err != nil {
+				return nil, err
+			}
+		}
+		out[r] = buf
+	}
+	return out, nil
+}
+
+// shareOf returns rank r's cases of a sharded whole-case validation:
+// every N-th, starting at r.
+func shareOf[T any](all []T, r, n int) []T {
+	var out []T
+	for i := r; i < len(all); i += n {
+		out = append(out, all[i])
+	}
+	return out
+}
+
+// gatherCases puts the ranks' scores of their shares (shareOf) of total
+// cases back together, in the order of the cases, on every rank: the
+// summary is then the one a single process computes, bit for bit.
+func (j *job) gatherCases(mine []evaluation.Case, total int) ([]evaluation.Case, error) {
+	var b bytes.Buffer
+	if err := gob.NewEncoder(&b).Encode(mine); err != nil {
+		return nil, err
+	}
+	parts, err := j.gather(b.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	shares := make([][]evaluation.Case, len(parts))
+	for r, p := range parts {
+		if err := gob.NewDecoder(bytes.NewReader(p)).Decode(&shares[r]); err != nil {
+			return nil, fmt.Errorf("rank %d's validation scores: %w", r, err)
+		}
+	}
+	n := len(parts)
+	out := make([]evaluation.Case, 0, total)
+	for i := range total {
+		s := shares[i%n]
+		if i/n >= len(s) {
+			return nil, fmt.Errorf("rank %d scored %d validation cases, want %d", i%n, len(s), (total-i%n+n-1)/n)
+		}
+		out = append(out, s[i/n])
+	}
+	return out, nil
+}

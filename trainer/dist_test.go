@@ -1,0 +1,277 @@
+package trainer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/cpu"
+	"github.com/voxtrain/voxtrain/data"
+	"github.com/voxtrain/voxtrain/dist"
+	"github.com/voxtrain/voxtrain/internal/testutil"
+	"github.com/voxtrain/voxtrain/nn"
+)
+
+// startJob joins n ranks, goroutines of this process, over localhost TCP.
+func startJob(t *testing.T, n int) []dist.Comm {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	comms := make([]dist.Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			env := dist.Env{Rank: r, WorldSize: n, LocalRank: r, LocalWorldSize: n, MasterAddr: "127.0.0.1", MasterPort: port}
+			comms[r], errs[r] = dist.Init(context.Background(), env, dist.Options{})
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	return comms
+}
+
+// distConfig is tinyConfig with a per-rank batch, the same splits file and
+// output directory for every rank, and nnU-Net's loss with per-sample
+// Dice (whose gradient averages over ranks; batch Dice would not).
+func distConfig(t *testing.T, out, splits string, batch int) *config.Config {
+	c := tinyConfig(t, out)
+	c.Data.SplitsFile = splits
+	c.Train.BatchSize = batch
+	c.Loss.BatchDice = false
+	if testutil.Race {
+		// The communicator and the job's calls under the race detector;
+		// the numbers need fewer steps and no sliding window.
+		c.Train.Epochs, c.Validation.Mode = 1, "patch"
+	}
+	return c
+}
+
+// sampleLog records, per rank, the global sample indices (epoch, index)
+// each step consumed.
+type sampleLog struct {
+	mu    sync.Mutex
+	steps map[[2]int][]data.Sample // (epoch, step) → the global batch, rank order
+}
+
+func (l *sampleLog) hook(rank, ranks int) func(epoch, step int, s []data.Sample) {
+	return func(epoch, step int, s []data.Sample) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.steps == nil {
+			l.steps = map[[2]int][]data.Sample{}
+		}
+		k := [2]int{epoch, step}
+		g := l.steps[k]
+		if g == nil {
+			g = make([]data.Sample, ranks*len(s))
+		}
+		copy(g[rank*len(s):], s)
+		l.steps[k] = g
+	}
+}
+
+// runJob runs one training on n ranks (goroutines joined over TCP; n = 1:
+// no job) with batch b each, and returns rank 0's result.
+func runJob(t *testing.T, out, splits string, n, b int, o Options, log *sampleLog) (*Result, error) {
+	res, errs := runRanks(t, out, splits, n, b, func(int, *Options) {}, o, log)
+	for r := 1; r < n; r++ {
+		if (errs[r] == nil) != (errs[0] == nil) || res[r].Steps != res[0].Steps || res[r].Epochs != res[0].Epochs {
+			t.Errorf("rank %d ended with %v after %d steps, rank 0 with %v after %d", r, errs[r], res[r].Steps, errs[0], res[0].Steps)
+		}
+	}
+	return res[0], errs[0]
+}
+
+// runRanks runs one training on n ranks, each with o changed by perRank,
+// and returns every rank's result and error.
+func runRanks(t *testing.T, out, splits string, n, b int, perRank func(int, *Options), o Options, log *sampleLog) ([]*Result, []error) {
+	t.Helper()
+	var comms []dist.Comm
+	if n > 1 {
+		comms = startJob(t, n)
+	}
+	res := make([]*Result, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ro := o
+			ro.Device = cpu.New(cpu.Options{Threads: 1})
+			ro.Out = testWriter{t, fmt.Sprintf("rank %d: ", r)}
+			if n > 1 {
+				ro.Comm = comms[r]
+			}
+			if log != nil {
+				ro.onSamples = log.hook(r, n)
+			}
+			perRank(r, &ro)
+			res[r], errs[r] = Run(context.Background(), distConfig(t, out, splits, b), ro)
+		}()
+	}
+	wg.Wait()
+	for _, c := range comms {
+		go c.Close() // rank 0 waits for the others to leave
+	}
+	return res, errs
+}
+
+type testWriter struct {
+	t      *testing.T
+	prefix string
+}
+
+func (w testWriter) Write(p []byte) (int, error) {
+	if testing.Verbose() {
+		w.t.Logf("%s%s", w.prefix, p)
+	}
+	return len(p), nil
+}
+
+// closeTo compares weights within float summation tolerance: the ranks'
+// gradients are summed in another order than one process's batch.
+func closeTo(t *testing.T, what string, a, b []nn.HostTensor, rel float64) {
+	t.Helper()
+	worst := 0.0
+	for i := range a {
+		for k := range a[i].Data {
+			d := math.Abs(float64(a[i].Data[k]) - float64(b[i].Data[k]))
+			worst = max(worst, d/max(1e-3, math.Abs(float64(a[i].Data[k]))))
+		}
+	}
+	t.Logf("%s: largest relative difference %.2g", what, worst)
+	if worst > rel {
+		t.Errorf("%s differ by up to %.3g (relative), want ≤ %g", what, worst, rel)
+	}
+}
+
+// Two ranks with batch 1 train the weights one process with batch 2 does,
+// up to float summation order, through validation and checkpoints; every
+// rank logs the same numbers, and only rank 0 writes.
+func TestTwoRanksMatchOneProcessWithTheGlobalBatch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains three times")
+	}
+	splits := filepath.Join(t.TempDir(), "splits.json")
+	one, err := runJob(t, t.TempDir(), splits, 1, 2, Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := runJob(t, t.TempDir(), splits, 2, 1, Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if epochs := distConfig(t, t.TempDir(), splits, 1).Train.Epochs; two.Steps != int64(3*epochs) || two.Epochs != epochs {
+		t.Fatalf("two ranks: %+v", two)
+	}
+	c := distConfig(t, t.TempDir(), splits, 2)
+	m1, o1 := loadFinal(t, c, one.RunDir)
+	m2, o2 := loadFinal(t, c, two.RunDir)
+	closeTo(t, "weights", m1, m2, 1e-4)
+	closeTo(t, "optimiser state", o1, o2, 1e-3)
+	e1, e2 := metricsLines(t, one.RunDir), metricsLines(t, two.RunDir)
+	if len(e1) != two.Epochs || len(e2) != two.Epochs {
+		t.Fatalf("metrics lines: one process %d, two ranks %d (rank 0 alone writes)", len(e1), len(e2))
+	}
+	for i := range e1 {
+		if d := math.Abs(float64(e1[i].TrainLoss - e2[i].TrainLoss)); d > 1e-4 {
+			t.Errorf("epoch %d: train loss %v on two ranks, %v on one", i+1, e2[i].TrainLoss, e1[i].TrainLoss)
+		}
+		if d := math.Abs(float64(*e1[i].ValLoss - *e2[i].ValLoss)); d > 1e-4 {
+			t.Errorf("epoch %d: validation loss %v on two ranks, %v on one", i+1, *e2[i].ValLoss, *e1[i].ValLoss)
+		}
+		// The sliding-window Dice: each rank scored half the cases.
+		if len(e1[i].ValDice) != len(e2[i].ValDice) || len(e2[i].ValDice) == 0 {
+			t.Fatalf("epoch %d: validation Dice %v on two ranks, %v on one", i+1, e2[i].ValDice, e1[i].ValDice)
+		}
+		for k := range e1[i].ValDice {
+			if d := math.Abs(float64(e1[i].ValDice[k] - e2[i].ValDice[k])); d > 1e-3 {
+				t.Errorf("epoch %d: class %d's validation Dice %v on two ranks, %v on one", i+1, k+1, e2[i].ValDice[k], e1[i].ValDice[k])
+			}
+		}
+	}
+}
+
+// Resumed on 1, then 2, then 3 ranks with the same global batch (6), a
+// run takes the exact sample sequence one process takes, and ends with
+// its weights (up to summation order).
+func TestResumeOnOtherWorldSizesContinuesTheSequence(t *testing.T) {
+	if testing.Short() || testutil.Race {
+		t.Skip("trains four times")
+	}
+	splits := filepath.Join(t.TempDir(), "splits.json")
+	var straightLog, splitLog sampleLog
+	straight, err := runJob(t, t.TempDir(), splits, 1, 6, Options{}, &straightLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	var in *Interrupted
+	if _, err := runJob(t, out, splits, 1, 6, Options{StopAfterSteps: 2}, &splitLog); !errors.As(err, &in) || in.Step != 2 {
+		t.Fatalf("1 rank: %v", err)
+	}
+	if _, err := runJob(t, out, splits, 2, 3, Options{StopAfterSteps: 2, Resume: "auto"}, &splitLog); !errors.As(err, &in) || in.Step != 4 {
+		t.Fatalf("2 ranks: %v", err)
+	}
+	res, err := runJob(t, out, splits, 3, 2, Options{Resume: "auto"}, &splitLog)
+	if err != nil || res.Steps != 6 {
+		t.Fatalf("3 ranks: %v, %+v", err, res)
+	}
+	if len(straightLog.steps) != 6 || len(splitLog.steps) != 6 {
+		t.Fatalf("steps recorded: %d straight, %d split", len(straightLog.steps), len(splitLog.steps))
+	}
+	for k, want := range straightLog.steps {
+		if got := splitLog.steps[k]; !slices.Equal(got, want) {
+			t.Errorf("epoch %d step %d: samples %v after resumes, %v straight", k[0], k[1], got, want)
+		}
+	}
+	c := distConfig(t, t.TempDir(), splits, 6)
+	ms, _ := loadFinal(t, c, straight.RunDir)
+	mr, _ := loadFinal(t, c, res.RunDir)
+	closeTo(t, "weights", ms, mr, 1e-4)
+}
+
+// A stop on one rank (here its step limit; a signal alike) stops every
+// rank after the same step, the others with ErrPeerStopped, and rank 0
+// saves last once.
+func TestOneRankStoppingStopsAll(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains")
+	}
+	splits := filepath.Join(t.TempDir(), "splits.json")
+	out := t.TempDir()
+	res, errs := runRanks(t, out, splits, 2, 1, func(r int, o *Options) {
+		if r == 1 {
+			o.StopAfterSteps = 2
+		}
+	}, Options{}, nil)
+	var in0, in1 *Interrupted
+	if !errors.As(errs[0], &in0) || !errors.As(errs[1], &in1) || in0.Step != 2 || in1.Step != 2 ||
+		!errors.Is(errs[0], ErrPeerStopped) || !errors.Is(errs[1], ErrStepLimit) {
+		t.Fatalf("rank 0: %v; rank 1: %v", errs[0], errs[1])
+	}
+	c := distConfig(t, t.TempDir(), splits, 1)
+	loadFinal(t, c, res[0].RunDir)
+	if n := len(testutil.DirNames(t, filepath.Join(res[0].RunDir, "checkpoints"))); n != 2 { // ckpt-… and last
+		t.Errorf("checkpoints: %v", testutil.DirNames(t, filepath.Join(res[0].RunDir, "checkpoints")))
+	}
+}
