@@ -256,34 +256,13 @@ func (m *Model) BlockProbabilities(ctx context.Context, g *BlockGrid, b volume.B
 // returns for the whole volume, restricted to b. Each member reads the
 // region its own windows need through read.
 func (e *Ensemble) BlockProbabilities(ctx context.Context, shape, block [3]int, b volume.Box, vc config.Validation, read RegionReader) ([]float32, error) {
-	var sum []float32
-	for i, m := range e.Members {
+	return e.mean(func(m *Model) ([]float32, error) {
 		g, err := m.Grid(shape, block, vc)
 		if err != nil {
 			return nil, err
 		}
-		p, err := m.BlockProbabilities(ctx, g, b, vc, read)
-		if err != nil {
-			if len(e.Members) > 1 {
-				err = fmt.Errorf("%s: %w", m.Dir, err)
-			}
-			return nil, err
-		}
-		if i == 0 {
-			sum = p
-			continue
-		}
-		for j, x := range p {
-			sum[j] += x
-		}
-	}
-	if k := len(e.Members); k > 1 {
-		inv := 1 / float32(k)
-		for j := range sum {
-			sum[j] *= inv
-		}
-	}
-	return sum, nil
+		return m.BlockProbabilities(ctx, g, b, vc, read)
+	})
 }
 
 // BlockBytes bounds the memory one block of a volume of shape takes: the

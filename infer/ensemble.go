@@ -88,9 +88,15 @@ func (e *Ensemble) ReadCase(c data.Case) (*data.Volume, error) {
 // Classes channels of D·H·W values (channel-major, as Predict returns).
 // Mirroring (vc.Mirror) and overlap apply to every member.
 func (e *Ensemble) Probabilities(ctx context.Context, v *data.Volume, vc config.Validation) ([]float32, error) {
+	return e.mean(func(m *Model) ([]float32, error) { return m.Probabilities(ctx, v, vc) })
+}
+
+// mean averages the members' probabilities, each from member(m); an
+// error names the member's checkpoint when there are several.
+func (e *Ensemble) mean(member func(m *Model) ([]float32, error)) ([]float32, error) {
 	var sum []float32
 	for i, m := range e.Members {
-		p, err := m.Probabilities(ctx, v, vc)
+		p, err := member(m)
 		if err != nil {
 			if len(e.Members) > 1 {
 				err = fmt.Errorf("%s: %w", m.Dir, err)

@@ -70,6 +70,20 @@ func infoRun(opts *InfoOptions) error {
 	r := nifti.Reader{MaxGzipBytes: opts.MaxGzipBytes}
 	out := opts.IO.Out
 	failed := 0
+	// emit prints one file's description: a JSON line with --json, else
+	// the table print writes.
+	emit := func(v any, print func()) error {
+		if !opts.JSON {
+			print()
+			return nil
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("encode: %w", err)
+		}
+		fmt.Fprintln(out, string(b))
+		return nil
+	}
 	for _, path := range opts.Files {
 		// Other formats (NRRD, MetaImage, TIFF, ...) through package
 		// volume: the keys that apply.
@@ -80,14 +94,8 @@ func infoRun(opts *InfoOptions) error {
 				failed++
 				continue
 			}
-			if opts.JSON {
-				b, err := json.Marshal(info)
-				if err != nil {
-					return fmt.Errorf("encode %s: %w", path, err)
-				}
-				fmt.Fprintln(out, string(b))
-			} else {
-				printVolumeInfo(out, info)
+			if err := emit(info, func() { printVolumeInfo(out, info) }); err != nil {
+				return err
 			}
 			continue
 		}
@@ -105,15 +113,9 @@ func infoRun(opts *InfoOptions) error {
 			failed++
 			continue
 		}
-		if opts.JSON {
-			b, err := json.Marshal(info)
-			if err != nil {
-				return fmt.Errorf("encode %s: %w", path, err)
-			}
-			fmt.Fprintln(out, string(b))
-			continue
+		if err := emit(info, func() { printInfo(out, info, hdr) }); err != nil {
+			return err
 		}
-		printInfo(out, info, hdr)
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d files could not be read", failed, len(opts.Files))
