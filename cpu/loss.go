@@ -367,7 +367,16 @@ func (d *Device) ChannelAffineAdd(dst, a nn.Tensor, alpha, beta []float32) {
 
 // SegCounts returns per-class TP, FP, FN of argmax(logits) against labels.
 func (d *Device) SegCounts(logits, labels nn.Tensor) (tp, fp, fn []int64, err error) {
-	const op = "SegCounts"
+	return d.segCounts("SegCounts", logits, labels, -1)
+}
+
+// SegCountsIgnore is SegCounts without the voxels labelled ignore
+// (nn.IgnoreLossDevice).
+func (d *Device) SegCountsIgnore(logits, labels nn.Tensor, ignore int) (tp, fp, fn []int64, err error) {
+	return d.segCounts("SegCountsIgnore", logits, labels, ignore)
+}
+
+func (d *Device) segCounts(op string, logits, labels nn.Tensor, ignore int) (tp, fp, fn []int64, err error) {
 	n, v, c := labelDims(op, logits, labels)
 	zs := cpuTensor(logits).data
 	ls := cpuTensor(labels).data
@@ -379,6 +388,9 @@ func (d *Device) SegCounts(logits, labels nn.Tensor) (tp, fp, fn []int64, err er
 	d.parallel(nch, func(i int) {
 		p := part[i*3*k : (i+1)*3*k]
 		for vox := i * chunkVoxels; vox < min(total, (i+1)*chunkVoxels); vox++ {
+			if isIgnored(ls[vox], ignore) {
+				continue
+			}
 			l := classOf(ls[vox], k)
 			if l < 0 {
 				if !bads[i].found {

@@ -156,6 +156,9 @@ type IgnoreLossDevice interface {
 	// SoftmaxLossBackwardIgnore is SoftmaxLossBackward with dlogits zero
 	// at the voxels labelled ignore.
 	SoftmaxLossBackwardIgnore(probs, labels Tensor, ceScale, alpha, beta []float32, extra, dlogits Tensor, ignore int)
+	// SegCountsIgnore is SegCounts leaving the voxels labelled ignore out
+	// of every count (nnU-Net's evaluation's ignore mask).
+	SegCountsIgnore(logits, labels Tensor, ignore int) (tp, fp, fn []int64, err error)
 }
 
 // SGDArgs parameterise one SGD update, with PyTorch's semantics

@@ -80,6 +80,20 @@ func TestIgnoreLabelIsRemoval(t *testing.T) {
 				}
 			}
 		}
+		// Validation counts leave the ignored voxels out too.
+		tp, fp, fn, err := dev.SegCountsIgnore(upload(t, dev, full, z), upload(t, dev, full[:4], lab), ignore)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctp, cfp, cfn, err := dev.SegCounts(upload(t, dev, cut, zc), upload(t, dev, cut[:4], lc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range ctp {
+			if tp[j] != ctp[j] || fp[j] != cfp[j] || fn[j] != cfn[j] {
+				t.Errorf("class %d: counts with ignored planes %d/%d/%d, cut %d/%d/%d", j, tp[j], fp[j], fn[j], ctp[j], cfp[j], cfn[j])
+			}
+		}
 		// Ignored voxels' logits do not matter.
 		z2 := append([]float32(nil), z...)
 		for i := range lab {
