@@ -269,3 +269,44 @@ func TestParallelMatchesSerial(t *testing.T) {
 		}
 	}
 }
+
+// TestForegroundCropSkipsIgnoreLabel: with an ignore label, forced
+// foreground crops centre on the other classes only, and a case whose only
+// "foreground" is the ignore label gets random crops.
+func TestForegroundCropSkipsIgnoreLabel(t *testing.T) {
+	shape := [3]int{40, 50, 60}
+	lab := make([]uint8, 40*50*60)
+	for i := 0; i < 2000; i++ {
+		lab[20*50*60+i] = 5 // the ignore label, plenty of it
+	}
+	lab[(3*50+45)*60+4] = 2
+	f, err := preprocess.BuildForegroundIndex(lab, shape, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := [3]int{16, 16, 16}
+	a := mustNew(t, mustPreset(t, config.PresetNone), patch, 1)
+	a.SetIgnoreLabel(5)
+	rng := rand.New(rand.NewPCG(4, 5))
+	want := [3]int{0, min(45-8, 50-16), 0} // the class-2 voxel centred, clamped to the volume
+	for it := 0; it < 30; it++ {
+		if got := a.drawCorner(rng, shape, f, true); got != want {
+			t.Fatalf("draw %d: corner %v, want %v (centred on class 2, never on the ignore label)", it, got, want)
+		}
+	}
+	only, err := preprocess.BuildForegroundIndex(func() []uint8 {
+		l := make([]uint8, len(lab))
+		copy(l[20*50*60:], lab[20*50*60:20*50*60+2000])
+		return l
+	}(), shape, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	corners := map[[3]int]bool{}
+	for it := 0; it < 30; it++ {
+		corners[a.drawCorner(rng, shape, only, true)] = true
+	}
+	if len(corners) < 10 {
+		t.Errorf("ignore-only case: %d distinct corners in 30 draws, want random crops", len(corners))
+	}
+}

@@ -19,7 +19,14 @@ type Augmenter struct {
 	mirAxes  []int
 	r90Axes  []int
 	lrAxes   [3]bool
+	// ignore is the ignore label (0: none), never a crop's centre.
+	ignore int
 }
+
+// SetIgnoreLabel makes foreground-centred crops skip the ignore label's
+// voxels (loss.ignore_label; 0: none): a patch centred on voxels the loss
+// leaves out would teach nothing.
+func (a *Augmenter) SetIgnoreLabel(n int) { a.ignore = n }
 
 // New checks cfg and returns an Augmenter for patches of the given (D, H, W)
 // size with the given number of image channels.

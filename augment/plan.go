@@ -220,8 +220,22 @@ func cropRange(n, p int) (lo, hi int) {
 // patch stays within the crop range); otherwise a uniform random corner.
 func (a *Augmenter) drawCorner(rng *rand.Rand, shape [3]int, fg *preprocess.ForegroundIndex, forceFG bool) [3]int {
 	var corner [3]int
-	if forceFG && fg != nil && len(fg.Classes) > 0 {
-		k := rng.IntN(len(fg.Classes))
+	// Without the ignore label among the classes the draws are those of a
+	// run without one, so existing runs' batches do not change.
+	classes, skip := 0, -1
+	if fg != nil {
+		classes = len(fg.Classes)
+		for k, c := range fg.Classes {
+			if a.ignore > 0 && int(c) == a.ignore {
+				skip, classes = k, classes-1
+			}
+		}
+	}
+	if forceFG && classes > 0 {
+		k := rng.IntN(classes)
+		if skip >= 0 && k >= skip {
+			k++ // the classes after the ignore label
+		}
 		locs := fg.Locations[k]
 		v := fg.Voxel(int(locs[rng.IntN(len(locs))]))
 		for i := range corner {

@@ -99,3 +99,41 @@ func TestLossZeroWeightsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestLossIgnoreLabel: loss.ignore_label is accepted at or above
+// model.num_classes and refused inside the classes, out of 1..255, and with
+// the losses that have no mask (bce, clDice), each error naming the key.
+func TestLossIgnoreLabel(t *testing.T) {
+	intp := func(n int) *int { return &n }
+	cfg := func(n int, name string) *Config {
+		c := Default()
+		c.Model.NumClasses = 3
+		c.Loss.Name = name
+		c.Loss.IgnoreLabel = intp(n)
+		return &c
+	}
+	for _, n := range []int{3, 4, 255} {
+		if err := cfg(n, "dice_ce").Validate(); err != nil && strings.Contains(err.Error(), "ignore_label") {
+			t.Errorf("ignore_label %d with 3 classes: %v", n, err)
+		}
+	}
+	for _, tc := range []struct {
+		n    int
+		name string
+		want string
+	}{
+		{2, "dice_ce", "loss.ignore_label: 2 is a class"},
+		{0, "dice_ce", "loss.ignore_label: 0, want a label value in 1..255"},
+		{256, "ce", "loss.ignore_label: 256, want a label value in 1..255"},
+		{3, "bce", "loss.ignore_label: not supported with loss.name bce"},
+		{3, "cldice", "loss.ignore_label: not supported with clDice"},
+	} {
+		err := cfg(tc.n, tc.name).Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ignore_label %d, loss %s: %v, want %q", tc.n, tc.name, err, tc.want)
+		}
+	}
+	if got := Default().Loss.Ignore(); got != -1 {
+		t.Errorf("default Ignore() = %d, want -1", got)
+	}
+}

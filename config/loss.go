@@ -18,6 +18,11 @@ import (
 //	        foreground channels (Shit et al. 2021, reference PyTorch code)
 //	bce     BCEWithLogits(pos_weight) for a one-channel (sigmoid) output;
 //	        with cldice_weight > 0 also clDice on σ(logits) (thin structures)
+//
+// With ignore_label N, voxels labelled N are left out of ce and dice (and
+// of the validation metrics) as nnU-Net v2's ignore label is: ce is the
+// mean over the other voxels, dice's sums run over the other voxels only
+// (nnU-Net's loss_mask), and their gradient is zero.
 type Loss struct {
 	// Name is dice_ce (nnU-Net's), ce, dice, cldice or bce; it picks the
 	// weights of the terms the file does not give (see TermWeights).
@@ -40,6 +45,20 @@ type Loss struct {
 	// DeepSupervisionWeights overrides nnU-Net's output weights (one per
 	// output, highest resolution first; renormalised to sum 1).
 	DeepSupervisionWeights []float64 `yaml:"deep_supervision_weights"`
+	// IgnoreLabel is the label value whose voxels are excluded from the
+	// loss and the metrics (nil: none). It is not a class: model.num_classes
+	// does not count it, and it must be ≥ model.num_classes (nnU-Net v2
+	// makes it the highest label value; voxtrain also accepts a higher one,
+	// such as 255).
+	IgnoreLabel *int `yaml:"ignore_label"`
+}
+
+// Ignore returns the ignore label, or -1 when there is none.
+func (c Loss) Ignore() int {
+	if c.IgnoreLabel == nil {
+		return -1
+	}
+	return *c.IgnoreLabel
 }
 
 // Validate reports the first problem of the section, naming the key.
@@ -76,6 +95,20 @@ func (c Loss) Validate() error {
 	for i, w := range c.DeepSupervisionWeights {
 		if w < 0 || math.IsNaN(w) || math.IsInf(w, 0) {
 			return fmt.Errorf("loss.deep_supervision_weights[%d]: %v, want a finite value >= 0", i, w)
+		}
+	}
+	if c.IgnoreLabel != nil {
+		n := *c.IgnoreLabel
+		if n <= 0 || n > 255 {
+			return fmt.Errorf("loss.ignore_label: %d, want a label value in 1..255 (0 is background)", n)
+		}
+		// bce's and clDice's sums have no mask yet; refusing beats
+		// training the ignored voxels as background.
+		if c.Name == "bce" {
+			return fmt.Errorf("loss.ignore_label: not supported with loss.name bce; use dice_ce, ce or dice")
+		}
+		if cldice > 0 {
+			return fmt.Errorf("loss.ignore_label: not supported with clDice (loss.cldice_weight %v); set it to 0 or drop ignore_label", cldice)
 		}
 	}
 	return nil

@@ -54,6 +54,10 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Loss.Validate(); err != nil {
 		errs = append(errs, err)
+	} else if n := c.Loss.Ignore(); n >= 0 && n < c.Model.NumClasses {
+		// A class's own value cannot also be ignored.
+		bad("loss.ignore_label", "%d is a class (model.num_classes %d counts labels 0..%d); the ignore label must be ≥ model.num_classes (nnU-Net: the highest label value)",
+			n, c.Model.NumClasses, c.Model.NumClasses-1)
 	}
 	if err := c.Optim.Validate(); err != nil {
 		errs = append(errs, err)

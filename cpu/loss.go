@@ -75,25 +75,42 @@ func softmaxRow(z, p []float32, e []float64) (m float32, s float64) {
 
 // SoftmaxLoss computes probs = softmax(logits) and the SegStats sums.
 func (d *Device) SoftmaxLoss(logits, labels, probs nn.Tensor) (nn.SegStats, error) {
-	const op = "SoftmaxLoss"
+	return d.softmaxLoss("SoftmaxLoss", logits, labels, probs, -1)
+}
+
+// SoftmaxLossIgnore is SoftmaxLoss leaving the voxels labelled ignore out
+// of every sum (nn.IgnoreLossDevice); their probabilities are still
+// written.
+func (d *Device) SoftmaxLossIgnore(logits, labels, probs nn.Tensor, ignore int) (nn.SegStats, error) {
+	return d.softmaxLoss("SoftmaxLossIgnore", logits, labels, probs, ignore)
+}
+
+// isIgnored reports whether label l is the ignore label (ignore ≥ 0).
+func isIgnored(l float32, ignore int) bool { return ignore >= 0 && l == float32(ignore) }
+
+func (d *Device) softmaxLoss(op string, logits, labels, probs nn.Tensor, ignore int) (nn.SegStats, error) {
 	n, v, c := labelDims(op, logits, labels)
 	zs := cpuTensor(logits).data
 	ls := cpuTensor(labels).data
 	ps := mustLen(op, probs, len(zs))
 	nch := chunks(v)
-	// per chunk: ce, then intersect[c], psum[c], tsum[c]
-	w := 1 + 3*c
+	// per chunk: ce, counted voxels, then intersect[c], psum[c], tsum[c]
+	w := 2 + 3*c
 	part := make([]float64, n*nch*w)
 	bads := make([]badLabel, n*nch)
 	d.parallel(n*nch, func(i int) {
 		b, k := i/nch, i%nch
 		p := part[i*w : (i+1)*w]
-		inter, psum, tsum := p[1:1+c], p[1+c:1+2*c], p[1+2*c:]
+		inter, psum, tsum := p[2:2+c], p[2+c:2+2*c], p[2+2*c:]
 		e := make([]float64, c)
 		for vox := b*v + k*chunkVoxels; vox < b*v+min(v, (k+1)*chunkVoxels); vox++ {
 			z := zs[vox*c : (vox+1)*c]
 			pr := ps[vox*c : (vox+1)*c]
 			m, s := softmaxRow(z, pr, e)
+			if isIgnored(ls[vox], ignore) {
+				continue
+			}
+			p[1]++
 			for j, q := range pr {
 				psum[j] += float64(q)
 			}
@@ -115,14 +132,20 @@ func (d *Device) SoftmaxLoss(logits, labels, probs nn.Tensor) (nn.SegStats, erro
 	st := nn.SegStats{N: n, C: c, Voxels: v,
 		CE: make([]float64, n), Intersect: make([]float64, n*c),
 		PredSum: make([]float64, n*c), TargetSum: make([]float64, n*c)}
+	if ignore >= 0 {
+		st.Counted = make([]float64, n)
+	}
 	for b := 0; b < n; b++ {
 		for k := 0; k < nch; k++ {
 			p := part[(b*nch+k)*w : (b*nch+k+1)*w]
 			st.CE[b] += p[0]
+			if st.Counted != nil {
+				st.Counted[b] += p[1]
+			}
 			for j := 0; j < c; j++ {
-				st.Intersect[b*c+j] += p[1+j]
-				st.PredSum[b*c+j] += p[1+c+j]
-				st.TargetSum[b*c+j] += p[1+2*c+j]
+				st.Intersect[b*c+j] += p[2+j]
+				st.PredSum[b*c+j] += p[2+c+j]
+				st.TargetSum[b*c+j] += p[2+2*c+j]
 			}
 		}
 	}
@@ -132,7 +155,16 @@ func (d *Device) SoftmaxLoss(logits, labels, probs nn.Tensor) (nn.SegStats, erro
 // SoftmaxLossBackward writes dlogits = J_softmaxᵀ·q + ceScale·(p − onehot)
 // with q = alpha·onehot + beta + extra.
 func (d *Device) SoftmaxLossBackward(probs, labels nn.Tensor, ceScale, alpha, beta []float32, extra, dlogits nn.Tensor) {
-	const op = "SoftmaxLossBackward"
+	d.softmaxLossBackward("SoftmaxLossBackward", probs, labels, ceScale, alpha, beta, extra, dlogits, -1)
+}
+
+// SoftmaxLossBackwardIgnore is SoftmaxLossBackward with dlogits zero at
+// the voxels labelled ignore (nn.IgnoreLossDevice).
+func (d *Device) SoftmaxLossBackwardIgnore(probs, labels nn.Tensor, ceScale, alpha, beta []float32, extra, dlogits nn.Tensor, ignore int) {
+	d.softmaxLossBackward("SoftmaxLossBackwardIgnore", probs, labels, ceScale, alpha, beta, extra, dlogits, ignore)
+}
+
+func (d *Device) softmaxLossBackward(op string, probs, labels nn.Tensor, ceScale, alpha, beta []float32, extra, dlogits nn.Tensor, ignore int) {
 	n, v, c := labelDims(op, probs, labels)
 	ps := cpuTensor(probs).data
 	ls := cpuTensor(labels).data
@@ -152,6 +184,10 @@ func (d *Device) SoftmaxLossBackward(probs, labels nn.Tensor, ceScale, alpha, be
 		for vox := b*v + k*chunkVoxels; vox < b*v+min(v, (k+1)*chunkVoxels); vox++ {
 			p := ps[vox*c : (vox+1)*c]
 			dz := ds[vox*c : (vox+1)*c]
+			if isIgnored(ls[vox], ignore) {
+				clear(dz)
+				continue
+			}
 			l := classOf(ls[vox], c)
 			copy(q, be)
 			if l >= 0 {
@@ -331,7 +367,16 @@ func (d *Device) ChannelAffineAdd(dst, a nn.Tensor, alpha, beta []float32) {
 
 // SegCounts returns per-class TP, FP, FN of argmax(logits) against labels.
 func (d *Device) SegCounts(logits, labels nn.Tensor) (tp, fp, fn []int64, err error) {
-	const op = "SegCounts"
+	return d.segCounts("SegCounts", logits, labels, -1)
+}
+
+// SegCountsIgnore is SegCounts without the voxels labelled ignore
+// (nn.IgnoreLossDevice).
+func (d *Device) SegCountsIgnore(logits, labels nn.Tensor, ignore int) (tp, fp, fn []int64, err error) {
+	return d.segCounts("SegCountsIgnore", logits, labels, ignore)
+}
+
+func (d *Device) segCounts(op string, logits, labels nn.Tensor, ignore int) (tp, fp, fn []int64, err error) {
 	n, v, c := labelDims(op, logits, labels)
 	zs := cpuTensor(logits).data
 	ls := cpuTensor(labels).data
@@ -343,6 +388,9 @@ func (d *Device) SegCounts(logits, labels nn.Tensor) (tp, fp, fn []int64, err er
 	d.parallel(nch, func(i int) {
 		p := part[i*3*k : (i+1)*3*k]
 		for vox := i * chunkVoxels; vox < min(total, (i+1)*chunkVoxels); vox++ {
+			if isIgnored(ls[vox], ignore) {
+				continue
+			}
 			l := classOf(ls[vox], k)
 			if l < 0 {
 				if !bads[i].found {

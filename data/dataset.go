@@ -52,8 +52,13 @@ type Dataset struct {
 	// Channels is the number of image channels the description declares
 	// (0 when it does not; the reader then takes what the files hold).
 	Channels int
-	// LabelNames maps class index to name where the description has them.
+	// LabelNames maps class index to name where the description has them
+	// (never the ignore label).
 	LabelNames map[int]string
+	// IgnoreLabel is the label value dataset.json's "labels" names
+	// "ignore" (nnU-Net v2's ignore label; 0: none). Verify holds it to
+	// loss.ignore_label.
+	IgnoreLabel int
 	// Cases are the training cases.
 	Cases []Case
 	// Warnings are what the description allows but a user should hear
@@ -134,6 +139,9 @@ type datasetJSON struct {
 	// RegionsClassOrder is nnU-Net v2's region-based training (labels
 	// given as lists of classes), which voxtrain does not train yet.
 	RegionsClassOrder json.RawMessage `json:"regions_class_order"`
+
+	// ignore is labels' "ignore" value (0: none), set by check.
+	ignore int
 }
 
 type msdEntry struct {
@@ -159,9 +167,11 @@ func readMeta(dir string) (*datasetJSON, error) {
 
 // check refuses what voxtrain would otherwise train wrongly without a
 // word: nnU-Net v2's regions (a label given as a list of classes, with
-// regions_class_order) would be trained as plain classes and its ignore
-// label as one more class; and a file_ending no registered reader opens
-// would find no cases, or the wrong files.
+// regions_class_order) would be trained as plain classes; an ignore label
+// that is not an integer above every class (nnU-Net v2 requires it to be
+// the highest label value); and a file_ending no registered reader opens
+// would find no cases, or the wrong files. It records the ignore label,
+// which Verify holds to loss.ignore_label.
 func (m *datasetJSON) check() error {
 	if len(m.RegionsClassOrder) > 0 && string(m.RegionsClassOrder) != "null" {
 		return errors.New("regions_class_order: region-based training (nnU-Net v2's overlapping regions, trained with sigmoid outputs) is not supported yet; give plain classes in \"labels\"")
@@ -174,11 +184,23 @@ func (m *datasetJSON) check() error {
 	for _, k := range keys {
 		raw := m.Labels[k]
 		if strings.EqualFold(k, "ignore") {
-			return fmt.Errorf("labels: %q is nnU-Net v2's ignore label (its voxels excluded from loss and metrics), which voxtrain does not support yet; it would be trained as a class. Relabel those voxels or drop them", k)
+			var n int
+			if json.Unmarshal(raw, &n) != nil || n <= 0 || n > 255 {
+				return fmt.Errorf("labels: %q is %s, want nnU-Net v2's ignore label, an integer in 1..255", k, raw)
+			}
+			m.ignore = n
+			continue
 		}
 		var list []json.RawMessage
 		if json.Unmarshal(raw, &list) == nil {
 			return fmt.Errorf("labels: %q is a region (%s), nnU-Net v2's region-based training, which voxtrain does not support yet; give plain classes", k, raw)
+		}
+	}
+	if m.ignore > 0 {
+		for v, name := range m.labelNames() {
+			if v >= m.ignore {
+				return fmt.Errorf("labels: \"ignore\" is %d but class %q is %d; the ignore label must be the highest label value (nnU-Net v2)", m.ignore, name, v)
+			}
 		}
 	}
 	if m.FileEnding != "" && !volume.Readable("case"+m.FileEnding) {
@@ -195,6 +217,9 @@ func (m *datasetJSON) labelNames() map[int]string {
 	}
 	out := map[int]string{}
 	for k, raw := range m.Labels {
+		if strings.EqualFold(k, "ignore") {
+			continue // not a class
+		}
 		var name string
 		if i, err := strconv.Atoi(k); err == nil && json.Unmarshal(raw, &name) == nil {
 			out[i] = name
@@ -227,7 +252,7 @@ func loadMSD(dir string) (*Dataset, error) {
 	if len(meta.Training) == 0 {
 		return nil, fmt.Errorf("%s: no \"training\" cases", path)
 	}
-	ds := &Dataset{Root: dir, Format: "msd", Channels: meta.channels(), LabelNames: meta.labelNames()}
+	ds := &Dataset{Root: dir, Format: "msd", Channels: meta.channels(), LabelNames: meta.labelNames(), IgnoreLabel: meta.ignore}
 	for i, e := range meta.Training {
 		var imgs []string
 		var one string
@@ -270,7 +295,7 @@ func loadNNUNet(dir string) (*Dataset, error) {
 	pattern, ending := channelFile, "(.nii.gz or .nii)"
 	meta, err := readMeta(dir)
 	if err == nil {
-		ds.Channels, ds.LabelNames = meta.channels(), meta.labelNames()
+		ds.Channels, ds.LabelNames, ds.IgnoreLabel = meta.channels(), meta.labelNames(), meta.ignore
 		if meta.FileEnding != "" {
 			pattern, ending = channelFileWith(meta.FileEnding), meta.FileEnding
 		}

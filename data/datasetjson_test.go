@@ -55,7 +55,7 @@ func nnunetRaw(t *testing.T, n int, ending, datasetJSON string) string {
 }
 
 // TestDatasetJSONRefusesWhatItCannotTrain: nnU-Net v2 regions, an ignore
-// label, and a file_ending no reader opens are refused when the dataset is
+// label that is not the highest label value, and a file_ending no reader opens are refused when the dataset is
 // opened, naming dataset.json and the key, instead of being trained as
 // plain classes or finding no cases; a numTraining that disagrees with the
 // files found names both.
@@ -68,8 +68,10 @@ func TestDatasetJSONRefusesWhatItCannotTrain(t *testing.T) {
 			[]string{"regions_class_order", "region-based training", "not supported yet"}},
 		{"region without order", `{"channel_names":{"0":"MRI"},"labels":{"background":0,"whole":[1,2]},"file_ending":".nii.gz"}`,
 			[]string{`labels: "whole" is a region ([1,2])`}},
-		{"ignore", `{"channel_names":{"0":"MRI"},"labels":{"background":0,"Anterior":1,"Posterior":2,"ignore":3},"file_ending":".nii.gz"}`,
-			[]string{`labels: "ignore" is nnU-Net v2's ignore label`}},
+		{"ignore not highest", `{"channel_names":{"0":"MRI"},"labels":{"background":0,"Anterior":1,"Posterior":2,"ignore":2},"file_ending":".nii.gz"}`,
+			[]string{`labels: "ignore" is 2 but class "Posterior" is 2; the ignore label must be the highest label value`}},
+		{"ignore not a number", `{"channel_names":{"0":"MRI"},"labels":{"background":0,"Anterior":1,"Posterior":2,"ignore":"x"},"file_ending":".nii.gz"}`,
+			[]string{`labels: "ignore" is "x", want nnU-Net v2's ignore label, an integer in 1..255`}},
 		{"ending", `{"channel_names":{"0":"MRI"},"labels":{"background":0,"Anterior":1,"Posterior":2},"file_ending":".mgz"}`,
 			[]string{`file_ending: no volume reader opens ".mgz" files`}},
 		{"numTraining", `{"channel_names":{"0":"MRI"},"labels":{"background":0,"Anterior":1,"Posterior":2},"numTraining":5,"file_ending":".nii.gz"}`,

@@ -38,6 +38,9 @@ type Options struct {
 	// Augment configures training augmentation (validation patches are
 	// plain crops).
 	Augment config.Augment
+	// IgnoreLabel is loss.ignore_label (0: none): foreground-centred
+	// crops never centre on its voxels.
+	IgnoreLabel int
 	// Alloc supplies batch buffers (default AlignedAllocator).
 	Alloc Allocator
 	// Held is how many batches the consumer may hold unreleased at once
@@ -112,6 +115,8 @@ func Open(cfg config.Data, opt Options) (*Loader, error) {
 	if err != nil {
 		return nil, err
 	}
+	l.aug.SetIgnoreLabel(opt.IgnoreLabel)
+	l.valAug.SetIgnoreLabel(opt.IgnoreLabel)
 	if err := l.pickSource(); err != nil {
 		return nil, err
 	}

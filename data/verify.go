@@ -18,8 +18,11 @@ import (
 // VerifyOptions say what a run needs of its dataset.
 type VerifyOptions struct {
 	// NumClasses bounds the labels: every label value must lie in
-	// [0, NumClasses) (model.num_classes).
+	// [0, NumClasses) (model.num_classes), or be IgnoreLabel.
 	NumClasses int
+	// IgnoreLabel is loss.ignore_label (0: none): a label value allowed
+	// besides the classes, and the one a dataset.json "ignore" must give.
+	IgnoreLabel int
 	// Patch is the training patch (D, H, W); a case smaller than it along
 	// an axis is padded, which Verify reports.
 	Patch [3]int
@@ -52,7 +55,7 @@ const maxListed = 20
 // headers and all their voxels — before the first step, and fails with
 // one error listing each problem that would make training wrong or
 // meaningless, each naming its file: a label value outside
-// [0, model.num_classes); a label whose spacing or affine differs from its
+// [0, model.num_classes) other than loss.ignore_label; a label whose spacing or affine differs from its
 // image's; NaN or infinite image voxels (counted); an empty training fold
 // (naming the fold and the splits file). What training can work around is
 // logged as a warning: a one-slice (2-D) image in a 3-D dataset and a case
@@ -73,6 +76,16 @@ func Verify(ctx context.Context, cfg config.Data, o VerifyOptions) error {
 	train, val, from, err := foldCases(ds, cfg)
 	if err != nil {
 		return err
+	}
+	if ds.IgnoreLabel != 0 && ds.IgnoreLabel != o.IgnoreLabel {
+		// The config, not the data file, says what the loss does: the run's
+		// config.yaml stays the one record of it.
+		want := "no loss.ignore_label"
+		if o.IgnoreLabel != 0 {
+			want = fmt.Sprintf("loss.ignore_label %d", o.IgnoreLabel)
+		}
+		return fmt.Errorf("data: %s's dataset.json has the ignore label %d (labels \"ignore\") but the config has %s; set loss.ignore_label: %d so its voxels are left out of the loss and metrics rather than trained",
+			cfg.Dataset, ds.IgnoreLabel, want, ds.IgnoreLabel)
 	}
 	for v := range ds.LabelNames {
 		o.declared = append(o.declared, v)
@@ -198,7 +211,7 @@ type verdict struct{ problems, warnings []string }
 // "" when a file cannot be stat'ed (verifyCase then reports it).
 func verifyKey(c Case, channels int, o VerifyOptions) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d|%d|%v|%v", channels, o.NumClasses, o.Patch, o.declared)
+	fmt.Fprintf(&b, "%d|%d|%d|%v|%v", channels, o.NumClasses, o.IgnoreLabel, o.Patch, o.declared)
 	for _, f := range c.Files() {
 		fi, err := os.Stat(volume.FilePath(f))
 		if err != nil {
@@ -274,7 +287,7 @@ func checkCase(c Case, channels int, o VerifyOptions) (problems, warnings []stri
 			hist[l]++
 		}
 		for val := o.NumClasses; val < 256 && o.NumClasses > 0; val++ {
-			if hist[val] > 0 {
+			if hist[val] > 0 && val != o.IgnoreLabel {
 				problems = append(problems, fmt.Sprintf("%s: label value %d in %d voxels, outside 0..%d (model.num_classes: %d)",
 					c.Label, val, hist[val], o.NumClasses-1, o.NumClasses))
 			}

@@ -143,3 +143,51 @@ func TestVerifyConstantImage(t *testing.T) {
 		t.Errorf("a real image reported constant:\n%s", lb.String())
 	}
 }
+
+// TestVerifyIgnoreLabel: the ignore label's value is allowed in the labels
+// only with loss.ignore_label, and a dataset.json "ignore" is held to it:
+// accepted when they agree, refused with the value to set otherwise.
+func TestVerifyIgnoreLabel(t *testing.T) {
+	dir := demoDataset(t, 4)
+	cfg := filled(config.Data{Dataset: dir, Fold: -1, Workers: workers(2)})
+	lbl0 := filepath.Join(dir, "labelsTr", demoIDs[0]+".nii.gz")
+	rewrite(t, lbl0, func(h *nifti.Header, v []float32) { v[10], v[20] = 3, 3 })
+	o := VerifyOptions{NumClasses: 3, Patch: [3]int{16, 16, 16}, Logger: discard()}
+	if err := Verify(context.Background(), cfg, o); err == nil || !strings.Contains(err.Error(), "label value 3 in 2 voxels, outside 0..2") {
+		t.Errorf("label 3 without ignore_label: %v", err)
+	}
+	o.IgnoreLabel = 3
+	if err := Verify(context.Background(), cfg, o); err != nil {
+		t.Errorf("label 3 with ignore_label 3: %v", err)
+	}
+
+	meta := filepath.Join(dir, "dataset.json")
+	b, err := os.ReadFile(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["labels"].(map[string]any)["ignore"] = 3
+	b, _ = json.Marshal(m)
+	if err := os.WriteFile(meta, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(context.Background(), cfg, o); err != nil {
+		t.Errorf("dataset.json ignore 3, ignore_label 3: %v", err)
+	}
+	for _, tc := range []struct {
+		ignore int
+		want   string
+	}{
+		{0, "has the ignore label 3 (labels \"ignore\") but the config has no loss.ignore_label; set loss.ignore_label: 3"},
+		{4, "but the config has loss.ignore_label 4; set loss.ignore_label: 3"},
+	} {
+		o.IgnoreLabel = tc.ignore
+		if err := Verify(context.Background(), cfg, o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("dataset.json ignore 3, ignore_label %d: %v, want %q", tc.ignore, err, tc.want)
+		}
+	}
+}

@@ -60,6 +60,20 @@ func CountPairs(pred, ref []uint8) (*Pairs, error) {
 	return p, nil
 }
 
+// Ignore drops every voxel whose reference is label from all counts, as
+// nnU-Net v2's evaluation does with its ignore mask (dataset.json's
+// "ignore" label, loss.ignore_label): such voxels are no label's TP, FP,
+// FN or TN, whatever was predicted there.
+func (p *Pairs) Ignore(label int) {
+	if label < 0 || label > 255 {
+		return
+	}
+	for k := 0; k < 256; k++ {
+		p.total -= p.n[k<<8|label]
+		p.n[k<<8|label] = 0
+	}
+}
+
 // Metrics returns label's counts, Dice and IoU (HD95 is left NaN).
 func (p *Pairs) Metrics(label int) Metrics {
 	var tp, fp, fn int64

@@ -101,7 +101,7 @@ func (m *Model) Evaluate(ctx context.Context, o EvalOptions) (*Scores, error) {
 				return nil, err
 			}
 		}
-		sc, err := ScoreCase(cs.ID, labels, ref, classes, o.Validation.HD95)
+		sc, err := ScoreCase(cs.ID, labels, ref, classes, o.Validation.HD95, m.Config.Loss.Ignore())
 		if err != nil {
 			return nil, err
 		}

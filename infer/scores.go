@@ -25,13 +25,16 @@ func Labels(classes int) []int {
 
 // ScoreCase compares a prediction with the label of v (on v's grid, with
 // v's voxel size for HD95) for every foreground class, as nnU-Net's
-// compute_metrics does, and HD95 when asked. The case's files are left for
-// the caller to fill in.
-func ScoreCase(id string, pred []uint8, v *data.Volume, classes int, hd95 bool) (evaluation.Case, error) {
+// compute_metrics does, and HD95 when asked. The voxels whose label is
+// ignore (loss.ignore_label; −1: none) count in no TP, FP, FN or TN, as
+// nnU-Net's ignore mask has it (HD95 still sees the whole prediction). The
+// case's files are left for the caller to fill in.
+func ScoreCase(id string, pred []uint8, v *data.Volume, classes int, hd95 bool, ignore int) (evaluation.Case, error) {
 	pairs, err := evaluation.CountPairs(pred, v.Label)
 	if err != nil {
 		return evaluation.Case{}, fmt.Errorf("case %s: %w", id, err)
 	}
+	pairs.Ignore(ignore)
 	var cs evaluation.Case
 	for _, c := range Labels(classes) {
 		m := pairs.Metrics(c)

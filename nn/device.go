@@ -137,6 +137,28 @@ type SegStats struct {
 	PredSum   []float64 // Σ p_c
 	TargetSum []float64 // Σ [label = c]
 	Voxels    int       // voxels per sample (D·H·W)
+	// Counted is the voxels per sample that count (not the ignore label);
+	// nil means all Voxels do (no ignore label).
+	Counted []float64
+}
+
+// IgnoreLossDevice is implemented by a device whose softmax loss ops can
+// leave out the voxels of an ignore label (loss.ignore_label), as nnU-Net
+// v2's DC_and_CE_loss does: they add nothing to any SegStats sum (so soft
+// Dice's sums run over the other voxels only, nnU-Net's loss_mask, and
+// cross-entropy is averaged over SegStats.Counted) and get a zero
+// gradient. A Criterion with an ignore label refuses a device without it
+// (the CUDA device, for now) rather than train the ignored voxels.
+type IgnoreLossDevice interface {
+	// SoftmaxLossIgnore is SoftmaxLoss with voxels labelled ignore (≥ C)
+	// left out of every sum; it fills SegStats.Counted.
+	SoftmaxLossIgnore(logits, labels, probs Tensor, ignore int) (SegStats, error)
+	// SoftmaxLossBackwardIgnore is SoftmaxLossBackward with dlogits zero
+	// at the voxels labelled ignore.
+	SoftmaxLossBackwardIgnore(probs, labels Tensor, ceScale, alpha, beta []float32, extra, dlogits Tensor, ignore int)
+	// SegCountsIgnore is SegCounts leaving the voxels labelled ignore out
+	// of every count (nnU-Net's evaluation's ignore mask).
+	SegCountsIgnore(logits, labels Tensor, ignore int) (tp, fp, fn []int64, err error)
 }
 
 // SGDArgs parameterise one SGD update, with PyTorch's semantics

@@ -41,18 +41,23 @@ func TestLossGradients(t *testing.T) {
 		cfg     config.Loss
 		classes int
 		ds      bool
+		ignore  bool // a quarter of the labels are loss.ignore_label (= classes)
 	}{
-		{"ce", loss("ce", nil), 3, false},
-		{"dice per sample", loss("dice", nil), 3, false},
-		{"dice batch with bg", loss("dice", func(l *config.Loss) { l.BatchDice, l.DoBackground = true, true }), 3, false},
-		{"dice_ce", loss("dice_ce", nil), 2, false},
-		{"dice_ce deep supervision", loss("dice_ce", nil), 3, true},
-		{"cldice", loss("cldice", func(l *config.Loss) { l.CEWeight = ptr(0.3) }), 2, false},
-		{"cldice 3 classes", loss("cldice", func(l *config.Loss) { l.SkeletonIters = 2 }), 3, false},
-		{"bce", loss("bce", func(l *config.Loss) { l.PosWeight = 2 }), 1, false},
-		{"bce deep supervision", loss("bce", nil), 1, true},
-		{"bce + cldice", loss("bce", func(l *config.Loss) { l.PosWeight, l.ClDiceWeight, l.SkeletonIters = 3, ptr(0.5), 2 }), 1, false},
-		{"bce + cldice deep supervision", loss("bce", func(l *config.Loss) { l.ClDiceWeight = ptr(1.0) }), 1, true},
+		{"ce", loss("ce", nil), 3, false, false},
+		{"dice per sample", loss("dice", nil), 3, false, false},
+		{"dice batch with bg", loss("dice", func(l *config.Loss) { l.BatchDice, l.DoBackground = true, true }), 3, false, false},
+		{"dice_ce", loss("dice_ce", nil), 2, false, false},
+		{"dice_ce deep supervision", loss("dice_ce", nil), 3, true, false},
+		{"cldice", loss("cldice", func(l *config.Loss) { l.CEWeight = ptr(0.3) }), 2, false, false},
+		{"cldice 3 classes", loss("cldice", func(l *config.Loss) { l.SkeletonIters = 2 }), 3, false, false},
+		{"bce", loss("bce", func(l *config.Loss) { l.PosWeight = 2 }), 1, false, false},
+		{"bce deep supervision", loss("bce", nil), 1, true, false},
+		{"bce + cldice", loss("bce", func(l *config.Loss) { l.PosWeight, l.ClDiceWeight, l.SkeletonIters = 3, ptr(0.5), 2 }), 1, false, false},
+		{"bce + cldice deep supervision", loss("bce", func(l *config.Loss) { l.ClDiceWeight = ptr(1.0) }), 1, true, false},
+		{"ce ignore", loss("ce", func(l *config.Loss) { l.IgnoreLabel = ptr(3) }), 3, false, true},
+		{"dice batch with bg ignore", loss("dice", func(l *config.Loss) { l.BatchDice, l.DoBackground, l.IgnoreLabel = true, true, ptr(3) }), 3, false, true},
+		{"dice_ce ignore 255", loss("dice_ce", func(l *config.Loss) { l.IgnoreLabel = ptr(255) }), 2, false, true},
+		{"dice_ce deep supervision ignore", loss("dice_ce", func(l *config.Loss) { l.IgnoreLabel = ptr(3) }), 3, true, true},
 	}
 	for ci, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -72,7 +77,15 @@ func TestLossGradients(t *testing.T) {
 				logits = append(logits, upload(t, dev, s, randn(rng, s.Len(), 1.5)))
 			}
 			lc := max(c.classes, 2)
-			labels := upload(t, dev, nn.Shape{n, size[0], size[1], size[2]}, randomLabels(rng, n, size[0], size[1], size[2], lc))
+			lab := randomLabels(rng, n, size[0], size[1], size[2], lc)
+			if c.ignore {
+				for i := range lab {
+					if rng.IntN(4) == 0 {
+						lab[i] = float32(*c.cfg.IgnoreLabel)
+					}
+				}
+			}
+			labels := upload(t, dev, nn.Shape{n, size[0], size[1], size[2]}, lab)
 			loss := func() float64 {
 				v, err := crit.Compute(logits, labels)
 				if err != nil {

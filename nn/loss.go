@@ -54,6 +54,10 @@ type Criterion struct {
 	dev  Device
 	outs []lossOut
 	k    int // classes (channels)
+	// ignore is loss.ignore_label (−1: none) and idev the device's ops
+	// that leave its voxels out.
+	ignore int
+	idev   IgnoreLossDevice
 }
 
 // NewCriterion allocates a criterion for network outputs (logits) of the
@@ -96,7 +100,17 @@ func NewCriterion(dev Device, cfg config.Loss, outputs []Shape) (*Criterion, err
 			weights[i] = w / sum
 		}
 	}
-	c := &Criterion{cfg: cfg, dev: dev, k: k}
+	c := &Criterion{cfg: cfg, dev: dev, k: k, ignore: cfg.Ignore()}
+	if c.ignore >= 0 {
+		if c.ignore < k {
+			return nil, fmt.Errorf("loss.ignore_label: %d is one of the %d classes; it must be ≥ model.num_classes", c.ignore, k)
+		}
+		idev, ok := dev.(IgnoreLossDevice)
+		if !ok {
+			return nil, fmt.Errorf("loss.ignore_label: the %s device cannot leave ignored voxels out of the loss yet (the CPU device can); drop ignore_label or train on the CPU", dev.Name())
+		}
+		c.idev = idev
+	}
 	for i, s := range outputs {
 		o := lossOut{weight: weights[i], dlogits: dev.Alloc(s)}
 		if i > 0 {
@@ -167,6 +181,8 @@ func (c *Criterion) Compute(outputs []Tensor, labels Tensor) (LossValue, error) 
 		o := &c.outs[i]
 		lab := labels
 		if i > 0 {
+			// Nearest-exact picks one source voxel's value, so an ignored
+			// voxel stays the ignore label and never becomes a class.
 			c.dev.DownsampleLabels(labels, o.labels)
 			lab = o.labels
 		}
@@ -237,7 +253,13 @@ func (c *Criterion) bce(logits, labels Tensor, o *lossOut) (LossValue, error) {
 // softmax computes the softmax-based terms (CE, Dice, clDice) of one output
 // and writes their gradient, scaled by the output's weight.
 func (c *Criterion) softmax(logits, labels Tensor, o *lossOut) (LossValue, error) {
-	st, err := c.dev.SoftmaxLoss(logits, labels, o.probs)
+	var st SegStats
+	var err error
+	if c.idev != nil {
+		st, err = c.idev.SoftmaxLossIgnore(logits, labels, o.probs, c.ignore)
+	} else {
+		st, err = c.dev.SoftmaxLoss(logits, labels, o.probs)
+	}
 	if err != nil {
 		return LossValue{}, err
 	}
@@ -245,12 +267,22 @@ func (c *Criterion) softmax(logits, labels Tensor, o *lossOut) (LossValue, error
 	wCE, wDice, wCl := c.cfg.TermWeights()
 	var v LossValue
 
-	// Cross-entropy: mean over N·V voxels.
+	// Cross-entropy: mean over the N·V voxels, or over those not ignored
+	// (PyTorch's CrossEntropyLoss(ignore_index), mean reduction); 0 when
+	// every voxel is ignored, as nnU-Net's DC_and_CE_loss gives.
 	count := float64(n * st.Voxels)
+	if st.Counted != nil {
+		count = 0
+		for _, m := range st.Counted {
+			count += m
+		}
+	}
 	ceScale := make([]float32, n)
-	for b := 0; b < n; b++ {
-		v.CE += st.CE[b] / count
-		ceScale[b] = float32(o.weight * wCE / count)
+	if count > 0 {
+		for b := 0; b < n; b++ {
+			v.CE += st.CE[b] / count
+			ceScale[b] = float32(o.weight * wCE / count)
+		}
 	}
 	v.Total += wCE * v.CE
 
@@ -277,7 +309,11 @@ func (c *Criterion) softmax(logits, labels Tensor, o *lossOut) (LossValue, error
 		v.Total += wCl * cl
 		extra = o.extra
 	}
-	c.dev.SoftmaxLossBackward(o.probs, labels, ceScale, alpha, beta, extra, o.dlogits)
+	if c.idev != nil {
+		c.idev.SoftmaxLossBackwardIgnore(o.probs, labels, ceScale, alpha, beta, extra, o.dlogits, c.ignore)
+	} else {
+		c.dev.SoftmaxLossBackward(o.probs, labels, ceScale, alpha, beta, extra, o.dlogits)
+	}
 	return v, nil
 }
 

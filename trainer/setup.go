@@ -162,7 +162,7 @@ func newTrainer(ctx context.Context, cfg *config.Config, o Options) (_ *trainer,
 	// bad file is named now, not after hours of training on it (by rank 0,
 	// for the job).
 	if rank == 0 {
-		if err := data.Verify(ctx, cfg.Data, data.VerifyOptions{NumClasses: cfg.Model.NumClasses, Patch: cfg.Train.PatchSize, Logger: t.log}); err != nil {
+		if err := data.Verify(ctx, cfg.Data, data.VerifyOptions{NumClasses: cfg.Model.NumClasses, IgnoreLabel: max(cfg.Loss.Ignore(), 0), Patch: cfg.Train.PatchSize, Logger: t.log}); err != nil {
 			return nil, err
 		}
 		if err := t.join(ctx, env); err != nil {
@@ -308,7 +308,7 @@ func (t *trainer) openData() error {
 	cfg := t.cfg
 	loader, err := data.Open(cfg.Data, data.Options{Seed: cfg.Seed, Iterations: cfg.Train.IterationsPerEpoch,
 		Patch: cfg.Train.PatchSize, Batch: cfg.Train.BatchSize, Ranks: t.job.size(), Rank: t.job.rank(),
-		Augment: cfg.Augment, Alloc: t.opt.Alloc, Logger: t.log})
+		Augment: cfg.Augment, IgnoreLabel: max(cfg.Loss.Ignore(), 0), Alloc: t.opt.Alloc, Logger: t.log})
 	if err != nil {
 		return err
 	}

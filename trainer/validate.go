@@ -126,7 +126,14 @@ func (v *validator) patches(ctx context.Context) (PatchScores, error) {
 		if err != nil {
 			return PatchScores{}, fmt.Errorf("validation loss: %w", err)
 		}
-		t, f, g, err := dev.SegCounts(out[0], v.label)
+		var t, f, g []int64
+		if ig, ok := dev.(nn.IgnoreLossDevice); ok && v.loss.Ignore() >= 0 {
+			// The ignored voxels count in no metric (nnU-Net's evaluation);
+			// the criterion already refused a device without this op.
+			t, f, g, err = ig.SegCountsIgnore(out[0], v.label, v.loss.Ignore())
+		} else {
+			t, f, g, err = dev.SegCounts(out[0], v.label)
+		}
 		if err != nil {
 			return PatchScores{}, fmt.Errorf("validation counts: %w", err)
 		}
@@ -236,7 +243,7 @@ func (v *validator) sliding(ctx context.Context) (*infer.Scores, error) {
 		if err != nil {
 			return nil, fmt.Errorf("validation case %s: %w", id, err)
 		}
-		cs, err := infer.ScoreCase(id, pred, vol, v.model.Config().NumClasses, v.cfg.HD95)
+		cs, err := infer.ScoreCase(id, pred, vol, v.model.Config().NumClasses, v.cfg.HD95, v.loss.Ignore())
 		if err != nil {
 			return nil, err
 		}
