@@ -159,9 +159,9 @@ func placeCrop(root, raw string, rh volume.Header, c manifestCrop) (placedCrop, 
 	case len(c.Labels) > 0:
 		return pc, Case{}, errors.New("labels: multi-label targets (one array per class, classes may overlap) need sigmoid outputs, which voxtrain does not train yet; give one multi-class label map in label")
 	case c.Mask != "":
-		// Without an ignore value the loss would train the voxels outside
-		// the mask as background: refused rather than trained wrongly.
-		return pc, Case{}, errors.New("mask: voxtrain's losses have no ignore value yet, so voxels outside the mask would be trained as background; not supported (label only the valid voxels' crop)")
+		// Masks are not read yet: the voxels outside one would be trained
+		// as background, so refused rather than trained wrongly.
+		return pc, Case{}, errors.New("mask: not read yet; write the ignore value (loss.ignore_label) into the label map where the mask is 0 instead, which the losses and metrics leave out")
 	case c.Label == "":
 		return pc, Case{}, errors.New("label: missing")
 	case c.Offset != nil && c.Translation != nil:

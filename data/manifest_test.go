@@ -191,7 +191,7 @@ func TestManifestOverrideAndErrors(t *testing.T) {
 		{"volumes:\n  - raw: raw.zarr\n    crops:\n      - label: crops/c1.zarr\n        translation: [11, 0, 0]\n",
 			"falls between the raw's voxels"},
 		{"volumes:\n  - raw: raw.zarr\n    crops:\n      - label: crops/c1.zarr\n        offset: [4, 8, 8]\n        mask: m.zarr\n",
-			"no ignore value"},
+			"mask: not read yet"},
 		{"volumes:\n  - raw: raw.zarr\n    crops:\n      - labels: {mito: crops/c1.zarr}\n", "multi-label"},
 		{"volumes:\n  - raw: nowhere.zarr\n    crops:\n      - label: crops/c1.zarr\n", "nowhere.zarr"},
 		{"volumes:\n  - raw: raw.zarr\n    crops:\n      - label: crops/none.zarr\n", "none.zarr"},

@@ -201,6 +201,9 @@ func DatasetLabels(path string) (labels []int, names map[int]string, ending stri
 		if l < 0 || l > 255 {
 			return nil, nil, "", fmt.Errorf("%s: labels: %q is %d, want 0..255", path, k, l)
 		}
+		if strings.EqualFold(k, "ignore") {
+			continue // not a class (DatasetIgnore reads it)
+		}
 		if l > 0 {
 			names[l] = name
 			labels = append(labels, l)
@@ -208,6 +211,31 @@ func DatasetLabels(path string) (labels []int, names map[int]string, ending stri
 	}
 	sort.Ints(labels)
 	return labels, names, m.FileEnding, nil
+}
+
+// DatasetIgnore returns the ignore label of a dataset.json (nnU-Net v2's
+// "ignore": N), 0 when it has none.
+func DatasetIgnore(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	var m struct {
+		Labels map[string]json.RawMessage `json:"labels"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return 0, fmt.Errorf("parse %s: %w", path, err)
+	}
+	for k, raw := range m.Labels {
+		var l int
+		if strings.EqualFold(k, "ignore") && json.Unmarshal(raw, &l) == nil {
+			if l < 1 || l > 255 {
+				return 0, fmt.Errorf("%s: labels: \"ignore\" is %d, want 1..255", path, l)
+			}
+			return l, nil
+		}
+	}
+	return 0, nil
 }
 
 // Options are what Folder scores.
@@ -220,6 +248,10 @@ type Options struct {
 	// HD95 also computes the 95th-percentile Hausdorff distance, with the
 	// reference's voxel size.
 	HD95 bool
+	// Ignore is the ignore label (0: none): reference voxels with it are
+	// left out of every count, as nnU-Net's ignore_mask, and it is never
+	// scored as a label.
+	Ignore int
 	// Transform, when set, changes each prediction before it is scored
 	// (post-processing candidates).
 	Transform func(pred []uint8, shape [3]int) error
@@ -252,11 +284,18 @@ func Folder(pairs []Pair, o Options) (*Summary, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", p.Prediction, err)
 		}
-		sc := scored{metrics: map[int]Metrics{}, total: int64(len(ref.Labels))}
-		labs := append(c.Present(), o.Labels...)
-		for _, l := range c.Present() {
-			present[l] = true
+		if o.Ignore > 0 {
+			c.Ignore(o.Ignore)
 		}
+		sc := scored{metrics: map[int]Metrics{}, total: c.total}
+		var found []int
+		for _, l := range c.Present() {
+			if l != o.Ignore {
+				found = append(found, l)
+				present[l] = true
+			}
+		}
+		labs := append(found, o.Labels...)
 		for _, l := range labs {
 			if _, done := sc.metrics[l]; done {
 				continue

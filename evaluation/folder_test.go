@@ -159,3 +159,43 @@ func TestCheckLabels(t *testing.T) {
 		t.Errorf("%v: %v", l, err)
 	}
 }
+
+// TestFolderIgnoreLabel: reference voxels with the ignore label are left
+// out of every count (nnU-Net's ignore_mask) whatever was predicted
+// there, the ignore label is never scored, and dataset.json's "ignore"
+// is read apart from the classes.
+func TestFolderIgnoreLabel(t *testing.T) {
+	dir := t.TempDir()
+	s := [3]int{1, 1, 8}
+	writeLabels(t, filepath.Join(dir, "ref", "x.nii"), s, []uint8{1, 1, 0, 0, 4, 4, 4, 0})
+	writeLabels(t, filepath.Join(dir, "pred", "x.nii"), s, []uint8{1, 0, 0, 0, 1, 1, 0, 1})
+	pairs, err := MatchFiles(filepath.Join(dir, "pred"), filepath.Join(dir, "ref"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := Folder(pairs, Options{Ignore: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Labels) != 1 || sum.Labels[0] != 1 {
+		t.Fatalf("labels %v, want [1] (4 is ignored)", sum.Labels)
+	}
+	// Voxels 4-6 are ignored: left are 1,1,0,0,0 against 1,0,0,0,1.
+	if m := sum.Cases[0].Metrics[0]; m.TP != 1 || m.FN != 1 || m.FP != 1 || m.TN != 2 || m.NPred != 2 || m.NRef != 2 {
+		t.Errorf("label 1 with voxels of label 4 ignored: %+v", m)
+	}
+	plain, err := Folder(pairs, Options{Labels: []int{1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := plain.Cases[0].Metrics[0]; m.FP != 3 {
+		t.Errorf("without ignore, FP %v, want 3: the test cannot tell", m.FP)
+	}
+	p := filepath.Join(dir, "dataset.json")
+	os.WriteFile(p, []byte(`{"labels": {"background": 0, "cell": 1, "ignore": 4}}`), 0o644)
+	labels, _, _, err := DatasetLabels(p)
+	ig, err2 := DatasetIgnore(p)
+	if err != nil || err2 != nil || len(labels) != 1 || labels[0] != 1 || ig != 4 {
+		t.Errorf("dataset.json with an ignore label: labels %v (%v), ignore %d (%v)", labels, err, ig, err2)
+	}
+}

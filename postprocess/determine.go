@@ -15,6 +15,9 @@ type Options struct {
 	Labels []int
 	// Names names them in the log and the plan (may be nil).
 	Names map[int]string
+	// Ignore is the references' ignore label (0: none), left out of the
+	// scores (evaluation.Options.Ignore).
+	Ignore int
 	// Log receives a line per decision (nil: none).
 	Log io.Writer
 }
@@ -45,7 +48,7 @@ type Result struct {
 // predictions are post-processed in memory, one case at a time, for each
 // candidate.
 func Determine(pairs []evaluation.Pair, o Options) (*Result, error) {
-	base, err := evaluation.Folder(pairs, evaluation.Options{Labels: o.Labels, Names: o.Names})
+	base, err := evaluation.Folder(pairs, evaluation.Options{Labels: o.Labels, Names: o.Names, Ignore: o.Ignore})
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +63,7 @@ func Determine(pairs []evaluation.Pair, o Options) (*Result, error) {
 	try := func(s Step) (*evaluation.Summary, error) {
 		steps := append(append([]Step(nil), plan.Steps...), s)
 		p := &Plan{Steps: steps}
-		return evaluation.Folder(pairs, evaluation.Options{Labels: labels, Names: o.Names, Transform: p.Apply})
+		return evaluation.Folder(pairs, evaluation.Options{Labels: labels, Names: o.Names, Ignore: o.Ignore, Transform: p.Apply})
 	}
 	logf := func(format string, a ...any) {
 		if o.Log != nil {

@@ -79,12 +79,16 @@ type labelFlags struct {
 	// FileEnding picks the files compared ("": dataset.json's, else the
 	// NIfTI ending of the references).
 	FileEnding string
+	// Ignore is the references' ignore label left out of the scores (0:
+	// dataset.json's "ignore", else none).
+	Ignore int
 }
 
 func (l *labelFlags) register(fl *pflag.FlagSet, labelsWhat string) {
 	fl.IntSliceVar(&l.Labels, "labels", nil, labelsWhat+", e.g. 1,2 (default: dataset.json's, else every label present)")
 	fl.StringVar(&l.DatasetJSON, "dataset-json", "", "dataset.json naming the labels (and giving them and the file ending)")
 	fl.StringVar(&l.FileEnding, "file-ending", "", "compare the files with this ending (default: dataset.json's, else the references' .nii.gz or .nii)")
+	fl.IntVar(&l.Ignore, "ignore-label", 0, "reference voxels with this label are left out of every count, as nnU-Net's ignore label (default: dataset.json's \"ignore\", else none)")
 }
 
 // check refuses a --labels list that is not foreground labels.
@@ -92,6 +96,14 @@ func (l *labelFlags) check(fl *pflag.FlagSet) error {
 	if fl.Changed("labels") {
 		if err := evaluation.CheckLabels(l.Labels); err != nil {
 			return fmt.Errorf("--labels: %w", err)
+		}
+	}
+	if fl.Changed("ignore-label") && (l.Ignore < 1 || l.Ignore > 255) {
+		return fmt.Errorf("--ignore-label %d: want 1..255", l.Ignore)
+	}
+	for _, x := range l.Labels {
+		if l.Ignore > 0 && x == l.Ignore {
+			return fmt.Errorf("--labels %d is the --ignore-label", x)
 		}
 	}
 	return nil
@@ -114,6 +126,11 @@ func (l *labelFlags) resolve() ([]int, map[int]string, string, error) {
 		if ending == "" {
 			ending = de
 		}
+		if l.Ignore == 0 {
+			if l.Ignore, err = evaluation.DatasetIgnore(l.DatasetJSON); err != nil {
+				return nil, nil, "", fmt.Errorf("--dataset-json: %w", err)
+			}
+		}
 	}
 	return labels, names, ending, nil
 }
@@ -129,7 +146,7 @@ func evaluateRun(opts *EvaluateOptions) error {
 	if err != nil {
 		return err
 	}
-	s, err := evaluation.Folder(pairs, evaluation.Options{Labels: labels, Names: names, HD95: opts.HD95, Log: opts.IO.Out})
+	s, err := evaluation.Folder(pairs, evaluation.Options{Labels: labels, Names: names, HD95: opts.HD95, Ignore: opts.Ignore, Log: opts.IO.Out})
 	if err != nil {
 		return err
 	}

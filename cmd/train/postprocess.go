@@ -90,7 +90,7 @@ func postprocessDetermineRun(opts *PostprocessDetermineOptions) error {
 		return err
 	}
 	out := opts.IO.Out
-	res, err := postprocess.Determine(pairs, postprocess.Options{Labels: labels, Names: names, Log: out})
+	res, err := postprocess.Determine(pairs, postprocess.Options{Labels: labels, Names: names, Ignore: opts.Ignore, Log: out})
 	if err != nil {
 		return err
 	}
