@@ -206,8 +206,14 @@ func Formats() []string {
 }
 
 // Open opens path with the first registered format that matches it; a
-// window's path (WindowPath) opens its file's window.
+// window's path (WindowPath) opens its file's window, and a masked
+// label's path (MaskedPath) its label with the mask applied.
 func Open(path string) (File, error) {
+	if label, mask, value, ok, err := SplitMask(path); err != nil {
+		return nil, err
+	} else if ok {
+		return openMasked(path, label, mask, value)
+	}
 	if base, box, ok, err := SplitWindow(path); err != nil {
 		return nil, err
 	} else if ok {

@@ -50,8 +50,12 @@ func SplitWindow(path string) (base string, box Box, ok bool, err error) {
 }
 
 // FilePath is the path of the file on disk that path reads: the file of a
-// window, else path itself.
+// window, the label's file of a masked label (MaskedPath; its mask is a
+// second file, which SplitMask names), else path itself.
 func FilePath(path string) string {
+	if i := strings.Index(path, maskTag); i >= 0 {
+		path = path[:i]
+	}
 	if i := strings.LastIndex(path, windowTag); i >= 0 {
 		return path[:i]
 	}
