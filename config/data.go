@@ -126,6 +126,11 @@ type Data struct {
 	// that a given 0 is kept as the mean rather than computed; in a
 	// section built in code a zero CTMean counts as not given.
 	CTMeanGiven bool `yaml:"-"`
+	// IgnoreLabel is loss.ignore_label as the data section sees it (0:
+	// none; Parse and Default copy it from the loss section): a
+	// manifest's masked-out voxels read as it (see package data). In a
+	// section built in code it is set by hand.
+	IgnoreLabel int `yaml:"-"`
 	// TargetSpacing, when set, resamples every case after normalisation to
 	// this voxel size, [d, h, w] in the files' units in (D, H, W) = NIfTI
 	// (z, y, x) order, as nnU-Net's preprocessing (images trilinear,

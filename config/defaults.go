@@ -125,6 +125,8 @@ func (c *Config) derive(present func(key string) bool) {
 	if present == nil {
 		present = func(string) bool { return false }
 	}
+	// A manifest's masks write the ignore label into the labels they read.
+	c.Data.IgnoreLabel = max(c.Loss.Ignore(), 0)
 	m := &c.Model
 	// model.features from base_features (32), doubled per level and capped
 	// at max_features (320), for levels (4) levels: nnU-Net's planner rule,

@@ -404,3 +404,15 @@ func TestTrainInitKeys(t *testing.T) {
 		t.Fatalf("a config without the keys differs: %q", got)
 	}
 }
+
+// TestDataSeesIgnoreLabel: Parse copies loss.ignore_label into the data
+// section, where a manifest's masks read it.
+func TestDataSeesIgnoreLabel(t *testing.T) {
+	c, err := Parse([]byte("loss:\n  ignore_label: 7\n"), "x", "")
+	if err != nil || c.Data.IgnoreLabel != 7 {
+		t.Fatalf("ignore_label 7: data sees %d (%v)", c.Data.IgnoreLabel, err)
+	}
+	if c, _ := Parse([]byte("data:\n  fold: 1\n"), "x", ""); c.Data.IgnoreLabel != 0 {
+		t.Errorf("no ignore_label: data sees %d, want 0", c.Data.IgnoreLabel)
+	}
+}

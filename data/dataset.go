@@ -86,7 +86,7 @@ func OpenDataset(cfg config.Data) (*Dataset, error) {
 	)
 	switch {
 	case cfg.Manifest != "":
-		ds, err = loadManifest(cfg.Manifest)
+		ds, err = loadManifest(cfg.Manifest, cfg.IgnoreLabel)
 	case len(cfg.Cases) > 0:
 		ds, err = fromList(cfg.Dataset, cfg.Cases)
 	case cfg.Format == "msd":

@@ -35,6 +35,14 @@ import (
 //	        translation: [840.0, 1600, 96]     # (z, y, x) in the raw's units; or neither:
 //	      - label: crops/crop3.zarr            # the label file's own origin (OME-NGFF)
 //	        weight: 2                          # replaces the computed weight
+//	        mask: crops/crop3_mask.zarr        # where the labels are valid (see below)
+//
+// A crop's mask (any format, one channel of the label's shape and
+// spacing) marks where its labels hold: every label voxel where the mask
+// is 0 reads as loss.ignore_label, which the losses and metrics leave out
+// and the class weights do not count. The case's label is then the path
+// volume.MaskedPath names, so every reader of case files sees the masked
+// labels; a manifest with masks needs loss.ignore_label set.
 
 // manifest is the YAML document.
 type manifest struct {
@@ -68,7 +76,9 @@ type placedCrop struct {
 
 // loadManifest reads a manifest and builds its dataset: one case per crop,
 // checked against its raw volume (inside it, on the same voxel spacing).
-func loadManifest(path string) (*Dataset, error) {
+// ignore is loss.ignore_label (0: none), the value masked-out voxels read
+// as.
+func loadManifest(path string, ignore int) (*Dataset, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("data.manifest: %w", err)
@@ -113,14 +123,14 @@ func loadManifest(path string) (*Dataset, error) {
 			return nil, bad("volumes[%d] (%s): no crops", i, raw)
 		}
 		for j, c := range vol.Crops {
-			pc, cs, err := placeCrop(root, raw, rh, c)
+			pc, cs, err := placeCrop(root, raw, rh, c, ignore)
 			if err != nil {
 				return nil, bad("volumes[%d].crops[%d]: %v", i, j, err)
 			}
 			pc.where = fmt.Sprintf("volumes[%d].crops[%d] (%s)", i, j, cs.ID)
 			if ds.LabelNames != nil {
 				for v, n := range pc.counts {
-					if _, ok := ds.LabelNames[v]; n > 0 && !ok {
+					if _, ok := ds.LabelNames[v]; n > 0 && !ok && (ignore <= 0 || v != ignore) {
 						return nil, bad("%s: %s holds label value %d, which classes does not name", pc.where, cs.Label, v)
 					}
 				}
@@ -131,7 +141,7 @@ func loadManifest(path string) (*Dataset, error) {
 	}
 	ds.Warnings = overlaps(crops)
 	if m.ClassWeighting == nil || *m.ClassWeighting {
-		w := classWeights(crops)
+		w := classWeights(crops, ignore)
 		for i := range ds.Cases {
 			ds.Cases[i].Weight = w[i]
 		}
@@ -152,16 +162,16 @@ func loadManifest(path string) (*Dataset, error) {
 }
 
 // placeCrop finds a crop's box in its raw volume and reads its label's
-// class counts.
-func placeCrop(root, raw string, rh volume.Header, c manifestCrop) (placedCrop, Case, error) {
+// class counts (through its mask, when it has one).
+func placeCrop(root, raw string, rh volume.Header, c manifestCrop, ignore int) (placedCrop, Case, error) {
 	pc := placedCrop{raw: raw}
 	switch {
 	case len(c.Labels) > 0:
 		return pc, Case{}, errors.New("labels: multi-label targets (one array per class, classes may overlap) need sigmoid outputs, which voxtrain does not train yet; give one multi-class label map in label")
-	case c.Mask != "":
-		// Masks are not read yet: the voxels outside one would be trained
-		// as background, so refused rather than trained wrongly.
-		return pc, Case{}, errors.New("mask: not read yet; write the ignore value (loss.ignore_label) into the label map where the mask is 0 instead, which the losses and metrics leave out")
+	case c.Mask != "" && ignore <= 0:
+		// Without an ignore label the masked-out voxels would have no
+		// value to read as but background, and be trained as such.
+		return pc, Case{}, errors.New("mask: needs loss.ignore_label, the value the voxels where the mask is 0 read as (and the losses and metrics leave out); set loss.ignore_label (≥ model.num_classes, e.g. 255)")
 	case c.Label == "":
 		return pc, Case{}, errors.New("label: missing")
 	case c.Offset != nil && c.Translation != nil:
@@ -172,15 +182,38 @@ func placeCrop(root, raw string, rh volume.Header, c manifestCrop) (placedCrop, 
 	if err != nil {
 		return pc, Case{}, fmt.Errorf("label: %w", err)
 	}
-	defer lf.Close()
+	defer func() { lf.Close() }()
 	lh := lf.Header()
 	if lh.Channels != 1 {
 		return pc, Case{}, fmt.Errorf("label %s: %d channels, want one label map", label, lh.Channels)
 	}
 	for a := range 3 {
-		if math.Abs(lh.Spacing[a]-rh.Spacing[a]) > spacingTol*max(math.Abs(lh.Spacing[a]), math.Abs(rh.Spacing[a])) {
+		if !sameSpacing(lh.Spacing[a], rh.Spacing[a]) {
 			return pc, Case{}, fmt.Errorf("label %s: spacing %v differs from the raw's %v (%s): labels at another resolution are not resampled; point raw at the multiscale level with the labels' spacing, or resample the crop", label, lh.Spacing, rh.Spacing, raw)
 		}
+	}
+	caseLabel := label
+	if c.Mask != "" {
+		mask := resolve(root, c.Mask)
+		mf, err := volume.Open(mask)
+		if err != nil {
+			return pc, Case{}, fmt.Errorf("mask: %w", err)
+		}
+		mh := mf.Header()
+		for a := range 3 {
+			if !sameSpacing(lh.Spacing[a], mh.Spacing[a]) {
+				mf.Close()
+				return pc, Case{}, fmt.Errorf("mask %s: spacing %v differs from the label's %v (%s)", mask, mh.Spacing, lh.Spacing, label)
+			}
+		}
+		ml, err := volume.Masked(lf, mf, uint8(ignore))
+		if err != nil {
+			mf.Close()
+			return pc, Case{}, fmt.Errorf("mask %s and label %s: %w", mask, label, err)
+		}
+		// The class counts below are the masked labels'.
+		lf = ml
+		caseLabel = volume.MaskedPath(label, mask, uint8(ignore))
 	}
 	var lo [3]int
 	switch {
@@ -220,11 +253,16 @@ func placeCrop(root, raw string, rh volume.Header, c manifestCrop) (placedCrop, 
 	for _, v := range lbl {
 		pc.counts[v]++
 	}
-	cs := Case{ID: c.ID, Images: []string{volume.WindowPath(raw, box)}, Label: label, Weight: 1, Placed: true}
+	cs := Case{ID: c.ID, Images: []string{volume.WindowPath(raw, box)}, Label: caseLabel, Weight: 1, Placed: true}
 	if cs.ID == "" {
 		cs.ID = stripExt(filepath.Base(label))
 	}
 	return pc, cs, nil
+}
+
+// sameSpacing reports whether two voxel sizes agree within spacingTol.
+func sameSpacing(a, b float64) bool {
+	return math.Abs(a-b) <= spacingTol*max(math.Abs(a), math.Abs(b))
 }
 
 func placeKey(c manifestCrop) string {
@@ -294,12 +332,16 @@ func overlaps(crops []placedCrop) []string {
 // its voxels over all crops, N all classes' voxels; 0.1 when c is the only
 // class present), and a crop's weight is Σ_c n_c·w_c over the foreground
 // classes (label values > 0) it holds. A crop without foreground weighs 0
-// and is never drawn for training, as in cellmap.
-func classWeights(crops []placedCrop) []float64 {
+// and is never drawn for training, as in cellmap. The ignore label
+// (ignore > 0) is no class: its voxels count nowhere.
+func classWeights(crops []placedCrop, ignore int) []float64 {
 	total := make([]float64, 256)
 	sum := 0.0
 	for _, c := range crops {
 		for v := 1; v < 256; v++ {
+			if v == ignore {
+				continue
+			}
 			total[v] += float64(c.counts[v])
 			sum += float64(c.counts[v])
 		}

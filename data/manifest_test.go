@@ -190,8 +190,8 @@ func TestManifestOverrideAndErrors(t *testing.T) {
 			"is not inside the raw"},
 		{"volumes:\n  - raw: raw.zarr\n    crops:\n      - label: crops/c1.zarr\n        translation: [11, 0, 0]\n",
 			"falls between the raw's voxels"},
-		{"volumes:\n  - raw: raw.zarr\n    crops:\n      - label: crops/c1.zarr\n        offset: [4, 8, 8]\n        mask: m.zarr\n",
-			"mask: not read yet"},
+		{"volumes:\n  - raw: raw.zarr\n    crops:\n      - label: crops/c1.zarr\n        offset: [4, 8, 8]\n        mask: crops/c2.zarr\n",
+			"mask: needs loss.ignore_label"},
 		{"volumes:\n  - raw: raw.zarr\n    crops:\n      - labels: {mito: crops/c1.zarr}\n", "multi-label"},
 		{"volumes:\n  - raw: nowhere.zarr\n    crops:\n      - label: crops/c1.zarr\n", "nowhere.zarr"},
 		{"volumes:\n  - raw: raw.zarr\n    crops:\n      - label: crops/none.zarr\n", "none.zarr"},
@@ -232,4 +232,116 @@ func TestManifestSameBatches(t *testing.T) {
 	base := filled(config.Data{Manifest: filepath.Join(fx.dir, "manifest.yaml"), Fold: -1})
 	opt := Options{Seed: 5, Iterations: 2, Patch: [3]int{8, 16, 16}, Batch: 2, Augment: nnunetAug(t)}
 	sameBatchesEverywhere(t, base, opt, []string{"gz", "cache"}, []int{1, 3}, 2, 4, nil)
+}
+
+// TestManifestMask: a crop's mask makes its labels read as the ignore
+// label where the mask is 0, through every reader (the whole-case read,
+// the loader's sources, Verify), and its masked-out voxels count in no
+// class weight; a mask without loss.ignore_label, of another shape or
+// unreadable is refused naming the files.
+func TestManifestMask(t *testing.T) {
+	const ignore = 200
+	fx := newManifestFixture(t, "        mask: crops/m1.zarr\n")
+	c1 := fx.crops[0]
+	// The mask keeps the half x ≥ 8 of crop c1.
+	writeImage(t, filepath.Join(fx.dir, "crops/m1.zarr"), c1.shape, [3]float64{}, true,
+		func(z, y, x int) float32 { return map[bool]float32{true: 1}[x >= 8] })
+	// The unmasked labels, to compare with.
+	lf, err := volume.Open(filepath.Join(fx.dir, c1.label))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := make([]uint8, volume.Whole(c1.shape).Voxels())
+	if err := lf.ReadLabels(volume.Whole(c1.shape), plain); err != nil {
+		t.Fatal(err)
+	}
+	lf.Close()
+	want := append([]uint8(nil), plain...)
+	var kept [4]int64 // c1's class counts where the mask keeps the labels
+	for i := range want {
+		if i%c1.shape[2] < 8 {
+			want[i] = ignore
+		} else {
+			kept[want[i]]++
+		}
+	}
+
+	cfg := filled(config.Data{Manifest: filepath.Join(fx.dir, "manifest.yaml"), Fold: -1, Workers: workers(2), Normalization: config.StringList{"none"}, IgnoreLabel: ignore})
+	ds, err := OpenDataset(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// c1 weighs its kept voxels only, with class weights of the kept
+	// voxels of every crop.
+	counts := [][4]int64{kept, fx.crops[1].counts, fx.crops[2].counts}
+	var total [4]float64
+	sum := 0.0
+	for _, c := range counts {
+		for v := 1; v < 4; v++ {
+			total[v] += float64(c[v])
+			sum += float64(c[v])
+		}
+	}
+	for k, c := range counts {
+		w := 0.0
+		for v := 1; v < 4; v++ {
+			w += float64(c[v]) * (1 - total[v]/sum)
+		}
+		if got := ds.Cases[k].Weight; got < w*(1-1e-12) || got > w*(1+1e-12) {
+			t.Errorf("crop %d: weight %g, want %g (masked-out voxels counted in no class)", k, got, w)
+		}
+	}
+	same := func(what string, got []uint8) {
+		t.Helper()
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("%s: voxel %d is %d, want %d (label %d, masked out: %v)", what, i, got[i], want[i], plain[i], i%c1.shape[2] < 8)
+			}
+		}
+	}
+	v, err := ReadCase(cfg, ds.Cases[0], 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("ReadCase", v.Label)
+	for _, src := range []string{"gz", "cache"} {
+		c := cfg
+		c.Source = src
+		l, err := Open(c, Options{Seed: 1, Iterations: 1, Patch: [3]int{8, 8, 8}, Batch: 1, IgnoreLabel: ignore, Logger: discard()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := l.LoadCase(context.Background(), 0)
+		l.Close()
+		if err != nil {
+			t.Fatalf("%s source: %v", src, err)
+		}
+		same(src+" source", v.Label)
+	}
+	// Verify takes the ignore label; without it the masked voxels' value
+	// is a label out of range.
+	if err := Verify(context.Background(), cfg, VerifyOptions{NumClasses: 4, IgnoreLabel: ignore, Patch: [3]int{8, 8, 8}, Logger: discard()}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Errors name the manifest and the problem.
+	writeImage(t, filepath.Join(fx.dir, "small.zarr"), [3]int{4, 4, 4}, [3]float64{}, true, func(z, y, x int) float32 { return 1 })
+	for _, tc := range []struct {
+		mask, want string
+		ignore     int
+	}{
+		{"crops/m1.zarr", "mask: needs loss.ignore_label", 0},
+		{"small.zarr", "small.zarr and label " + filepath.Join(fx.dir, c1.label), ignore},
+		{"nowhere.zarr", "nowhere.zarr", ignore},
+	} {
+		p := filepath.Join(fx.dir, "bad.yaml")
+		m := "volumes:\n  - raw: raw.zarr\n    crops:\n      - label: crops/c1.zarr\n        offset: [4, 8, 8]\n        mask: " + tc.mask + "\n"
+		if err := os.WriteFile(p, []byte(m), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := OpenDataset(filled(config.Data{Manifest: p, IgnoreLabel: tc.ignore}))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "data.manifest "+p) {
+			t.Errorf("mask %s, ignore %d: error %v, want one naming data.manifest %s and %q", tc.mask, tc.ignore, err, p, tc.want)
+		}
+	}
 }

@@ -46,7 +46,31 @@ func newChunkFiles(cacheBytes int64) *chunkFiles {
 func (h *chunkFiles) open(path string) (volume.File, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.openLocked(path)
+}
+
+func (h *chunkFiles) openLocked(path string) (volume.File, error) {
 	if f, ok := h.files[path]; ok {
+		return f, nil
+	}
+	// A masked label (a manifest crop's) reads its label's and mask's
+	// handles, kept under their own paths.
+	if label, mask, value, ok, err := volume.SplitMask(path); err != nil {
+		return nil, err
+	} else if ok {
+		lf, err := h.openLocked(label)
+		if err != nil {
+			return nil, err
+		}
+		mf, err := h.openLocked(mask)
+		if err != nil {
+			return nil, fmt.Errorf("mask: %w", err)
+		}
+		f, err := volume.Masked(lf, mf, value)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		h.files[path] = f
 		return f, nil
 	}
 	base, box, win, err := volume.SplitWindow(path)
@@ -79,8 +103,8 @@ func (h *chunkFiles) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for p, f := range h.files {
-		// A window's Close is its store's, closed under the store's own
-		// path.
+		// A window's Close is its store's, and a masked label's its
+		// label's and mask's, closed under their own paths.
 		if volume.FilePath(p) == p {
 			f.Close()
 		}
@@ -94,6 +118,9 @@ func (h *chunkFiles) close() {
 func chunkedCase(c Case) bool {
 	for _, p := range c.Files() {
 		if volume.FormatName(p) != "zarr" {
+			return false
+		}
+		if _, mask, _, ok, _ := volume.SplitMask(p); ok && volume.FormatName(mask) != "zarr" {
 			return false
 		}
 	}
