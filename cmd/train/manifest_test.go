@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/voxtrain/voxtrain/volume"
@@ -47,7 +48,8 @@ func writeOMEZarr(t *testing.T, dir string, shape [3]int, origin [3]float64, lab
 // TestTrainOnManifest trains a few steps, with a crop held out for
 // validation, on a manifest of label crops inside a larger raw Zarr
 // volume: one placed by voxel offset, one by physical translation, one
-// by its own OME origin.
+// by its own OME origin. The first crop's labels hold only where its mask
+// says (half of it), the rest reading as loss.ignore_label.
 func TestTrainOnManifest(t *testing.T) {
 	dir := t.TempDir()
 	// The raw shows the classes it is labelled with (brighter where the
@@ -72,11 +74,13 @@ func TestTrainOnManifest(t *testing.T) {
 		writeOMEZarr(t, filepath.Join(dir, "crops", []string{"a", "b", "c"}[k]+".zarr"), c.shape, c.origin, true,
 			func(z, y, x int) float32 { return cls(c.lo[0]+z, c.lo[1]+y, c.lo[2]+x) })
 	}
+	writeOMEZarr(t, filepath.Join(dir, "crops", "a_mask.zarr"), crops[0].shape, crops[0].origin, true,
+		func(z, y, x int) float32 { return map[bool]float32{true: 1}[y >= 8] })
 	manifest := `classes: {background: 0, mito: 1}
 volumes:
   - raw: raw.zarr
     crops:
-      - {label: crops/a.zarr, offset: [4, 8, 8]}
+      - {label: crops/a.zarr, offset: [4, 8, 8], mask: crops/a_mask.zarr}
       - {label: crops/b.zarr, translation: [42, 40, 48]}
       - {label: crops/c.zarr}
 `
@@ -85,7 +89,7 @@ volumes:
 	}
 	cfgPath := filepath.Join(dir, "run.yaml")
 	err := os.WriteFile(cfgPath, []byte("experiment: crops\nseed: 3\ndata:\n  manifest: manifest.yaml\n  fold: 0\n  num_folds: 3\n  workers: 2\n  source: gz\n"+
-		"model:\n  num_classes: 2\n  features: [4, 8]\n"+
+		"model:\n  num_classes: 2\n  features: [4, 8]\nloss:\n  ignore_label: 255\n"+
 		"train:\n  epochs: 1\n  iterations_per_epoch: 3\n  patch_size: [8, 16, 16]\n  batch_size: 2\n"), 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -111,5 +115,22 @@ volumes:
 	dice, _ := last["val_dice"].([]any)
 	if last["step"] != 3.0 || !(loss > 0) || len(dice) != 1 {
 		t.Fatalf("last metrics %v: want step 3, a training loss and one validation Dice", last)
+	}
+}
+
+// TestManifestMaskNeedsIgnoreLabel: a manifest with a mask and a config
+// without loss.ignore_label is refused before training, naming both.
+func TestManifestMaskNeedsIgnoreLabel(t *testing.T) {
+	dir := t.TempDir()
+	one := func(z, y, x int) float32 { return 1 }
+	writeOMEZarr(t, filepath.Join(dir, "raw.zarr"), [3]int{8, 8, 8}, [3]float64{}, false, one)
+	writeOMEZarr(t, filepath.Join(dir, "a.zarr"), [3]int{8, 8, 8}, [3]float64{}, true, one)
+	writeOMEZarr(t, filepath.Join(dir, "m.zarr"), [3]int{8, 8, 8}, [3]float64{}, true, one)
+	os.WriteFile(filepath.Join(dir, "manifest.yaml"), []byte("volumes:\n  - raw: raw.zarr\n    crops:\n      - {label: a.zarr, mask: m.zarr}\n"), 0o644)
+	cfgPath := filepath.Join(dir, "run.yaml")
+	os.WriteFile(cfgPath, []byte("data:\n  manifest: manifest.yaml\n  fold: -1\nmodel:\n  num_classes: 2\n  features: [4, 8]\ntrain:\n  epochs: 1\n  iterations_per_epoch: 1\n  patch_size: [8, 8, 8]\n"), 0o644)
+	_, _, err := runCmd(t, "--config", cfgPath, "--output-dir", filepath.Join(dir, "runs"), "--threads", "1")
+	if err == nil || !strings.Contains(err.Error(), "data.manifest") || !strings.Contains(err.Error(), "loss.ignore_label") {
+		t.Fatalf("mask without loss.ignore_label: %v, want an error naming data.manifest and loss.ignore_label", err)
 	}
 }
