@@ -116,11 +116,11 @@ var (
 	kINBwdApply   = Kernel{"norm", "instnorm_bwd_apply", "pppppppiiif", gridStride + ", work n·v·c", 0}
 
 	kSoftmax         = Kernel{"loss", "softmax", "ppii", gridStride + ", work nvox (voxels)", 0}
-	kSoftmaxFwd      = Kernel{"loss", "softmax_fwd", "pppppiii", gridChunks, 8 * Block}
-	kSegStatsPartial = Kernel{"loss", "seg_stats_partial", "pppiii", gridChunks, 3 * 8 * Block}
-	kSoftmaxLossBwd  = Kernel{"loss", "softmax_loss_bwd", "pppppppiii", gridStride + ", work n·v (voxels)", 0}
+	kSoftmaxFwd      = Kernel{"loss", "softmax_fwd", "ppppppiiii", gridChunks, 8 * Block}
+	kSegStatsPartial = Kernel{"loss", "seg_stats_partial", "pppiiii", gridChunks, 3 * 8 * Block}
+	kSoftmaxLossBwd  = Kernel{"loss", "softmax_loss_bwd", "pppppppiiii", gridStride + ", work n·v (voxels)", 0}
 	kSigmoidBCE      = Kernel{"loss", "sigmoid_bce", "pppppiiff", gridChunks, 8 * Block}
-	kSegCounts       = Kernel{"loss", "seg_counts", "ppppiii", gridStride + ", work nvox", 3 * 4 * 256}
+	kSegCounts       = Kernel{"loss", "seg_counts", "ppppiiii", gridStride + ", work nvox", 3 * 4 * 256}
 
 	kSGD   = Kernel{"optim", "sgd_update", "pppifffif", gridStride + ", work n", 0}
 	kAdamW = Kernel{"optim", "adamw_update", "ppppifffffff", gridStride + ", work n", 0}

@@ -11,6 +11,12 @@
 // Labels that are not a class index lower a "first bad voxel" cell with
 // atomicMin (order-independent), which the host turns into the error.
 //
+// The label kernels take an ignore label (loss.ignore_label; -1: none, as
+// nn.Device's plain ops launch them): voxels labelled ignore add nothing
+// to any sum or count, are not bad labels, and get a zero gradient
+// (nn.IgnoreLossDevice). With ignore = -1 every kernel does exactly the
+// arithmetic it did before the argument existed.
+//
 // The exponentials and logarithms are evaluated in double, as package cpu
 // does, so probabilities agree with the CPU device to the last float bit
 // except where the two libms round a double differently.
@@ -36,6 +42,13 @@ __device__ inline void vt_softmax_row(const float* z, float* p, int c, float* m_
     *s_out = s;
 }
 
+// vt_ignored reports whether label l is the ignore label (ignore >= 0), as
+// cpu.isIgnored does.
+__device__ __forceinline__ bool vt_ignored(float l, int ignore)
+{
+    return ignore >= 0 && l == (float)ignore;
+}
+
 // softmax: probs[v][·] = softmax(logits[v][·]) over c channels for nvox
 // voxels (nn.Device.Softmax). probs may alias logits. Launch: 1-D,
 // grid-stride, work nvox.
@@ -51,23 +64,32 @@ VT_KERNEL softmax(const float* logits, float* probs, int nvox, int c)
 // softmax_fwd: probs[n][v][·] = softmax(logits[n][v][·]) and
 // cepart[n*gridDim.x + k] = Σ_v (max + log Σexp - logit[label]) over the
 // voxels of chunk k of sample n that have a valid label; an invalid label
-// lowers *bad to its flat voxel index n*v + vox. probs may alias logits.
-// Launch: grid (ceil(v/chunk), nb), block VT_BLOCK, static shared 2 KiB.
-VT_KERNEL softmax_fwd(const float* logits, const float* labels, float* probs, double* cepart, int* bad,
-                      int v, int c, int chunk)
+// lowers *bad to its flat voxel index n*v + vox. Voxels labelled ignore
+// get their probabilities but add to no sum; when cntpart is not null,
+// cntpart[n*gridDim.x + k] = the chunk's voxels not labelled ignore
+// (nn.SegStats.Counted). probs may alias logits. Launch: grid
+// (ceil(v/chunk), nb), block VT_BLOCK, static shared 2 KiB.
+VT_KERNEL softmax_fwd(const float* logits, const float* labels, float* probs, double* cepart, double* cntpart,
+                      int* bad, int v, int c, int chunk, int ignore)
 {
     const long long n = blockIdx.y;
     const long long lo = (long long)blockIdx.x * chunk;
     const long long hi = lo + chunk < v ? lo + chunk : v;
     double ce = 0.0;
+    double counted = 0.0;
     for (long long vox = lo + threadIdx.x; vox < hi; vox += VT_BLOCK) {
         const long long flat = n * v + vox;
         const float* z = logits + flat * c;
-        const int l = vt_class(labels[flat], c);
+        const float lf = labels[flat];
+        const int l = vt_class(lf, c);
         const float zl = l >= 0 ? z[l] : 0.0f; // read before probs overwrites z when aliased
         float m;
         double s;
         vt_softmax_row(z, probs + flat * c, c, &m, &s);
+        if (vt_ignored(lf, ignore)) {
+            continue;
+        }
+        counted += 1.0;
         if (l < 0) {
             atomicMin(bad, (int)flat);
         } else {
@@ -78,14 +100,22 @@ VT_KERNEL softmax_fwd(const float* logits, const float* labels, float* probs, do
     if (threadIdx.x == 0) {
         cepart[n * gridDim.x + blockIdx.x] = ce;
     }
+    if (cntpart != nullptr) { // uniform over the block: all threads sync
+        counted = vt_block_sum(counted);
+        if (threadIdx.x == 0) {
+            cntpart[n * gridDim.x + blockIdx.x] = counted;
+        }
+    }
 }
 
 // seg_stats_partial: over the voxels of chunk k of sample n,
 //   part[(n*gridDim.x + k)*3c + j]        = Σ p_j·[label = j]
 //   part[(n*gridDim.x + k)*3c + c + j]    = Σ p_j
 //   part[(n*gridDim.x + k)*3c + 2c + j]   = Σ [label = j]
+// leaving out the voxels labelled ignore (soft Dice's loss_mask).
 // Launch: grid (ceil(v/chunk), nb), block VT_BLOCK, static shared 6 KiB.
-VT_KERNEL seg_stats_partial(const float* probs, const float* labels, double* part, int v, int c, int chunk)
+VT_KERNEL seg_stats_partial(const float* probs, const float* labels, double* part, int v, int c, int chunk,
+                            int ignore)
 {
     const long long n = blockIdx.y;
     const long long lo = (long long)blockIdx.x * chunk;
@@ -93,6 +123,9 @@ VT_KERNEL seg_stats_partial(const float* probs, const float* labels, double* par
     const float* pn = probs + n * v * c;
     const float* ln = labels + n * v;
     vt_chunk_channel_sums<3>(lo, hi, c, [=](long long vox, int j, double* acc) {
+        if (vt_ignored(ln[vox], ignore)) {
+            return;
+        }
         const double p = (double)pn[vox * c + j];
         const bool hit = vt_class(ln[vox], c) == j;
         if (hit) {
@@ -109,14 +142,23 @@ VT_KERNEL seg_stats_partial(const float* probs, const float* labels, double* par
 // the gradient through the softmax of ∂L/∂p = q plus ce_scale times the
 // summed cross-entropy (nn.Device.SoftmaxLossBackward; soft Dice's backward
 // is alpha/beta computed on the host from SegStats). ce_scale (nb), alpha,
-// beta (nb*c) are device arrays. dlogits may alias probs. Launch: 1-D,
-// grid-stride, work nb*v (one thread per voxel).
+// beta (nb*c) are device arrays. Voxels labelled ignore get dlogits 0.
+// dlogits may alias probs. Launch: 1-D, grid-stride, work nb*v (one thread
+// per voxel).
 VT_KERNEL softmax_loss_bwd(const float* probs, const float* labels, const float* ce_scale, const float* alpha,
-                           const float* beta, const float* extra, float* dlogits, int nb, int v, int c)
+                           const float* beta, const float* extra, float* dlogits, int nb, int v, int c,
+                           int ignore)
 {
     const long long total = (long long)nb * v;
     for (long long vox = vt_gid(); vox < total; vox += vt_gstride()) {
         const int n = (int)vox / v;
+        if (vt_ignored(labels[vox], ignore)) {
+            float* dz = dlogits + vox * c;
+            for (int j = 0; j < c; j++) {
+                dz[j] = 0.0f;
+            }
+            continue;
+        }
         const int l = vt_class(labels[vox], c);
         const float* al = alpha + n * c;
         const float* be = beta + n * c;
@@ -202,10 +244,11 @@ VT_KERNEL sigmoid_bce(const float* logits, const float* labels, float* dlogits, 
 // classes {0, 1}) against the labels, over nvox voxels (all samples):
 // counts[j] += TP_j, counts[k + j] += FP_j, counts[2k + j] += FN_j with
 // k = max(c, 2); counts (3k) must be zeroed first. Ties of the argmax go to
-// the lower class. Invalid labels lower *bad. Launch: 1-D, grid-stride,
-// work nvox, static shared 3 KiB.
+// the lower class. Voxels labelled ignore are not counted; other invalid
+// labels lower *bad. Launch: 1-D, grid-stride, work nvox, static shared
+// 3 KiB.
 VT_KERNEL seg_counts(const float* logits, const float* labels, unsigned long long* counts, int* bad,
-                     int nvox, int c, int k)
+                     int nvox, int c, int k, int ignore)
 {
     __shared__ unsigned int cnt[3 * VT_MAX_COUNT_CLASSES];
     const bool local = k <= VT_MAX_COUNT_CLASSES;
@@ -216,6 +259,9 @@ VT_KERNEL seg_counts(const float* logits, const float* labels, unsigned long lon
     }
     __syncthreads();
     for (long long vox = vt_gid(); vox < nvox; vox += vt_gstride()) {
+        if (vt_ignored(labels[vox], ignore)) {
+            continue;
+        }
         const int l = vt_class(labels[vox], k);
         if (l < 0) {
             atomicMin(bad, (int)vox);

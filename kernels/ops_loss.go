@@ -41,8 +41,41 @@ func SoftmaxLossOutLen(n, c int) int { return n + 3*n*c }
 // SoftmaxLoss writes probs = softmax(logits) over channels and, in out
 // (SoftmaxLossOutLen float64s), the sums of nn.SegStats against labels
 // (n, v). bad is one int32 cell: NoBadLabel or the first invalid voxel.
+// scratch holds ScratchBytes(n, v, c) bytes.
 func (o Ops[B]) SoftmaxLoss(logits, labels, probs, out, bad, scratch B, n, v, c int) error {
-	const op = "SoftmaxLoss"
+	var none B
+	return o.softmaxLoss("SoftmaxLoss", logits, labels, probs, out, bad, scratch, none, n, v, c, -1)
+}
+
+// SoftmaxLossIgnoreOutLen is the float64s SoftmaxLossIgnore writes to out:
+// SoftmaxLossOutLen's, then the counted voxels per sample (n).
+func SoftmaxLossIgnoreOutLen(n, c int) int { return SoftmaxLossOutLen(n, c) + n }
+
+// SoftmaxLossIgnoreScratchBytes is the scratch SoftmaxLossIgnore needs:
+// ScratchBytes plus the per-chunk counts of counted voxels.
+func (o Ops[B]) SoftmaxLossIgnoreScratchBytes(n, v, c int) int {
+	return o.ScratchBytes(n, v, c) + 8*n*o.nChunks(v)
+}
+
+// SoftmaxLossIgnore is SoftmaxLoss leaving the voxels labelled ignore (≥ 0)
+// out of every sum (nn.IgnoreLossDevice): out has
+// SoftmaxLossIgnoreOutLen float64s, the last n the counted voxels per
+// sample; scratch holds SoftmaxLossIgnoreScratchBytes.
+func (o Ops[B]) SoftmaxLossIgnore(logits, labels, probs, out, bad, scratch B, n, v, c, ignore int) error {
+	const op = "SoftmaxLossIgnore"
+	if ignore < 0 {
+		return fmt.Errorf("kernels.%s: ignore label %d, want >= 0", op, ignore)
+	}
+	cntpart := o.Launcher.Offset(scratch, 8*n*o.nChunks(v)*(3*c+1))
+	if err := o.softmaxLoss(op, logits, labels, probs, out, bad, scratch, cntpart, n, v, c, ignore); err != nil {
+		return err
+	}
+	return o.launch1(kReduceChunksF64, n, cntpart, o.Launcher.Offset(out, 8*SoftmaxLossOutLen(n, c)), i32(n), i32(o.nChunks(v)), int32(1))
+}
+
+// softmaxLoss launches SoftmaxLoss's kernels; cntpart (B's zero value: none)
+// receives the per-chunk counted voxels.
+func (o Ops[B]) softmaxLoss(op string, logits, labels, probs, out, bad, scratch, cntpart B, n, v, c, ignore int) error {
 	if err := o.checkChunked(op, n, v, c); err != nil {
 		return err
 	}
@@ -52,10 +85,10 @@ func (o Ops[B]) SoftmaxLoss(logits, labels, probs, out, bad, scratch B, n, v, c 
 	if err := o.Launcher.Launch(kFillI32, Dim3{X: 1}, bad, int32(1), int32(NoBadLabel)); err != nil {
 		return err
 	}
-	if err := o.Launcher.Launch(kSoftmaxFwd, o.chunkGrid(n, v), logits, labels, probs, cepart, bad, i32(v), i32(c), i32(o.chunk())); err != nil {
+	if err := o.Launcher.Launch(kSoftmaxFwd, o.chunkGrid(n, v), logits, labels, probs, cepart, cntpart, bad, i32(v), i32(c), i32(o.chunk()), i32(ignore)); err != nil {
 		return err
 	}
-	if err := o.Launcher.Launch(kSegStatsPartial, o.chunkGrid(n, v), probs, labels, part, i32(v), i32(c), i32(o.chunk())); err != nil {
+	if err := o.Launcher.Launch(kSegStatsPartial, o.chunkGrid(n, v), probs, labels, part, i32(v), i32(c), i32(o.chunk()), i32(ignore)); err != nil {
 		return err
 	}
 	if err := o.launch1(kReduceChunksF64, n, cepart, out, i32(n), i32(nch), int32(1)); err != nil {
@@ -81,14 +114,43 @@ func SegStatsFromOut(out []float64, n, v, c int) (nn.SegStats, error) {
 	return st, nil
 }
 
+// SegStatsIgnoreFromOut turns SoftmaxLossIgnore's out (downloaded) into
+// nn.SegStats with Counted.
+func SegStatsIgnoreFromOut(out []float64, n, v, c int) (nn.SegStats, error) {
+	if len(out) != SoftmaxLossIgnoreOutLen(n, c) {
+		return nn.SegStats{}, fmt.Errorf("kernels.SegStatsIgnoreFromOut: %d values, want %d for n=%d c=%d", len(out), SoftmaxLossIgnoreOutLen(n, c), n, c)
+	}
+	m := SoftmaxLossOutLen(n, c)
+	st, err := SegStatsFromOut(out[:m], n, v, c)
+	if err != nil {
+		return nn.SegStats{}, err
+	}
+	st.Counted = append([]float64(nil), out[m:]...)
+	return st, nil
+}
+
 // SoftmaxLossBackward writes dlogits from probs and labels (see
 // nn.Device.SoftmaxLossBackward) with device arrays ceScale (n) and alpha,
 // beta (n·c floats); extra may be B's zero value. dlogits may be probs.
 func (o Ops[B]) SoftmaxLossBackward(probs, labels, ceScale, alpha, beta, extra, dlogits B, n, v, c int) error {
-	if err := checkSizes("SoftmaxLossBackward", []int{n, v, c}); err != nil {
+	return o.softmaxLossBackward("SoftmaxLossBackward", probs, labels, ceScale, alpha, beta, extra, dlogits, n, v, c, -1)
+}
+
+// SoftmaxLossBackwardIgnore is SoftmaxLossBackward with dlogits zero at
+// the voxels labelled ignore (≥ 0).
+func (o Ops[B]) SoftmaxLossBackwardIgnore(probs, labels, ceScale, alpha, beta, extra, dlogits B, n, v, c, ignore int) error {
+	const op = "SoftmaxLossBackwardIgnore"
+	if ignore < 0 {
+		return fmt.Errorf("kernels.%s: ignore label %d, want >= 0", op, ignore)
+	}
+	return o.softmaxLossBackward(op, probs, labels, ceScale, alpha, beta, extra, dlogits, n, v, c, ignore)
+}
+
+func (o Ops[B]) softmaxLossBackward(op string, probs, labels, ceScale, alpha, beta, extra, dlogits B, n, v, c, ignore int) error {
+	if err := checkSizes(op, []int{n, v, c}); err != nil {
 		return err
 	}
-	return o.launch1(kSoftmaxLossBwd, n*v, probs, labels, ceScale, alpha, beta, extra, dlogits, i32(n), i32(v), i32(c))
+	return o.launch1(kSoftmaxLossBwd, n*v, probs, labels, ceScale, alpha, beta, extra, dlogits, i32(n), i32(v), i32(c), i32(ignore))
 }
 
 // SigmoidBCE writes out[b] (float64) = Σ BCEWithLogits(pos_weight) of
@@ -115,7 +177,21 @@ func SegCountsLen(c int) int { return 3 * max(c, 2) }
 // of argmax(logits) (nvox voxels, c channels; one channel thresholded at 0)
 // against labels; bad as in OneHot.
 func (o Ops[B]) SegCounts(logits, labels, counts, bad B, nvox, c int) error {
-	if err := checkSizes("SegCounts", []int{nvox, c}); err != nil {
+	return o.segCounts("SegCounts", logits, labels, counts, bad, nvox, c, -1)
+}
+
+// SegCountsIgnore is SegCounts leaving the voxels labelled ignore (≥ 0) out
+// of every count.
+func (o Ops[B]) SegCountsIgnore(logits, labels, counts, bad B, nvox, c, ignore int) error {
+	const op = "SegCountsIgnore"
+	if ignore < 0 {
+		return fmt.Errorf("kernels.%s: ignore label %d, want >= 0", op, ignore)
+	}
+	return o.segCounts(op, logits, labels, counts, bad, nvox, c, ignore)
+}
+
+func (o Ops[B]) segCounts(op string, logits, labels, counts, bad B, nvox, c, ignore int) error {
+	if err := checkSizes(op, []int{nvox, c}); err != nil {
 		return err
 	}
 	k := max(c, 2)
@@ -125,5 +201,5 @@ func (o Ops[B]) SegCounts(logits, labels, counts, bad B, nvox, c int) error {
 	if err := o.Launcher.Launch(kFillI32, Dim3{X: 1}, bad, int32(1), int32(NoBadLabel)); err != nil {
 		return err
 	}
-	return o.launch1(kSegCounts, nvox, logits, labels, counts, bad, i32(nvox), i32(c), i32(k))
+	return o.launch1(kSegCounts, nvox, logits, labels, counts, bad, i32(nvox), i32(c), i32(k), i32(ignore))
 }

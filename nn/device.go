@@ -147,8 +147,9 @@ type SegStats struct {
 // v2's DC_and_CE_loss does: they add nothing to any SegStats sum (so soft
 // Dice's sums run over the other voxels only, nnU-Net's loss_mask, and
 // cross-entropy is averaged over SegStats.Counted) and get a zero
-// gradient. A Criterion with an ignore label refuses a device without it
-// (the CUDA device, for now) rather than train the ignored voxels.
+// gradient. The CPU and CUDA devices implement it; a Criterion with an
+// ignore label refuses a device without it rather than train the ignored
+// voxels.
 type IgnoreLossDevice interface {
 	// SoftmaxLossIgnore is SoftmaxLoss with voxels labelled ignore (≥ C)
 	// left out of every sum; it fills SegStats.Counted.

@@ -153,8 +153,8 @@ func TestIgnoreLabelEdges(t *testing.T) {
 	if _, err := nn.NewCriterion(dev, inside, []nn.Shape{s}); err == nil || !strings.Contains(err.Error(), "loss.ignore_label") {
 		t.Errorf("ignore label 1 of 2 classes: %v", err)
 	}
-	// A device without the ignore ops (the CUDA device today) is refused,
-	// not used to train the ignored voxels.
+	// A device without the ignore ops (here the CPU device hidden behind
+	// nn.Device) is refused, not used to train the ignored voxels.
 	if _, err := nn.NewCriterion(struct{ nn.Device }{dev}, cfg, []nn.Shape{s}); err == nil || !strings.Contains(err.Error(), "cannot leave ignored voxels out") {
 		t.Errorf("device without IgnoreLossDevice: %v", err)
 	}

@@ -107,7 +107,7 @@ func NewCriterion(dev Device, cfg config.Loss, outputs []Shape) (*Criterion, err
 		}
 		idev, ok := dev.(IgnoreLossDevice)
 		if !ok {
-			return nil, fmt.Errorf("loss.ignore_label: the %s device cannot leave ignored voxels out of the loss yet (the CPU device can); drop ignore_label or train on the CPU", dev.Name())
+			return nil, fmt.Errorf("loss.ignore_label: the %s device cannot leave ignored voxels out of the loss (the CPU and CUDA devices can); drop ignore_label or use one of those", dev.Name())
 		}
 		c.idev = idev
 	}

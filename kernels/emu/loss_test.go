@@ -3,6 +3,7 @@
 package emu
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -189,5 +190,160 @@ func TestChannelDot(t *testing.T) {
 		must(t, ops.ChannelDot(buf(t, a), nil, out, sc, tn, tv, c))
 		want = dev.ChannelDot(tensor(shape5(c), a), nil)
 		compare(t, "channel_sum_partial+reduce_chunks_f64", "cpu.Device.ChannelDot (plain sums)", out.F64(), want, 1e-12, 1e-12)
+	}
+}
+
+// ignoredLabels returns n·v random labels in [0, c) with about a third of
+// them the ignore label, and every voxel of the last sample ignored (its
+// sums must come out zero, its Counted 0).
+func ignoredLabels(r *rand.Rand, n, v, c, ignore int) []float32 {
+	labels := labelsOf(r, n*v, c+1)
+	for i, l := range labels {
+		if int(l) == c || i >= (n-1)*v {
+			labels[i] = float32(ignore)
+		}
+	}
+	return labels
+}
+
+// TestSoftmaxLossIgnore compares the ignore-label sums (softmax_fwd's and
+// seg_stats_partial's ignore argument, SegStats.Counted) with the CPU
+// device's SoftmaxLossIgnore; tolerances as TestSoftmaxLoss, Counted exact.
+func TestSoftmaxLossIgnore(t *testing.T) {
+	r := rng(45)
+	for _, tc := range []struct{ c, ignore int }{{2, 2}, {3, 255}} {
+		c := tc.c
+		logits := uniform(r, tn*tv*c, -4, 4)
+		labels := ignoredLabels(r, tn, tv, c, tc.ignore)
+		probs := scratch(t, 4*len(logits))
+		out := scratch(t, 8*kernels.SoftmaxLossIgnoreOutLen(tn, c))
+		bad := scratch(t, 4)
+		sc := scratch(t, ops.SoftmaxLossIgnoreScratchBytes(tn, tv, c))
+		must(t, ops.SoftmaxLossIgnore(buf(t, logits), buf(t, labels), probs, out, bad, sc, tn, tv, c, tc.ignore))
+		got, err := kernels.SegStatsIgnoreFromOut(out.F64(), tn, tv, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pRef := tensor(shape5(c), make([]float32, len(logits)))
+		want, err := dev.SoftmaxLossIgnore(tensor(shape5(c), logits), tensor(nn.Shape{tn, td, th, tw}, labels), pRef, tc.ignore)
+		if err != nil {
+			t.Fatal(err)
+		}
+		compare(t, "softmax_fwd (ignore)", "cpu.Device.SoftmaxLossIgnore (probs)", probs.F32(), pRef.Data(), 1e-7, 0)
+		compare(t, "softmax_fwd+reduce_chunks_f64 (ignore)", "cpu.Device.SoftmaxLossIgnore (CE per sample)", got.CE, want.CE, 0, 1e-12)
+		compare(t, "softmax_fwd+reduce_chunks_f64 (ignore)", "cpu.Device.SoftmaxLossIgnore (Counted)", got.Counted, want.Counted, 0, 0)
+		compare(t, "seg_stats_partial+reduce_chunks_f64 (ignore)", "cpu.Device.SoftmaxLossIgnore (Intersect)", got.Intersect, want.Intersect, 1e-9, 1e-6)
+		compare(t, "seg_stats_partial+reduce_chunks_f64 (ignore)", "cpu.Device.SoftmaxLossIgnore (PredSum)", got.PredSum, want.PredSum, 1e-9, 1e-6)
+		compare(t, "seg_stats_partial+reduce_chunks_f64 (ignore)", "cpu.Device.SoftmaxLossIgnore (TargetSum)", got.TargetSum, want.TargetSum, 0, 0)
+		checkBad(t, "softmax_fwd (ignore)", bad, -1)
+		// The all-ignored last sample: nothing counted, every sum zero.
+		last := tn - 1
+		if got.Counted[last] != 0 || got.CE[last] != 0 || got.PredSum[last*c] != 0 || got.TargetSum[last*c] != 0 {
+			t.Errorf("c=%d: all-ignored sample has Counted %v, CE %v, PredSum %v, TargetSum %v; want zeros", c, got.Counted[last], got.CE[last], got.PredSum[last*c], got.TargetSum[last*c])
+		}
+		if got.Counted[0] == 0 || got.Counted[0] == float64(tv) {
+			t.Errorf("c=%d: sample 0 counts %v of %d voxels; the test wants some ignored, some not", c, got.Counted[0], tv)
+		}
+
+		// A label that is neither a class nor the ignore label is still bad.
+		labels[40] = float32(tc.ignore + 1)
+		must(t, ops.SoftmaxLossIgnore(buf(t, logits), buf(t, labels), probs, out, bad, sc, tn, tv, c, tc.ignore))
+		checkBad(t, "softmax_fwd (ignore)", bad, 40)
+		if _, err := dev.SoftmaxLossIgnore(tensor(shape5(c), logits), tensor(nn.Shape{tn, td, th, tw}, labels), pRef, tc.ignore); err == nil {
+			t.Errorf("c=%d: CPU device accepted label %d with ignore %d", c, tc.ignore+1, tc.ignore)
+		}
+	}
+	if err := ops.SoftmaxLossIgnore(nil, nil, nil, nil, nil, nil, tn, tv, 2, -1); err == nil {
+		t.Error("SoftmaxLossIgnore accepted ignore label -1")
+	}
+}
+
+// TestSoftmaxLossBackwardIgnore: exact as TestSoftmaxLossBackward, with
+// dlogits zero at the ignored voxels on both devices.
+func TestSoftmaxLossBackwardIgnore(t *testing.T) {
+	r := rng(46)
+	const c, ignore = 3, 4
+	probs := make([]float32, tn*tv*c)
+	for v := 0; v < tn*tv; v++ {
+		s := float32(0)
+		row := uniform(r, c, 0.01, 1)
+		for _, x := range row {
+			s += x
+		}
+		for j := range row {
+			probs[v*c+j] = row[j] / s
+		}
+	}
+	labels := ignoredLabels(r, tn, tv, c, ignore)
+	ceScale := uniform(r, tn, 0.1, 1)
+	alpha := uniform(r, tn*c, -1, 1)
+	beta := uniform(r, tn*c, -1, 1)
+	extra := uniform(r, tn*tv*c, -0.5, 0.5)
+	atol, rtol := exact()
+	for _, withExtra := range []bool{false, true} {
+		var eb *Buffer
+		var et nn.Tensor
+		name := "without extra"
+		if withExtra {
+			eb, et, name = buf(t, extra), tensor(shape5(c), extra), "with extra"
+		}
+		dl := buf(t, uniform(r, len(probs), 5, 6)) // stale values must be overwritten
+		must(t, ops.SoftmaxLossBackwardIgnore(buf(t, probs), buf(t, labels), buf(t, ceScale), buf(t, alpha), buf(t, beta), eb, dl, tn, tv, c, ignore))
+		ref := tensor(shape5(c), make([]float32, len(probs)))
+		dev.SoftmaxLossBackwardIgnore(tensor(shape5(c), probs), tensor(nn.Shape{tn, td, th, tw}, labels), ceScale, alpha, beta, et, ref, ignore)
+		compare(t, "softmax_loss_bwd (ignore)", "cpu.Device.SoftmaxLossBackwardIgnore ("+name+")", dl.F32(), ref.Data(), atol, rtol)
+		got := dl.F32()
+		for v, l := range labels {
+			if l == ignore && (got[v*c] != 0 || got[v*c+c-1] != 0) {
+				t.Fatalf("%s: ignored voxel %d has dlogits %v", name, v, got[v*c:(v+1)*c])
+			}
+		}
+	}
+}
+
+// TestSegCountsIgnore: integer counts, exact; the ignored voxels (a whole
+// sample among them) are in no count.
+func TestSegCountsIgnore(t *testing.T) {
+	r := rng(47)
+	for _, c := range []int{1, 3} {
+		k := max(c, 2)
+		ignore := k + 2
+		logits := uniform(r, tn*tv*c, -1, 1)
+		labels := ignoredLabels(r, tn, tv, k, ignore)
+		counts := scratch(t, 8*kernels.SegCountsLen(c))
+		bad := scratch(t, 4)
+		must(t, ops.SegCountsIgnore(buf(t, logits), buf(t, labels), counts, bad, tn*tv, c, ignore))
+		tp, fp, fn, err := dev.SegCountsIgnore(tensor(shape5(c), logits), tensor(nn.Shape{tn, td, th, tw}, labels), ignore)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []float64
+		for _, s := range [][]int64{tp, fp, fn} {
+			for _, v := range s {
+				want = append(want, float64(v))
+			}
+		}
+		var got []float64
+		var total float64
+		for i, v := range counts.U64() {
+			got = append(got, float64(v))
+			if i < 2*k { // TP + FP: one per counted voxel
+				total += float64(v)
+			}
+		}
+		compare(t, "seg_counts (ignore)", "cpu.Device.SegCountsIgnore (TP, FP, FN)", got, want, 0, 0)
+		checkBad(t, "seg_counts (ignore)", bad, -1)
+		counted := 0
+		for _, l := range labels {
+			if l != float32(ignore) {
+				counted++
+			}
+		}
+		if total != float64(counted) {
+			t.Errorf("c=%d: TP+FP count %v voxels, want the %d not ignored", c, total, counted)
+		}
+		labels[3] = float32(k) // neither a class nor the ignore label
+		must(t, ops.SegCountsIgnore(buf(t, logits), buf(t, labels), counts, bad, tn*tv, c, ignore))
+		checkBad(t, "seg_counts (ignore)", bad, 3)
 	}
 }

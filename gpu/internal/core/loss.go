@@ -48,24 +48,46 @@ func (d *Device[B]) badLabel(op string, cell int32, labels nn.Tensor, k int) err
 	return fmt.Errorf("%s: label %v at flat voxel %d is not a class index in [0, %d)", op, l, cell, k)
 }
 
+// The CUDA device leaves an ignore label out of the loss and the counts.
+var _ nn.IgnoreLossDevice = (*Device[int])(nil)
+
 // SoftmaxLoss computes probs = softmax(logits) and the SegStats sums.
 func (d *Device[B]) SoftmaxLoss(logits, labels, probs nn.Tensor) (nn.SegStats, error) {
-	const op = "SoftmaxLoss"
+	return d.softmaxLoss("SoftmaxLoss", logits, labels, probs, -1)
+}
+
+// SoftmaxLossIgnore is SoftmaxLoss leaving the voxels labelled ignore out
+// of every sum (nn.IgnoreLossDevice); their probabilities are still
+// written.
+func (d *Device[B]) SoftmaxLossIgnore(logits, labels, probs nn.Tensor, ignore int) (nn.SegStats, error) {
+	return d.softmaxLoss("SoftmaxLossIgnore", logits, labels, probs, ignore)
+}
+
+func (d *Device[B]) softmaxLoss(op string, logits, labels, probs nn.Tensor, ignore int) (nn.SegStats, error) {
 	d.begin(op)
 	n, v, c := d.labelDims(op, logits, labels)
 	pp := d.mustLen(op, probs, n*v*c)
 	outLen := kernels.SoftmaxLossOutLen(n, c)
+	scBytes := d.ops.ScratchBytes(n, v, c)
+	if ignore >= 0 {
+		outLen = kernels.SoftmaxLossIgnoreOutLen(n, c)
+		scBytes = d.ops.SoftmaxLossIgnoreScratchBytes(n, v, c)
+	}
 	// out (float64s) and the bad-label cell in one buffer: one download.
 	small, ok := d.need(op, &d.small, 8*outLen+8)
 	if !ok {
 		return nn.SegStats{}, d.Err()
 	}
-	sc, ok := d.need(op, &d.scratch, d.ops.ScratchBytes(n, v, c))
+	sc, ok := d.need(op, &d.scratch, scBytes)
 	if !ok {
 		return nn.SegStats{}, d.Err()
 	}
 	bad := d.machine.Offset(small, 8*outLen)
-	d.check(op, d.ops.SoftmaxLoss(d.ptr(logits), d.ptr(labels), pp, small, bad, sc, n, v, c))
+	if ignore >= 0 {
+		d.check(op, d.ops.SoftmaxLossIgnore(d.ptr(logits), d.ptr(labels), pp, small, bad, sc, n, v, c, ignore))
+	} else {
+		d.check(op, d.ops.SoftmaxLoss(d.ptr(logits), d.ptr(labels), pp, small, bad, sc, n, v, c))
+	}
 	host := make([]byte, 8*outLen+4)
 	if !d.read(op, host, small) {
 		return nn.SegStats{}, d.Err()
@@ -76,14 +98,27 @@ func (d *Device[B]) SoftmaxLoss(logits, labels, probs nn.Tensor) (nn.SegStats, e
 	if err := d.Err(); err != nil {
 		return nn.SegStats{}, err
 	}
-	st, err := kernels.SegStatsFromOut(f64s(host[:8*outLen]), n, v, c)
+	fromOut := kernels.SegStatsFromOut
+	if ignore >= 0 {
+		fromOut = kernels.SegStatsIgnoreFromOut
+	}
+	st, err := fromOut(f64s(host[:8*outLen]), n, v, c)
 	d.check(op, err)
 	return st, nil
 }
 
 // SoftmaxLossBackward writes dlogits (see nn.Device).
 func (d *Device[B]) SoftmaxLossBackward(probs, labels nn.Tensor, ceScale, alpha, beta []float32, extra, dlogits nn.Tensor) {
-	const op = "SoftmaxLossBackward"
+	d.softmaxLossBackward("SoftmaxLossBackward", probs, labels, ceScale, alpha, beta, extra, dlogits, -1)
+}
+
+// SoftmaxLossBackwardIgnore is SoftmaxLossBackward with dlogits zero at
+// the voxels labelled ignore (nn.IgnoreLossDevice).
+func (d *Device[B]) SoftmaxLossBackwardIgnore(probs, labels nn.Tensor, ceScale, alpha, beta []float32, extra, dlogits nn.Tensor, ignore int) {
+	d.softmaxLossBackward("SoftmaxLossBackwardIgnore", probs, labels, ceScale, alpha, beta, extra, dlogits, ignore)
+}
+
+func (d *Device[B]) softmaxLossBackward(op string, probs, labels nn.Tensor, ceScale, alpha, beta []float32, extra, dlogits nn.Tensor, ignore int) {
 	d.begin(op)
 	n, v, c := d.labelDims(op, probs, labels)
 	dp := d.mustLen(op, dlogits, n*v*c)
@@ -100,7 +135,11 @@ func (d *Device[B]) SoftmaxLossBackward(probs, labels nn.Tensor, ceScale, alpha,
 	}
 	ap := d.machine.Offset(small, 4*n)
 	bp := d.machine.Offset(small, 4*(n+n*c))
-	d.check(op, d.ops.SoftmaxLossBackward(d.ptr(probs), d.ptr(labels), small, ap, bp, ep, dp, n, v, c))
+	if ignore >= 0 {
+		d.check(op, d.ops.SoftmaxLossBackwardIgnore(d.ptr(probs), d.ptr(labels), small, ap, bp, ep, dp, n, v, c, ignore))
+	} else {
+		d.check(op, d.ops.SoftmaxLossBackward(d.ptr(probs), d.ptr(labels), small, ap, bp, ep, dp, n, v, c))
+	}
 }
 
 // SigmoidBCE computes the per-sample BCE-with-logits sums and dlogits.
@@ -253,7 +292,16 @@ func (d *Device[B]) ChannelAffineAdd(dst, a nn.Tensor, alpha, beta []float32) {
 
 // SegCounts returns per-class TP, FP and FN counts of argmax(logits).
 func (d *Device[B]) SegCounts(logits, labels nn.Tensor) (tp, fp, fn []int64, err error) {
-	const op = "SegCounts"
+	return d.segCounts("SegCounts", logits, labels, -1)
+}
+
+// SegCountsIgnore is SegCounts without the voxels labelled ignore
+// (nn.IgnoreLossDevice).
+func (d *Device[B]) SegCountsIgnore(logits, labels nn.Tensor, ignore int) (tp, fp, fn []int64, err error) {
+	return d.segCounts("SegCountsIgnore", logits, labels, ignore)
+}
+
+func (d *Device[B]) segCounts(op string, logits, labels nn.Tensor, ignore int) (tp, fp, fn []int64, err error) {
 	d.begin(op)
 	n, v, c := d.labelDims(op, logits, labels)
 	k := max(c, 2)
@@ -263,7 +311,11 @@ func (d *Device[B]) SegCounts(logits, labels nn.Tensor) (tp, fp, fn []int64, err
 		return nil, nil, nil, d.Err()
 	}
 	bad := d.machine.Offset(small, 8*cnt)
-	d.check(op, d.ops.SegCounts(d.ptr(logits), d.ptr(labels), small, bad, n*v, c))
+	if ignore >= 0 {
+		d.check(op, d.ops.SegCountsIgnore(d.ptr(logits), d.ptr(labels), small, bad, n*v, c, ignore))
+	} else {
+		d.check(op, d.ops.SegCounts(d.ptr(logits), d.ptr(labels), small, bad, n*v, c))
+	}
 	host := make([]byte, 8*cnt+4)
 	if !d.read(op, host, small) {
 		return nil, nil, nil, d.Err()

@@ -269,6 +269,61 @@ var opTests = []opTest{
 		_, werr := k.ref.SoftmaxLoss(logits.ref, labels.ref, k.zeros(shape).ref)
 		sameError(k, "SoftmaxLoss", gerr, werr)
 	}},
+	{"LossIgnore", func(k *checker, s [4]int) {
+		// loss.ignore_label: nn.IgnoreLossDevice's ops against the CPU's,
+		// with about a third of the voxels and all of the last sample
+		// labelled ignore.
+		idev, ok := k.dev.(nn.IgnoreLossDevice)
+		if !ok {
+			k.t.Fatalf("%s does not implement nn.IgnoreLossDevice", k.dev.Name())
+		}
+		for _, c := range []int{2, 3} {
+			ignore := c + 1
+			shape := act(s, c)
+			lv := k.labels(lab(s).Len(), c+1)
+			per := lab(s).Len() / s[0]
+			for i, l := range lv {
+				if int(l) == c || i >= (s[0]-1)*per {
+					lv[i] = float32(ignore)
+				}
+			}
+			logits := k.both(shape, k.uniform(shape.Len(), -4, 4))
+			labels := k.both(lab(s), lv)
+			probs := k.zeros(shape)
+			got, err := idev.SoftmaxLossIgnore(logits.dev, labels.dev, probs.dev, ignore)
+			if err != nil {
+				k.t.Fatal(err)
+			}
+			want, err := k.ref.SoftmaxLossIgnore(logits.ref, labels.ref, probs.ref, ignore)
+			if err != nil {
+				k.t.Fatal(err)
+			}
+			tag := fmt.Sprintf("(%d classes, ignore %d)", c, ignore)
+			k.same("SoftmaxLossIgnore probs "+tag, probs, k.tol.Softmax)
+			compare(k.t, k.name, "SoftmaxLossIgnore CE "+tag, got.CE, want.CE, k.tol.Sum64)
+			compare(k.t, k.name, "SoftmaxLossIgnore Counted "+tag, got.Counted, want.Counted, Exact)
+			compare(k.t, k.name, "SoftmaxLossIgnore Intersect "+tag, got.Intersect, want.Intersect, k.tol.Sum64)
+			compare(k.t, k.name, "SoftmaxLossIgnore PredSum "+tag, got.PredSum, want.PredSum, k.tol.Sum64)
+			compare(k.t, k.name, "SoftmaxLossIgnore TargetSum "+tag, got.TargetSum, want.TargetSum, Exact)
+			ce := k.uniform(s[0], 0.1, 1)
+			al, be := k.uniform(s[0]*c, -1, 1), k.uniform(s[0]*c, -1, 1)
+			dl := k.both(shape, k.uniform(shape.Len(), 5, 6)) // stale values are overwritten
+			idev.SoftmaxLossBackwardIgnore(probs.dev, labels.dev, ce, al, be, nil, dl.dev, ignore)
+			k.ref.SoftmaxLossBackwardIgnore(probs.ref, labels.ref, ce, al, be, nil, dl.ref, ignore)
+			k.same("SoftmaxLossBackwardIgnore "+tag, dl, k.tol.Softmax)
+			tp, fp, fn, err := idev.SegCountsIgnore(logits.dev, labels.dev, ignore)
+			if err != nil {
+				k.t.Fatal(err)
+			}
+			wtp, wfp, wfn, err := k.ref.SegCountsIgnore(logits.ref, labels.ref, ignore)
+			if err != nil {
+				k.t.Fatal(err)
+			}
+			compare(k.t, k.name, "SegCountsIgnore TP "+tag, f64(tp), f64(wtp), Exact)
+			compare(k.t, k.name, "SegCountsIgnore FP "+tag, f64(fp), f64(wfp), Exact)
+			compare(k.t, k.name, "SegCountsIgnore FN "+tag, f64(fn), f64(wfn), Exact)
+		}
+	}},
 	{"SigmoidBCE", func(k *checker, s [4]int) {
 		shape := act(s, 1)
 		logits := k.both(shape, k.uniform(shape.Len(), -6, 6))
