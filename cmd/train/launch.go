@@ -56,7 +56,11 @@ SIGTERM, then SIGKILL after --grace; launch exits with the first failure's
 status (0 once every process finished, 128+signal when interrupted).
 
 On several nodes run launch on each with the same --nnodes, --master-addr
-(node 0's address) and --master-port, and each node's --node-rank.`,
+(node 0's address) and --master-port, and each node's --node-rank.
+
+Unless GOMAXPROCS is set, each process gets GOMAXPROCS = cores / N, so N
+CPU trainings share the node's cores instead of each taking all of them
+(give --threads after -- to choose otherwise).`,
 		Example: `  train launch --nproc-per-node 4 -- --config configs/nnunet_3d_fullres.yaml
   train launch --nnodes 2 --node-rank 1 --nproc-per-node 8 --master-addr 10.0.0.1 --master-port 29500 -- --config configs/nnunet_3d_fullres.yaml`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -127,6 +131,18 @@ func (e *childFailed) Error() string {
 // ExitStatus is the status launch exits with (see exitCode).
 func (e *childFailed) ExitStatus() int { return e.status }
 
+// childGOMAXPROCS is the GOMAXPROCS each of n processes on a node of
+// cpus cores gets when the user has not set it (set: "", keep theirs):
+// an equal share, at least 1, so n CPU trainings (whose "--threads 0"
+// means GOMAXPROCS) do not each take every core — torchrun sets
+// OMP_NUM_THREADS for the same reason.
+func childGOMAXPROCS(set string, cpus, n int) string {
+	if set != "" || n <= 1 {
+		return ""
+	}
+	return strconv.Itoa(max(1, cpus/n))
+}
+
 // launchEnv is the names launch sets in each child's environment.
 var launchEnv = []string{"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}
 
@@ -156,6 +172,9 @@ func launchRun(ctx context.Context, opts *LaunchOptions) error {
 		if !contains(launchEnv, name) {
 			env = append(env, kv)
 		}
+	}
+	if gm := childGOMAXPROCS(os.Getenv("GOMAXPROCS"), runtime.NumCPU(), n); gm != "" {
+		env = append(env, "GOMAXPROCS="+gm)
 	}
 	fprintf(opts.IO.ErrOut, "launch: ranks %d to %d of %d on this node, the store at %s\n", base, base+n-1, world,
 		net.JoinHostPort(opts.MasterAddr, strconv.Itoa(port)))

@@ -232,3 +232,17 @@ func TestLaunchPassesSIGTERMOn(t *testing.T) {
 		}
 	}
 }
+
+// TestChildGOMAXPROCS: N processes on a node share its cores unless the
+// user set GOMAXPROCS; one process is left alone.
+func TestChildGOMAXPROCS(t *testing.T) {
+	for _, tc := range []struct {
+		set     string
+		cpus, n int
+		want    string
+	}{{"", 16, 4, "4"}, {"", 2, 3, "1"}, {"", 8, 1, ""}, {"6", 16, 4, ""}} {
+		if got := childGOMAXPROCS(tc.set, tc.cpus, tc.n); got != tc.want {
+			t.Errorf("GOMAXPROCS %q, %d cores, %d processes: %q, want %q", tc.set, tc.cpus, tc.n, got, tc.want)
+		}
+	}
+}
