@@ -176,12 +176,8 @@ func (v *volumeFile) ReadLabels(box volume.Box, dst []uint8) error {
 	}
 	lbl := byteScratch.get(vox)
 	defer byteScratch.put(lbl)
-	for i, x := range *buf {
-		u := int32(x)
-		if float32(u) != x || uint32(u) > 255 {
-			return fmt.Errorf("%s: voxel %d has value %g, not a class index 0..255", v.name(), i, x)
-		}
-		(*lbl)[i] = uint8(u)
+	if err := volume.ToLabels(*lbl, *buf, v.name()); err != nil {
+		return err
 	}
 	copyBox(dst, *lbl, s, box)
 	return nil

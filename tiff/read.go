@@ -93,7 +93,7 @@ func (t *File) ReadLabels(box volume.Box, dst []uint8) error {
 	if err := t.ReadRegion(box, [][]float32{f}); err != nil {
 		return err
 	}
-	return rawvol.Labels(dst, f, t.r.name)
+	return volume.ToLabels(dst, f, t.r.name)
 }
 
 // chunk decodes strip or tile i of page p (rows rows of tileW pixels)

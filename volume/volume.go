@@ -239,3 +239,17 @@ func Open(path string) (File, error) {
 	}
 	return nil, fmt.Errorf("%s: %w (formats: %v)", path, ErrFormat, Formats())
 }
+
+// ToLabels converts class indices read as float32 into dst (a File's
+// ReadLabels after decoding); a value that is not an integer in 0..255 is
+// an error naming the file (name) and the voxel's index in src.
+func ToLabels(dst []uint8, src []float32, name string) error {
+	for i, x := range src {
+		u := int32(x)
+		if float32(u) != x || uint32(u) > 255 {
+			return fmt.Errorf("%s: voxel %d has value %g, not a class index 0..255", name, i, x)
+		}
+		dst[i] = uint8(u)
+	}
+	return nil
+}

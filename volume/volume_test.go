@@ -69,3 +69,18 @@ func TestCheckShapeOverflow(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestToLabels: integers 0..255 become bytes; a fraction, a negative or a
+// value above 255 is an error naming the file, the voxel and the value.
+func TestToLabels(t *testing.T) {
+	dst := make([]uint8, 3)
+	if err := ToLabels(dst, []float32{0, 2, 255}, "l.nii"); err != nil || dst[1] != 2 || dst[2] != 255 {
+		t.Fatalf("%v %v", dst, err)
+	}
+	for _, bad := range []float32{1.5, -1, 256} {
+		err := ToLabels(dst, []float32{0, bad}, "l.nii")
+		if err == nil || !strings.Contains(err.Error(), "l.nii: voxel 1 has value") {
+			t.Errorf("%v: %v", bad, err)
+		}
+	}
+}

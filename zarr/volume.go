@@ -3,7 +3,6 @@ package zarr
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"math"
@@ -538,10 +537,6 @@ func (f *file) ReadRegion(box volume.Box, dst [][]float32) error {
 	return nil
 }
 
-// errNotLabels is wrapped by ReadLabels' errors for values that are not
-// class indices.
-var errNotLabels = errors.New("not a class index 0..255")
-
 // ReadLabels implements volume.File: every voxel must be an integer in
 // 0..255.
 func (f *file) ReadLabels(box volume.Box, dst []uint8) error {
@@ -559,12 +554,5 @@ func (f *file) ReadLabels(box volume.Box, dst []uint8) error {
 	if err := f.arr.read(lo, hi, buf, st); err != nil {
 		return err
 	}
-	for i, x := range buf {
-		u := int32(x)
-		if float32(u) != x || uint32(u) > 255 {
-			return fmt.Errorf("zarr: %s: voxel %d of the region has value %g: %w", f.arr.name(), i, x, errNotLabels)
-		}
-		dst[i] = uint8(u)
-	}
-	return nil
+	return volume.ToLabels(dst, buf, "zarr: "+f.arr.name())
 }

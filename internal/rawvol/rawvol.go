@@ -428,20 +428,7 @@ func (v *file) ReadLabels(box volume.Box, dst []uint8) error {
 	if err := v.ReadRegion(box, [][]float32{f}); err != nil {
 		return err
 	}
-	return Labels(dst, f, v.s.Header)
-}
-
-// Labels converts class indices read as float32 to bytes; a value that is
-// not an integer in 0..255 is an error naming the file.
-func Labels(dst []uint8, f []float32, name string) error {
-	for i, x := range f {
-		u := int32(x)
-		if float32(u) != x || uint32(u) > 255 {
-			return fmt.Errorf("%s: voxel %d of the region has value %g, not a class index 0..255", name, i, x)
-		}
-		dst[i] = uint8(u)
-	}
-	return nil
+	return volume.ToLabels(dst, f, v.s.Header)
 }
 
 // ErrUnsupported is wrapped by errors for valid files this reader does
