@@ -173,21 +173,46 @@ func ReadPair(p Pair) (pred, ref *LabelFile, err error) {
 // entries, whose value is a list, are refused: voxtrain scores labels) and
 // its file_ending ("" when absent).
 func DatasetLabels(path string) (labels []int, names map[int]string, ending string, err error) {
-	b, err := os.ReadFile(path)
+	d, err := readDatasetJSON(path)
 	if err != nil {
 		return nil, nil, "", err
+	}
+	return d.labels, d.names, d.ending, nil
+}
+
+// DatasetIgnore returns the ignore label of a dataset.json (nnU-Net v2's
+// "ignore": N), 0 when it has none.
+func DatasetIgnore(path string) (int, error) {
+	d, err := readDatasetJSON(path)
+	return d.ignore, err
+}
+
+// datasetLabels is what DatasetLabels and DatasetIgnore read of a
+// dataset.json, in one parse.
+type datasetLabels struct {
+	labels []int
+	names  map[int]string
+	ending string
+	ignore int
+}
+
+func readDatasetJSON(path string) (datasetLabels, error) {
+	var d datasetLabels
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return d, err
 	}
 	var m struct {
 		Labels     map[string]json.RawMessage `json:"labels"`
 		FileEnding string                     `json:"file_ending"`
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, nil, "", fmt.Errorf("parse %s: %w", path, err)
+		return d, fmt.Errorf("parse %s: %w", path, err)
 	}
 	if len(m.Labels) == 0 {
-		return nil, nil, "", fmt.Errorf("%s: no \"labels\"", path)
+		return d, fmt.Errorf("%s: no \"labels\"", path)
 	}
-	names = map[int]string{}
+	d.names, d.ending = map[int]string{}, m.FileEnding
 	for k, raw := range m.Labels {
 		var name string
 		var l int
@@ -196,46 +221,25 @@ func DatasetLabels(path string) (labels []int, names map[int]string, ending stri
 		} else if json.Unmarshal(raw, &l) == nil {
 			name = k // nnU-Net v2: "name": 1
 		} else {
-			return nil, nil, "", fmt.Errorf("%s: labels: %q: %s is not a label index (region lists are not supported)", path, k, raw)
-		}
-		if l < 0 || l > 255 {
-			return nil, nil, "", fmt.Errorf("%s: labels: %q is %d, want 0..255", path, k, l)
+			return datasetLabels{}, fmt.Errorf("%s: labels: %q: %s is not a label index (region lists are not supported)", path, k, raw)
 		}
 		if strings.EqualFold(k, "ignore") {
-			continue // not a class (DatasetIgnore reads it)
+			if l < 1 || l > 255 {
+				return datasetLabels{}, fmt.Errorf("%s: labels: \"ignore\" is %d, want 1..255", path, l)
+			}
+			d.ignore = l // not a class
+			continue
+		}
+		if l < 0 || l > 255 {
+			return datasetLabels{}, fmt.Errorf("%s: labels: %q is %d, want 0..255", path, k, l)
 		}
 		if l > 0 {
-			names[l] = name
-			labels = append(labels, l)
+			d.names[l] = name
+			d.labels = append(d.labels, l)
 		}
 	}
-	sort.Ints(labels)
-	return labels, names, m.FileEnding, nil
-}
-
-// DatasetIgnore returns the ignore label of a dataset.json (nnU-Net v2's
-// "ignore": N), 0 when it has none.
-func DatasetIgnore(path string) (int, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	var m struct {
-		Labels map[string]json.RawMessage `json:"labels"`
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return 0, fmt.Errorf("parse %s: %w", path, err)
-	}
-	for k, raw := range m.Labels {
-		var l int
-		if strings.EqualFold(k, "ignore") && json.Unmarshal(raw, &l) == nil {
-			if l < 1 || l > 255 {
-				return 0, fmt.Errorf("%s: labels: \"ignore\" is %d, want 1..255", path, l)
-			}
-			return l, nil
-		}
-	}
-	return 0, nil
+	sort.Ints(d.labels)
+	return d, nil
 }
 
 // Options are what Folder scores.
