@@ -52,6 +52,10 @@ type Dataset struct {
 	// Channels is the number of image channels the description declares
 	// (0 when it does not; the reader then takes what the files hold).
 	Channels int
+	// ChannelNames maps channel index to the name dataset.json gives it
+	// (nnU-Net v2's channel_names, else MSD's modality; "CT" chooses CT
+	// normalisation in the planner), nil when it names none.
+	ChannelNames map[int]string
 	// LabelNames maps class index to name where the description has them
 	// (never the ignore label).
 	LabelNames map[int]string
@@ -234,10 +238,26 @@ func (m *datasetJSON) labelNames() map[int]string {
 }
 
 func (m *datasetJSON) channels() int {
-	if len(m.ChannelNames) > 0 {
-		return len(m.ChannelNames)
+	return len(m.channelNames())
+}
+
+// channelNames are channel_names (nnU-Net v2), else modality (MSD), by
+// channel index; keys that are not indices are left out.
+func (m *datasetJSON) channelNames() map[int]string {
+	names := m.ChannelNames
+	if len(names) == 0 {
+		names = m.Modality
 	}
-	return len(m.Modality)
+	out := map[int]string{}
+	for k, v := range names {
+		if i, err := strconv.Atoi(k); err == nil {
+			out[i] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // loadMSD reads a Medical Segmentation Decathlon dataset.json: its
@@ -252,7 +272,7 @@ func loadMSD(dir string) (*Dataset, error) {
 	if len(meta.Training) == 0 {
 		return nil, fmt.Errorf("%s: no \"training\" cases", path)
 	}
-	ds := &Dataset{Root: dir, Format: "msd", Channels: meta.channels(), LabelNames: meta.labelNames(), IgnoreLabel: meta.ignore}
+	ds := &Dataset{Root: dir, Format: "msd", Channels: meta.channels(), ChannelNames: meta.channelNames(), LabelNames: meta.labelNames(), IgnoreLabel: meta.ignore}
 	for i, e := range meta.Training {
 		var imgs []string
 		var one string
@@ -295,7 +315,7 @@ func loadNNUNet(dir string) (*Dataset, error) {
 	pattern, ending := channelFile, "(.nii.gz or .nii)"
 	meta, err := readMeta(dir)
 	if err == nil {
-		ds.Channels, ds.LabelNames, ds.IgnoreLabel = meta.channels(), meta.labelNames(), meta.ignore
+		ds.Channels, ds.ChannelNames, ds.LabelNames, ds.IgnoreLabel = meta.channels(), meta.channelNames(), meta.labelNames(), meta.ignore
 		if meta.FileEnding != "" {
 			pattern, ending = channelFileWith(meta.FileEnding), meta.FileEnding
 		}
