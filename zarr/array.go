@@ -226,11 +226,7 @@ func (a *array) read(lo, hi []int, dst []float32, dstStrides []int) error {
 		total *= chi[d] - clo[d]
 	}
 	if total == 1 {
-		c, err := a.chunk(clo)
-		if err != nil {
-			return err
-		}
-		return a.copyChunk(c, clo, lo, hi, dst, dstStrides)
+		return a.readChunk(clo, lo, hi, dst, dstStrides)
 	}
 	// A producer hands out chunk indices; it stops at the first error.
 	idxs := make(chan []int)
@@ -264,11 +260,7 @@ func (a *array) read(lo, hi []int, dst []float32, dstStrides []int) error {
 					continue // drain: an error ended the read
 				default:
 				}
-				c, err := a.chunk(idx)
-				if err == nil {
-					err = a.copyChunk(c, idx, lo, hi, dst, dstStrides)
-				}
-				if err != nil {
+				if err := a.readChunk(idx, lo, hi, dst, dstStrides); err != nil {
 					once.Do(func() { firstErr = err; close(stop) })
 				}
 			}
@@ -276,6 +268,26 @@ func (a *array) read(lo, hi []int, dst []float32, dstStrides []int) error {
 	}
 	wg.Wait()
 	return firstErr
+}
+
+// readChunk copies the part of chunk idx inside [lo, hi) to dst,
+// decoding only the blosc blocks that part lies in where the array's
+// chunks allow it (partial.go).
+func (a *array) readChunk(idx, lo, hi []int, dst []float32, dstStrides []int) error {
+	if a.bloscParts() {
+		b0, b1 := a.chunkSpan(idx, lo, hi, a.chunkStrides())
+		c, release, err := a.partChunk(idx, b0, b1)
+		if err != nil {
+			return err
+		}
+		defer release()
+		return a.copyChunk(c, idx, lo, hi, dst, dstStrides)
+	}
+	c, err := a.chunk(idx)
+	if err != nil {
+		return err
+	}
+	return a.copyChunk(c, idx, lo, hi, dst, dstStrides)
 }
 
 // forEach calls f with every index in [lo, hi), the last axis fastest,

@@ -24,94 +24,175 @@ const (
 // bloscDecompress decodes a blosc container whose decoded size must be
 // want bytes (what the chunk's metadata says it holds).
 func bloscDecompress(src []byte, want int) ([]byte, error) {
-	if len(src) < bloscHeader {
-		return nil, fmt.Errorf("blosc: %d bytes, shorter than the 16-byte header", len(src))
+	f, err := parseBlosc(src, want)
+	if err != nil {
+		return nil, err
 	}
-	flags := src[2]
-	typesize := int(src[3])
-	nbytes := int(binary.LittleEndian.Uint32(src[4:]))
-	blocksize := int(binary.LittleEndian.Uint32(src[8:]))
-	cbytes := int(binary.LittleEndian.Uint32(src[12:]))
-	if src[0] == 0 || src[0] > 2 {
-		return nil, fmt.Errorf("blosc: format version %d, want 1 or 2 (blosc2 frames are not read)", src[0])
-	}
-	if nbytes != want {
-		return nil, fmt.Errorf("blosc: header says %d decoded bytes, the chunk holds %d", nbytes, want)
-	}
-	if cbytes > len(src) || cbytes < bloscHeader {
-		return nil, fmt.Errorf("blosc: header says %d bytes, the stream has %d", cbytes, len(src))
-	}
-	src = src[:cbytes]
-	if typesize == 0 {
-		return nil, fmt.Errorf("blosc: type size 0")
-	}
-	dst := make([]byte, nbytes)
-	if flags&bloscMemcpyed != 0 {
-		if cbytes != bloscHeader+nbytes {
-			return nil, fmt.Errorf("blosc: an uncompressed container of %d bytes holding %d", cbytes, nbytes)
-		}
-		copy(dst, src[bloscHeader:])
-		return dst, nil
-	}
-	if nbytes == 0 {
-		return dst, nil
-	}
-	if blocksize <= 0 {
-		return nil, fmt.Errorf("blosc: block size %d", blocksize)
-	}
-	nblocks := (nbytes + blocksize - 1) / blocksize
-	if bloscHeader+4*nblocks > cbytes {
-		return nil, fmt.Errorf("blosc: %d blocks do not fit %d bytes", nblocks, cbytes)
-	}
-	codec := flags >> 5
-	tmp := make([]byte, min(blocksize, nbytes))
-	for j := range nblocks {
-		start := int(binary.LittleEndian.Uint32(src[bloscHeader+4*j:]))
-		bsize := blocksize
-		leftover := j == nblocks-1 && nbytes%blocksize != 0
-		if leftover {
-			bsize = nbytes % blocksize
-		}
-		out := dst[j*blocksize : j*blocksize+bsize]
-		doShuffle := flags&bloscShuffle != 0 && typesize > 1
-		doBit := flags&bloscBitshuffle != 0 && bsize >= typesize
-		buf := out
-		if doShuffle || doBit {
-			buf = tmp[:bsize]
-		}
-		nsplits := 1
-		if flags&bloscDontSplit == 0 && typesize <= bloscMaxSplits && bsize/typesize >= bloscMinBuffer && !leftover {
-			nsplits = typesize
-		}
-		neblock := bsize / nsplits
-		if neblock*nsplits != bsize {
-			return nil, fmt.Errorf("blosc: block size %d is not a multiple of the type size %d", bsize, typesize)
-		}
-		off := start
-		for s := range nsplits {
-			if off < 0 || off+4 > cbytes {
-				return nil, fmt.Errorf("blosc: block %d split %d starts at %d, past the %d-byte stream", j, s, off, cbytes)
-			}
-			n := int(binary.LittleEndian.Uint32(src[off:]))
-			off += 4
-			if n < 0 || n > cbytes-off {
-				return nil, fmt.Errorf("blosc: block %d split %d has %d bytes, past the stream", j, s, n)
-			}
-			part := buf[s*neblock : (s+1)*neblock]
-			if n == neblock {
-				copy(part, src[off:off+n])
-			} else if err := bloscCodec(codec, src[off:off+n], part); err != nil {
-				return nil, fmt.Errorf("blosc: block %d split %d: %w", j, s, err)
-			}
-			off += n
-		}
-		if doShuffle {
-			unshuffle(out, buf, typesize)
-		} else if doBit {
-			bitunshuffle(out, buf, typesize)
-		}
+	dst := make([]byte, f.nbytes)
+	if err := f.decodeBlocks(0, f.nblocks(), dst, nil); err != nil {
+		return nil, err
 	}
 	return dst, nil
+}
+
+// bloscFrame is a parsed blosc container. Its blocks are compressed
+// independently, so a reader that needs only part of a chunk decodes
+// only the blocks holding that part (decodeBlocks).
+type bloscFrame struct {
+	src       []byte // the container, cut to its stated size
+	flags     byte
+	typesize  int
+	nbytes    int // decoded size
+	blocksize int // decoded bytes per block (the last may hold fewer)
+}
+
+// parseBlosc reads a blosc container's header and checks it against the
+// decoded size the chunk's metadata gives (want) and the bytes present.
+func parseBlosc(src []byte, want int) (bloscFrame, error) {
+	var f bloscFrame
+	if len(src) < bloscHeader {
+		return f, fmt.Errorf("blosc: %d bytes, shorter than the 16-byte header", len(src))
+	}
+	f.flags = src[2]
+	f.typesize = int(src[3])
+	f.nbytes = int(binary.LittleEndian.Uint32(src[4:]))
+	f.blocksize = int(binary.LittleEndian.Uint32(src[8:]))
+	cbytes := int(binary.LittleEndian.Uint32(src[12:]))
+	if src[0] == 0 || src[0] > 2 {
+		return f, fmt.Errorf("blosc: format version %d, want 1 or 2 (blosc2 frames are not read)", src[0])
+	}
+	if f.nbytes != want {
+		return f, fmt.Errorf("blosc: header says %d decoded bytes, the chunk holds %d", f.nbytes, want)
+	}
+	if cbytes > len(src) || cbytes < bloscHeader {
+		return f, fmt.Errorf("blosc: header says %d bytes, the stream has %d", cbytes, len(src))
+	}
+	f.src = src[:cbytes]
+	if f.typesize == 0 {
+		return f, fmt.Errorf("blosc: type size 0")
+	}
+	if f.flags&bloscMemcpyed != 0 {
+		if cbytes != bloscHeader+f.nbytes {
+			return f, fmt.Errorf("blosc: an uncompressed container of %d bytes holding %d", cbytes, f.nbytes)
+		}
+		return f, nil
+	}
+	if f.nbytes == 0 {
+		return f, nil
+	}
+	if f.blocksize <= 0 {
+		return f, fmt.Errorf("blosc: block size %d", f.blocksize)
+	}
+	if bloscHeader+4*f.nblocks() > cbytes {
+		return f, fmt.Errorf("blosc: %d blocks do not fit %d bytes", f.nblocks(), cbytes)
+	}
+	return f, nil
+}
+
+// nblocks is the number of blocks; an uncompressed (memcpyed) container
+// counts as one block of nbytes.
+func (f bloscFrame) nblocks() int {
+	if f.nbytes == 0 {
+		return 0
+	}
+	if f.flags&bloscMemcpyed != 0 {
+		return 1
+	}
+	return (f.nbytes + f.blocksize - 1) / f.blocksize
+}
+
+// blockSpan is the decoded byte range [lo, hi) of block j.
+func (f bloscFrame) blockSpan(j int) (lo, hi int) {
+	if f.flags&bloscMemcpyed != 0 {
+		return 0, f.nbytes
+	}
+	lo = j * f.blocksize
+	return lo, min(lo+f.blocksize, f.nbytes)
+}
+
+// decodeBlocks decodes blocks [j0, j1) into their places in dst (the
+// whole decoded buffer, nbytes long); bytes outside them are left as
+// they are. tmp, when at least a block long, is the scratch a shuffled
+// block is decoded into before unshuffling (nil: allocated).
+func (f bloscFrame) decodeBlocks(j0, j1 int, dst, tmp []byte) error {
+	if len(dst) != f.nbytes {
+		return fmt.Errorf("blosc: a %d-byte buffer for %d decoded bytes", len(dst), f.nbytes)
+	}
+	if len(tmp) < min(f.blocksize, f.nbytes) {
+		tmp = make([]byte, min(f.blocksize, f.nbytes))
+	}
+	for j := j0; j < j1; j++ {
+		lo, hi := f.blockSpan(j)
+		if err := f.decodeBlock(j, dst[lo:hi], tmp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// blocksOf returns the blocks [j0, j1) that hold the decoded bytes
+// [lo, hi).
+func (f bloscFrame) blocksOf(lo, hi int) (j0, j1 int) {
+	if f.flags&bloscMemcpyed != 0 || f.nbytes == 0 {
+		return 0, f.nblocks()
+	}
+	return lo / f.blocksize, (hi + f.blocksize - 1) / f.blocksize
+}
+
+// decodeBlock decodes block j into out, exactly its decoded bytes
+// (blockSpan), through tmp (at least a block long) when it is shuffled.
+func (f bloscFrame) decodeBlock(j int, out, tmp []byte) error {
+	if lo, hi := f.blockSpan(j); len(out) != hi-lo {
+		return fmt.Errorf("blosc: a %d-byte buffer for block %d of %d bytes", len(out), j, hi-lo)
+	}
+	if f.flags&bloscMemcpyed != 0 {
+		copy(out, f.src[bloscHeader:])
+		return nil
+	}
+	src, flags, typesize, blocksize, nbytes := f.src, f.flags, f.typesize, f.blocksize, f.nbytes
+	cbytes := len(src)
+	codec := flags >> 5
+	start := int(binary.LittleEndian.Uint32(src[bloscHeader+4*j:]))
+	bsize := len(out)
+	leftover := j == f.nblocks()-1 && nbytes%blocksize != 0
+	doShuffle := flags&bloscShuffle != 0 && typesize > 1
+	doBit := flags&bloscBitshuffle != 0 && bsize >= typesize
+	buf := out
+	if doShuffle || doBit {
+		buf = tmp[:bsize]
+	}
+	nsplits := 1
+	if flags&bloscDontSplit == 0 && typesize <= bloscMaxSplits && bsize/typesize >= bloscMinBuffer && !leftover {
+		nsplits = typesize
+	}
+	neblock := bsize / nsplits
+	if neblock*nsplits != bsize {
+		return fmt.Errorf("blosc: block size %d is not a multiple of the type size %d", bsize, typesize)
+	}
+	off := start
+	for s := range nsplits {
+		if off < 0 || off+4 > cbytes {
+			return fmt.Errorf("blosc: block %d split %d starts at %d, past the %d-byte stream", j, s, off, cbytes)
+		}
+		n := int(binary.LittleEndian.Uint32(src[off:]))
+		off += 4
+		if n < 0 || n > cbytes-off {
+			return fmt.Errorf("blosc: block %d split %d has %d bytes, past the stream", j, s, n)
+		}
+		part := buf[s*neblock : (s+1)*neblock]
+		if n == neblock {
+			copy(part, src[off:off+n])
+		} else if err := bloscCodec(codec, src[off:off+n], part); err != nil {
+			return fmt.Errorf("blosc: block %d split %d: %w", j, s, err)
+		}
+		off += n
+	}
+	if doShuffle {
+		unshuffle(out, buf, typesize)
+	} else if doBit {
+		bitunshuffle(out, buf, typesize)
+	}
+	return nil
 }
 
 // bloscCodec decodes one split with blosc's codec number (the flags' top

@@ -25,7 +25,18 @@ type cacheEntry struct {
 	key  string
 	val  any
 	size int64
+	// pins counts the readers using val now (use); an entry dropped
+	// while pinned is marked dropped and recycled by its last reader.
+	pins    int
+	dropped bool
 }
+
+// recycler is a cached value whose memory is reused once the cache has
+// dropped it and no reader holds it: the decoded blosc blocks, so that
+// a cache churning through a volume reuses the buffers it evicts
+// instead of leaving them to the garbage collector, and the process
+// stays near the cache's bound.
+type recycler interface{ recycle() }
 
 type flight struct {
 	done chan struct{}
@@ -62,19 +73,102 @@ func (c *chunkCache) get(key string, load func() (any, int64, error)) (any, erro
 	c.mu.Lock()
 	delete(c.inflight, key)
 	if err == nil && size <= c.max {
-		c.entries[key] = c.lru.PushFront(&cacheEntry{key, v, size})
-		c.used += size
-		for c.used > c.max {
-			e := c.lru.Back()
-			ce := e.Value.(*cacheEntry)
-			c.lru.Remove(e)
-			delete(c.entries, ce.key)
-			c.used -= ce.size
-		}
+		c.insert(&cacheEntry{key: key, val: v, size: size})
 	}
 	c.mu.Unlock()
 	close(f.done)
 	return v, err
+}
+
+// insert adds ce as the most recent entry and drops the least recent
+// ones beyond the bound. c.mu is held.
+func (c *chunkCache) insert(ce *cacheEntry) {
+	c.entries[ce.key] = c.lru.PushFront(ce)
+	c.used += ce.size
+	for c.used > c.max {
+		e := c.lru.Back()
+		old := e.Value.(*cacheEntry)
+		c.lru.Remove(e)
+		delete(c.entries, old.key)
+		c.used -= old.size
+		c.drop(old)
+	}
+}
+
+// drop recycles a removed entry's value, or leaves that to its last
+// reader. c.mu is held.
+func (c *chunkCache) drop(ce *cacheEntry) {
+	if ce.pins > 0 {
+		ce.dropped = true
+		return
+	}
+	if r, ok := ce.val.(recycler); ok {
+		r.recycle()
+	}
+}
+
+// use calls f with key's value, loading it as get does. The value stays
+// the cache's and is valid only while f runs: a recycler's memory is
+// reused once the cache drops it and f has returned.
+func (c *chunkCache) use(key string, load func() (any, int64, error), f func(v any)) error {
+	for {
+		c.mu.Lock()
+		if e, ok := c.entries[key]; ok {
+			c.lru.MoveToFront(e)
+			ce := e.Value.(*cacheEntry)
+			ce.pins++
+			c.mu.Unlock()
+			f(ce.val)
+			c.unpin(ce)
+			return nil
+		}
+		if fl, ok := c.inflight[key]; ok {
+			c.mu.Unlock()
+			<-fl.done
+			if fl.err != nil {
+				return fl.err
+			}
+			continue // cached now, unless already dropped: look again
+		}
+		fl := &flight{done: make(chan struct{})}
+		c.inflight[key] = fl
+		c.mu.Unlock()
+
+		v, size, err := load()
+		fl.err = err
+		c.mu.Lock()
+		delete(c.inflight, key)
+		var ce *cacheEntry
+		if err == nil && size <= c.max {
+			ce = &cacheEntry{key: key, val: v, size: size, pins: 1}
+			c.insert(ce)
+		}
+		c.mu.Unlock()
+		close(fl.done)
+		if err != nil {
+			return err
+		}
+		f(v)
+		if ce != nil {
+			c.unpin(ce)
+		} else if r, ok := v.(recycler); ok {
+			r.recycle() // never cached: this reader was its only one
+		}
+		return nil
+	}
+}
+
+// unpin ends a reader's use of ce's value.
+func (c *chunkCache) unpin(ce *cacheEntry) {
+	c.mu.Lock()
+	ce.pins--
+	recycle := ce.dropped && ce.pins == 0
+	c.mu.Unlock()
+	if recycle {
+		if r, ok := ce.val.(recycler); ok {
+			r.recycle()
+		}
+	}
 }
 
 // Cache is a byte-bounded LRU cache of decoded chunks that several open
@@ -102,6 +196,9 @@ func (c *chunkCache) bytes() int64 {
 func (c *chunkCache) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for e := c.lru.Front(); e != nil; e = e.Next() {
+		c.drop(e.Value.(*cacheEntry))
+	}
 	c.lru.Init()
 	clear(c.entries)
 	c.used = 0

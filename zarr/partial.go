@@ -1,0 +1,200 @@
+package zarr
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"sync"
+)
+
+// Reading part of a blosc chunk. Blosc compresses a chunk as blocks of a
+// few hundred KiB, each on its own (c-blosc 1 picks 256 KiB for zstd at
+// clevel 5: 16 z-slices of a 128³ uint8 chunk), and its header gives
+// where each block starts. A region that needs only some of a chunk —
+// a random 128³ patch needs on average half of each of the eight 128³
+// chunks it overlaps, its z-range cutting each — needs only the blocks
+// holding the bytes between the first and the last element it reads, so
+// only those are decoded: about half the decoding of whole chunks for
+// training patches. With a cache, the decoded blocks are what it holds,
+// so a later patch decodes only the blocks no earlier patch needed.
+
+// bloscParts reports whether the array's chunks are decoded in part: their
+// only bytes-to-bytes step is blosc (numcodecs' Blosc compressor without
+// filters; v3's bytes codec then blosc) and a chunk is a stored object of
+// its own (not an N5 block behind a header, not a shard's inner chunk).
+func (a *array) bloscParts() bool {
+	if a.m.shard != nil || a.m.n5 || len(a.m.codec.bytes) != 1 {
+		return false
+	}
+	_, ok := a.m.codec.bytes[0].(bloscCodecT)
+	return ok
+}
+
+// chunkStrides are the element strides of a decoded chunk of the grid's
+// shape, in array axis order (stored axis i is array axis perm[i]).
+func (a *array) chunkStrides() []int {
+	n := len(a.m.chunks)
+	strides := make([]int, n)
+	st := 1
+	for i := n - 1; i >= 0; i-- {
+		strides[a.m.codec.perm[i]] = st
+		st *= a.m.chunks[a.m.codec.perm[i]]
+	}
+	return strides
+}
+
+// chunkSpan is the byte range [b0, b1) of chunk idx's decoded buffer
+// between the first and the last element of the region [lo, hi) inside
+// the chunk: every element the region reads from it lies there.
+func (a *array) chunkSpan(idx, lo, hi, strides []int) (b0, b1 int) {
+	first, last := 0, 0
+	for d := range idx {
+		org := idx[d] * a.m.chunks[d]
+		first += (max(lo[d], org) - org) * strides[d]
+		last += (min(hi[d], org+a.m.chunks[d]) - 1 - org) * strides[d]
+	}
+	size := a.m.codec.dt.size
+	return first * size, (last + 1) * size
+}
+
+// partChunk returns chunk idx with at least its bytes [b0, b1) decoded
+// (nil when the chunk is missing: all fill), and a release to call once
+// the caller is done with it. Its data is a pooled buffer of the whole
+// chunk's size whose bytes outside the blocks holding [b0, b1) are
+// undefined.
+func (a *array) partChunk(idx []int, b0, b1 int) (*chunkData, func(), error) {
+	path := joinLoc(a.m.dir, a.m.key(idx))
+	size := prod(a.m.chunks) * a.m.codec.dt.size
+	// The stored chunk is read at most once per call, when a block is
+	// not cached (or nothing is).
+	var (
+		frame   bloscFrame
+		fetched bool
+		missing bool
+	)
+	fetch := func() error {
+		if fetched {
+			return nil
+		}
+		fetched = true
+		raw, err := a.src.st.get(a.src.ctx, path)
+		if errors.Is(err, fs.ErrNotExist) {
+			missing = true
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(raw) > maxChunkBytes {
+			return fmt.Errorf("chunk %s: %d bytes", path, len(raw))
+		}
+		if frame, err = parseBlosc(raw, size); err != nil {
+			return fmt.Errorf("chunk %s (array %s): %w", path, a.m.file, err)
+		}
+		return nil
+	}
+	buf := getBuf(size)
+	release := func() { putBuf(buf) }
+	fail := func(err error) (*chunkData, func(), error) {
+		release()
+		return nil, nil, err
+	}
+	cd := &chunkData{data: buf, shape: a.m.chunks, strides: a.chunkStrides()}
+
+	if a.cache.max == 0 {
+		// Nothing is kept: decode the blocks straight into buf.
+		if err := fetch(); err != nil {
+			return fail(err)
+		}
+		if missing {
+			release()
+			return nil, func() {}, nil
+		}
+		j0, j1 := frame.blocksOf(b0, b1)
+		tmp := getBuf(min(frame.blocksize, frame.nbytes))
+		defer putBuf(tmp)
+		if err := frame.decodeBlocks(j0, j1, buf, tmp); err != nil {
+			return fail(fmt.Errorf("chunk %s (array %s): %w", path, a.m.file, err))
+		}
+		return cd, release, nil
+	}
+
+	// The chunk's header (its block layout), cached on its own, says
+	// which blocks hold [b0, b1); each block is cached as decoded bytes.
+	hv, err := a.cache.get(path+"#blosc", func() (any, int64, error) {
+		if err := fetch(); err != nil {
+			return nil, 0, err
+		}
+		if missing {
+			return (*bloscFrame)(nil), 64, nil
+		}
+		h := frame
+		h.src = nil // the layout only: the bytes are not kept
+		return &h, 64, nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+	head := hv.(*bloscFrame)
+	if head == nil {
+		release()
+		return nil, func() {}, nil
+	}
+	j0, j1 := head.blocksOf(b0, b1)
+	for j := j0; j < j1; j++ {
+		lo, hi := head.blockSpan(j)
+		err := a.cache.use(path+"#b"+strconv.Itoa(j), func() (any, int64, error) {
+			if err := fetch(); err != nil {
+				return nil, 0, err
+			}
+			if missing || frame.blocksize != head.blocksize || frame.nbytes != head.nbytes || frame.flags != head.flags {
+				return nil, 0, fmt.Errorf("chunk %s (array %s): changed while being read (its blosc header differs from the one read before)", path, a.m.file)
+			}
+			blk := newBlock(hi - lo)
+			tmp := getBuf(hi - lo)
+			defer putBuf(tmp)
+			if err := frame.decodeBlock(j, blk.b, tmp); err != nil {
+				blk.recycle()
+				return nil, 0, fmt.Errorf("chunk %s (array %s): %w", path, a.m.file, err)
+			}
+			return blk, int64(len(blk.b)) + 64, nil
+		}, func(v any) {
+			copy(buf[lo:hi], v.(*block).b)
+		})
+		if err != nil {
+			return fail(err)
+		}
+	}
+	return cd, release, nil
+}
+
+// block is a decoded blosc block the cache holds, in blockmem.go's memory,
+// which it goes back to when the cache drops it.
+type block struct{ b []byte }
+
+func newBlock(n int) *block { return &block{getBlock(n)} }
+
+func (b *block) recycle() { putBlock(b.b) }
+
+// Buffers by size for a chunk being assembled or a shuffled block being
+// decoded: a few per reading goroutine, reused rather than allocated
+// (and zeroed) for every chunk a patch touches.
+var bufPools sync.Map // int → *sync.Pool of *[]byte
+
+func getBuf(n int) []byte {
+	p, _ := bufPools.LoadOrStore(n, &sync.Pool{})
+	if b, ok := p.(*sync.Pool).Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, n)
+}
+
+func putBuf(b []byte) {
+	if cap(b) == 0 {
+		return
+	}
+	b = b[:cap(b)]
+	p, _ := bufPools.LoadOrStore(len(b), &sync.Pool{})
+	p.(*sync.Pool).Put(&b)
+}

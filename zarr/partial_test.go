@@ -1,0 +1,204 @@
+package zarr
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/voxtrain/voxtrain/volume"
+)
+
+// writeBloscArray writes a Zarr v2 array of 16-bit elements (dtype "<u2")
+// whose chunks are blosc containers of blocksize-byte blocks (zstd, with
+// the given shuffle), so a chunk holds several blocks. It returns the
+// values as float32, (z, y, x) C order.
+func writeBloscArray(t *testing.T, dir string, shape, chunks [3]int, blocksize int, shuffle byte, seed uint64) []float32 {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	meta := `{"zarr_format": 2, "shape": [` + ints(shape[:]) + `], "chunks": [` + ints(chunks[:]) + `],
+ "dtype": "<u2", "compressor": {"id": "blosc", "cname": "zstd", "clevel": 3, "shuffle": 1, "blocksize": 0},
+ "fill_value": 7, "filters": null, "order": "C"}`
+	if err := os.WriteFile(filepath.Join(dir, ".zarray"), []byte(meta), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 1))
+	vals := make([]float32, shape[0]*shape[1]*shape[2])
+	for i := range vals {
+		vals[i] = float32(rng.IntN(3000))
+	}
+	buf := make([]byte, 2*chunks[0]*chunks[1]*chunks[2])
+	for cz := 0; cz*chunks[0] < shape[0]; cz++ {
+		for cy := 0; cy*chunks[1] < shape[1]; cy++ {
+			for cx := 0; cx*chunks[2] < shape[2]; cx++ {
+				if (cz+cy+cx)%5 == 4 {
+					// A missing chunk: all fill value.
+					for z := cz * chunks[0]; z < min(shape[0], (cz+1)*chunks[0]); z++ {
+						for y := cy * chunks[1]; y < min(shape[1], (cy+1)*chunks[1]); y++ {
+							for x := cx * chunks[2]; x < min(shape[2], (cx+1)*chunks[2]); x++ {
+								vals[(z*shape[1]+y)*shape[2]+x] = 7
+							}
+						}
+					}
+					continue
+				}
+				clear(buf)
+				for z := range chunks[0] {
+					for y := range chunks[1] {
+						for x := range chunks[2] {
+							gz, gy, gx := cz*chunks[0]+z, cy*chunks[1]+y, cx*chunks[2]+x
+							if gz < shape[0] && gy < shape[1] && gx < shape[2] {
+								v := uint16(vals[(gz*shape[1]+gy)*shape[2]+gx])
+								binary.LittleEndian.PutUint16(buf[2*((z*chunks[1]+y)*chunks[2]+x):], v)
+							}
+						}
+					}
+				}
+				name := fmt.Sprintf("%d.%d.%d", cz, cy, cx)
+				if err := os.WriteFile(filepath.Join(dir, name), bloscCompress(buf, 2, blocksize, shuffle, 4), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	return vals
+}
+
+// TestPartialChunkReads: regions read by decoding only the blosc blocks
+// they need equal the stored values, with no cache, a cache so small it
+// evicts (and recycles) blocks while other goroutines copy from them,
+// and a cache that holds everything; byte shuffle or none (bit shuffle: the numcodecs fixtures),
+// missing chunks, edge chunks.
+func TestPartialChunkReads(t *testing.T) {
+	shape, chunks := [3]int{21, 18, 13}, [3]int{8, 8, 8}
+	for _, shuffle := range []byte{0, bloscShuffle} {
+		dir := filepath.Join(t.TempDir(), "a.zarr")
+		// 8·8·8 elements of 2 bytes in blocks of 256 bytes: 16 blocks
+		// of 16 x-rows each, two blocks a z-slice.
+		vals := writeBloscArray(t, dir, shape, chunks, 256, shuffle, uint64(shuffle))
+		for _, cache := range []int64{-1, 3 * (256 + 64), 1 << 20} {
+			f, err := OpenWith(dir, Options{CacheBytes: cache})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !f.(*file).arr.bloscParts() {
+				t.Fatal("a blosc-only array is not read in part")
+			}
+			var wg sync.WaitGroup
+			for g := range 6 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					rng := rand.New(rand.NewPCG(uint64(g), uint64(cache)))
+					for range 40 {
+						var b volume.Box
+						for k := range 3 {
+							b.Lo[k] = rng.IntN(shape[k])
+							b.Hi[k] = b.Lo[k] + 1 + rng.IntN(min(10, shape[k]-b.Lo[k]))
+						}
+						dst := [][]float32{make([]float32, b.Voxels())}
+						if err := f.ReadRegion(b, dst); err != nil {
+							t.Error(err)
+							return
+						}
+						if d := diffBox(dst[0], vals, shape, b); d != "" {
+							t.Errorf("shuffle %d, cache %d, box %v: %s", shuffle, cache, b, d)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if c := f.(*file).arr.cache; cache > 0 && c.bytes() > cache {
+				t.Errorf("the cache holds %d bytes, bound %d", c.bytes(), cache)
+			}
+			f.Close()
+		}
+	}
+}
+
+// TestPartialReadsDecodeOnlyNeededBlocks: with a chunk's last block
+// corrupt, a region in the chunk's first z-slices reads (its blocks were
+// the only ones decoded) and a region in its last slice fails naming the
+// chunk.
+func TestPartialReadsDecodeOnlyNeededBlocks(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a.zarr")
+	writeBloscArray(t, dir, [3]int{8, 8, 8}, [3]int{8, 8, 8}, 256, bloscShuffle, 3)
+	editFile(t, filepath.Join(dir, "0.0.0"), func(b []byte) []byte {
+		// The last block's stream starts where the header's last offset
+		// says: overwrite its compressed bytes.
+		nb := 2 * 8 * 8 * 8 / 256
+		start := int(binary.LittleEndian.Uint32(b[bloscHeader+4*(nb-1):]))
+		for i := start + 4 + 4; i < len(b); i++ { // past the sizes, into the zstd frame
+			b[i] ^= 0x5a
+		}
+		return b
+	})
+	for _, cache := range []int64{-1, 1 << 20} {
+		f, err := OpenWith(dir, Options{CacheBytes: cache})
+		if err != nil {
+			t.Fatal(err)
+		}
+		head := volume.Box{Hi: [3]int{3, 8, 8}}
+		if err := f.ReadRegion(head, [][]float32{make([]float32, head.Voxels())}); err != nil {
+			t.Errorf("cache %d: a region before the damaged block: %v", cache, err)
+		}
+		tail := volume.Box{Lo: [3]int{7, 2, 2}, Hi: [3]int{8, 3, 3}}
+		err = f.ReadRegion(tail, [][]float32{make([]float32, 1)})
+		if err == nil || !strings.Contains(err.Error(), "0.0.0") {
+			t.Errorf("cache %d: a region in the damaged block: %v, want an error naming chunk 0.0.0", cache, err)
+		}
+		f.Close()
+	}
+}
+
+type recorded struct {
+	name string
+	log  *[]string
+}
+
+func (r recorded) recycle() { *r.log = append(*r.log, r.name) }
+
+// TestCacheRecyclesOnlyUnusedValues: a value the cache drops while a
+// reader uses it is recycled when that reader is done, not before; one
+// dropped while unused is recycled at once; one too large to hold is
+// recycled after its only reader.
+func TestCacheRecyclesOnlyUnusedValues(t *testing.T) {
+	var log []string
+	c := newChunkCache(100)
+	val := func(name string, size int64) func() (any, int64, error) {
+		return func() (any, int64, error) { return recorded{name, &log}, size, nil }
+	}
+	if err := c.use("a", val("a", 60), func(any) {
+		// Loading b drops a, which this reader still uses.
+		if err := c.use("b", val("b", 60), func(any) {}); err != nil {
+			t.Fatal(err)
+		}
+		if len(log) != 0 {
+			t.Fatalf("recycled %v while a was in use", log)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(log) != "[a]" {
+		t.Fatalf("recycled %v after a's reader returned, want [a]", log)
+	}
+	c.use("c", val("c", 60), func(any) {}) // drops b, unused
+	if fmt.Sprint(log) != "[a b]" {
+		t.Fatalf("recycled %v, want [a b]", log)
+	}
+	c.use("big", val("big", 1000), func(any) {})
+	if fmt.Sprint(log) != "[a b big]" {
+		t.Fatalf("recycled %v, want [a b big]", log)
+	}
+	c.reset()
+	if fmt.Sprint(log) != "[a b big c]" {
+		t.Fatalf("after reset recycled %v, want [a b big c]", log)
+	}
+}
