@@ -114,46 +114,62 @@ func AllReduceBuckets(ctx context.Context, c Comm, bufs [][]float32, bucketBytes
 	if c.Size() == 1 {
 		return nil
 	}
-	if bucketBytes <= 0 {
-		bucketBytes = DefaultBucketBytes
+	lens := make([]int, len(bufs))
+	for i, b := range bufs {
+		lens[i] = len(b)
 	}
-	limit := max(1, bucketBytes/4)
 	var flat []float32
-	var bucket [][]float32
-	reduce := func() error {
-		defer func() { bucket = bucket[:0] }()
-		switch len(bucket) {
-		case 0:
-			return nil
-		case 1:
-			return c.AllReduceSum(ctx, bucket[0])
+	for _, bucket := range Buckets(lens, 4, bucketBytes) {
+		if len(bucket) == 1 {
+			if err := c.AllReduceSum(ctx, bufs[bucket[0]]); err != nil {
+				return err
+			}
+			continue
 		}
 		flat = flat[:0]
-		for _, b := range bucket {
-			flat = append(flat, b...)
+		for _, i := range bucket {
+			flat = append(flat, bufs[i]...)
 		}
 		if err := c.AllReduceSum(ctx, flat); err != nil {
 			return err
 		}
 		off := 0
-		for _, b := range bucket {
-			off += copy(b, flat[off:])
+		for _, i := range bucket {
+			off += copy(bufs[i], flat[off:])
 		}
-		return nil
 	}
-	n := 0 // elements in the bucket being filled
-	for i := len(bufs) - 1; i >= 0; i-- {
-		if len(bufs[i]) == 0 {
+	return nil
+}
+
+// Buckets plans AllReduceBuckets' buckets for tensors of lens elements of
+// elemBytes bytes each, in buckets of about bucketBytes (≤ 0:
+// DefaultBucketBytes): the indices of each bucket's tensors, buckets in
+// the order they are reduced. The tensors are taken in reverse order,
+// empty ones skipped, and a bucket is closed when the next tensor would
+// overflow it; a tensor larger than a bucket makes a bucket of its own.
+// The NCCL communicator reduces the same buckets, so both devices sum the
+// same groups in the same order.
+func Buckets(lens []int, elemBytes, bucketBytes int) [][]int {
+	if bucketBytes <= 0 {
+		bucketBytes = DefaultBucketBytes
+	}
+	limit := max(1, bucketBytes/max(1, elemBytes))
+	var out [][]int
+	var cur []int
+	n := 0 // elements in cur
+	for i := len(lens) - 1; i >= 0; i-- {
+		if lens[i] <= 0 {
 			continue
 		}
-		if n > 0 && n+len(bufs[i]) > limit {
-			if err := reduce(); err != nil {
-				return err
-			}
-			n = 0
+		if n > 0 && n+lens[i] > limit {
+			out = append(out, cur)
+			cur, n = nil, 0
 		}
-		bucket = append(bucket, bufs[i])
-		n += len(bufs[i])
+		cur = append(cur, i)
+		n += lens[i]
 	}
-	return reduce()
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
 }

@@ -197,6 +197,11 @@ func TestARankThatDiesFailsEveryOtherRankNamingIt(t *testing.T) {
 		const n = 3
 		timeout := 5 * time.Second
 		comms := startJob(t, n, Options{Timeout: timeout})
+		for r, c := range comms {
+			if f := c.(*tcpComm).Fault(); f != nil {
+				t.Fatalf("rank %d: Fault() = %v before any fault", r, f)
+			}
+		}
 		addr := comms[dead].(*tcpComm).addrs[dead]
 		start := time.Now()
 		errs := onAll(comms, func(r int, c Comm) error {
@@ -218,6 +223,10 @@ func TestARankThatDiesFailsEveryOtherRankNamingIt(t *testing.T) {
 			want := fmt.Sprintf("rank %d (%s) closed its connection", dead, addr)
 			if !errors.As(err, &pe) || pe.Rank != dead || !strings.HasPrefix(err.Error(), want) || !strings.HasSuffix(err.Error(), "during all-reduce") {
 				t.Errorf("rank %d dead: rank %d's all-reduce returned %v, want %q … during all-reduce", dead, r, err, want)
+			}
+			// Fault reports it without a call (the NCCL watchdog polls it).
+			if f := comms[r].(*tcpComm).Fault(); f == nil || !strings.HasPrefix(f.Error(), want) {
+				t.Errorf("rank %d dead: rank %d's Fault() = %v, want %q …", dead, r, f, want)
 			}
 			// The job is over: later calls fail at once with the same fault.
 			if err2 := comms[r].Barrier(context.Background()); err2 == nil || !strings.Contains(err2.Error(), want) || !strings.HasSuffix(err2.Error(), "during barrier") {
@@ -312,5 +321,21 @@ func TestSingle(t *testing.T) {
 	}
 	if err := c.Broadcast(context.Background(), nil, 1); err == nil {
 		t.Error("broadcast from rank 1 of 1 accepted")
+	}
+}
+
+func TestBuckets(t *testing.T) {
+	// 16-byte buckets of float32 (4 elements), tensors taken last first.
+	got := Buckets([]int{1, 2, 0, 9, 1, 3}, 4, 16)
+	want := [][]int{{5, 4}, {3}, {1, 0}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Buckets = %v, want %v", got, want)
+	}
+	// bf16 halves the bytes: twice the elements fit.
+	if got := Buckets([]int{4, 4}, 2, 16); fmt.Sprint(got) != "[[1 0]]" {
+		t.Errorf("bf16 buckets = %v, want [[1 0]]", got)
+	}
+	if got := Buckets(nil, 4, 0); len(got) != 0 {
+		t.Errorf("no tensors: %v", got)
 	}
 }

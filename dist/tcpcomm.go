@@ -304,6 +304,13 @@ func (c *tcpComm) failed() error {
 	return c.fault
 }
 
+// Fault returns the job's fault once one is known — a rank that died,
+// stalled or left, published in the store and seen by this rank's watch —
+// and nil until then. It does not block: the NCCL communicator polls it
+// while it waits for the GPU, so a peer the TCP side has named is named
+// there too.
+func (c *tcpComm) Fault() error { return c.failed() }
+
 // withOp names the call in a fault.
 func withOp(fault error, op string) error {
 	var pe *PeerError

@@ -12,9 +12,10 @@
 #
 #   scripts/gpu_suite.sh BIN OUTDIR [steps...]
 #
-# steps (default: all, in this order): info tests bench ops torch compile demo cli
+# steps (default: all, in this order): info tests bench ops torch compile demo nccl cli
 # (tests: the GPU test suite with the own convolutions, then with cuDNN's;
-# compile: PyTorch with torch.compile; cli: bench-step, validate and
+# compile: PyTorch with torch.compile; nccl: the demo with NCCL forced at
+# world size 1 and without, for NCCL's cost per step; cli: bench-step, validate and
 # predict on the GPU from the demo's run).
 # BENCH is the benchmarks' -test.bench pattern (default 'H2D|UNetStep$'),
 # OPS BenchmarkUNetStepOps's (default 'UNetStepOps') and OPS_CONV its
@@ -32,7 +33,7 @@ bin="$(cd "${1:?usage: gpu_suite.sh BIN OUTDIR [steps...]}" && pwd)"
 out="${2:?usage: gpu_suite.sh BIN OUTDIR [steps...]}"
 shift 2
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(info tests bench ops torch compile demo cli)
+[ ${#steps[@]} -gt 0 ] || steps=(info tests bench ops torch compile demo nccl cli)
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
 
@@ -52,6 +53,14 @@ if [ -z "${VOXTRAIN_CUDNN:-}" ]; then
 	cudnn=$(find /opt /usr/local -path '*site-packages/nvidia/*' -name 'libcudnn.so.[89]' 2>/dev/null | sort -r | head -1)
 	[ -n "$cudnn" ] || cudnn=$(find /usr/local /usr/lib -name 'libcudnn.so.[89]' 2>/dev/null | sort -r | head -1)
 	[ -n "$cudnn" ] && export VOXTRAIN_CUDNN="$cudnn"
+fi
+# NCCL (libnccl.so.2): PyTorch's wheels carry it in
+# site-packages/nvidia/nccl/lib; hand the device the wheel's, else the
+# system's.
+if [ -z "${VOXTRAIN_NCCL:-}" ]; then
+	nccl=$(find /opt /usr/local -path '*site-packages/nvidia/nccl/*' -name 'libnccl.so.2' 2>/dev/null | sort -r | head -1)
+	[ -n "$nccl" ] || nccl=$(find /usr/local /usr/lib -name 'libnccl.so.2' 2>/dev/null | sort -r | head -1)
+	[ -n "$nccl" ] && export VOXTRAIN_NCCL="$nccl"
 fi
 wheel_libs=$(find /opt /usr/local -path '*site-packages/nvidia/*' -name 'lib*.so*' -printf '%h\n' 2>/dev/null | sort -u | tr '\n' ':')
 export LD_LIBRARY_PATH="${wheel_libs}${LD_LIBRARY_PATH:-}"
@@ -108,6 +117,29 @@ for s in "${steps[@]}"; do
 			find "$runs" -name metrics.jsonl -exec cp {} "$out/demo-metrics-$tag.jsonl" \; 2>/dev/null
 			pack
 		done
+		;;
+	nccl)
+		# NCCL at world size 1 (VOXTRAIN_DIST_BACKEND=nccl forces the job's
+		# communicator on one process): the demo trained with the
+		# gradients all-reduced by NCCL on device memory, then without,
+		# the same epochs; each epoch's samples_per_s in the two
+		# metrics.jsonl copies is the step with and without NCCL.
+		for mode in nccl none; do
+			runs="/tmp/vxruns-nccl-$mode"
+			rm -rf "$runs"
+			if [ "$mode" = nccl ]; then
+				run "nccl-demo-$mode" 150 env VOXTRAIN_DIST_BACKEND=nccl NCCL_DEBUG=WARN \
+					"$bin/train" demo --device cuda --output-dir "$runs" --epochs "${DEMO_EPOCHS:-3}"
+			else
+				run "nccl-demo-$mode" 150 "$bin/train" demo --device cuda --output-dir "$runs" --epochs "${DEMO_EPOCHS:-3}"
+			fi
+			find "$runs" -name metrics.jsonl -exec cp {} "$out/nccl-metrics-$mode.jsonl" \; 2>/dev/null
+		done
+		for mode in nccl none; do
+			f="$out/nccl-metrics-$mode.jsonl"
+			[ -e "$f" ] && echo "nccl timing ($mode): samples_per_s by epoch: $(grep -o '"samples_per_s":[0-9.e+-]*' "$f" | cut -d: -f2 | tr '\n' ' ')"
+		done | tee "$out/nccl-timing.txt"
+		pack
 		;;
 	cli)
 		run cli-bench-step 150 bash -c "'$bin/train' bench-step --device cuda --batch 2 --patch 64 &&

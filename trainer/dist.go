@@ -42,19 +42,73 @@ type job struct {
 	staging [][]float32
 }
 
-// newComm joins the job env describes on device dev. Every device goes
-// through the CPU communicator (dist.Init: a ring over TCP) for now; a
-// CUDA device stages its gradients through host memory to it
-// (reduceGrads). This is the seam for NCCL: a CUDA device will get a
-// communicator whose AllReduceSum runs on device memory (its unique id
-// published through the same store), and reduceGrads will hand it the
-// gradient tensors themselves.
+// newComm joins the job env describes on device dev: the CPU
+// communicator (dist.Init: a ring over TCP), and on a device with NCCL
+// (package gpu's CUDA device) an NCCL communicator made through the same
+// store, to which reduceGrads hands the gradient tensors themselves
+// (device memory, no host staging). The scalar collectives — the step's
+// stop flag and loss, validation sums, barriers, broadcasts — stay on the
+// TCP ring: they are a few host values, which NCCL would have to copy to
+// the device and back, and the ring names a rank that dies, which the
+// NCCL watchdog then reports too. VOXTRAIN_DIST_BACKEND=tcp keeps a CUDA
+// device on the TCP ring (gradients staged through host memory).
 var newComm = func(ctx context.Context, env dist.Env, dev nn.Device) (dist.Comm, error) {
 	opts, err := commOptions(os.Getenv)
 	if err != nil {
 		return nil, err
 	}
-	return dist.Init(ctx, env, opts)
+	backend, err := distBackend(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	c, err := dist.Init(ctx, env, opts)
+	if err != nil {
+		return nil, err
+	}
+	nd, ok := dev.(ncclDevice)
+	if !ok || backend == "tcp" {
+		return c, nil
+	}
+	nc, err := nd.JoinNCCL(ctx, c, env, opts)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("%w (%s=tcp stages the gradients through host memory over TCP instead)", err, backendEnv)
+	}
+	return nc, nil
+}
+
+// ncclDevice is a device whose gradients a job can all-reduce in device
+// memory: package gpu's CUDA device (JoinNCCL returns a communicator
+// that is also a deviceReducer).
+type ncclDevice interface {
+	JoinNCCL(ctx context.Context, scalars dist.Comm, env dist.Env, opts dist.Options) (dist.Comm, error)
+}
+
+// deviceReducer is a communicator that averages gradients over the ranks
+// where they are, on the device.
+type deviceReducer interface {
+	ReduceMean(grads []nn.Tensor) error
+}
+
+// backendEnv picks the gradients' communicator: "" (NCCL where the device
+// has it, else TCP), "tcp", or "nccl", which also makes a job of one
+// process use NCCL (to measure its cost).
+const backendEnv = "VOXTRAIN_DIST_BACKEND"
+
+func distBackend(getenv func(string) string) (string, error) {
+	switch v := getenv(backendEnv); v {
+	case "", "tcp", "nccl":
+		return v, nil
+	default:
+		return "", fmt.Errorf("%s=%q: want tcp or nccl", backendEnv, v)
+	}
+}
+
+// forcedNCCL reports whether a process alone joins a job of one anyway,
+// for NCCL (VOXTRAIN_DIST_BACKEND=nccl on a device that has it).
+func forcedNCCL(getenv func(string) string, dev nn.Device) bool {
+	_, ok := dev.(ncclDevice)
+	return ok && getenv(backendEnv) == "nccl"
 }
 
 // commOptions reads the communicator's timeouts from VOXTRAIN_DIST_TIMEOUT
@@ -128,7 +182,17 @@ type hostData interface{ Data() []float32 }
 // ranks' gradients is the gradient of the global batch's mean loss — up
 // to float summation order, and except where a loss term is not a mean
 // over samples (batch Dice; see docs/DISTRIBUTED.md).
+//
+// A communicator that reduces on the device (NCCL) gets the gradient
+// tensors themselves.
 func (j *job) reduceGrads(dev nn.Device, params []*nn.Param) error {
+	if r, ok := j.comm.(deviceReducer); ok {
+		gs := make([]nn.Tensor, len(params))
+		for i, p := range params {
+			gs[i] = p.G
+		}
+		return r.ReduceMean(gs)
+	}
 	n := j.comm.Size()
 	bufs := make([][]float32, len(params))
 	host := true

@@ -352,7 +352,7 @@ func jobEnv(o Options) (dist.Env, error) {
 // of one process): Options.Comm, else a communicator joined here and left
 // when the run closes.
 func (t *trainer) join(ctx context.Context, env dist.Env) error {
-	if env.WorldSize <= 1 {
+	if env.WorldSize <= 1 && (t.opt.Comm != nil || !forcedNCCL(os.Getenv, t.opt.Device)) {
 		return nil
 	}
 	j := &job{comm: t.opt.Comm, ctx: context.WithoutCancel(ctx)}
