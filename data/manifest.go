@@ -2,6 +2,7 @@ package data
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -219,6 +220,9 @@ func loadManifest(path string, ignore int) (*Dataset, error) {
 		for j, c := range vol.Crops {
 			pc, cs, err := placeCrop(root, rv, c, ignore)
 			if err != nil {
+				if id := cmp.Or(c.ID, stripExt(filepath.Base(c.Label))); c.ID != "" || c.Label != "" {
+					return nil, bad("volumes[%d].crops[%d] (%s): %v", i, j, id, err)
+				}
 				return nil, bad("volumes[%d].crops[%d]: %v", i, j, err)
 			}
 			pc.where = fmt.Sprintf("volumes[%d].crops[%d] (%s)", i, j, cs.ID)
