@@ -28,8 +28,10 @@ import (
 //
 //	classes: {background: 0, mito: 1, er: 2}  # label values, as nnU-Net v2's labels
 //	class_weighting: true                     # default: cellmap's per-crop class weights
+//	spacing: [8, 8, 8]                        # optional: the raw level every crop is on
 //	volumes:
-//	  - raw: jrc_hela-2.zarr/em/s0             # relative to the manifest's folder
+//	  - raw: jrc_hela-2.zarr/em                # relative to the manifest's folder; an
+//	                                           # image group (levels s0, s1, …) or an array
 //	    crops:
 //	      - id: crop1                          # default: the label's file name
 //	        label: crops/crop1.zarr
@@ -46,6 +48,26 @@ import (
 // and the class weights do not count. The case's label is then the path
 // volume.MaskedPath names, so every reader of case files sees the masked
 // labels; a manifest with masks needs loss.ignore_label set.
+//
+// Crops may be at another resolution than the raw, as cellmap's are (raw
+// at 8 nm, crops at 4, 8 or 16 nm). When raw names an OME-Zarr multiscale
+// image's group, each crop is on the level whose spacing is the label's
+// (within 0.1%): its image is that level's window, read as it is, so the
+// crops of one raw may be on different levels. A crop no level matches,
+// or any crop of a raw that is an array (a level named by path, a NIfTI
+// file), has its label (and mask) read on the raw's grid (level 0 of a
+// group) by nearest neighbour, positions being voxel centres as OME-NGFF
+// and NIfTI put them (ties to the larger index, as cellmap-data's
+// xarray reads): the case's label is volume.ResampledPath of the label,
+// read lazily region by region, and its box is the raw voxels the crop
+// covers wholly (rounded inward, so that no raw voxel takes a label from
+// outside the crop). Such a crop is placed by translation or its own
+// origin (an offset counts raw voxels and needs the label on the raw's
+// grid); class counts and weights are the resampled labels'. The
+// top-level spacing, when set, puts every crop on the raw level at that
+// spacing instead (there must be one: the raw is never resampled), the
+// labels at other spacings resampled onto it. Overlaps are found between
+// crops on the same level only.
 
 // manifest is the YAML document.
 type manifest struct {
@@ -154,7 +176,8 @@ func (rv *rawVolume) grid(sp [3]float64) (rawGrid, error) {
 }
 
 // loadManifest reads a manifest and builds its dataset: one case per crop,
-// checked against its raw volume (inside it, on the same voxel spacing).
+// checked against its raw volume (inside it, on the level at its spacing
+// or resampled onto the raw's grid).
 // ignore is loss.ignore_label (0: none), the value masked-out voxels read
 // as.
 func loadManifest(path string, ignore int) (*Dataset, error) {
