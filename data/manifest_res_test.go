@@ -111,7 +111,7 @@ func resClass(z, y, x int) float32 {
 // raw level (spacing s, origin o, shape n) that crop c covers wholly (a
 // voxel spans its centre ± s/2), and each box voxel's label: the crop's
 // voxel with the nearest centre (ties to the larger index).
-func expectPlacement(c resCrop, s, o [3]float64, n [3]int) (volume.Box, []uint8) {
+func expectPlacement(c resCrop, s, o [3]float64, n [3]int, value func(z, y, x int) float32) (volume.Box, []uint8) {
 	var box volume.Box
 	var idx [3][]int
 	for a := range 3 {
@@ -139,7 +139,7 @@ func expectPlacement(c resCrop, s, o [3]float64, n [3]int) (volume.Box, []uint8)
 	for _, z := range idx[0] {
 		for _, y := range idx[1] {
 			for _, x := range idx[2] {
-				lbl = append(lbl, uint8(resClass(z, y, x)))
+				lbl = append(lbl, uint8(value(z, y, x)))
 			}
 		}
 	}
@@ -180,7 +180,7 @@ func checkResCases(t *testing.T, cfg config.Data, dir string, levels []pyramidLe
 	counts := make([][3]int64, len(crops))
 	for k, c := range crops {
 		l := levels[want[k]]
-		box, lbl := expectPlacement(c, l.spacing, l.origin, l.shape)
+		box, lbl := expectPlacement(c, l.spacing, l.origin, l.shape, resClass)
 		cs := ds.Cases[k]
 		if img := volume.WindowPath(filepath.Join(dir, rawPath[k]), box); cs.ID != c.id || cs.Images[0] != img {
 			t.Errorf("crop %s: case %s image %s, want %s", c.id, cs.ID, cs.Images[0], img)
@@ -351,5 +351,58 @@ func TestManifestResolutionErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "data.manifest "+p) {
 			t.Errorf("%q:\nerror %v\nwant one naming %s and %q", tc.manifest, err, p, tc.want)
 		}
+	}
+}
+
+// TestManifestResolutionMask: a resampled crop's mask is resampled as its
+// label is: the ignore label wherever the mask voxel nearest a raw voxel
+// is 0, through ReadCase and the gz source's store handles.
+func TestManifestResolutionMask(t *testing.T) {
+	const ignore = 200
+	c := resCrops[2] // at 4 nm, resampled onto s0
+	dir, levels := resFixture(t, []resCrop{c})
+	keep := func(z, y, x int) float32 { return map[bool]float32{true: 1}[x >= 4] }
+	writeGrid(t, filepath.Join(dir, "crops/mask.zarr"), c.shape, c.spacing, c.origin, true, keep)
+	p := filepath.Join(dir, "manifest.yaml")
+	m := "volumes:\n  - raw: raw.zarr\n    crops:\n      - {id: at4, label: crops/at4.zarr, mask: crops/mask.zarr}\n"
+	if err := os.WriteFile(p, []byte(m), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	masked := func(z, y, x int) float32 {
+		if keep(z, y, x) == 0 {
+			return ignore
+		}
+		return resClass(z, y, x)
+	}
+	_, want := expectPlacement(c, levels[0].spacing, levels[0].origin, levels[0].shape, masked)
+	cfg := filled(config.Data{Manifest: p, Fold: -1, Workers: workers(1), Normalization: config.StringList{"none"}, IgnoreLabel: ignore})
+	ds, err := OpenDataset(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := ReadCase(cfg, ds.Cases[0], 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(cfg, Options{Seed: 1, Iterations: 1, Patch: [3]int{4, 4, 4}, Batch: 1, IgnoreLabel: ignore, Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	g, err := l.LoadCase(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ignored := 0
+	for i := range want {
+		if v.Label[i] != want[i] || g.Label[i] != want[i] {
+			t.Fatalf("voxel %d: ReadCase %d, gz source %d, want %d", i, v.Label[i], g.Label[i], want[i])
+		}
+		if want[i] == ignore {
+			ignored++
+		}
+	}
+	if ignored == 0 || ignored == len(want) {
+		t.Fatalf("%d of %d voxels masked out: the fixture tests nothing", ignored, len(want))
 	}
 }
