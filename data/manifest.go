@@ -2,6 +2,7 @@ package data
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -9,10 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/voxtrain/voxtrain/volume"
+	"github.com/voxtrain/voxtrain/zarr"
 )
 
 // A dataset manifest describes large volumes annotated only in crops, as
@@ -25,8 +28,10 @@ import (
 //
 //	classes: {background: 0, mito: 1, er: 2}  # label values, as nnU-Net v2's labels
 //	class_weighting: true                     # default: cellmap's per-crop class weights
+//	spacing: [8, 8, 8]                        # optional: the raw level every crop is on
 //	volumes:
-//	  - raw: jrc_hela-2.zarr/em/s0             # relative to the manifest's folder
+//	  - raw: jrc_hela-2.zarr/em                # relative to the manifest's folder; an
+//	                                           # image group (levels s0, s1, …) or an array
 //	    crops:
 //	      - id: crop1                          # default: the label's file name
 //	        label: crops/crop1.zarr
@@ -43,11 +48,32 @@ import (
 // and the class weights do not count. The case's label is then the path
 // volume.MaskedPath names, so every reader of case files sees the masked
 // labels; a manifest with masks needs loss.ignore_label set.
+//
+// Crops may be at another resolution than the raw, as cellmap's are (raw
+// at 8 nm, crops at 4, 8 or 16 nm). When raw names an OME-Zarr multiscale
+// image's group, each crop is on the level whose spacing is the label's
+// (within 0.1%): its image is that level's window, read as it is, so the
+// crops of one raw may be on different levels. A crop no level matches,
+// or any crop of a raw that is an array (a level named by path, a NIfTI
+// file), has its label (and mask) read on the raw's grid (level 0 of a
+// group) by nearest neighbour, positions being voxel centres as OME-NGFF
+// and NIfTI put them (ties to the larger index, as cellmap-data's
+// xarray reads): the case's label is volume.ResampledPath of the label,
+// read lazily region by region, and its box is the raw voxels the crop
+// covers wholly (rounded inward, so that no raw voxel takes a label from
+// outside the crop). Such a crop is placed by translation or its own
+// origin (an offset counts raw voxels and needs the label on the raw's
+// grid); class counts and weights are the resampled labels'. The
+// top-level spacing, when set, puts every crop on the raw level at that
+// spacing instead (there must be one: the raw is never resampled), the
+// labels at other spacings resampled onto it. Overlaps are found between
+// crops on the same level only.
 
 // manifest is the YAML document.
 type manifest struct {
 	Classes        map[string]int   `yaml:"classes"`
 	ClassWeighting *bool            `yaml:"class_weighting"`
+	Spacing        []float64        `yaml:"spacing"`
 	Volumes        []manifestVolume `yaml:"volumes"`
 }
 
@@ -69,13 +95,89 @@ type manifestCrop struct {
 // placedCrop is a crop found inside its raw volume.
 type placedCrop struct {
 	where  string // "volumes[i].crops[j] (id)" for messages
-	raw    string
+	raw    string // the raw's array the box is in (a level of an image group)
 	box    volume.Box
 	counts []int64 // voxels per label value, counts[v] for v in 0..255
 }
 
+// rawGrid is a raw volume's array a crop's box is on: the raw as given,
+// or one level of its multiscale image group.
+type rawGrid struct {
+	path string
+	hdr  volume.Header
+}
+
+// rawVolume is a manifest's raw volume: the raw as given, its image
+// group's levels (none for an array), the headers of the levels opened so
+// far, and the manifest's target spacing (nil: none).
+type rawVolume struct {
+	path    string
+	hdr     volume.Header
+	levels  []zarr.Level
+	opened  map[int]rawGrid
+	spacing []float64
+}
+
+// level opens level k's header (k < 0: the raw as given).
+func (rv *rawVolume) level(k int) (rawGrid, error) {
+	if k < 0 || len(rv.levels) == 0 {
+		return rawGrid{path: rv.path, hdr: rv.hdr}, nil
+	}
+	if g, ok := rv.opened[k]; ok {
+		return g, nil
+	}
+	p := rv.path
+	// Level 0 keeps the raw's own path: it is what the raw opens as.
+	if k > 0 {
+		if volume.IsURL(p) {
+			p = strings.TrimRight(p, "/") + "/" + rv.levels[k].Path
+		} else {
+			p = filepath.Join(p, rv.levels[k].Path)
+		}
+	}
+	h, err := header(p)
+	if err != nil {
+		return rawGrid{}, err
+	}
+	g := rawGrid{path: p, hdr: h}
+	rv.opened[k] = g
+	return g, nil
+}
+
+// grid chooses the raw array a crop at spacing sp is placed on: the level
+// at the manifest's spacing when it sets one, else the level at sp, else
+// the raw as given (level 0 of an image group), onto which the crop's
+// labels are then resampled.
+func (rv *rawVolume) grid(sp [3]float64) (rawGrid, error) {
+	want, key := sp, "label spacing"
+	if rv.spacing != nil {
+		copy(want[:], rv.spacing)
+		key = "spacing"
+	}
+	if len(rv.levels) == 0 {
+		if rv.spacing != nil && !sameSpacings(rv.hdr.Spacing, want) {
+			return rawGrid{}, fmt.Errorf("spacing %v: the raw %s is at %v and is not an OME-Zarr multiscale image with a level there (the raw is read at its levels, never resampled)", rv.spacing, rv.path, rv.hdr.Spacing)
+		}
+		return rv.level(-1)
+	}
+	for k, l := range rv.levels {
+		if sameSpacings(l.Spacing, want) {
+			return rv.level(k)
+		}
+	}
+	if rv.spacing != nil {
+		have := make([]string, len(rv.levels))
+		for k, l := range rv.levels {
+			have[k] = fmt.Sprintf("%s %v", l.Path, l.Spacing)
+		}
+		return rawGrid{}, fmt.Errorf("%s %v: the raw %s has no multiscale level at it (levels: %s; the raw is read at its levels, never resampled)", key, rv.spacing, rv.path, strings.Join(have, ", "))
+	}
+	return rv.level(-1)
+}
+
 // loadManifest reads a manifest and builds its dataset: one case per crop,
-// checked against its raw volume (inside it, on the same voxel spacing).
+// checked against its raw volume (inside it, on the level at its spacing
+// or resampled onto the raw's grid).
 // ignore is loss.ignore_label (0: none), the value masked-out voxels read
 // as.
 func loadManifest(path string, ignore int) (*Dataset, error) {
@@ -109,6 +211,16 @@ func loadManifest(path string, ignore int) (*Dataset, error) {
 			ds.LabelNames[v] = name
 		}
 	}
+	if m.Spacing != nil {
+		if len(m.Spacing) != 3 {
+			return nil, bad("spacing %v: want [z, y, x] in the raw's units", m.Spacing)
+		}
+		for _, v := range m.Spacing {
+			if !(v > 0) || math.IsInf(v, 0) {
+				return nil, bad("spacing %v: want finite spacings > 0", m.Spacing)
+			}
+		}
+	}
 	var crops []placedCrop
 	for i, vol := range m.Volumes {
 		if vol.Raw == "" {
@@ -119,12 +231,21 @@ func loadManifest(path string, ignore int) (*Dataset, error) {
 		if err != nil {
 			return nil, bad("volumes[%d].raw: %v", i, err)
 		}
+		rv := &rawVolume{path: raw, hdr: rh, opened: map[int]rawGrid{}, spacing: m.Spacing}
+		if volume.FormatName(raw) == "zarr" {
+			if rv.levels, err = zarr.ImageLevels(raw); err != nil {
+				return nil, bad("volumes[%d].raw: %v", i, err)
+			}
+		}
 		if len(vol.Crops) == 0 {
 			return nil, bad("volumes[%d] (%s): no crops", i, raw)
 		}
 		for j, c := range vol.Crops {
-			pc, cs, err := placeCrop(root, raw, rh, c, ignore)
+			pc, cs, err := placeCrop(root, rv, c, ignore)
 			if err != nil {
+				if id := cmp.Or(c.ID, stripExt(filepath.Base(c.Label))); c.ID != "" || c.Label != "" {
+					return nil, bad("volumes[%d].crops[%d] (%s): %v", i, j, id, err)
+				}
 				return nil, bad("volumes[%d].crops[%d]: %v", i, j, err)
 			}
 			pc.where = fmt.Sprintf("volumes[%d].crops[%d] (%s)", i, j, cs.ID)
@@ -162,9 +283,11 @@ func loadManifest(path string, ignore int) (*Dataset, error) {
 }
 
 // placeCrop finds a crop's box in its raw volume and reads its label's
-// class counts (through its mask, when it has one).
-func placeCrop(root, raw string, rh volume.Header, c manifestCrop, ignore int) (placedCrop, Case, error) {
-	pc := placedCrop{raw: raw}
+// class counts (through its mask, when it has one), on the raw's grid:
+// the level of the raw's image group at the label's spacing (or the
+// manifest's), else the raw onto which the label is resampled.
+func placeCrop(root string, rv *rawVolume, c manifestCrop, ignore int) (placedCrop, Case, error) {
+	pc := placedCrop{raw: rv.path}
 	switch {
 	case len(c.Labels) > 0:
 		return pc, Case{}, errors.New("labels: multi-label targets (one array per class, classes may overlap) need sigmoid outputs, which voxtrain does not train yet; give one multi-class label map in label")
@@ -187,11 +310,12 @@ func placeCrop(root, raw string, rh volume.Header, c manifestCrop, ignore int) (
 	if lh.Channels != 1 {
 		return pc, Case{}, fmt.Errorf("label %s: %d channels, want one label map", label, lh.Channels)
 	}
-	for a := range 3 {
-		if !sameSpacing(lh.Spacing[a], rh.Spacing[a]) {
-			return pc, Case{}, fmt.Errorf("label %s: spacing %v differs from the raw's %v (%s): labels at another resolution are not resampled; point raw at the multiscale level with the labels' spacing, or resample the crop", label, lh.Spacing, rh.Spacing, raw)
-		}
+	g, err := rv.grid(lh.Spacing)
+	if err != nil {
+		return pc, Case{}, fmt.Errorf("label %s at spacing %v: %w", label, lh.Spacing, err)
 	}
+	pc.raw = g.path
+	rh := g.hdr
 	caseLabel := label
 	if c.Mask != "" {
 		mask := resolve(root, c.Mask)
@@ -200,11 +324,9 @@ func placeCrop(root, raw string, rh volume.Header, c manifestCrop, ignore int) (
 			return pc, Case{}, fmt.Errorf("mask: %w", err)
 		}
 		mh := mf.Header()
-		for a := range 3 {
-			if !sameSpacing(lh.Spacing[a], mh.Spacing[a]) {
-				mf.Close()
-				return pc, Case{}, fmt.Errorf("mask %s: spacing %v differs from the label's %v (%s)", mask, mh.Spacing, lh.Spacing, label)
-			}
+		if !sameSpacings(lh.Spacing, mh.Spacing) {
+			mf.Close()
+			return pc, Case{}, fmt.Errorf("mask %s: spacing %v differs from the label's %v (%s)", mask, mh.Spacing, lh.Spacing, label)
 		}
 		ml, err := volume.Masked(lf, mf, uint8(ignore))
 		if err != nil {
@@ -215,49 +337,134 @@ func placeCrop(root, raw string, rh volume.Header, c manifestCrop, ignore int) (
 		lf = ml
 		caseLabel = volume.MaskedPath(label, mask, uint8(ignore))
 	}
-	var lo [3]int
+	resample := !sameSpacings(lh.Spacing, rh.Spacing)
+	// at is the crop's place: the world position of its voxel (0, 0, 0).
+	var at [3]float64
 	switch {
 	case c.Offset != nil:
 		if len(c.Offset) != 3 {
 			return pc, Case{}, fmt.Errorf("offset %v: want [z, y, x] voxels", c.Offset)
 		}
-		copy(lo[:], c.Offset)
+		if resample {
+			return pc, Case{}, fmt.Errorf("offset %v: counts voxels of the raw, and the label %s (spacing %v) is not on the raw's grid (%s, spacing %v): place it by translation or by its own origin", c.Offset, label, lh.Spacing, g.path, rh.Spacing)
+		}
+	case c.Translation != nil:
+		if len(c.Translation) != 3 {
+			return pc, Case{}, fmt.Errorf("translation %v: want [z, y, x] in the raw's units", c.Translation)
+		}
+		copy(at[:], c.Translation)
 	default:
-		// A physical place: the crop's origin in the raw's voxels.
-		var at [3]float64
-		if c.Translation != nil {
-			if len(c.Translation) != 3 {
-				return pc, Case{}, fmt.Errorf("translation %v: want [z, y, x] in the raw's units", c.Translation)
+		at = origin(lh.Affine)
+		if resample {
+			if err := axisAligned(lh.Affine); err != nil {
+				return pc, Case{}, fmt.Errorf("the label %s's origin: %w; place it by translation", label, err)
 			}
-			copy(at[:], c.Translation)
-		} else {
-			at = origin(lh.Affine)
-		}
-		if lo, err = voxelOf(rh, at); err != nil {
-			return pc, Case{}, fmt.Errorf("%s %v: %w (raw %s)", placeKey(c), at, err, raw)
 		}
 	}
-	box := volume.Box{Lo: lo}
-	for a := range 3 {
-		box.Hi[a] = lo[a] + lh.Shape[a]
+	var box volume.Box
+	switch {
+	case c.Offset != nil:
+		copy(box.Lo[:], c.Offset)
+		for a := range 3 {
+			box.Hi[a] = box.Lo[a] + lh.Shape[a]
+		}
+	case !resample:
+		lo, err := voxelOf(rh, at)
+		if err != nil {
+			return pc, Case{}, fmt.Errorf("%s %v: %w (raw %s)", placeKey(c), at, err, g.path)
+		}
+		box.Lo = lo
+		for a := range 3 {
+			box.Hi[a] = lo[a] + lh.Shape[a]
+		}
+	default:
+		if box, err = coveredBox(rh, lh, at); err != nil {
+			return pc, Case{}, fmt.Errorf("%s %v: the label %s (spacing %v, shape %v) on the raw %s (spacing %v): %w", placeKey(c), at, label, lh.Spacing, lh.Shape, g.path, rh.Spacing, err)
+		}
 	}
-	if !volume.Whole(rh.Shape).Contains(box) || lo[0] < 0 || lo[1] < 0 || lo[2] < 0 {
-		return pc, Case{}, fmt.Errorf("the crop %s (box %v..%v) is not inside the raw %s (box [0 0 0]..%v)", label, box.Lo, box.Hi, raw, rh.Shape)
+	if !volume.Whole(rh.Shape).Contains(box) || box.Lo[0] < 0 || box.Lo[1] < 0 || box.Lo[2] < 0 {
+		return pc, Case{}, fmt.Errorf("the crop %s (box %v..%v) is not inside the raw %s (box [0 0 0]..%v)", label, box.Lo, box.Hi, g.path, rh.Shape)
+	}
+	if resample {
+		// The case's label is the crop read on the raw's grid over box.
+		ro := origin(rh.Affine)
+		r := volume.Resampling{Shape: box.Size(), Spacing: rh.Spacing, At: at}
+		for a := range 3 {
+			r.Origin[a] = ro[a] + float64(box.Lo[a])*rh.Spacing[a]
+		}
+		rf, err := volume.Resampled(lf, r)
+		if err != nil {
+			return pc, Case{}, fmt.Errorf("label %s: %w", label, err)
+		}
+		lf = rf
+		caseLabel = volume.ResampledPath(caseLabel, r)
 	}
 	pc.box = box
 	lbl := make([]uint8, box.Voxels())
-	if err := lf.ReadLabels(volume.Whole(lh.Shape), lbl); err != nil {
+	if err := lf.ReadLabels(volume.Whole(box.Size()), lbl); err != nil {
 		return pc, Case{}, fmt.Errorf("label: %w", err)
 	}
 	pc.counts = make([]int64, 256)
 	for _, v := range lbl {
 		pc.counts[v]++
 	}
-	cs := Case{ID: c.ID, Images: []string{volume.WindowPath(raw, box)}, Label: caseLabel, Weight: 1, Placed: true}
+	cs := Case{ID: c.ID, Images: []string{volume.WindowPath(g.path, box)}, Label: caseLabel, Weight: 1, Placed: true}
 	if cs.ID == "" {
 		cs.ID = stripExt(filepath.Base(label))
 	}
 	return pc, cs, nil
+}
+
+// coveredBox is the box of the raw's voxels (header rh) that a label
+// crop (header lh, its voxel (0, 0, 0) at world position at) covers
+// wholly: rounded inward, so that no raw voxel's nearest label voxel
+// lies outside the crop. Voxel positions are centres: the crop spans
+// at ± spacing/2 beyond its first and last voxels' centres.
+func coveredBox(rh, lh volume.Header, at [3]float64) (volume.Box, error) {
+	var box volume.Box
+	if err := axisAligned(rh.Affine); err != nil {
+		return box, fmt.Errorf("the raw's %w", err)
+	}
+	o := origin(rh.Affine)
+	for a := range 3 {
+		s, ls := rh.Spacing[a], lh.Spacing[a]
+		if r := 2 - a; rh.Affine[r][r] <= 0 {
+			return box, fmt.Errorf("the raw's axis %d runs backwards (affine step %g): labels at another spacing are placed only on raw axes with positive steps", a, rh.Affine[r][r])
+		}
+		lo := at[a] - ls/2                          // the crop's extent
+		hi := at[a] + (float64(lh.Shape[a])-0.5)*ls // on axis a
+		// Raw voxel i spans o + (i ± ½)·s; tolerate float error of a
+		// millionth of a voxel at the crop's faces.
+		box.Lo[a] = int(math.Ceil((lo-o[a])/s + 0.5 - 1e-6))
+		box.Hi[a] = int(math.Floor((hi-o[a])/s + 0.5 + 1e-6))
+		if box.Hi[a] <= box.Lo[a] {
+			return box, fmt.Errorf("axis %d: the crop's %g (%d voxels of %g) covers no whole voxel of the raw's %g", a, hi-lo, lh.Shape[a], ls, s)
+		}
+	}
+	return box, nil
+}
+
+// axisAligned reports an affine whose axes are not the world's.
+func axisAligned(m volume.Affine) error {
+	for r := range 3 {
+		for c := range 3 {
+			if c != r && m[r][c] != 0 {
+				return errors.New("affine is not axis-aligned")
+			}
+		}
+	}
+	return nil
+}
+
+// sameSpacings reports whether two (D, H, W) voxel sizes agree within
+// spacingTol on every axis.
+func sameSpacings(a, b [3]float64) bool {
+	for k := range 3 {
+		if !sameSpacing(a[k], b[k]) {
+			return false
+		}
+	}
+	return true
 }
 
 // sameSpacing reports whether two voxel sizes agree within spacingTol.

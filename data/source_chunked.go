@@ -53,6 +53,22 @@ func (h *chunkFiles) openLocked(path string) (volume.File, error) {
 	if f, ok := h.files[path]; ok {
 		return f, nil
 	}
+	// A resampled label (a manifest crop at another resolution than
+	// its raw) reads through its file's handle, kept under its own path.
+	if base, r, ok, err := volume.SplitResample(path); err != nil {
+		return nil, err
+	} else if ok {
+		bf, err := h.openLocked(base)
+		if err != nil {
+			return nil, err
+		}
+		f, err := volume.Resampled(bf, r)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		h.files[path] = f
+		return f, nil
+	}
 	// A masked label (a manifest crop's) reads its label's and mask's
 	// handles, kept under their own paths.
 	if label, mask, value, ok, err := volume.SplitMask(path); err != nil {
@@ -103,8 +119,9 @@ func (h *chunkFiles) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for p, f := range h.files {
-		// A window's Close is its store's, and a masked label's its
-		// label's and mask's, closed under their own paths.
+		// A window's Close is its store's, a masked label's its
+		// label's and mask's and a resampled label's its file's, closed
+		// under their own paths.
 		if volume.FilePath(p) == p {
 			f.Close()
 		}
@@ -120,6 +137,7 @@ func chunkedCase(c Case) bool {
 		if volume.FormatName(p) != "zarr" {
 			return false
 		}
+		p, _, _, _ = volume.SplitResample(p)
 		if _, mask, _, ok, _ := volume.SplitMask(p); ok && volume.FormatName(mask) != "zarr" {
 			return false
 		}

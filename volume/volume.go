@@ -207,8 +207,16 @@ func Formats() []string {
 
 // Open opens path with the first registered format that matches it; a
 // window's path (WindowPath) opens its file's window, and a masked
-// label's path (MaskedPath) its label with the mask applied.
+// label's path (MaskedPath) its label with the mask applied, and a
+// resampled file's path (ResampledPath) its file on the grid it names.
 func Open(path string) (File, error) {
+	// The resampling is the outermost suffix: it may resample a masked
+	// label.
+	if base, r, ok, err := SplitResample(path); err != nil {
+		return nil, err
+	} else if ok {
+		return openResampled(path, base, r)
+	}
 	if label, mask, value, ok, err := SplitMask(path); err != nil {
 		return nil, err
 	} else if ok {

@@ -51,8 +51,12 @@ func SplitWindow(path string) (base string, box Box, ok bool, err error) {
 
 // FilePath is the path of the file on disk that path reads: the file of a
 // window, the label's file of a masked label (MaskedPath; its mask is a
-// second file, which SplitMask names), else path itself.
+// second file, which SplitMask names), the file of a resampled one
+// (ResampledPath), else path itself.
 func FilePath(path string) string {
+	if i := strings.LastIndex(path, resampleTag); i >= 0 {
+		path = path[:i]
+	}
 	if i := strings.Index(path, maskTag); i >= 0 {
 		path = path[:i]
 	}

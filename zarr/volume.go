@@ -117,6 +117,22 @@ func Levels(path string) ([]Level, error) {
 	return n.levels()
 }
 
+// ImageLevels lists the levels of path when it names an OME-NGFF
+// multiscale image's group, finest first; nil (and no error) when it
+// names an array, a level of an image included, which is read as it is.
+// A dataset manifest picks, per label crop, the level of a raw image
+// group at the crop's resolution.
+func ImageLevels(path string) ([]Level, error) {
+	n, err := resolve(newSource(context.Background(), path, Options{}), path)
+	if err != nil {
+		return nil, err
+	}
+	if n.ms == nil || n.named >= 0 {
+		return nil, nil
+	}
+	return n.levels()
+}
+
 // levels lists the levels of the image n is (or the array).
 func (n *node) levels() ([]Level, error) {
 	if n.ms == nil {

@@ -102,6 +102,13 @@ func TestLevels(t *testing.T) {
 	if _, err := OpenWith(path, Options{Level: 2}); err == nil {
 		t.Fatal("level 2 of 2 opened")
 	}
+	// ImageLevels: the group's levels, none for a level named by path.
+	if il, err := ImageLevels(path); err != nil || len(il) != 2 || il[1] != ls[1] {
+		t.Fatalf("ImageLevels of the group: %+v, %v", il, err)
+	}
+	if il, err := ImageLevels(filepath.Join(path, "1")); err != nil || il != nil {
+		t.Fatalf("ImageLevels of a level: %+v, %v", il, err)
+	}
 }
 
 // TestReadsOnlyOverlappingChunks damages a chunk and checks that a region

@@ -1,0 +1,119 @@
+package volume
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// nearestIndex is the source voxel whose centre (at + j·spacing) is
+// nearest pos, found by trying every j; ties go to the larger j.
+func nearestIndex(pos, at, spacing float64, n int) int {
+	best, bestD := -1, math.Inf(1)
+	for j := range n {
+		d := math.Abs(pos - (at + float64(j)*spacing))
+		if d <= bestD+1e-9*spacing {
+			best, bestD = j, math.Min(d, bestD)
+		}
+	}
+	return best
+}
+
+// TestResampled: a volume read on a finer, a coarser and a non-integer
+// grid reads, voxel for voxel, the source voxel nearest to each target
+// voxel's centre, also for a box inside it, and reads no more of the
+// source than the box maps to.
+func TestResampled(t *testing.T) {
+	src := &rampFile{shape: [3]int{6, 7, 8}} // spacing (3, 2, 1)
+	at := [3]float64{10, 20, 30}
+	for _, tc := range []struct {
+		name    string
+		spacing [3]float64
+	}{
+		{"2× finer", [3]float64{1.5, 1, 0.5}},
+		{"2× coarser", [3]float64{6, 4, 2}},
+		{"non-integer", [3]float64{2, 1.3, 0.75}},
+	} {
+		// The target grid: its voxel centres inside the source's extent
+		// (voxel j covers at + (j ± ½)·spacing).
+		r := Resampling{Spacing: tc.spacing, At: at}
+		h := src.Header()
+		for a := range 3 {
+			lo := at[a] - h.Spacing[a]/2 + tc.spacing[a]/2
+			r.Origin[a] = lo
+			r.Shape[a] = int(math.Floor((float64(h.Shape[a])*h.Spacing[a]-tc.spacing[a])/tc.spacing[a] + 1 + 1e-9))
+		}
+		f, err := Resampled(src, r)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if g := f.Header(); g.Shape != r.Shape || g.Spacing != tc.spacing || g.Affine[0][3] != r.Origin[2] || g.Affine[2][2] != tc.spacing[0] {
+			t.Fatalf("%s: header %+v", tc.name, g)
+		}
+		for _, box := range []Box{Whole(r.Shape), {Lo: [3]int{1, 2, 1}, Hi: [3]int{r.Shape[0] - 1, r.Shape[1], 4}}} {
+			dst := [][]float32{make([]float32, box.Voxels())}
+			if err := f.ReadRegion(box, dst); err != nil {
+				t.Fatal(err)
+			}
+			i := 0
+			var lo, hi [3]int
+			for a := range 3 {
+				lo[a], hi[a] = math.MaxInt, -1
+			}
+			for z := box.Lo[0]; z < box.Hi[0]; z++ {
+				for y := box.Lo[1]; y < box.Hi[1]; y++ {
+					for x := box.Lo[2]; x < box.Hi[2]; x++ {
+						var j [3]int
+						for a, p := range [3]int{z, y, x} {
+							j[a] = nearestIndex(r.Origin[a]+float64(p)*r.Spacing[a], at[a], h.Spacing[a], h.Shape[a])
+							lo[a], hi[a] = min(lo[a], j[a]), max(hi[a], j[a]+1)
+						}
+						if want := float32((j[0]*7+j[1])*8 + j[2]); dst[0][i] != want {
+							t.Fatalf("%s: voxel (%d %d %d) reads %g, want source voxel %v (%g)", tc.name, z, y, x, dst[0][i], j, want)
+						}
+						i++
+					}
+				}
+			}
+			if src.last != (Box{Lo: lo, Hi: hi}) {
+				t.Errorf("%s: box %v read the source's %v, want %v..%v", tc.name, box, src.last, lo, hi)
+			}
+		}
+	}
+	// A grid reaching past the source's edge is refused.
+	r := Resampling{Shape: [3]int{2, 2, 20}, Spacing: [3]float64{3, 2, 1}, At: at, Origin: at}
+	if _, err := Resampled(src, r); err == nil || !strings.Contains(err.Error(), "axis 2") {
+		t.Errorf("a grid wider than the source: %v", err)
+	}
+}
+
+func TestResampledPath(t *testing.T) {
+	r := Resampling{Shape: [3]int{4, 5, 6}, Spacing: [3]float64{8, 8, 0.1}, Origin: [3]float64{-2, 0, 1e-7}, At: [3]float64{4, 4, 1.0 / 3}}
+	for _, label := range []string{"crops/c1.zarr", MaskedPath("c.zarr", "m.zarr", 255)} {
+		p := ResampledPath(label, r)
+		base, got, ok, err := SplitResample(p)
+		if err != nil || !ok || base != label || got != r {
+			t.Fatalf("%s: split %q %+v %v %v", p, base, got, ok, err)
+		}
+		if FilePath(p) != "crops/c1.zarr" && FilePath(p) != "c.zarr" {
+			t.Errorf("FilePath(%s) = %s", p, FilePath(p))
+		}
+	}
+	if base, _, ok, err := SplitResample("a.zarr"); ok || err != nil || base != "a.zarr" {
+		t.Errorf("a plain path: %q %v %v", base, ok, err)
+	}
+	for _, bad := range []string{
+		"a.zarr#resample=shape=1,2&spacing=1,1,1&origin=0,0,0&at=0,0,0",
+		"a.zarr#resample=shape=1,2,0&spacing=1,1,1&origin=0,0,0&at=0,0,0",
+		"a.zarr#resample=shape=1,2,3&spacing=1,-1,1&origin=0,0,0&at=0,0,0",
+		"a.zarr#resample=shape=1,2,3&spacing=1,1,1&origin=0,0,0",
+		"a.zarr#resample=shape=1,2,3&spacing=1,1,1&origin=0,x,0&at=0,0,0",
+	} {
+		if _, _, _, err := SplitResample(bad); err == nil || !strings.Contains(err.Error(), bad) {
+			t.Errorf("%s: %v", bad, err)
+		}
+		if _, err := Open(bad); err == nil {
+			t.Errorf("Open(%s) succeeded", bad)
+		}
+	}
+}
