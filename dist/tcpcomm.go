@@ -274,10 +274,19 @@ func (c *tcpComm) watchAbort(ready chan<- error) {
 		return
 	}
 	if err != nil {
-		c.abort(&PeerError{Rank: 0, Addr: c.addrs[0], What: "closed its connection (the store at " + c.store.addr + " is gone)"})
+		c.abort(c.storeGone())
 		return
 	}
 	c.abort(decodeFault(v))
+}
+
+// storeGone is the fault when the store cannot be reached: rank 0, whose
+// process serves it, died or hangs. Every rank that finds the store gone
+// blames rank 0 — also one that first saw a ring neighbour close its
+// connection, since that neighbour may only have been leaving because of
+// rank 0 — so all ranks name the same rank.
+func (c *tcpComm) storeGone() *PeerError {
+	return &PeerError{Rank: 0, Addr: c.addrs[0], What: "closed its connection (the store at " + c.store.addr + " is gone)"}
 }
 
 // abort records the job's fault (the first one) and closes the ring's
@@ -402,13 +411,14 @@ func (c *tcpComm) stallFault(peer int, dir string) *PeerError {
 }
 
 // publish offers fault as the job's; the first one published wins and is
-// recorded (this rank's own when the store cannot be reached).
+// recorded. When the store cannot be reached, rank 0 is the fault
+// (storeGone).
 func (c *tcpComm) publish(fault *PeerError) error {
 	ctx, cancel := context.WithTimeout(context.Background(), min(c.timeout, 10*time.Second))
 	defer cancel()
 	v, err := c.store.setIfAbsent(ctx, abortKey, encodeFault(fault.Rank, fault.Addr, fault.What))
 	if err != nil {
-		return c.abort(fault)
+		return c.abort(c.storeGone())
 	}
 	return c.abort(decodeFault(v))
 }

@@ -5,14 +5,17 @@ tensorstore read the same patches the Go reader (zarrread) reads.
   bench.py make DIR            write DIR/bench.ome.zarr (1024³ uint8, 128³
                                chunks, blosc zstd clevel 5 + byte shuffle)
                                and DIR/patches.txt (the patch list)
-  bench.py read LIB DIR T      read every patch of DIR/patches.txt with LIB
-                               (zarr | tensorstore) on T threads; prints JSON
+  bench.py read LIB DIR T [C]  read every patch of DIR/patches.txt with LIB
+                               (zarr | tensorstore) on T threads; prints JSON.
+                               C: tensorstore's cache_pool bytes (default 0),
+                               to compare with the Go reader's chunk cache
 
 The data is smoothed noise: a low-frequency field (a 16³ grid of uniform
 noise, trilinearly upsampled 64×) plus uniform noise of ±12 grey levels,
 clipped to uint8, generated from fixed seeds. Every library returns each
 patch as float32 (what the training pipeline consumes). No chunk cache on
-either Python side (zarr-python has none; tensorstore's cache_pool is 0).
+either Python side unless C is given (zarr-python has none; tensorstore's
+cache_pool is 0 by default).
 Needs numpy, zarr (3.x) and tensorstore from PyPI; used only to make the
 numbers in docs/BENCHMARKS.md, never at test or run time.
 """
@@ -68,7 +71,7 @@ def patches(d):
         return [tuple(int(v) for v in line.split()) for line in f if line.strip()]
 
 
-def read(lib, d, threads):
+def read(lib, d, threads, cache_bytes=0):
     path = os.path.join(d, "bench.ome.zarr", "0")
     ps = patches(d)
     if lib == "zarr":
@@ -79,13 +82,13 @@ def read(lib, d, threads):
         version = zarr.__version__
     elif lib == "tensorstore":
         import tensorstore as ts
-        ctx = ts.Context({"cache_pool": {"total_bytes_limit": 0},
+        ctx = ts.Context({"cache_pool": {"total_bytes_limit": cache_bytes},
                           "data_copy_concurrency": {"limit": threads},
                           "file_io_concurrency": {"limit": threads}})
         arr = ts.open({"driver": "zarr", "kvstore": {"driver": "file", "path": path}}, read=True, context=ctx).result()
         get = lambda p: arr[p[0]:p[0] + PATCH, p[1]:p[1] + PATCH, p[2]:p[2] + PATCH].read().result()
         from importlib.metadata import version as pkgver
-        version = pkgver("tensorstore")
+        version = pkgver("tensorstore") + (f", {cache_bytes >> 20} MiB cache" if cache_bytes else "")
     else:
         sys.exit(f"unknown library {lib}")
     check = [0.0] * len(ps)
@@ -108,4 +111,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "make":
         make(sys.argv[2])
     else:
-        read(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        read(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) > 5 else 0)
