@@ -65,12 +65,12 @@ func (t *File) ReadRegion(box volume.Box, dst [][]float32) error {
 					for y := y0; y < y1; y++ {
 						src := chunk[(y-y0)*t.tileW*t.spp*size:]
 						n := (x1 - x0) * t.spp
-						rawvol.Decode(row[:n], src, t.typ, t.r.bo)
 						o := ((z-box.Lo[0])*sz[1]+(y-box.Lo[1]))*sz[2] + (x0 - box.Lo[2])
 						if t.spp == 1 {
-							copy(dst[c][o:o+x1-x0], row[:n])
+							rawvol.Decode(dst[c][o:o+n], src, t.typ, t.r.bo)
 							continue
 						}
+						rawvol.Decode(row[:n], src, t.typ, t.r.bo)
 						for x := 0; x < x1-x0; x++ {
 							for s := range t.spp {
 								dst[s][o+x] = row[x*t.spp+s]
