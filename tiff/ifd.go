@@ -88,6 +88,21 @@ func (r *reader) readAt(off uint64, n uint64, what string) ([]byte, error) {
 	return b, nil
 }
 
+// readInto is readAt into buf's storage (grown when short).
+func (r *reader) readInto(buf []byte, off uint64, n uint64, what string) ([]byte, error) {
+	if off > uint64(r.size) || n > uint64(r.size)-off {
+		return buf, r.errf("%s: %d bytes at offset %d past the end of the %d-byte file", what, n, off, r.size)
+	}
+	if uint64(cap(buf)) < n {
+		buf = make([]byte, n)
+	}
+	b := buf[:n]
+	if _, err := r.r.ReadAt(b, int64(off)); err != nil {
+		return buf, r.errf("%s: %v", what, err)
+	}
+	return b, nil
+}
+
 // ifd reads the IFD at off: its entries and the next IFD's offset.
 func (r *reader) ifd(off uint64) (map[uint16]entry, uint64, error) {
 	cs, es, ns := uint64(2), uint64(12), uint64(4)

@@ -35,7 +35,7 @@ func (t *File) ReadRegion(box volume.Box, dst [][]float32) error {
 	across := (W + t.tileW - 1) / t.tileW
 	size := t.typ.Size()
 	row := make([]float32, t.tileW*t.spp)
-	var chunk []byte
+	var sc scratch
 	pageChans := 1 // channels stored as pages rather than samples
 	if t.spp == 1 {
 		pageChans = t.hdr.Channels
@@ -51,22 +51,26 @@ func (t *File) ReadRegion(box volume.Box, dst [][]float32) error {
 					if !t.tiled {
 						rows = min(t.tileH, H-ty*t.tileH)
 					}
-					var err error
-					if chunk, err = t.chunk(p, ci, rows, chunk); err != nil {
-						return fmt.Errorf("%w (page %d, chunk %d)", err, pi, ci)
-					}
 					// The part of the chunk inside the box.
 					y0, y1 := max(box.Lo[1], ty*t.tileH), min(box.Hi[1], ty*t.tileH+rows)
 					x0, x1 := max(box.Lo[2], tx*t.tileW), min(box.Hi[2], (tx+1)*t.tileW)
+					// The chunk's bytes from (y0, x0) to (y1−1, x1): an
+					// uncompressed one is read from there only.
+					lo := ((y0-ty*t.tileH)*t.tileW + (x0 - tx*t.tileW)) * t.spp * size
+					hi := ((y1-1-ty*t.tileH)*t.tileW + (x1 - tx*t.tileW)) * t.spp * size
+					chunk, err := t.chunk(p, ci, rows, lo, hi, &sc)
+					if err != nil {
+						return fmt.Errorf("%w (page %d, chunk %d)", err, pi, ci)
+					}
 					for y := y0; y < y1; y++ {
-						src := chunk[((y-ty*t.tileH)*t.tileW+(x0-tx*t.tileW))*t.spp*size:]
+						src := chunk[(y-y0)*t.tileW*t.spp*size:]
 						n := (x1 - x0) * t.spp
-						rawvol.Decode(row[:n], src, t.typ, t.r.bo)
 						o := ((z-box.Lo[0])*sz[1]+(y-box.Lo[1]))*sz[2] + (x0 - box.Lo[2])
 						if t.spp == 1 {
-							copy(dst[c][o:o+x1-x0], row[:n])
+							rawvol.Decode(dst[c][o:o+n], src, t.typ, t.r.bo)
 							continue
 						}
+						rawvol.Decode(row[:n], src, t.typ, t.r.bo)
 						for x := 0; x < x1-x0; x++ {
 							for s := range t.spp {
 								dst[s][o+x] = row[x*t.spp+s]
@@ -96,35 +100,94 @@ func (t *File) ReadLabels(box volume.Box, dst []uint8) error {
 	return volume.ToLabels(dst, f, t.r.name)
 }
 
-// chunk decodes strip or tile i of page p (rows rows of tileW pixels)
-// into buf's storage.
-func (t *File) chunk(p page, i, rows int, buf []byte) ([]byte, error) {
+// scratch holds one region read's buffers, reused from chunk to chunk.
+type scratch struct {
+	raw, out, pred []byte
+	zr             io.ReadCloser // a deflate reader, reset for each chunk
+}
+
+// maxSharedZstd bounds the chunks the shared zstd decoder decodes whole
+// (its memory bound); a larger one is streamed by a decoder of its own.
+const maxSharedZstd = 64 << 20
+
+// sharedZstd decodes zstd chunks of up to maxSharedZstd bytes; DecodeAll
+// may be called concurrently, and one decoder spares each chunk a new
+// decoder's window buffers.
+// (NewReader fails only for bad options, and these are constant.)
+var sharedZstd, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxSharedZstd+1<<20))
+
+// chunk returns the bytes lo..hi of strip or tile i of page p (rows rows
+// of tileW pixels), decoded, in sc's storage (valid until the next call).
+// An uncompressed chunk is read from lo to hi only; a compressed one is
+// decoded whole.
+func (t *File) chunk(p page, i, rows, lo, hi int, sc *scratch) ([]byte, error) {
 	size := t.typ.Size()
 	want := rows * t.tileW * t.spp * size
-	raw, err := t.r.readAt(p.offsets[i], p.counts[i], "chunk")
+	if t.comp == 1 {
+		if p.counts[i] < uint64(want) {
+			return nil, t.r.errf("uncompressed chunk of %d bytes, want %d", p.counts[i], want)
+		}
+		if t.pred == 1 {
+			var err error
+			sc.raw, err = t.r.readInto(sc.raw, p.offsets[i]+uint64(lo), uint64(hi-lo), "chunk")
+			return sc.raw, err
+		}
+		// With a predictor, the chunk is read whole: its rows are undone
+		// from their first pixel.
+	}
+	var err error
+	sc.raw, err = t.r.readInto(sc.raw, p.offsets[i], p.counts[i], "chunk")
 	if err != nil {
 		return nil, err
 	}
+	raw := sc.raw
 	var out []byte
-	if t.comp == 1 {
-		if len(raw) < want {
-			return nil, t.r.errf("uncompressed chunk of %d bytes, want %d", len(raw), want)
-		}
+	switch {
+	case t.comp == 1:
 		out = raw[:want]
-	} else {
+	case t.comp == 50000 && want <= maxSharedZstd:
+		// A frame that says it holds more than the chunk is refused
+		// before the decoder sizes its output by it.
+		var h zstd.Header
+		if h.Decode(raw) == nil && h.HasFCS && h.FrameContentSize > uint64(want) {
+			return nil, t.r.errf("zstd chunk: frame of %d bytes, want %d", h.FrameContentSize, want)
+		}
+		if cap(sc.out) < want {
+			sc.out = make([]byte, 0, want)
+		}
+		out, err = sharedZstd.DecodeAll(raw, sc.out[:0])
+		if cap(out) > cap(sc.out) {
+			sc.out = out[:0]
+		}
+		if err != nil {
+			return nil, t.r.errf("zstd chunk: %v", err)
+		}
+	case t.comp == 8 || t.comp == 32946:
+		if sc.zr == nil {
+			sc.zr, err = zlib.NewReader(bytes.NewReader(raw))
+		} else {
+			err = sc.zr.(zlib.Resetter).Reset(bytes.NewReader(raw), nil)
+		}
+		if err != nil {
+			sc.zr = nil
+			return nil, t.r.errf("deflate chunk: %v", err)
+		}
+		if cap(sc.out) < want {
+			sc.out = make([]byte, want)
+		}
+		out = sc.out[:want]
+		var n int
+		n, err = io.ReadFull(sc.zr, out)
+		if err != nil {
+			return nil, t.r.errf("deflate chunk: %v (%d bytes of %d)", err, n, want)
+		}
+	default:
 		var dec io.Reader
 		switch t.comp {
 		case 5:
 			lr := lzw.NewReader(bytes.NewReader(raw), lzw.MSB, 8)
 			defer lr.Close()
 			dec = lr
-		case 8, 32946:
-			zr, err := zlib.NewReader(bytes.NewReader(raw))
-			if err != nil {
-				return nil, t.r.errf("deflate chunk: %v", err)
-			}
-			defer zr.Close()
-			dec = zr
 		case 50000:
 			zr, err := zstd.NewReader(bytes.NewReader(raw), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(want)+1<<20))
 			if err != nil {
@@ -141,17 +204,19 @@ func (t *File) chunk(p page, i, rows int, buf []byte) ([]byte, error) {
 		if err != nil && len(out) < want {
 			return nil, t.r.errf("compression %d chunk: %v", t.comp, err)
 		}
-		if len(out) < want {
-			return nil, t.r.errf("compression %d chunk decodes to %d bytes, want %d", t.comp, len(out), want)
-		}
 	}
+	if len(out) < want {
+		return nil, t.r.errf("compression %d chunk decodes to %d bytes, want %d", t.comp, len(out), want)
+	}
+	out = out[:want]
 	switch t.pred {
 	case 2:
 		t.undoDifferencing(out, rows)
 	case 3:
-		out = t.undoFloatPredictor(out, rows, buf)
+		sc.pred = t.undoFloatPredictor(out, rows, sc.pred)
+		out = sc.pred
 	}
-	return out, nil
+	return out[lo:hi], nil
 }
 
 // undoDifferencing reverses predictor 2: each sample was stored as its

@@ -13,8 +13,11 @@
 // a TIFF has no orientation. Only the IFDs are read on open; a region
 // reads the strips or tiles it overlaps, in the pages it spans.
 //
+// A folder of 2-D TIFF slices is one volume too (OpenFolder): its files
+// in natural numeric order are the planes, read lazily, slice by slice.
+//
 // Not supported: JPEG and other lossy codecs, bilevel and palette
-// images, planar (separate) channel storage, and a folder of 2-D slices.
+// images, and planar (separate) channel storage.
 package tiff
 
 import (
@@ -33,10 +36,15 @@ func init() {
 	volume.Register(volume.Format{Name: "tiff", Match: Match, Open: Open})
 }
 
-// Match reports whether path names a TIFF file (.tif, .tiff).
+// Match reports whether path names a TIFF file (.tif, .tiff) or is a
+// folder of TIFF slices (one among the first entries it lists; Open then
+// checks them all).
 func Match(path string) bool {
 	l := strings.ToLower(path)
-	return strings.HasSuffix(l, ".tif") || strings.HasSuffix(l, ".tiff")
+	if strings.HasSuffix(l, ".tif") || strings.HasSuffix(l, ".tiff") {
+		return true
+	}
+	return !volume.IsURL(path) && matchFolder(path)
 }
 
 // page is one image of the stack: where its strips or tiles are.
@@ -63,7 +71,8 @@ type File struct {
 	Description string
 }
 
-// Open opens a TIFF stack, reading its IFDs.
+// Open opens a TIFF stack, reading its IFDs, or a folder of 2-D TIFF
+// slices (OpenFolder).
 func Open(path string) (volume.File, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -73,6 +82,10 @@ func Open(path string) (volume.File, error) {
 	if err != nil {
 		f.Close()
 		return nil, err
+	}
+	if st.IsDir() {
+		f.Close()
+		return OpenFolder(path)
 	}
 	t, err := open(f, st.Size(), path)
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 )
 
 // TestInfoOtherFormats: `train info --json` on NRRD, MetaImage and TIFF
-// fixtures gives the shape (x, y, z), the voxel checksum and the sum the
+// fixtures (a folder of TIFF slices among them) gives the shape (x, y, z), the voxel checksum and the sum the
 // reference tools recorded in each format's expected.json.
 func TestInfoOtherFormats(t *testing.T) {
 	for _, pkg := range []string{"nrrd", "metaimage", "tiff"} {
@@ -32,32 +32,40 @@ func TestInfoOtherFormats(t *testing.T) {
 		if len(doc.Files) == 0 {
 			t.Fatalf("%s: no fixtures", pkg)
 		}
-		f := doc.Files[0]
-		path := filepath.Join("..", "..", pkg, "testdata", f.File)
-		out, errb, err := runCmd(t, "info", "--json", path)
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", path, err, errb)
-		}
-		var got struct {
-			Format string `json:"format"`
-			Shape  []int  `json:"shape"`
-			SHA    string `json:"float32_sha256"`
-			Stats  struct {
-				Sum float64 `json:"sum"`
-			} `json:"stats"`
-		}
-		sc := bufio.NewScanner(out)
-		sc.Buffer(nil, 1<<20)
-		if !sc.Scan() || json.Unmarshal(sc.Bytes(), &got) != nil {
-			t.Fatalf("%s: no JSON line: %s", path, out)
-		}
-		want := []int{f.Shape[2], f.Shape[1], f.Shape[0]}
-		if f.Channels > 1 {
-			want = append(want, f.Channels)
-		}
-		if got.Format != pkg || len(got.Shape) != len(want) || got.Shape[0] != want[0] || got.Shape[2] != want[2] ||
-			got.SHA != f.SHA || got.Stats.Sum != f.Sum {
-			t.Errorf("%s: format %s shape %v sha %s sum %v; want %s %v %s %v", path, got.Format, got.Shape, got.SHA, got.Stats.Sum, pkg, want, f.SHA, f.Sum)
+		// The first fixture and the last (for TIFF, a folder of slices).
+		for _, f := range []struct {
+			File     string  `json:"file"`
+			Shape    []int   `json:"shape"` // (D, H, W)
+			Channels int     `json:"channels"`
+			SHA      string  `json:"sha256_f32le"`
+			Sum      float64 `json:"sum"`
+		}{doc.Files[0], doc.Files[len(doc.Files)-1]} {
+			path := filepath.Join("..", "..", pkg, "testdata", f.File)
+			out, errb, err := runCmd(t, "info", "--json", path)
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", path, err, errb)
+			}
+			var got struct {
+				Format string `json:"format"`
+				Shape  []int  `json:"shape"`
+				SHA    string `json:"float32_sha256"`
+				Stats  struct {
+					Sum float64 `json:"sum"`
+				} `json:"stats"`
+			}
+			sc := bufio.NewScanner(out)
+			sc.Buffer(nil, 1<<20)
+			if !sc.Scan() || json.Unmarshal(sc.Bytes(), &got) != nil {
+				t.Fatalf("%s: no JSON line: %s", path, out)
+			}
+			want := []int{f.Shape[2], f.Shape[1], f.Shape[0]}
+			if f.Channels > 1 {
+				want = append(want, f.Channels)
+			}
+			if got.Format != pkg || len(got.Shape) != len(want) || got.Shape[0] != want[0] || got.Shape[2] != want[2] ||
+				got.SHA != f.SHA || got.Stats.Sum != f.Sum {
+				t.Errorf("%s: format %s shape %v sha %s sum %v; want %s %v %s %v", path, got.Format, got.Shape, got.SHA, got.Stats.Sum, pkg, want, f.SHA, f.Sum)
+			}
 		}
 	}
 }

@@ -73,6 +73,48 @@ func (t Type) Size() int {
 // Decode converts len(dst) samples of type t in byte order o from b
 // (at least len(dst)·t.Size() bytes) to float32.
 func Decode(dst []float32, b []byte, t Type, o binary.ByteOrder) {
+	// The common types in either byte order through the concrete
+	// binary.LittleEndian/BigEndian, whose calls inline: through the
+	// interface each voxel costs a dynamic call (4× slower on uint16).
+	le, be := binary.ByteOrder(binary.LittleEndian), binary.ByteOrder(binary.BigEndian)
+	switch {
+	case t == Int16 && o == le:
+		b = b[:2*len(dst)]
+		for i := range dst {
+			dst[i] = float32(int16(binary.LittleEndian.Uint16(b[2*i:])))
+		}
+		return
+	case t == Int16 && o == be:
+		b = b[:2*len(dst)]
+		for i := range dst {
+			dst[i] = float32(int16(binary.BigEndian.Uint16(b[2*i:])))
+		}
+		return
+	case t == Uint16 && o == le:
+		b = b[:2*len(dst)]
+		for i := range dst {
+			dst[i] = float32(binary.LittleEndian.Uint16(b[2*i:]))
+		}
+		return
+	case t == Uint16 && o == be:
+		b = b[:2*len(dst)]
+		for i := range dst {
+			dst[i] = float32(binary.BigEndian.Uint16(b[2*i:]))
+		}
+		return
+	case t == Float32 && o == le:
+		b = b[:4*len(dst)]
+		for i := range dst {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+		return
+	case t == Float32 && o == be:
+		b = b[:4*len(dst)]
+		for i := range dst {
+			dst[i] = math.Float32frombits(binary.BigEndian.Uint32(b[4*i:]))
+		}
+		return
+	}
 	switch t {
 	case Int8:
 		for i := range dst {

@@ -1,4 +1,5 @@
-"""Writes the TIFF conformance fixtures and expected.json.
+"""Writes the TIFF conformance fixtures and expected.json (stacks, and
+folders of 2-D slices read as one volume).
 
 Run from this directory with tifffile, imagecodecs and numpy installed
 (python3 -m venv /tmp/venv-fmt && /tmp/venv-fmt/bin/pip install tifffile imagecodecs numpy).
@@ -10,8 +11,10 @@ in (C, D, H, W) C order. Spacing: ImageJ files give X and Y as
 1/XResolution and 1/YResolution and Z as `spacing=` in the ImageJ
 description; OME-TIFF gives PhysicalSizeX/Y/Z; a plain TIFF gives 1.
 """
+import glob
 import hashlib
 import json
+import os
 import re
 
 import numpy as np
@@ -59,6 +62,37 @@ def expected(name):
     f = np.ascontiguousarray(cdhw, dtype="<f4")
     return {"file": name, "tool": f"tifffile {tifffile.__version__} (axes {axes})", "shape": list(cdhw.shape[1:]),
             "channels": int(cdhw.shape[0]), "spacing": spacing,
+            "affine": np.diag([spacing[2], spacing[1], spacing[0], 1.0]).tolist(), "dtype": str(a.dtype),
+            "sha256_f32le": hashlib.sha256(f.tobytes()).hexdigest(), "sum": float(f.astype(np.float64).sum()),
+            "first": f.ravel()[:5].tolist()}
+
+
+def folder(name, files, data, **kw):
+    """Writes data's planes as the 2-D TIFF files of folder name."""
+    os.makedirs(name, exist_ok=True)
+    for f in os.listdir(name):
+        os.remove(os.path.join(name, f))
+    if not kw.get("imagej"):
+        kw["photometric"] = "minisblack"
+    for f, plane in zip(files, data):
+        tifffile.imwrite(os.path.join(name, f), plane, **kw)
+
+
+def expected_folder(name):
+    """What tifffile reads from a folder of slices: the files in tifffile's
+    natural order stacked along D; spacing from the first slice (ImageJ
+    resolution and spacing=, else 1)."""
+    files = tifffile.natural_sorted(glob.glob(os.path.join(name, "*.tif")))
+    a = np.stack([tifffile.imread(f) for f in files])
+    spacing = [1.0, 1.0, 1.0]
+    with tifffile.TiffFile(files[0]) as tif:
+        if tif.is_imagej:
+            page = tif.pages[0]
+            x, y = page.tags["XResolution"].value, page.tags["YResolution"].value
+            spacing = [float(tif.imagej_metadata.get("spacing", 1.0)), y[1] / y[0], x[1] / x[0]]
+    f = np.ascontiguousarray(a[None], dtype="<f4")
+    return {"file": name, "tool": f"tifffile {tifffile.__version__} (natural_sorted, {len(files)} files)",
+            "shape": list(a.shape), "channels": 1, "spacing": spacing,
             "affine": np.diag([spacing[2], spacing[1], spacing[0], 1.0]).tolist(), "dtype": str(a.dtype),
             "sha256_f32le": hashlib.sha256(f.tobytes()).hexdigest(), "sum": float(f.astype(np.float64).sum()),
             "first": f.ravel()[:5].tolist()}
@@ -116,6 +150,15 @@ def main():
     for n in ["imagej_uint16.tif", "imagej_2channels_uint8.tif", "ome_float32.ome.tif",
               "ome_3channels_int16.ome.tif", "rgb_uint8.tif", "labels_uint8.tif"]:
         out.append(expected(n))
+    # Folders of 2-D slices, one volume each: the files in natural order
+    # (slice2 before slice10) are the planes.
+    folder("slices_uint16", [f"slice{i}.tif" for i in range(1, 12)], values("u2", (11, 20, 35)), rowsperstrip=3)
+    out.append(expected_folder("slices_uint16"))
+    # Vesuvius-style names (00.tif …), ImageJ spacing, tiled and compressed.
+    folder("slices_imagej_float32", [f"{i:02d}.tif" for i in range(6)], values("f4", (6, 20, 35)), imagej=True,
+           resolution=(1 / 0.5, 1 / 0.25), metadata={"spacing": 2.0, "unit": "um", "axes": "YX"},
+           tile=(16, 16), compression="zlib")
+    out.append(expected_folder("slices_imagej_float32"))
     with open("expected.json", "w") as f:
         json.dump({"files": out}, f, indent=1)
 

@@ -9,10 +9,10 @@ import (
 	"github.com/voxtrain/voxtrain/volume"
 )
 
-// Broken is a malformed file: Files (name → bytes) are written to a
-// temporary folder and Open opens the one named; opening it, or reading
-// it whole, must fail with an error naming the file and holding every
-// Want.
+// Broken is a malformed file: Files (name → bytes; a name may hold a
+// folder) are written to a temporary folder and Open opens the one named;
+// opening it, or reading it whole, must fail with an error naming the
+// file and holding every Want.
 type Broken struct {
 	Name  string
 	Files map[string][]byte
@@ -26,6 +26,10 @@ func CheckBroken(t *testing.T, open func(string) (volume.File, error), cases []B
 		t.Run(c.Name, func(t *testing.T) {
 			dir := t.TempDir()
 			for n, b := range c.Files {
+				// A name with a folder ("slices/1.tif") makes the folder.
+				if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, n)), 0o755); err != nil {
+					t.Fatal(err)
+				}
 				if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
 					t.Fatal(err)
 				}
