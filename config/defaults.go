@@ -128,6 +128,8 @@ func (c *Config) derive(present func(key string) bool) {
 	}
 	// A manifest's masks write the ignore label into the labels they read.
 	c.Data.IgnoreLabel = max(c.Loss.Ignore(), 0)
+	// Multi-label targets change what a label byte is (bit c: class c).
+	c.Data.MultiLabel = c.Model.MultiLabel()
 	m := &c.Model
 	// model.features from base_features (32), doubled per level and capped
 	// at max_features (320), for levels (4) levels: nnU-Net's planner rule,

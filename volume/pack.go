@@ -2,6 +2,7 @@ package volume
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -112,6 +113,12 @@ func Packed(files map[int]File, names map[int]string) (File, error) {
 			shape, p.hdr = h.Shape, h
 		} else if h.Shape != shape {
 			return nil, fmt.Errorf("class %d (%s): shape %v differs from class %d's (%s) %v", c, names[c], h.Shape, p.bits[0], names[p.bits[0]], shape)
+		} else {
+			for a := range 3 {
+				if math.Abs(h.Spacing[a]-p.hdr.Spacing[a]) > 1e-3*math.Abs(p.hdr.Spacing[a]) {
+					return nil, fmt.Errorf("class %d (%s): spacing %v differs from class %d's (%s) %v", c, names[c], h.Spacing, p.bits[0], names[p.bits[0]], p.hdr.Spacing)
+				}
+			}
 		}
 		p.files = append(p.files, f)
 		p.bits = append(p.bits, c)
