@@ -358,6 +358,21 @@ func (m *datasetJSON) applyRegions(ds *Dataset) {
 	}
 }
 
+// RegionsClassOrder returns the regions_class_order of the nnU-Net
+// regions of the dataset.json in dir (nil when its labels are plain
+// classes): the label value each multi-label channel paints in a
+// prediction.
+func RegionsClassOrder(dir string) ([]int, error) {
+	m, err := readMeta(dir)
+	if err != nil {
+		return nil, err
+	}
+	if m.regions == nil {
+		return nil, nil
+	}
+	return m.classOrder, nil
+}
+
 // labelNames reads MSD {"0": "background"} and nnU-Net v2
 // {"background": 0} label maps (region lists are skipped).
 func (m *datasetJSON) labelNames() map[int]string {
