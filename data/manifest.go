@@ -42,6 +42,18 @@ import (
 //	        weight: 2                          # replaces the computed weight
 //	        mask: crops/crop3_mask.zarr        # where the labels are valid (see below)
 //
+// With model.targets multi_label (sigmoid outputs, classes that may
+// overlap) classes number the output channels, {mito: 0, mito_membrane:
+// 1, er: 2}, and each crop gives one binary array per class instead of
+// label, as cellmap's crops are stored:
+//
+//	      - id: crop1                          # default: the arrays' folder
+//	        labels: {mito: crop1/mito.zarr, er: crop1/er.zarr}
+//
+// Its case's label is their bit-packed bytes (volume.PackedPath: bit c
+// where class c's array is non-zero; a class not listed is absent), and
+// the class weights count a voxel in every class it belongs to.
+//
 // A crop's mask (any format, one channel of the label's shape and
 // spacing) marks where its labels hold: every label voxel where the mask
 // is 0 reads as loss.ignore_label, which the losses and metrics leave out
