@@ -137,3 +137,42 @@ func TestLossIgnoreLabel(t *testing.T) {
 		t.Errorf("default Ignore() = %d, want -1", got)
 	}
 }
+
+// TestMultiLabelTargets: model.targets multi_label needs loss dice_bce and
+// the reverse, at most 7 classes and an ignore label of 255, each error
+// naming the key; a consistent config passes.
+func TestMultiLabelTargets(t *testing.T) {
+	intp := func(n int) *int { return &n }
+	cfg := func(mod func(*Config)) *Config {
+		c := Default()
+		c.Model.Targets, c.Model.NumClasses, c.Loss.Name = TargetsMultiLabel, 3, "dice_bce"
+		mod(&c)
+		return &c
+	}
+	// Default leaves the data and patch unset: only this test's keys count.
+	mine := func(err error) bool {
+		return err != nil && (strings.Contains(err.Error(), "model.") || strings.Contains(err.Error(), "loss."))
+	}
+	if err := cfg(func(*Config) {}).Validate(); mine(err) {
+		t.Fatalf("multi_label with dice_bce: %v", err)
+	}
+	if err := cfg(func(c *Config) { c.Loss.IgnoreLabel = intp(255); c.Model.NumClasses = 7 }).Validate(); mine(err) {
+		t.Fatalf("7 classes, ignore 255: %v", err)
+	}
+	for _, tc := range []struct {
+		mod  func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.Model.NumClasses = 8 }, "model.num_classes: 8, but model.targets multi_label holds at most 7"},
+		{func(c *Config) { c.Loss.IgnoreLabel = intp(4) }, "loss.ignore_label: 4, but dice_bce's multi-label labels are bit-packed"},
+		{func(c *Config) { c.Loss.Name = "dice_ce" }, "loss.name: dice_ce, but model.targets is multi_label"},
+		{func(c *Config) { c.Model.Targets = TargetsSoftmax }, "loss.name: dice_bce trains multi-label sigmoid outputs; set model.targets: multi_label"},
+		{func(c *Config) { c.Model.Targets = "regions" }, `model.targets: "regions", want softmax or multi_label`},
+		{func(c *Config) { c.Loss.ClDiceWeight = new(float64); *c.Loss.ClDiceWeight = 1 }, "loss.cldice_weight: 1, not supported with dice_bce"},
+	} {
+		err := cfg(tc.mod).Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("err = %v, want %q", err, tc.want)
+		}
+	}
+}

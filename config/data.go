@@ -131,6 +131,12 @@ type Data struct {
 	// manifest's masked-out voxels read as it (see package data). In a
 	// section built in code it is set by hand.
 	IgnoreLabel int `yaml:"-"`
+	// MultiLabel is model.targets multi_label as the data section sees it
+	// (Parse and Default copy it): labels are then bit-packed bytes, bit c
+	// for class c, built from a manifest crop's per-class arrays or a
+	// dataset.json's nnU-Net regions (see package data). In a section
+	// built in code it is set by hand.
+	MultiLabel bool `yaml:"-"`
 	// TargetSpacing, when set, resamples every case after normalisation to
 	// this voxel size, [d, h, w] in the files' units in (D, H, W) = NIfTI
 	// (z, y, x) order, as nnU-Net's preprocessing (images trilinear,

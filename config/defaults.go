@@ -63,6 +63,7 @@ func table() Config {
 			Nonlinearity:  "leaky_relu",
 			NegativeSlope: 0.01, // LeakyReLU(0.01)
 			ConvBias:      true, // conv_bias
+			Targets:       TargetsSoftmax,
 		},
 
 		// nnU-Net's DC_and_CE_loss: soft Dice (smooth 1e-5, no background)
@@ -127,6 +128,8 @@ func (c *Config) derive(present func(key string) bool) {
 	}
 	// A manifest's masks write the ignore label into the labels they read.
 	c.Data.IgnoreLabel = max(c.Loss.Ignore(), 0)
+	// Multi-label targets change what a label byte is (bit c: class c).
+	c.Data.MultiLabel = c.Model.MultiLabel()
 	m := &c.Model
 	// model.features from base_features (32), doubled per level and capped
 	// at max_features (320), for levels (4) levels: nnU-Net's planner rule,
@@ -171,7 +174,8 @@ func (m Model) Stride(l int) [3]int {
 // TermWeights are the loss's term weights: those the file gives, the rest
 // by name — dice_ce: ce 1, dice 1 (nnU-Net's DC_and_CE_loss); ce: ce 1;
 // dice: dice 1; cldice: dice 0.5, cldice 0.5 (soft_dice_cldice, alpha
-// 0.5); bce: none (the BCE term is always on).
+// 0.5); bce: none (the BCE term is always on); dice_bce: ce (its BCE) 1,
+// dice 1 (nnU-Net's DC_and_BCE_loss).
 func (l Loss) TermWeights() (ce, dice, cldice float64) {
 	switch l.Name {
 	case "dice_ce":
@@ -182,6 +186,8 @@ func (l Loss) TermWeights() (ce, dice, cldice float64) {
 		dice = 1
 	case "cldice":
 		dice, cldice = 0.5, 0.5
+	case "dice_bce":
+		ce, dice = 1, 1
 	}
 	return cmpPtr(l.CEWeight, ce), cmpPtr(l.DiceWeight, dice), cmpPtr(l.ClDiceWeight, cldice)
 }

@@ -18,13 +18,19 @@ import (
 //	        foreground channels (Shit et al. 2021, reference PyTorch code)
 //	bce     BCEWithLogits(pos_weight) for a one-channel (sigmoid) output;
 //	        with cldice_weight > 0 also clDice on σ(logits) (thin structures)
+//	dice_bce  multi-label sigmoid outputs (model.targets multi_label),
+//	        nnU-Net's DC_and_BCE_loss: ce_weight × BCEWithLogits averaged
+//	        over voxels and channels, plus dice_weight × soft Dice on
+//	        σ(logits) of every channel (do_bg is not used: there is no
+//	        background channel)
 //
 // With ignore_label N, voxels labelled N are left out of ce and dice (and
 // of the validation metrics) as nnU-Net v2's ignore label is: ce is the
 // mean over the other voxels, dice's sums run over the other voxels only
 // (nnU-Net's loss_mask), and their gradient is zero.
 type Loss struct {
-	// Name is dice_ce (nnU-Net's), ce, dice, cldice or bce; it picks the
+	// Name is dice_ce (nnU-Net's), ce, dice, cldice, bce or dice_bce
+	// (multi-label); it picks the
 	// weights of the terms the file does not give (see TermWeights).
 	Name         string   `yaml:"name"`
 	CEWeight     *float64 `yaml:"ce_weight"`
@@ -64,9 +70,9 @@ func (c Loss) Ignore() int {
 // Validate reports the first problem of the section, naming the key.
 func (c Loss) Validate() error {
 	switch c.Name {
-	case "dice_ce", "ce", "dice", "cldice", "bce":
+	case "dice_ce", "ce", "dice", "cldice", "bce", "dice_bce":
 	default:
-		return fmt.Errorf("loss.name: %q, want dice_ce, ce, dice, cldice or bce", c.Name)
+		return fmt.Errorf("loss.name: %q, want dice_ce, ce, dice, cldice, bce or dice_bce", c.Name)
 	}
 	ce, dice, cldice := c.TermWeights()
 	for _, w := range []struct {
@@ -85,6 +91,9 @@ func (c Loss) Validate() error {
 	}
 	if c.ClDiceSmooth == 0 {
 		return fmt.Errorf("loss.cldice_smooth: 0, want > 0 (the default is 1)")
+	}
+	if c.Name == "dice_bce" && cldice > 0 {
+		return fmt.Errorf("loss.cldice_weight: %v, not supported with dice_bce (multi-label); set it to 0", cldice)
 	}
 	if c.Name != "bce" && ce+dice+cldice == 0 {
 		return fmt.Errorf("loss: all term weights are 0")
@@ -106,6 +115,9 @@ func (c Loss) Validate() error {
 		// training the ignored voxels as background.
 		if c.Name == "bce" {
 			return fmt.Errorf("loss.ignore_label: not supported with loss.name bce; use dice_ce, ce or dice")
+		}
+		if c.Name == "dice_bce" && n != 255 {
+			return fmt.Errorf("loss.ignore_label: %d, but dice_bce's multi-label labels are bit-packed (bit c: class c) and their ignore value is 255; set loss.ignore_label: 255", n)
 		}
 		if cldice > 0 {
 			return fmt.Errorf("loss.ignore_label: not supported with clDice (loss.cldice_weight %v); set it to 0 or drop ignore_label", cldice)

@@ -54,7 +54,25 @@ type Model struct {
 	// DeepSupervision adds a 1×1×1 head to every decoder stage but the last,
 	// whose outputs the loss weighs 1, ½, ¼, … (lowest 0, renormalised).
 	DeepSupervision bool `yaml:"deep_supervision"`
+	// Targets is what the outputs are: "softmax" (default: one channel per
+	// class, background included, classes exclusive; or one sigmoid
+	// channel with loss.name bce) or "multi_label" (one sigmoid channel
+	// per class, no background channel, classes may overlap: cellmap's
+	// per-class crops, nnU-Net v2's regions). Multi-label labels are
+	// bit-packed bytes, bit c for class c (volume.PackedPath), so
+	// num_classes is at most 7, the ignore value is 255 and the loss is
+	// dice_bce (nnU-Net's DC_and_BCE_loss).
+	Targets string `yaml:"targets"`
 }
+
+// Target kinds (model.targets).
+const (
+	TargetsSoftmax    = "softmax"
+	TargetsMultiLabel = "multi_label"
+)
+
+// MultiLabel reports whether the outputs are multi-label sigmoid channels.
+func (c Model) MultiLabel() bool { return c.Targets == TargetsMultiLabel }
 
 // Validate reports the first problem of the section, naming the key.
 func (c Model) Validate() error {
@@ -113,6 +131,16 @@ func (c Model) Validate() error {
 	}
 	if s := c.NegativeSlope; !(s >= 0 && s <= 1) || math.IsNaN(s) {
 		return fmt.Errorf("model.negative_slope: %v, want in [0, 1]", s)
+	}
+	switch c.Targets {
+	case TargetsSoftmax, "":
+	case TargetsMultiLabel:
+		// Bit c of a label byte is class c; 255 is the ignore value.
+		if c.NumClasses > 7 {
+			return fmt.Errorf("model.num_classes: %d, but model.targets multi_label holds at most 7 classes (one bit each of a label byte)", c.NumClasses)
+		}
+	default:
+		return fmt.Errorf("model.targets: %q, want softmax or multi_label", c.Targets)
 	}
 	if c.DeepSupervision && len(c.Features) < 3 {
 		return errors.New("model.deep_supervision: needs at least 3 levels (the lowest decoder output gets weight 0)")

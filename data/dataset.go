@@ -1,6 +1,8 @@
 package data
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,6 +61,14 @@ type Dataset struct {
 	// LabelNames maps class index to name where the description has them
 	// (never the ignore label).
 	LabelNames map[int]string
+	// MultiLabelNames names each output channel of multi-label targets
+	// (model.targets multi_label: a manifest's classes, dataset.json's
+	// regions), nil otherwise; LabelNames is then nil.
+	MultiLabelNames []string
+	// RegionsClassOrder is dataset.json's regions_class_order for nnU-Net
+	// regions (the label value region r paints in a prediction), nil
+	// otherwise.
+	RegionsClassOrder []int
 	// IgnoreLabel is the label value dataset.json's "labels" names
 	// "ignore" (nnU-Net v2's ignore label; 0: none). Verify holds it to
 	// loss.ignore_label.
@@ -90,7 +100,7 @@ func OpenDataset(cfg config.Data) (*Dataset, error) {
 	)
 	switch {
 	case cfg.Manifest != "":
-		ds, err = loadManifest(cfg.Manifest, cfg.IgnoreLabel)
+		ds, err = loadManifest(cfg.Manifest, cfg.IgnoreLabel, cfg.MultiLabel)
 	case len(cfg.Cases) > 0:
 		ds, err = fromList(cfg.Dataset, cfg.Cases)
 	case cfg.Format == "msd":
@@ -102,6 +112,15 @@ func OpenDataset(cfg config.Data) (*Dataset, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	// The labels' bytes mean classes or bits: the config and the data
+	// must agree.
+	where := cmp.Or(cfg.Manifest, cfg.Dataset)
+	if cfg.MultiLabel && ds.MultiLabelNames == nil {
+		return nil, fmt.Errorf("model.targets: multi_label, but %s has plain classes (no nnU-Net regions in its dataset.json, no per-class labels in a manifest); set model.targets: softmax", where)
+	}
+	if !cfg.MultiLabel && ds.MultiLabelNames != nil {
+		return nil, fmt.Errorf("model.targets: softmax, but %s has nnU-Net regions (labels as lists, regions_class_order), trained with sigmoid outputs: set model.targets: multi_label and loss.name: dice_bce", filepath.Join(cfg.Dataset, "dataset.json"))
 	}
 	for id, w := range cfg.CaseWeights {
 		i := ds.Index(id)
@@ -141,11 +160,24 @@ type datasetJSON struct {
 	FileEnding   string                     `json:"file_ending"`
 	NumTraining  *int                       `json:"numTraining"`
 	// RegionsClassOrder is nnU-Net v2's region-based training (labels
-	// given as lists of classes), which voxtrain does not train yet.
+	// given as lists of classes): the label value each region paints, in
+	// this order, when sigmoid outputs become a label map.
 	RegionsClassOrder json.RawMessage `json:"regions_class_order"`
 
 	// ignore is labels' "ignore" value (0: none), set by check.
 	ignore int
+	// order is labels' keys in the file's order; regions and classOrder
+	// nnU-Net's regions (nil: plain classes), set by check.
+	order      []string
+	regions    []region
+	classOrder []int
+}
+
+// region is one of nnU-Net v2's regions: the union of label values,
+// trained as one sigmoid output channel.
+type region struct {
+	name   string
+	values []int
 }
 
 type msdEntry struct {
@@ -163,6 +195,9 @@ func readMeta(dir string) (*datasetJSON, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("parse %s: %w", path, err)
 	}
+	if m.order, err = labelOrder(b); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", path, err)
+	}
 	if err := m.check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -177,8 +212,8 @@ func readMeta(dir string) (*datasetJSON, error) {
 // would find no cases, or the wrong files. It records the ignore label,
 // which Verify holds to loss.ignore_label.
 func (m *datasetJSON) check() error {
-	if len(m.RegionsClassOrder) > 0 && string(m.RegionsClassOrder) != "null" {
-		return errors.New("regions_class_order: region-based training (nnU-Net v2's overlapping regions, trained with sigmoid outputs) is not supported yet; give plain classes in \"labels\"")
+	if err := m.checkRegions(); err != nil {
+		return err
 	}
 	keys := make([]string, 0, len(m.Labels))
 	for k := range m.Labels {
@@ -195,10 +230,6 @@ func (m *datasetJSON) check() error {
 			m.ignore = n
 			continue
 		}
-		var list []json.RawMessage
-		if json.Unmarshal(raw, &list) == nil {
-			return fmt.Errorf("labels: %q is a region (%s), nnU-Net v2's region-based training, which voxtrain does not support yet; give plain classes", k, raw)
-		}
 	}
 	if m.ignore > 0 {
 		for v, name := range m.labelNames() {
@@ -211,6 +242,135 @@ func (m *datasetJSON) check() error {
 		return fmt.Errorf("file_ending: no volume reader opens %q files (readers: %v)", m.FileEnding, volume.Formats())
 	}
 	return nil
+}
+
+// labelOrder returns the keys of a dataset.json's "labels" in the file's
+// order, which nnU-Net's regions (channel r is the r-th region) follow.
+func labelOrder(b []byte) ([]string, error) {
+	var doc struct {
+		Labels json.RawMessage `json:"labels"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Labels) == 0 || string(doc.Labels) == "null" {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc.Labels))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, fmt.Errorf("labels: want an object")
+	}
+	var keys []string
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("labels: %w", err)
+		}
+		keys = append(keys, t.(string))
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil, fmt.Errorf("labels: %w", err)
+		}
+	}
+	return keys, nil
+}
+
+// checkRegions reads nnU-Net v2's regions: labels given as lists of label
+// values, with regions_class_order. As nnU-Net's LabelManager, every
+// label but background and ignore is a region (a plain value a region of
+// one), in the file's order; regions_class_order gives one label value per
+// region. A region without regions_class_order, or the reverse, is an
+// error.
+func (m *datasetJSON) checkRegions() error {
+	hasOrder := len(m.RegionsClassOrder) > 0 && string(m.RegionsClassOrder) != "null"
+	var regions []region
+	lists := ""
+	for _, k := range m.order {
+		raw := m.Labels[k]
+		if strings.EqualFold(k, "ignore") {
+			continue
+		}
+		var vals []int
+		var one int
+		if json.Unmarshal(raw, &vals) == nil {
+			if lists == "" {
+				lists = fmt.Sprintf("%q is %s", k, raw)
+			}
+			if len(vals) == 0 {
+				return fmt.Errorf("labels: region %q is empty", k)
+			}
+		} else if json.Unmarshal(raw, &one) == nil {
+			vals = []int{one}
+		} else {
+			continue // MSD's {"0": "background"}: plain classes
+		}
+		for _, v := range vals {
+			if v < 0 || v > 255 {
+				return fmt.Errorf("labels: %q holds %d, want label values in 0..255", k, v)
+			}
+		}
+		if len(vals) == 1 && vals[0] == 0 {
+			continue // background is no region
+		}
+		regions = append(regions, region{name: k, values: vals})
+	}
+	switch {
+	case lists == "" && !hasOrder:
+		return nil
+	case !hasOrder:
+		return fmt.Errorf("labels: %s, an nnU-Net v2 region, but there is no regions_class_order (the label value each region paints in a prediction); add it", lists)
+	}
+	if err := json.Unmarshal(m.RegionsClassOrder, &m.classOrder); err != nil {
+		return fmt.Errorf("regions_class_order: %s, want a list of label values", m.RegionsClassOrder)
+	}
+	if len(m.classOrder) != len(regions) {
+		return fmt.Errorf("regions_class_order: %d values for the %d regions of labels (every label but background and ignore)", len(m.classOrder), len(regions))
+	}
+	if len(regions) > volume.MaxBitClasses {
+		return fmt.Errorf("labels: %d regions, at most %d fit voxtrain's bit-packed multi-label bytes", len(regions), volume.MaxBitClasses)
+	}
+	m.regions = regions
+	return nil
+}
+
+// applyRegions makes a dataset of nnU-Net regions multi-label: each
+// case's label reads through a table (volume.LUTPath) from label value to
+// the bits of the regions holding it, the ignore label to 255.
+func (m *datasetJSON) applyRegions(ds *Dataset) {
+	if m.regions == nil {
+		return
+	}
+	var lut [256]uint8
+	ds.MultiLabelNames = nil
+	for r, reg := range m.regions {
+		ds.MultiLabelNames = append(ds.MultiLabelNames, reg.name)
+		for _, v := range reg.values {
+			lut[v] |= 1 << r
+		}
+	}
+	if m.ignore > 0 {
+		lut[m.ignore] = volume.IgnoreByte
+		ds.IgnoreLabel = volume.IgnoreByte
+	}
+	ds.LabelNames = nil
+	ds.RegionsClassOrder = m.classOrder
+	for i := range ds.Cases {
+		if ds.Cases[i].Label != "" {
+			ds.Cases[i].Label = volume.LUTPath(ds.Cases[i].Label, lut)
+		}
+	}
+}
+
+// RegionsClassOrder returns the regions_class_order of the nnU-Net
+// regions of the dataset.json in dir (nil when its labels are plain
+// classes): the label value each multi-label channel paints in a
+// prediction.
+func RegionsClassOrder(dir string) ([]int, error) {
+	m, err := readMeta(dir)
+	if err != nil {
+		return nil, err
+	}
+	if m.regions == nil {
+		return nil, nil
+	}
+	return m.classOrder, nil
 }
 
 // labelNames reads MSD {"0": "background"} and nnU-Net v2
@@ -296,6 +456,7 @@ func loadMSD(dir string) (*Dataset, error) {
 	if len(ds.Cases) > 0 && len(ds.Cases[0].Images) > 1 && ds.Channels == 0 {
 		ds.Channels = len(ds.Cases[0].Images)
 	}
+	meta.applyRegions(ds)
 	return ds, ds.check(path)
 }
 
@@ -379,6 +540,9 @@ func loadNNUNet(dir string) (*Dataset, error) {
 	// went missing (nnU-Net's verify_dataset_integrity checks it too).
 	if meta != nil && meta.NumTraining != nil && *meta.NumTraining != len(ds.Cases) {
 		return nil, fmt.Errorf("%s: numTraining is %d but %s holds %d cases", filepath.Join(dir, "dataset.json"), *meta.NumTraining, imgDir, len(ds.Cases))
+	}
+	if meta != nil {
+		meta.applyRegions(ds)
 	}
 	return ds, ds.check(imgDir)
 }

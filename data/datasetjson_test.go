@@ -54,7 +54,8 @@ func nnunetRaw(t *testing.T, n int, ending, datasetJSON string) string {
 	return dir
 }
 
-// TestDatasetJSONRefusesWhatItCannotTrain: nnU-Net v2 regions, an ignore
+// TestDatasetJSONRefusesWhatItCannotTrain: nnU-Net v2 regions without
+// model.targets multi_label or without regions_class_order, an ignore
 // label that is not the highest label value, and a file_ending no reader opens are refused when the dataset is
 // opened, naming dataset.json and the key, instead of being trained as
 // plain classes or finding no cases; a numTraining that disagrees with the
@@ -65,9 +66,11 @@ func TestDatasetJSONRefusesWhatItCannotTrain(t *testing.T) {
 		want       []string
 	}{
 		{"region", `{"channel_names":{"0":"MRI"},"labels":{"background":0,"whole":[1,2],"posterior":2},"regions_class_order":[1,2],"file_ending":".nii.gz"}`,
-			[]string{"regions_class_order", "region-based training", "not supported yet"}},
+			[]string{"model.targets: softmax", "nnU-Net regions", "set model.targets: multi_label and loss.name: dice_bce"}},
 		{"region without order", `{"channel_names":{"0":"MRI"},"labels":{"background":0,"whole":[1,2]},"file_ending":".nii.gz"}`,
-			[]string{`labels: "whole" is a region ([1,2])`}},
+			[]string{`labels: "whole" is [1,2], an nnU-Net v2 region, but there is no regions_class_order`}},
+		{"order without regions' count", `{"channel_names":{"0":"MRI"},"labels":{"background":0,"whole":[1,2],"posterior":2},"regions_class_order":[1],"file_ending":".nii.gz"}`,
+			[]string{"regions_class_order: 1 values for the 2 regions"}},
 		{"ignore not highest", `{"channel_names":{"0":"MRI"},"labels":{"background":0,"Anterior":1,"Posterior":2,"ignore":2},"file_ending":".nii.gz"}`,
 			[]string{`labels: "ignore" is 2 but class "Posterior" is 2; the ignore label must be the highest label value`}},
 		{"ignore not a number", `{"channel_names":{"0":"MRI"},"labels":{"background":0,"Anterior":1,"Posterior":2,"ignore":"x"},"file_ending":".nii.gz"}`,

@@ -42,6 +42,18 @@ import (
 //	        weight: 2                          # replaces the computed weight
 //	        mask: crops/crop3_mask.zarr        # where the labels are valid (see below)
 //
+// With model.targets multi_label (sigmoid outputs, classes that may
+// overlap) classes number the output channels, {mito: 0, mito_membrane:
+// 1, er: 2}, and each crop gives one binary array per class instead of
+// label, as cellmap's crops are stored:
+//
+//	      - id: crop1                          # default: the arrays' folder
+//	        labels: {mito: crop1/mito.zarr, er: crop1/er.zarr}
+//
+// Its case's label is their bit-packed bytes (volume.PackedPath: bit c
+// where class c's array is non-zero; a class not listed is absent), and
+// the class weights count a voxel in every class it belongs to.
+//
 // A crop's mask (any format, one channel of the label's shape and
 // spacing) marks where its labels hold: every label voxel where the mask
 // is 0 reads as loss.ignore_label, which the losses and metrics leave out
@@ -180,7 +192,11 @@ func (rv *rawVolume) grid(sp [3]float64) (rawGrid, error) {
 // or resampled onto the raw's grid).
 // ignore is loss.ignore_label (0: none), the value masked-out voxels read
 // as.
-func loadManifest(path string, ignore int) (*Dataset, error) {
+//
+// multi is model.targets multi_label: each crop then gives one binary
+// array per class in labels, packed into bit-packed bytes (bit c: the
+// class classes names c), and classes numbers channels 0..6.
+func loadManifest(path string, ignore int, multi bool) (*Dataset, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("data.manifest: %w", err)
@@ -199,7 +215,22 @@ func loadManifest(path string, ignore int) (*Dataset, error) {
 	}
 	root := filepath.Dir(path)
 	ds := &Dataset{Root: root, Format: "manifest", Channels: 0}
-	if len(m.Classes) > 0 {
+	if multi {
+		// Bit c is channel c: the classes must number 0..K−1 with K ≤ 7.
+		if len(m.Classes) == 0 {
+			return nil, bad("classes: missing; model.targets multi_label needs every class named with its output channel, {mito: 0, er: 1, …}")
+		}
+		ds.MultiLabelNames = make([]string, len(m.Classes))
+		for name, v := range m.Classes {
+			if v < 0 || v >= len(m.Classes) || v >= volume.MaxBitClasses {
+				return nil, bad("classes: %s is %d; with model.targets multi_label the %d classes are output channels 0..%d (at most %d)", name, v, len(m.Classes), len(m.Classes)-1, volume.MaxBitClasses)
+			}
+			if other := ds.MultiLabelNames[v]; other != "" {
+				return nil, bad("classes: %s and %s are both %d", other, name, v)
+			}
+			ds.MultiLabelNames[v] = name
+		}
+	} else if len(m.Classes) > 0 {
 		ds.LabelNames = map[int]string{}
 		for name, v := range m.Classes {
 			if v < 0 || v > 255 {
@@ -241,7 +272,7 @@ func loadManifest(path string, ignore int) (*Dataset, error) {
 			return nil, bad("volumes[%d] (%s): no crops", i, raw)
 		}
 		for j, c := range vol.Crops {
-			pc, cs, err := placeCrop(root, rv, c, ignore)
+			pc, cs, err := placeCrop(root, rv, c, ignore, m.Classes, multi)
 			if err != nil {
 				if id := cmp.Or(c.ID, stripExt(filepath.Base(c.Label))); c.ID != "" || c.Label != "" {
 					return nil, bad("volumes[%d].crops[%d] (%s): %v", i, j, id, err)
@@ -249,7 +280,7 @@ func loadManifest(path string, ignore int) (*Dataset, error) {
 				return nil, bad("volumes[%d].crops[%d]: %v", i, j, err)
 			}
 			pc.where = fmt.Sprintf("volumes[%d].crops[%d] (%s)", i, j, cs.ID)
-			if ds.LabelNames != nil {
+			if ds.LabelNames != nil && !multi {
 				for v, n := range pc.counts {
 					if _, ok := ds.LabelNames[v]; n > 0 && !ok && (ignore <= 0 || v != ignore) {
 						return nil, bad("%s: %s holds label value %d, which classes does not name", pc.where, cs.Label, v)
@@ -286,21 +317,52 @@ func loadManifest(path string, ignore int) (*Dataset, error) {
 // class counts (through its mask, when it has one), on the raw's grid:
 // the level of the raw's image group at the label's spacing (or the
 // manifest's), else the raw onto which the label is resampled.
-func placeCrop(root string, rv *rawVolume, c manifestCrop, ignore int) (placedCrop, Case, error) {
+//
+// With multi (model.targets multi_label) the crop's labels (class name →
+// binary array, classes giving each name's bit) are read as one
+// bit-packed label (volume.PackedPath), a class the crop does not list
+// reading as absent everywhere, and its counts are per class: counts[c+1]
+// the voxels of class c (so classWeights counts a voxel in every class it
+// belongs to).
+func placeCrop(root string, rv *rawVolume, c manifestCrop, ignore int, classes map[string]int, multi bool) (placedCrop, Case, error) {
 	pc := placedCrop{raw: rv.path}
 	switch {
-	case len(c.Labels) > 0:
-		return pc, Case{}, errors.New("labels: multi-label targets (one array per class, classes may overlap) need sigmoid outputs, which voxtrain does not train yet; give one multi-class label map in label")
+	case len(c.Labels) > 0 && !multi:
+		return pc, Case{}, errors.New("labels: one binary array per class (multi-label targets, classes may overlap) needs sigmoid outputs: set model.targets: multi_label and loss.name: dice_bce, or give one multi-class label map in label")
+	case multi && c.Label != "":
+		return pc, Case{}, errors.New("label: model.targets multi_label reads one binary array per class: give labels: {class: array, …} instead of one label map")
+	case multi && len(c.Labels) == 0:
+		return pc, Case{}, errors.New("labels: missing (model.targets multi_label: one binary array per class, {mito: crop/mito.zarr, …})")
 	case c.Mask != "" && ignore <= 0:
 		// Without an ignore label the masked-out voxels would have no
 		// value to read as but background, and be trained as such.
 		return pc, Case{}, errors.New("mask: needs loss.ignore_label, the value the voxels where the mask is 0 read as (and the losses and metrics leave out); set loss.ignore_label (≥ model.num_classes, e.g. 255)")
-	case c.Label == "":
+	case c.Label == "" && !multi:
 		return pc, Case{}, errors.New("label: missing")
 	case c.Offset != nil && c.Translation != nil:
 		return pc, Case{}, errors.New("give offset or translation, not both")
 	}
-	label := resolve(root, c.Label)
+	var label, first string
+	if multi {
+		files := map[int]string{}
+		names := make([]string, 0, len(c.Labels))
+		for name := range c.Labels {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			bit, ok := classes[name]
+			if !ok {
+				return pc, Case{}, fmt.Errorf("labels: %s is not one of classes", name)
+			}
+			files[bit] = resolve(root, c.Labels[name])
+		}
+		label = volume.PackedPath(files)
+		first = volume.FilePath(label)
+	} else {
+		label = resolve(root, c.Label)
+		first = label
+	}
 	lf, err := volume.Open(label)
 	if err != nil {
 		return pc, Case{}, fmt.Errorf("label: %w", err)
@@ -408,9 +470,17 @@ func placeCrop(root string, rv *rawVolume, c manifestCrop, ignore int) (placedCr
 	for _, v := range lbl {
 		pc.counts[v]++
 	}
+	if multi {
+		pc.counts = classCounts(pc.counts)
+	}
 	cs := Case{ID: c.ID, Images: []string{volume.WindowPath(g.path, box)}, Label: caseLabel, Weight: 1, Placed: true}
 	if cs.ID == "" {
-		cs.ID = stripExt(filepath.Base(label))
+		cs.ID = stripExt(filepath.Base(first))
+		if multi {
+			// One crop's class arrays sit side by side, in the crop's
+			// folder (cellmap's crop123/mito, crop123/er).
+			cs.ID = stripExt(filepath.Base(filepath.Dir(first)))
+		}
 	}
 	return pc, cs, nil
 }
@@ -541,6 +611,24 @@ func overlaps(crops []placedCrop) []string {
 // classes (label values > 0) it holds. A crop without foreground weighs 0
 // and is never drawn for training, as in cellmap. The ignore label
 // (ignore > 0) is no class: its voxels count nowhere.
+// classCounts turns the counts of bit-packed bytes into counts per class,
+// class c at index c+1 as classWeights reads them: a voxel counts in every
+// class whose bit it has; ignored voxels (255) in none.
+func classCounts(bytes []int64) []int64 {
+	out := make([]int64, 256)
+	for v, n := range bytes {
+		if v == volume.IgnoreByte {
+			continue
+		}
+		for c := 0; c < volume.MaxBitClasses; c++ {
+			if v>>c&1 != 0 {
+				out[c+1] += n
+			}
+		}
+	}
+	return out
+}
+
 func classWeights(crops []placedCrop, ignore int) []float64 {
 	total := make([]float64, 256)
 	sum := 0.0

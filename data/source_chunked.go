@@ -89,6 +89,38 @@ func (h *chunkFiles) openLocked(path string) (volume.File, error) {
 		h.files[path] = f
 		return f, nil
 	}
+	// A multi-label crop's or nnU-Net region label's bytes (volume's
+	// bit-packed and looked-up labels) read their files' handles.
+	if base, lut, ok, err := volume.SplitLUT(path); err != nil {
+		return nil, err
+	} else if ok {
+		bf, err := h.openLocked(base)
+		if err != nil {
+			return nil, err
+		}
+		f, err := volume.LookedUp(bf, lut)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		h.files[path] = f
+		return f, nil
+	}
+	if paths, ok, err := volume.SplitPacked(path); err != nil {
+		return nil, err
+	} else if ok {
+		files := map[int]volume.File{}
+		for c, p := range paths {
+			if files[c], err = h.openLocked(p); err != nil {
+				return nil, fmt.Errorf("class %d: %w", c, err)
+			}
+		}
+		f, err := volume.Packed(files, paths)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		h.files[path] = f
+		return f, nil
+	}
 	base, box, win, err := volume.SplitWindow(path)
 	if err != nil {
 		return nil, err
@@ -138,8 +170,16 @@ func chunkedCase(c Case) bool {
 			return false
 		}
 		p, _, _, _ = volume.SplitResample(p)
-		if _, mask, _, ok, _ := volume.SplitMask(p); ok && volume.FormatName(mask) != "zarr" {
+		p, mask, _, ok, _ := volume.SplitMask(p)
+		if ok && volume.FormatName(mask) != "zarr" {
 			return false
+		}
+		if files, ok, _ := volume.SplitPacked(p); ok {
+			for _, f := range files {
+				if volume.FormatName(f) != "zarr" {
+					return false
+				}
+			}
 		}
 	}
 	return true

@@ -1,6 +1,7 @@
 package data
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -31,6 +32,9 @@ type VerifyOptions struct {
 	// Logger receives the warnings (default slog.Default()).
 	Logger *slog.Logger
 
+	// multi is the data section's MultiLabel (set by Verify): labels are
+	// bit-packed bytes, valid below 2^NumClasses (or the ignore 255).
+	multi bool
 	// declared lists the label values dataset.json names (set by Verify;
 	// empty: no list to hold the labels to).
 	declared []int
@@ -86,6 +90,11 @@ func Verify(ctx context.Context, cfg config.Data, o VerifyOptions) error {
 		}
 		return fmt.Errorf("data: %s's dataset.json has the ignore label %d (labels \"ignore\") but the config has %s; set loss.ignore_label: %d so its voxels are left out of the loss and metrics rather than trained",
 			cfg.Dataset, ds.IgnoreLabel, want, ds.IgnoreLabel)
+	}
+	o.multi = cfg.MultiLabel
+	if o.multi && o.NumClasses > 0 && len(ds.MultiLabelNames) != o.NumClasses {
+		return fmt.Errorf("model.num_classes: %d, but %s has %d multi-label classes (%s), one output channel each",
+			o.NumClasses, cmp.Or(cfg.Manifest, cfg.Dataset), len(ds.MultiLabelNames), strings.Join(ds.MultiLabelNames, ", "))
 	}
 	for v := range ds.LabelNames {
 		o.declared = append(o.declared, v)
@@ -211,7 +220,7 @@ type verdict struct{ problems, warnings []string }
 // "" when a file cannot be stat'ed (verifyCase then reports it).
 func verifyKey(c Case, channels int, o VerifyOptions) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d|%d|%d|%v|%v", channels, o.NumClasses, o.IgnoreLabel, o.Patch, o.declared)
+	fmt.Fprintf(&b, "%d|%d|%d|%v|%v|%v", channels, o.NumClasses, o.IgnoreLabel, o.Patch, o.declared, o.multi)
 	for _, f := range c.Files() {
 		fi, err := os.Stat(volume.FilePath(f))
 		if err != nil {
@@ -286,7 +295,15 @@ func checkCase(c Case, channels int, o VerifyOptions) (problems, warnings []stri
 		for _, l := range v.Label {
 			hist[l]++
 		}
-		for val := o.NumClasses; val < 256 && o.NumClasses > 0; val++ {
+		if o.multi && o.NumClasses > 0 {
+			for val := 1 << o.NumClasses; val < 256; val++ {
+				if hist[val] > 0 && val != o.IgnoreLabel {
+					problems = append(problems, fmt.Sprintf("%s: bit-packed label byte %d in %d voxels has a bit above the %d classes (model.num_classes)",
+						c.Label, val, hist[val], o.NumClasses))
+				}
+			}
+		}
+		for val := o.NumClasses; val < 256 && o.NumClasses > 0 && !o.multi; val++ {
 			if hist[val] > 0 && val != o.IgnoreLabel {
 				problems = append(problems, fmt.Sprintf("%s: label value %d in %d voxels, outside 0..%d (model.num_classes: %d)",
 					c.Label, val, hist[val], o.NumClasses-1, o.NumClasses))

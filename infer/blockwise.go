@@ -247,7 +247,7 @@ func (m *Model) BlockProbabilities(ctx context.Context, g *BlockGrid, b volume.B
 	if err != nil {
 		return nil, err
 	}
-	Softmax(logits, net.outC, b.Voxels())
+	m.activate(logits, net.outC, b.Voxels())
 	return logits, nil
 }
 

@@ -32,6 +32,11 @@ type Ensemble struct {
 	// data section).
 	Classes, Channels int
 	Data              config.Data
+	// MultiLabel is model.targets multi_label (sigmoid channels), and
+	// RegionsClassOrder the training dataset.json's regions_class_order
+	// for nnU-Net regions (nil: bit-packed labels); see MultiLabelLabels.
+	MultiLabel        bool
+	RegionsClassOrder []int
 }
 
 // NewEnsemble checks that the models can be averaged, that is that they
@@ -58,6 +63,8 @@ func NewEnsemble(models []*Model) (*Ensemble, error) {
 			return nil, err
 		case mc.NumClasses != e.Classes:
 			what = fmt.Sprintf("%d classes (model.num_classes), %s has %d", mc.NumClasses, first.Dir, e.Classes)
+		case mc.MultiLabel() != first.Config.Model.MultiLabel():
+			what = fmt.Sprintf("model.targets %s, %s has %s", cmpOr(mc.Targets), first.Dir, cmpOr(first.Config.Model.Targets))
 		case mc.InChannels != e.Channels:
 			what = fmt.Sprintf("%d input channels (model.in_channels), %s has %d", mc.InChannels, first.Dir, e.Channels)
 		case spec != spec0:
@@ -67,7 +74,26 @@ func NewEnsemble(models []*Model) (*Ensemble, error) {
 			return nil, fmt.Errorf("checkpoints %s and %s cannot be ensembled: %s has %s", first.Dir, m.Dir, m.Dir, what)
 		}
 	}
+	if e.MultiLabel = first.Config.Model.MultiLabel(); e.MultiLabel {
+		// nnU-Net regions paint label values in regions_class_order, which
+		// only the training dataset.json records.
+		if d := first.Config.Data; d.Manifest == "" && d.Dataset != "" {
+			order, err := data.RegionsClassOrder(d.Dataset)
+			if err != nil {
+				return nil, fmt.Errorf("checkpoint %s: its regions_class_order (model.targets multi_label): %w", first.Dir, err)
+			}
+			e.RegionsClassOrder = order
+		}
+	}
 	return e, nil
+}
+
+// cmpOr is a model.targets value as written, softmax for the default "".
+func cmpOr(t string) string {
+	if t == "" {
+		return config.TargetsSoftmax
+	}
+	return t
 }
 
 // specJSON is the preprocessing of a data section as JSON, the form in
@@ -122,8 +148,12 @@ func (e *Ensemble) mean(member func(m *Model) ([]float32, error)) ([]float32, er
 
 // Labels returns the label map of probabilities probs over n voxels:
 // argmax over the classes, or probability > 0.5 for a one-channel
-// (sigmoid) model, the threshold Segment applies to its logit at 0.
+// (sigmoid) model, the threshold Segment applies to its logit at 0, or
+// MultiLabelLabels for a multi-label one.
 func (e *Ensemble) Labels(probs []float32, n int) []uint8 {
+	if e.MultiLabel {
+		return MultiLabelLabels(probs, e.Classes, n, e.RegionsClassOrder)
+	}
 	if e.Classes == 1 {
 		out := make([]uint8, n)
 		for i, p := range probs[:n] {
@@ -152,7 +182,7 @@ func (m *Model) Probabilities(ctx context.Context, v *data.Volume, vc config.Val
 	if err != nil {
 		return nil, err
 	}
-	Softmax(logits, net.outC, v.Shape[0]*v.Shape[1]*v.Shape[2])
+	m.activate(logits, net.outC, v.Shape[0]*v.Shape[1]*v.Shape[2])
 	return logits, nil
 }
 

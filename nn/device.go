@@ -162,6 +162,31 @@ type IgnoreLossDevice interface {
 	SegCountsIgnore(logits, labels Tensor, ignore int) (tp, fp, fn []int64, err error)
 }
 
+// MultiLabelLossDevice is implemented by a device that trains multi-label
+// sigmoid outputs (model.targets multi_label, loss dice_bce: nnU-Net v2's
+// DC_and_BCE_loss). Labels are bit-packed bytes: bit c is set where the
+// voxel belongs to class (channel) c, and with ignore the byte 255 marks a
+// voxel left out of every sum and given a zero gradient; any other byte
+// with a bit ≥ C set is an error naming it. The CPU device implements it; a
+// Criterion for multi-label outputs refuses a device without it.
+type MultiLabelLossDevice interface {
+	// SigmoidMultiLabelLoss writes probs = σ(logits) and returns the sums
+	// against the labels' bits t: CE[n] is Σ over counted voxels and
+	// channels of BCEWithLogits, softplus(z) − t·z; Intersect, PredSum
+	// and TargetSum are Σ σ·t, Σ σ and Σ t per sample and channel;
+	// Counted[n] the voxels not ignored.
+	SigmoidMultiLabelLoss(logits, labels, probs Tensor, ignore bool) (SegStats, error)
+	// SigmoidMultiLabelLossBackward writes dlogits for a loss whose
+	// gradient is bceScale[n] times that of the summed BCE (σ − t in the
+	// logits) plus, through σ, ∂L/∂p[n,v,c] = alpha[n·C+c]·t + beta[n·C+c];
+	// zero at ignored voxels.
+	SigmoidMultiLabelLossBackward(probs, labels Tensor, bceScale, alpha, beta []float32, dlogits Tensor, ignore bool)
+	// SegCountsMultiLabel returns per-channel TP, FP and FN counts of
+	// σ(logits) > 0.5 against the labels' bits (ignored voxels count in
+	// none), nnU-Net's region evaluation.
+	SegCountsMultiLabel(logits, labels Tensor, ignore bool) (tp, fp, fn []int64, err error)
+}
+
 // SGDArgs parameterise one SGD update, with PyTorch's semantics
 // (dampening 0):
 //

@@ -42,22 +42,27 @@ func TestLossGradients(t *testing.T) {
 		classes int
 		ds      bool
 		ignore  bool // a quarter of the labels are loss.ignore_label (= classes)
+		bits    bool // bit-packed multi-label bytes (dice_bce)
 	}{
-		{"ce", loss("ce", nil), 3, false, false},
-		{"dice per sample", loss("dice", nil), 3, false, false},
-		{"dice batch with bg", loss("dice", func(l *config.Loss) { l.BatchDice, l.DoBackground = true, true }), 3, false, false},
-		{"dice_ce", loss("dice_ce", nil), 2, false, false},
-		{"dice_ce deep supervision", loss("dice_ce", nil), 3, true, false},
-		{"cldice", loss("cldice", func(l *config.Loss) { l.CEWeight = ptr(0.3) }), 2, false, false},
-		{"cldice 3 classes", loss("cldice", func(l *config.Loss) { l.SkeletonIters = 2 }), 3, false, false},
-		{"bce", loss("bce", func(l *config.Loss) { l.PosWeight = 2 }), 1, false, false},
-		{"bce deep supervision", loss("bce", nil), 1, true, false},
-		{"bce + cldice", loss("bce", func(l *config.Loss) { l.PosWeight, l.ClDiceWeight, l.SkeletonIters = 3, ptr(0.5), 2 }), 1, false, false},
-		{"bce + cldice deep supervision", loss("bce", func(l *config.Loss) { l.ClDiceWeight = ptr(1.0) }), 1, true, false},
-		{"ce ignore", loss("ce", func(l *config.Loss) { l.IgnoreLabel = ptr(3) }), 3, false, true},
-		{"dice batch with bg ignore", loss("dice", func(l *config.Loss) { l.BatchDice, l.DoBackground, l.IgnoreLabel = true, true, ptr(3) }), 3, false, true},
-		{"dice_ce ignore 255", loss("dice_ce", func(l *config.Loss) { l.IgnoreLabel = ptr(255) }), 2, false, true},
-		{"dice_ce deep supervision ignore", loss("dice_ce", func(l *config.Loss) { l.IgnoreLabel = ptr(3) }), 3, true, true},
+		{"ce", loss("ce", nil), 3, false, false, false},
+		{"dice per sample", loss("dice", nil), 3, false, false, false},
+		{"dice batch with bg", loss("dice", func(l *config.Loss) { l.BatchDice, l.DoBackground = true, true }), 3, false, false, false},
+		{"dice_ce", loss("dice_ce", nil), 2, false, false, false},
+		{"dice_ce deep supervision", loss("dice_ce", nil), 3, true, false, false},
+		{"cldice", loss("cldice", func(l *config.Loss) { l.CEWeight = ptr(0.3) }), 2, false, false, false},
+		{"cldice 3 classes", loss("cldice", func(l *config.Loss) { l.SkeletonIters = 2 }), 3, false, false, false},
+		{"bce", loss("bce", func(l *config.Loss) { l.PosWeight = 2 }), 1, false, false, false},
+		{"bce deep supervision", loss("bce", nil), 1, true, false, false},
+		{"bce + cldice", loss("bce", func(l *config.Loss) { l.PosWeight, l.ClDiceWeight, l.SkeletonIters = 3, ptr(0.5), 2 }), 1, false, false, false},
+		{"bce + cldice deep supervision", loss("bce", func(l *config.Loss) { l.ClDiceWeight = ptr(1.0) }), 1, true, false, false},
+		{"ce ignore", loss("ce", func(l *config.Loss) { l.IgnoreLabel = ptr(3) }), 3, false, true, false},
+		{"dice batch with bg ignore", loss("dice", func(l *config.Loss) { l.BatchDice, l.DoBackground, l.IgnoreLabel = true, true, ptr(3) }), 3, false, true, false},
+		{"dice_ce ignore 255", loss("dice_ce", func(l *config.Loss) { l.IgnoreLabel = ptr(255) }), 2, false, true, false},
+		{"dice_ce deep supervision ignore", loss("dice_ce", func(l *config.Loss) { l.IgnoreLabel = ptr(3) }), 3, true, true, false},
+		{"dice_bce", loss("dice_bce", nil), 3, false, false, true},
+		{"dice_bce batch dice one class", loss("dice_bce", func(l *config.Loss) { l.BatchDice = true }), 1, false, false, true},
+		{"dice_bce ignore 255", loss("dice_bce", func(l *config.Loss) { l.IgnoreLabel, l.CEWeight = ptr(255), ptr(0.7) }), 3, false, true, true},
+		{"dice_bce deep supervision ignore", loss("dice_bce", func(l *config.Loss) { l.IgnoreLabel, l.BatchDice = ptr(255), true }), 2, true, true, true},
 	}
 	for ci, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -78,6 +83,10 @@ func TestLossGradients(t *testing.T) {
 			}
 			lc := max(c.classes, 2)
 			lab := randomLabels(rng, n, size[0], size[1], size[2], lc)
+			if c.bits {
+				// Any set of classes, overlaps included.
+				lab = randomLabels(rng, n, size[0], size[1], size[2], 1<<c.classes)
+			}
 			if c.ignore {
 				for i := range lab {
 					if rng.IntN(4) == 0 {

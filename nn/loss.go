@@ -58,6 +58,8 @@ type Criterion struct {
 	// that leave its voxels out.
 	ignore int
 	idev   IgnoreLossDevice
+	// mdev is the device's multi-label ops (loss dice_bce only).
+	mdev MultiLabelLossDevice
 }
 
 // NewCriterion allocates a criterion for network outputs (logits) of the
@@ -79,7 +81,7 @@ func NewCriterion(dev Device, cfg config.Loss, outputs []Shape) (*Criterion, err
 	if cfg.Name == "bce" && k != 1 {
 		return nil, fmt.Errorf("loss.name: bce needs model.num_classes 1 (a sigmoid output), have %d", k)
 	}
-	if cfg.Name != "bce" && k < 2 {
+	if cfg.Name != "bce" && cfg.Name != "dice_bce" && k < 2 {
 		return nil, fmt.Errorf("loss.name: %s needs model.num_classes >= 2 (softmax over classes), have %d; use bce for one output channel", cfg.Name, k)
 	}
 	n := len(outputs)
@@ -101,7 +103,16 @@ func NewCriterion(dev Device, cfg config.Loss, outputs []Shape) (*Criterion, err
 		}
 	}
 	c := &Criterion{cfg: cfg, dev: dev, k: k, ignore: cfg.Ignore()}
-	if c.ignore >= 0 {
+	if cfg.Name == "dice_bce" {
+		if k > 7 {
+			return nil, fmt.Errorf("model.num_classes: %d multi-label classes, at most 7 fit the bit-packed label byte", k)
+		}
+		mdev, ok := dev.(MultiLabelLossDevice)
+		if !ok {
+			return nil, fmt.Errorf("loss.name: dice_bce (model.targets multi_label): the %s device has no multi-label sigmoid loss yet (the CPU device has); train on cpu", dev.Name())
+		}
+		c.mdev = mdev
+	} else if c.ignore >= 0 {
 		if c.ignore < k {
 			return nil, fmt.Errorf("loss.ignore_label: %d is one of the %d classes; it must be ≥ model.num_classes", c.ignore, k)
 		}
@@ -166,8 +177,8 @@ func (c *Criterion) Grads() []Tensor {
 	return g
 }
 
-// Probs returns the softmax probabilities of output i computed by the last
-// Compute (nil for bce).
+// Probs returns the softmax probabilities (σ for dice_bce) of output i
+// computed by the last Compute (nil for bce).
 func (c *Criterion) Probs(i int) Tensor { return c.outs[i].probs }
 
 // Compute evaluates the loss of outputs (as returned by UNet.Forward)
@@ -192,9 +203,12 @@ func (c *Criterion) Compute(outputs []Tensor, labels Tensor) (LossValue, error) 
 		}
 		var v LossValue
 		var err error
-		if c.cfg.Name == "bce" {
+		switch c.cfg.Name {
+		case "bce":
 			v, err = c.bce(outputs[i], lab, o)
-		} else {
+		case "dice_bce":
+			v, err = c.multiLabel(outputs[i], lab, o)
+		default:
 			v, err = c.softmax(outputs[i], lab, o)
 		}
 		if err != nil {
@@ -314,6 +328,50 @@ func (c *Criterion) softmax(logits, labels Tensor, o *lossOut) (LossValue, error
 	} else {
 		c.dev.SoftmaxLossBackward(o.probs, labels, ceScale, alpha, beta, extra, o.dlogits)
 	}
+	return v, nil
+}
+
+// multiLabel computes nnU-Net's DC_and_BCE_loss of one multi-label
+// output against bit-packed labels and writes its gradient, scaled by the
+// output's weight: BCE with logits averaged over the voxels not ignored
+// and the channels, plus soft Dice on σ(logits) of every channel (no
+// background channel to leave out), the ignored voxels in no sum.
+func (c *Criterion) multiLabel(logits, labels Tensor, o *lossOut) (LossValue, error) {
+	st, err := c.mdev.SigmoidMultiLabelLoss(logits, labels, o.probs, c.ignore >= 0)
+	if err != nil {
+		return LossValue{}, err
+	}
+	n, k := st.N, st.C
+	wBCE, wDice, _ := c.cfg.TermWeights()
+	var v LossValue
+	// nnU-Net averages over every element without an ignore label and
+	// over the kept voxels (not times channels) with one; here it is the
+	// mean over kept elements either way, so one setting of the weights
+	// means the same with and without ignored voxels.
+	var count float64
+	for _, m := range st.Counted {
+		count += m * float64(k)
+	}
+	bceScale := make([]float32, n)
+	if count > 0 {
+		for b := 0; b < n; b++ {
+			v.BCE += st.CE[b] / count
+			bceScale[b] = float32(o.weight * wBCE / count)
+		}
+	}
+	v.Total += wBCE * v.BCE
+	alpha := make([]float32, n*k)
+	beta := make([]float32, n*k)
+	if wDice > 0 {
+		d, a, b := softDice(st, c.cfg.BatchDice, true, c.cfg.Smooth)
+		v.Dice = d
+		v.Total += wDice * d
+		for i := range alpha {
+			alpha[i] = float32(o.weight * wDice * a[i])
+			beta[i] = float32(o.weight * wDice * b[i])
+		}
+	}
+	c.mdev.SigmoidMultiLabelLossBackward(o.probs, labels, bceScale, alpha, beta, o.dlogits, c.ignore >= 0)
 	return v, nil
 }
 

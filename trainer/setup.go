@@ -315,6 +315,10 @@ func (t *trainer) openData() error {
 	t.loader = loader
 	t.closers = append(t.closers, func() { loader.Close() })
 	t.classNames = runlog.ClassNames(loader.Dataset().LabelNames)
+	if names := loader.Dataset().MultiLabelNames; names != nil {
+		// Multi-label Dice is per channel, every channel a class.
+		t.classNames = names
+	}
 	t.log.Info("data", "cases", len(loader.Dataset().Cases), "train", len(loader.TrainCases()), "validation", len(loader.ValCases()),
 		"source", loader.Source, "workers", loader.Pool().Workers())
 	if t.model.Config().InChannels != loader.Channels() {

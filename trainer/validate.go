@@ -46,7 +46,7 @@ type validator struct {
 // validation patch (nnU-Net's "pseudo Dice").
 type PatchScores struct {
 	Loss float64
-	Dice []float64 // classes 1..K−1
+	Dice []float64 // classes 1..K−1 (0..K−1 multi-label: every channel)
 }
 
 // due reports whether validation runs after epoch (1-based) of epochs.
@@ -102,6 +102,8 @@ func (v *validator) patches(ctx context.Context) (PatchScores, error) {
 	dev := v.model.Device()
 	var tp, fp, fn []int64
 	lossSum, n := 0.0, 0
+	multi := v.loss.Name == "dice_bce"
+
 	for i := 0; i < v.batches.BatchesPerEpoch(); i++ {
 		b, err := v.batches.Next(ctx)
 		if err != nil {
@@ -127,7 +129,11 @@ func (v *validator) patches(ctx context.Context) (PatchScores, error) {
 			return PatchScores{}, fmt.Errorf("validation loss: %w", err)
 		}
 		var t, f, g []int64
-		if ig, ok := dev.(nn.IgnoreLossDevice); ok && v.loss.Ignore() >= 0 {
+		if md, ok := dev.(nn.MultiLabelLossDevice); ok && multi {
+			// Each channel is its own class: σ > 0.5 against its bit
+			// (the criterion already refused a device without this op).
+			t, f, g, err = md.SegCountsMultiLabel(out[0], v.label, v.loss.Ignore() >= 0)
+		} else if ig, ok := dev.(nn.IgnoreLossDevice); ok && v.loss.Ignore() >= 0 {
 			// The ignored voxels count in no metric (nnU-Net's evaluation);
 			// the criterion already refused a device without this op.
 			t, f, g, err = ig.SegCountsIgnore(out[0], v.label, v.loss.Ignore())
@@ -169,7 +175,13 @@ func (v *validator) patches(ctx context.Context) (PatchScores, error) {
 	}
 	lossSum, n = sums[0], int(math.Round(sums[1]))
 	sc := PatchScores{Loss: lossSum / float64(max(n, 1))}
-	for c := 1; c < len(tp); c++ {
+	// Channel 0 is background for softmax outputs, a class of its own
+	// for multi-label ones.
+	first := 1
+	if multi {
+		first = 0
+	}
+	for c := first; c < len(tp); c++ {
 		sc.Dice = append(sc.Dice, metrics.Confusion{TP: tp[c], FP: fp[c], FN: fn[c]}.Dice())
 	}
 	return sc, nil

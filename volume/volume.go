@@ -208,7 +208,9 @@ func Formats() []string {
 // Open opens path with the first registered format that matches it; a
 // window's path (WindowPath) opens its file's window, and a masked
 // label's path (MaskedPath) its label with the mask applied, and a
-// resampled file's path (ResampledPath) its file on the grid it names.
+// resampled file's path (ResampledPath) its file on the grid it names;
+// a bit-packed or looked-up label's path (PackedPath, LUTPath) its
+// multi-label bytes.
 func Open(path string) (File, error) {
 	// The resampling is the outermost suffix: it may resample a masked
 	// label.
@@ -221,6 +223,25 @@ func Open(path string) (File, error) {
 		return nil, err
 	} else if ok {
 		return openMasked(path, label, mask, value)
+	}
+	if base, lut, ok, err := SplitLUT(path); err != nil {
+		return nil, err
+	} else if ok {
+		f, err := Open(base)
+		if err != nil {
+			return nil, err
+		}
+		l, err := LookedUp(f, lut)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return l, nil
+	}
+	if files, ok, err := SplitPacked(path); err != nil {
+		return nil, err
+	} else if ok {
+		return openPacked(path, files)
 	}
 	if base, box, ok, err := SplitWindow(path); err != nil {
 		return nil, err

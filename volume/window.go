@@ -52,12 +52,20 @@ func SplitWindow(path string) (base string, box Box, ok bool, err error) {
 // FilePath is the path of the file on disk that path reads: the file of a
 // window, the label's file of a masked label (MaskedPath; its mask is a
 // second file, which SplitMask names), the file of a resampled one
-// (ResampledPath), else path itself.
+// (ResampledPath), the first class's file of a bit-packed label
+// (PackedPath), the label map of a looked-up one (LUTPath), else path
+// itself.
 func FilePath(path string) string {
 	if i := strings.LastIndex(path, resampleTag); i >= 0 {
 		path = path[:i]
 	}
 	if i := strings.Index(path, maskTag); i >= 0 {
+		path = path[:i]
+	}
+	if i := strings.LastIndex(path, lutTag); i >= 0 {
+		path = path[:i]
+	}
+	if i := strings.Index(path, bitsTag); i >= 0 {
 		path = path[:i]
 	}
 	if i := strings.LastIndex(path, windowTag); i >= 0 {

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestTrainMultiLabelManifest trains sigmoid multi-label outputs on a
+// manifest whose crops give one binary array per class, the two classes
+// overlapping: the loss falls and validation reports one Dice per class.
+func TestTrainMultiLabelManifest(t *testing.T) {
+	dir := t.TempDir()
+	// Class a where a slab pattern holds, class b on a band that overlaps
+	// it; the raw shows both (a adds 100, b adds 50), so a model can learn.
+	a := func(z, y, x int) bool { return (z/3+y/4+x/5)%3 == 0 }
+	b := func(z, y, x int) bool { return (y+x)%8 < 3 }
+	bin := func(f func(z, y, x int) bool) func(z, y, x int) float32 {
+		return func(z, y, x int) float32 { return map[bool]float32{true: 1}[f(z, y, x)] }
+	}
+	writeOMEZarr(t, filepath.Join(dir, "raw.zarr"), [3]int{32, 40, 48}, [3]float64{}, false,
+		func(z, y, x int) float32 { return 100*bin(a)(z, y, x) + 50*bin(b)(z, y, x) + float32((z+y+x)%7) })
+	los := [][3]int{{4, 8, 8}, {16, 20, 24}, {2, 2, 30}}
+	var crops strings.Builder
+	for k, lo := range los {
+		id := []string{"c1", "c2", "c3"}[k]
+		for name, f := range map[string]func(z, y, x int) bool{"a": a, "b": b} {
+			writeOMEZarr(t, filepath.Join(dir, id, name+".zarr"), [3]int{12, 16, 16}, [3]float64{}, true,
+				func(z, y, x int) float32 { return bin(f)(lo[0]+z, lo[1]+y, lo[2]+x) })
+		}
+		fmt.Fprintf(&crops, "      - {labels: {a: %s/a.zarr, b: %s/b.zarr}, offset: [%d, %d, %d]}\n", id, id, lo[0], lo[1], lo[2])
+	}
+	manifest := "classes: {a: 0, b: 1}\nvolumes:\n  - raw: raw.zarr\n    crops:\n" + crops.String()
+	if err := os.WriteFile(filepath.Join(dir, "manifest.yaml"), []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "run.yaml")
+	err := os.WriteFile(cfgPath, []byte("experiment: multi\nseed: 3\ndata:\n  manifest: manifest.yaml\n  fold: 0\n  num_folds: 3\n  workers: 2\n  normalization: [zscore]\n"+
+		"model:\n  num_classes: 2\n  targets: multi_label\n  features: [4, 8]\nloss:\n  name: dice_bce\noptim:\n  name: adamw\n  lr: 0.01\n"+
+		"train:\n  epochs: 6\n  iterations_per_epoch: 3\n  patch_size: [8, 16, 16]\n  batch_size: 2\n"), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := filepath.Join(dir, "runs")
+	if out, errb, err := runCmd(t, "--config", cfgPath, "--output-dir", runs, "--threads", "2"); err != nil {
+		t.Fatalf("training: %v\n%s\n%s", err, out, errb)
+	}
+	f, err := os.Open(filepath.Join(runs, "multi", "fold_0", "run_0", "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines []map[string]any
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, m)
+	}
+	if len(lines) < 2 {
+		t.Fatalf("%d metrics lines, want one per epoch", len(lines))
+	}
+	first, _ := lines[0]["train_loss"].(float64)
+	last, _ := lines[len(lines)-1]["train_loss"].(float64)
+	dice, _ := lines[len(lines)-1]["val_dice"].([]any)
+	t.Logf("train loss %v → %v, validation Dice %v", first, last, dice)
+	if !(last < first) || len(dice) != 2 {
+		t.Fatalf("train loss %v → %v, last validation Dice %v: want a falling loss and one Dice per class", first, last, dice)
+	}
+}
