@@ -212,7 +212,12 @@ func checkBackOnFullGrid(t *testing.T, v *Volume) {
 	for i, l := range v.Label {
 		probs[int(l)*n+i] = 1
 	}
-	pb, err := v.ProbabilitiesOnSourceGrid(probs, 3)
+	pb, err := v.ProbabilitiesOnSourceGrid(probs, 3, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Sigmoid channels (multi-label) are each 0 outside the crop: no class.
+	sg, err := v.ProbabilitiesOnSourceGrid(probs, 3, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,6 +226,12 @@ func checkBackOnFullGrid(t *testing.T, v *Volume) {
 		inside := v.Crop.Contains(volume.Box{Lo: p, Hi: [3]int{p[0] + 1, p[1] + 1, p[2] + 1}})
 		if !inside && (lbl[i] != 0 || pb[i] != 1) {
 			t.Fatalf("voxel %v outside the crop %v: label %d, background probability %g", p, v.Crop, lbl[i], pb[i])
+		}
+		if !inside && (sg[i] != 0 || sg[sn+i] != 0 || sg[2*sn+i] != 0) {
+			t.Fatalf("voxel %v outside the crop %v: sigmoid probabilities %g %g %g, want 0", p, v.Crop, sg[i], sg[sn+i], sg[2*sn+i])
+		}
+		if inside && (sg[i] != pb[i] || sg[sn+i] != pb[sn+i]) {
+			t.Fatalf("voxel %v inside the crop: sigmoid and softmax mapping differ", p)
 		}
 		if s := pb[i] + pb[sn+i] + pb[2*sn+i]; math.Abs(float64(s)-1) > 1e-5 {
 			t.Fatalf("voxel %v: probabilities sum to %g", p, s)

@@ -129,7 +129,7 @@ func (v *Volume) LabelsOnSourceGrid(labels []uint8) ([]uint8, error) {
 // outside the box are background with probability 1. Linear interpolation
 // is a convex combination with the same weights for every class, so each
 // voxel stays a distribution. Without either it returns probs itself.
-func (v *Volume) ProbabilitiesOnSourceGrid(probs []float32, c int) ([]float32, error) {
+func (v *Volume) ProbabilitiesOnSourceGrid(probs []float32, c int, sigmoid bool) ([]float32, error) {
 	n := v.Shape[0] * v.Shape[1] * v.Shape[2]
 	if c < 1 || len(probs) != c*n {
 		return nil, fmt.Errorf("probabilities have %d values, %d classes on the grid %v hold %d", len(probs), c, v.Shape, c*n)
@@ -158,9 +158,11 @@ func (v *Volume) ProbabilitiesOnSourceGrid(probs []float32, c int) ([]float32, e
 	if src := v.sourceShape(); cs != src {
 		sn := src[0] * src[1] * src[2]
 		full := make([]float32, c*sn)
-		for i := range sn {
-			full[i] = 1 // background outside the box
-		}
+		if !sigmoid {
+			for i := range sn {
+				full[i] = 1 // background (softmax channel 0) outside the box
+			}
+		} // sigmoid channels (multi-label) are each 0 there: no class
 		for k := range c {
 			preprocess.Paste(full[k*sn:(k+1)*sn], src, out[k*cn:(k+1)*cn], box)
 		}

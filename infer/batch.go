@@ -207,7 +207,7 @@ func (e *Ensemble) predictCase(ctx context.Context, v *data.Volume, keepProbs bo
 	}
 	p := predicted{labels: labels, shape: shape}
 	if keepProbs {
-		if p.probs, err = ProbabilitiesOnSourceGrid(v, probs, e.Classes); err != nil {
+		if p.probs, err = ProbabilitiesOnSourceGrid(v, probs, e.Classes, e.MultiLabel); err != nil {
 			return predicted{}, err
 		}
 	}
