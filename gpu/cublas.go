@@ -69,13 +69,9 @@ static int vt_gemm_bf16(void *fn, void *handle, int transa, int transb, int m, i
 import "C"
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"unsafe"
 
-	"github.com/voxtrain/voxtrain/gpu/internal/libpath"
 	"gorgonia.org/cu"
 )
 
@@ -148,27 +144,10 @@ type cublas struct {
 // creates a handle — a library too new for the driver fails cublasCreate
 // and the next, older one is tried. The error lists every attempt.
 func openCuBLAS(stream cu.Stream, math Math) (*cublas, error) {
-	cands := libpath.Candidates(cublasSonames, os.Getenv(CuBLASEnv), os.Getenv("LD_LIBRARY_PATH"), nil)
-	var tried []string
-	for _, p := range cands {
-		b, err := tryCuBLAS(p, stream, math)
-		if err == nil {
-			return b, nil
-		}
-		if !errors.Is(err, errNoLib) || strings.Contains(p, "/") && fileExists(p) {
-			tried = append(tried, err.Error())
-		}
-	}
-	if len(tried) == 0 {
-		tried = append(tried, fmt.Sprintf("no file found among %d candidates (%s, ...)", len(cands), strings.Join(cands[:min(4, len(cands))], ", ")))
-	}
-	return nil, fmt.Errorf("cannot load cuBLAS (%s): %s; install the CUDA runtime libraries (the nvidia/cuda *-runtime images have them) or point %s at libcublas.so.12 or its directory",
-		strings.Join(cublasSonames, ", "), strings.Join(tried, "; "), CuBLASEnv)
+	return openFirst("cuBLAS", cublasSonames, CuBLASEnv,
+		"install the CUDA runtime libraries (the nvidia/cuda *-runtime images have them) or point "+CuBLASEnv+" at libcublas.so.12 or its directory",
+		func(p string) (*cublas, error) { return tryCuBLAS(p, stream, math) })
 }
-
-var errNoLib = errors.New("cannot open")
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 func tryCuBLAS(path string, stream cu.Stream, math Math) (*cublas, error) {
 	cp := C.CString(path)

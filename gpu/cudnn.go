@@ -93,14 +93,10 @@ static int vt_dnn_run(void *fn, void *h, void *d1, CUdeviceptr p1, void *d2, CUd
 import "C"
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"unsafe"
 
 	"github.com/voxtrain/voxtrain/gpu/internal/dnn"
-	"github.com/voxtrain/voxtrain/gpu/internal/libpath"
 	"gorgonia.org/cu"
 )
 
@@ -143,27 +139,15 @@ var _ dnn.Lib[cu.DevicePtr] = (*cudnn)(nil)
 // creates a handle. The error names every candidate that failed, or says
 // where it looked.
 func openCuDNN(d *Device) (*cudnn, error) {
-	cands := libpath.Candidates(cudnnSonames, os.Getenv(CuDNNEnv), os.Getenv("LD_LIBRARY_PATH"), nil)
-	var tried []string
-	for _, p := range cands {
+	return openFirst("cuDNN", cudnnSonames, CuDNNEnv, "", func(p string) (*cudnn, error) {
 		var l *cudnn
 		err := d.thread.do(func() error {
 			var err error
 			l, err = tryCuDNN(d, p)
 			return err
 		})
-		if err == nil {
-			return l, nil
-		}
-		if !errors.Is(err, errNoLib) || strings.Contains(p, "/") && fileExists(p) {
-			tried = append(tried, err.Error())
-		}
-	}
-	if len(tried) == 0 {
-		tried = append(tried, fmt.Sprintf("no file found among %d candidates (%s, ...; %s and LD_LIBRARY_PATH searched)",
-			len(cands), strings.Join(cands[:min(3, len(cands))], ", "), CuDNNEnv))
-	}
-	return nil, fmt.Errorf("cannot load cuDNN (%s): %s", strings.Join(cudnnSonames, ", "), strings.Join(tried, "; "))
+		return l, err
+	})
 }
 
 func tryCuDNN(d *Device, path string) (*cudnn, error) {

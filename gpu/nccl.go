@@ -72,13 +72,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"unsafe"
 
 	"github.com/voxtrain/voxtrain/dist"
 	"github.com/voxtrain/voxtrain/gpu/internal/ccl"
-	"github.com/voxtrain/voxtrain/gpu/internal/libpath"
 	"github.com/voxtrain/voxtrain/nn"
 	"gorgonia.org/cu"
 )
@@ -105,27 +102,15 @@ var _ ccl.Lib[cu.DevicePtr] = (*ncclLib)(nil)
 // openNCCL finds and opens NCCL (see libpath.Candidates, NCCLEnv); the
 // error names every candidate that failed, or says where it looked.
 func openNCCL(d *Device) (*ncclLib, error) {
-	cands := libpath.Candidates(ncclSonames, os.Getenv(NCCLEnv), os.Getenv("LD_LIBRARY_PATH"), nil)
-	var tried []string
-	for _, p := range cands {
+	return openFirst("NCCL", ncclSonames, NCCLEnv, "PyTorch's wheels have it in site-packages/nvidia/nccl/lib", func(p string) (*ncclLib, error) {
 		var l *ncclLib
 		err := d.thread.do(func() error {
 			var err error
 			l, err = tryNCCL(d, p)
 			return err
 		})
-		if err == nil {
-			return l, nil
-		}
-		if !errors.Is(err, errNoLib) || strings.Contains(p, "/") && fileExists(p) {
-			tried = append(tried, err.Error())
-		}
-	}
-	if len(tried) == 0 {
-		tried = append(tried, fmt.Sprintf("no file found among %d candidates (%s, ...; %s and LD_LIBRARY_PATH searched; PyTorch's wheels have it in site-packages/nvidia/nccl/lib)",
-			len(cands), strings.Join(cands[:min(3, len(cands))], ", "), NCCLEnv))
-	}
-	return nil, fmt.Errorf("cannot load NCCL (%s): %s", strings.Join(ncclSonames, ", "), strings.Join(tried, "; "))
+		return l, err
+	})
 }
 
 func tryNCCL(d *Device, path string) (*ncclLib, error) {
