@@ -39,11 +39,17 @@ func bloscDecompress(src []byte, want int) ([]byte, error) {
 // independently, so a reader that needs only part of a chunk decodes
 // only the blocks holding that part (decodeBlocks).
 type bloscFrame struct {
-	src       []byte // the container, cut to its stated size
+	// src holds the container's bytes from offset base on: the whole
+	// container (base 0), or a window of it holding some blocks' streams
+	// (window, withWindow), or nothing (a header kept for its layout).
+	src       []byte
+	base      int
+	cbytes    int // the container's size
 	flags     byte
 	typesize  int
-	nbytes    int // decoded size
-	blocksize int // decoded bytes per block (the last may hold fewer)
+	nbytes    int   // decoded size
+	blocksize int   // decoded bytes per block (the last may hold fewer)
+	starts    []int // where each block's streams start in the container
 }
 
 // parseBlosc reads a blosc container's header and checks it against the
@@ -67,7 +73,7 @@ func parseBlosc(src []byte, want int) (bloscFrame, error) {
 	if cbytes > len(src) || cbytes < bloscHeader {
 		return f, fmt.Errorf("blosc: header says %d bytes, the stream has %d", cbytes, len(src))
 	}
-	f.src = src[:cbytes]
+	f.src, f.cbytes = src[:cbytes], cbytes
 	if f.typesize == 0 {
 		return f, fmt.Errorf("blosc: type size 0")
 	}
@@ -86,7 +92,40 @@ func parseBlosc(src []byte, want int) (bloscFrame, error) {
 	if bloscHeader+4*f.nblocks() > cbytes {
 		return f, fmt.Errorf("blosc: %d blocks do not fit %d bytes", f.nblocks(), cbytes)
 	}
+	f.starts = make([]int, f.nblocks())
+	for j := range f.starts {
+		f.starts[j] = int(binary.LittleEndian.Uint32(src[bloscHeader+4*j:]))
+	}
 	return f, nil
+}
+
+// window returns the container's byte range [lo, hi) holding the streams
+// of blocks [j0, j1): from the first of their starts to where the next
+// block's streams begin (or the container ends) after the last. c-blosc
+// writes blocks in order, so this is about their compressed size.
+func (f bloscFrame) window(j0, j1 int) (lo, hi int) {
+	if f.flags&bloscMemcpyed != 0 || len(f.starts) == 0 {
+		return bloscHeader, f.cbytes
+	}
+	lo, hi = f.cbytes, bloscHeader
+	for j := j0; j < j1; j++ {
+		s := f.starts[j]
+		end := f.cbytes
+		for _, t := range f.starts {
+			if t > s && t < end {
+				end = t
+			}
+		}
+		lo, hi = min(lo, s), max(hi, end)
+	}
+	return max(lo, bloscHeader), min(max(hi, lo), f.cbytes)
+}
+
+// withWindow is f with b, the container's bytes [lo, lo+len(b)), as its
+// source: the blocks whose streams lie there decode from it.
+func (f bloscFrame) withWindow(b []byte, lo int) bloscFrame {
+	f.src, f.base = b, lo
+	return f
 }
 
 // nblocks is the number of blocks; an uncompressed (memcpyed) container
@@ -146,13 +185,22 @@ func (f bloscFrame) decodeBlock(j int, out, tmp []byte) error {
 		return fmt.Errorf("blosc: a %d-byte buffer for block %d of %d bytes", len(out), j, hi-lo)
 	}
 	if f.flags&bloscMemcpyed != 0 {
-		copy(out, f.src[bloscHeader:])
+		if at := bloscHeader - f.base; at < 0 || at+len(out) > len(f.src) {
+			return fmt.Errorf("blosc: the uncompressed bytes lie outside the %d bytes read at %d", len(f.src), f.base)
+		}
+		copy(out, f.src[bloscHeader-f.base:])
 		return nil
 	}
+	// Offsets below are the container's; src holds it from base on, and
+	// cbytes is where the bytes read end (the container's end when src
+	// is all of it).
 	src, flags, typesize, blocksize, nbytes := f.src, f.flags, f.typesize, f.blocksize, f.nbytes
-	cbytes := len(src)
+	cbytes := f.base + len(src)
 	codec := flags >> 5
-	start := int(binary.LittleEndian.Uint32(src[bloscHeader+4*j:]))
+	start := f.starts[j]
+	if start < f.base {
+		return fmt.Errorf("blosc: block %d starts at %d, before the bytes read at %d", j, start, f.base)
+	}
 	bsize := len(out)
 	leftover := j == f.nblocks()-1 && nbytes%blocksize != 0
 	doShuffle := flags&bloscShuffle != 0 && typesize > 1
@@ -174,15 +222,15 @@ func (f bloscFrame) decodeBlock(j int, out, tmp []byte) error {
 		if off < 0 || off+4 > cbytes {
 			return fmt.Errorf("blosc: block %d split %d starts at %d, past the %d-byte stream", j, s, off, cbytes)
 		}
-		n := int(binary.LittleEndian.Uint32(src[off:]))
+		n := int(binary.LittleEndian.Uint32(src[off-f.base:]))
 		off += 4
 		if n < 0 || n > cbytes-off {
 			return fmt.Errorf("blosc: block %d split %d has %d bytes, past the stream", j, s, n)
 		}
 		part := buf[s*neblock : (s+1)*neblock]
-		if n == neblock {
-			copy(part, src[off:off+n])
-		} else if err := bloscCodec(codec, src[off:off+n], part); err != nil {
+		if rel := off - f.base; n == neblock {
+			copy(part, src[rel:rel+n])
+		} else if err := bloscCodec(codec, src[rel:rel+n], part); err != nil {
 			return fmt.Errorf("blosc: block %d split %d: %w", j, s, err)
 		}
 		off += n

@@ -36,6 +36,8 @@ type testServer struct {
 	stall bool
 	// before, when set, sees every GET first; true: it answered.
 	before func(w http.ResponseWriter, r *http.Request) bool
+	// root is the folder served ("": testdata).
+	root string
 
 	mu       sync.Mutex
 	seen     map[string]int // attempts per distinct GET
@@ -122,7 +124,11 @@ func (s *testServer) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "try later", http.StatusServiceUnavailable)
 		return
 	}
-	f, err := os.Open(filepath.Join("testdata", filepath.FromSlash(strings.TrimPrefix(p, "/"))))
+	root := s.root
+	if root == "" {
+		root = "testdata"
+	}
+	f, err := os.Open(filepath.Join(root, filepath.FromSlash(strings.TrimPrefix(p, "/"))))
 	if err != nil {
 		http.NotFound(w, r)
 		return

@@ -3,6 +3,7 @@ package zarr
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"strconv"
 	"sync"
@@ -122,6 +123,9 @@ func (a *array) partChunk(idx []int, b0, b1 int) (*chunkData, func(), error) {
 
 	// The chunk's header (its block layout), cached on its own, says
 	// which blocks hold [b0, b1); each block is cached as decoded bytes.
+	// The first read of a chunk reads all of it; later ones read only
+	// the byte range of the blocks they miss (one pread, or one Range GET
+	// from an http store).
 	hv, err := a.cache.get(path+"#blosc", func() (any, int64, error) {
 		if err := fetch(); err != nil {
 			return nil, 0, err
@@ -131,7 +135,7 @@ func (a *array) partChunk(idx []int, b0, b1 int) (*chunkData, func(), error) {
 		}
 		h := frame
 		h.src = nil // the layout only: the bytes are not kept
-		return &h, 64, nil
+		return &h, 64 + 8*int64(len(h.starts)), nil
 	})
 	if err != nil {
 		return fail(err)
@@ -142,19 +146,45 @@ func (a *array) partChunk(idx []int, b0, b1 int) (*chunkData, func(), error) {
 		return nil, func() {}, nil
 	}
 	j0, j1 := head.blocksOf(b0, b1)
+	var (
+		win        bloscFrame // the bytes of blocks [wj0, wj1), read by range
+		wj0, wj1   int
+		haveWindow bool
+	)
+	source := func(j int) (bloscFrame, error) {
+		if fetched {
+			if missing || frame.blocksize != head.blocksize || frame.nbytes != head.nbytes || frame.flags != head.flags {
+				return frame, fmt.Errorf("chunk %s (array %s): changed while being read (its blosc header differs from the one read before)", path, a.m.file)
+			}
+			return frame, nil
+		}
+		if haveWindow && j >= wj0 && j < wj1 {
+			return win, nil
+		}
+		// The blocks from j to the last this read needs: some may be
+		// cached already, but one request beats one per block.
+		lo, hi := head.window(j, j1)
+		b, _, err := a.src.st.getRange(a.src.ctx, path, int64(lo), int64(hi-lo))
+		if err == nil && len(b) != hi-lo {
+			err = fmt.Errorf("%d of %d bytes at %d: %w", len(b), hi-lo, lo, io.ErrUnexpectedEOF)
+		}
+		if err != nil {
+			return win, fmt.Errorf("chunk %s (array %s): blocks %d to %d: %w", path, a.m.file, j, j1-1, err)
+		}
+		win, wj0, wj1, haveWindow = head.withWindow(b, lo), j, j1, true
+		return win, nil
+	}
 	for j := j0; j < j1; j++ {
 		lo, hi := head.blockSpan(j)
 		err := a.cache.use(path+"#b"+strconv.Itoa(j), func() (any, int64, error) {
-			if err := fetch(); err != nil {
+			f, err := source(j)
+			if err != nil {
 				return nil, 0, err
-			}
-			if missing || frame.blocksize != head.blocksize || frame.nbytes != head.nbytes || frame.flags != head.flags {
-				return nil, 0, fmt.Errorf("chunk %s (array %s): changed while being read (its blosc header differs from the one read before)", path, a.m.file)
 			}
 			blk := newBlock(hi - lo)
 			tmp := getBuf(hi - lo)
 			defer putBuf(tmp)
-			if err := frame.decodeBlock(j, blk.b, tmp); err != nil {
+			if err := f.decodeBlock(j, blk.b, tmp); err != nil {
 				blk.recycle()
 				return nil, 0, fmt.Errorf("chunk %s (array %s): %w", path, a.m.file, err)
 			}

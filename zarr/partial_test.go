@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -200,5 +201,69 @@ func TestCacheRecyclesOnlyUnusedValues(t *testing.T) {
 	c.reset()
 	if fmt.Sprint(log) != "[a b big c]" {
 		t.Fatalf("after reset recycled %v, want [a b big c]", log)
+	}
+}
+
+// TestPartialReadsFetchOnlyMissingBlocks: over HTTP with a cache, the
+// first read of a chunk GETs all of it; a later read of other blocks of
+// the same chunk GETs only their byte range (a Range GET much shorter
+// than the chunk), and both reads return the stored values.
+func TestPartialReadsFetchOnlyMissingBlocks(t *testing.T) {
+	root := t.TempDir()
+	shape := [3]int{16, 8, 8}
+	vals := writeBloscArray(t, filepath.Join(root, "a.zarr"), shape, shape, 256, bloscShuffle, 5)
+	type get struct {
+		rng string
+		n   int64
+	}
+	var mu sync.Mutex
+	var gets []get
+	srv := newTestServer(t, func(s *testServer) {
+		s.root = root
+		s.before = func(w http.ResponseWriter, r *http.Request) bool {
+			if strings.HasSuffix(r.URL.Path, "/0.0.0") {
+				mu.Lock()
+				gets = append(gets, get{rng: r.Header.Get("Range")})
+				mu.Unlock()
+			}
+			return false
+		}
+	})
+	st, err := os.Stat(filepath.Join(root, "a.zarr", "0.0.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := OpenWith(srv.URL+"/a.zarr", Options{CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// 16·8·8 uint16 in 256-byte blocks: two z-slices a block, 8 blocks.
+	for _, b := range []volume.Box{
+		{Hi: [3]int{2, 8, 8}},                        // block 0: the whole chunk is read
+		{Lo: [3]int{13, 1, 1}, Hi: [3]int{16, 5, 6}}, // blocks 6, 7: their range only
+		{Lo: [3]int{1, 0, 0}, Hi: [3]int{14, 8, 8}},  // blocks 1..5 missing
+	} {
+		dst := [][]float32{make([]float32, b.Voxels())}
+		if err := f.ReadRegion(b, dst); err != nil {
+			t.Fatal(err)
+		}
+		if d := diffBox(dst[0], vals, shape, b); d != "" {
+			t.Fatalf("box %v: %s", b, d)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(gets) != 3 || gets[0].rng != "" || gets[1].rng == "" || gets[2].rng == "" {
+		t.Fatalf("GETs of the chunk: %+v, want a whole GET, then two Range GETs", gets)
+	}
+	for _, g := range gets[1:] {
+		var lo, hi int64
+		if _, err := fmt.Sscanf(g.rng, "bytes=%d-%d", &lo, &hi); err != nil {
+			t.Fatalf("Range %q: %v", g.rng, err)
+		}
+		if n := hi - lo + 1; n <= 0 || n >= st.Size()*3/4 {
+			t.Errorf("Range %q: %d bytes of a %d-byte chunk, want only the missing blocks'", g.rng, n, st.Size())
+		}
 	}
 }
