@@ -197,6 +197,9 @@ func (l *Loader) pickSource() error {
 // dataset's files as they are now.
 func (l *Loader) openStore() (*storeSource, error) {
 	dir := l.cfg.StoreDir()
+	if err := storable(l.ds); err != nil {
+		return nil, err
+	}
 	st, err := store.Open(dir)
 	if err != nil {
 		return nil, err

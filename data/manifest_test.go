@@ -345,3 +345,30 @@ func TestManifestMask(t *testing.T) {
 		}
 	}
 }
+
+// TestPreparedStoreRefusesChunkedCases: `train prepare` (and source
+// store) on a manifest's crops or on Zarr case folders fails at once
+// naming the case, the file and source gz, instead of failing to hash a
+// window path or a folder.
+func TestPreparedStoreRefusesChunkedCases(t *testing.T) {
+	fx := newManifestFixture(t, "")
+	zdir := t.TempDir()
+	writeZarr(t, filepath.Join(zdir, "imagesTr", "a_0000.zarr"), [3]int{4, 4, 4}, func(i int) float64 { return float64(i) }, false)
+	writeZarr(t, filepath.Join(zdir, "labelsTr", "a.zarr"), [3]int{4, 4, 4}, func(i int) float64 { return float64(i % 2) }, true)
+	if err := os.WriteFile(filepath.Join(zdir, "dataset.json"), []byte(`{"channel_names":{"0":"EM"},"labels":{"background":0,"a":1},"numTraining":1,"file_ending":".zarr"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		cfg  config.Data
+		want string
+	}{
+		{config.Data{Manifest: filepath.Join(fx.dir, "manifest.yaml"), Normalization: config.StringList{"none"}}, "case c1 reads " + fx.raw + "#window="},
+		{config.Data{Dataset: zdir}, "case a reads " + filepath.Join(zdir, "imagesTr", "a_0000.zarr") + " (a chunked store"},
+	} {
+		c.cfg.Fold, c.cfg.Workers, c.cfg.Store = -1, workers(1), filepath.Join(t.TempDir(), "store")
+		_, err := Prepare(context.Background(), filled(c.cfg), PrepareOptions{Logger: discard()})
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "data.source: gz") {
+			t.Errorf("Prepare: %v, want an error with %q naming data.source: gz", err, c.want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"sync"
 	"time"
 
@@ -104,6 +105,9 @@ func Prepare(ctx context.Context, cfg config.Data, opt PrepareOptions) (*Prepare
 // and cfg's ct statistics are resolved: it brings the store up to date
 // with opt.Workers goroutines (at least one).
 func prepareStore(ctx context.Context, cfg config.Data, ds *Dataset, ch int, opt PrepareOptions) (*PrepareReport, error) {
+	if err := storable(ds); err != nil {
+		return nil, err
+	}
 	opt.Workers = max(1, opt.Workers)
 	p := preprocess.SpecOf(cfg)
 	dir := cfg.StoreDir()
@@ -171,6 +175,30 @@ func prepareStore(ctx context.Context, cfg config.Data, ds *Dataset, ch int, opt
 }
 
 // prepareCase rebuilds one case unless it is current.
+// storable checks that every case of ds is made of whole files, which
+// the prepared store can fingerprint (size, mtime, content hash) to tell
+// when a case must be prepared again. A window of a chunked volume (a
+// manifest's crop), a derived label (masked, resampled, bit-packed) or a
+// chunked store (Zarr, N5: a folder of chunks, possibly terabytes) is
+// not: such datasets read their chunks lazily through source gz, which
+// needs no store.
+func storable(ds *Dataset) error {
+	for _, c := range ds.Cases {
+		for _, f := range c.Files() {
+			why := ""
+			if volume.FilePath(f) != f {
+				why = "a window or derived volume of " + volume.FilePath(f)
+			} else if st, err := os.Stat(f); err == nil && st.IsDir() {
+				why = "a chunked store (a folder)"
+			}
+			if why != "" {
+				return fmt.Errorf("data.source: the prepared store holds cases made of whole files, and case %s reads %s (%s); use data.source: gz, which reads its chunks lazily", c.ID, f, why)
+			}
+		}
+	}
+	return nil
+}
+
 func prepareCase(w *store.Writer, c Case, channels int, p *preprocess.Spec, src *Volume, opt PrepareOptions) (bool, error) {
 	files := c.Files()
 	ok, now, why, err := store.Current(w.Entry(c.ID), files)
