@@ -363,7 +363,7 @@ func TestPreparedStoreRefusesChunkedCases(t *testing.T) {
 		want string
 	}{
 		{config.Data{Manifest: filepath.Join(fx.dir, "manifest.yaml"), Normalization: config.StringList{"none"}}, "case c1 reads " + fx.raw + "#window="},
-		{config.Data{Dataset: zdir}, "case a reads " + filepath.Join(zdir, "imagesTr", "a_0000.zarr") + " (a chunked store"},
+		{config.Data{Dataset: zdir}, "case a reads " + filepath.Join(zdir, "imagesTr", "a_0000.zarr") + " (a folder: a chunked store"},
 	} {
 		c.cfg.Fold, c.cfg.Workers, c.cfg.Store = -1, workers(1), filepath.Join(t.TempDir(), "store")
 		_, err := Prepare(context.Background(), filled(c.cfg), PrepareOptions{Logger: discard()})

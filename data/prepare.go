@@ -189,7 +189,7 @@ func storable(ds *Dataset) error {
 			if volume.FilePath(f) != f {
 				why = "a window or derived volume of " + volume.FilePath(f)
 			} else if st, err := os.Stat(f); err == nil && st.IsDir() {
-				why = "a chunked store (a folder)"
+				why = "a folder: a chunked store or a stack of slices"
 			}
 			if why != "" {
 				return fmt.Errorf("data.source: the prepared store holds cases made of whole files, and case %s reads %s (%s); use data.source: gz, which reads its chunks lazily", c.ID, f, why)
