@@ -61,10 +61,6 @@ func (c *Config) Validate() error {
 		} else {
 			bad("loss.name", "dice_bce trains multi-label sigmoid outputs; set model.targets: multi_label (or use dice_ce for softmax classes)")
 		}
-	} else if multi && c.Validation.Mode != "patch" {
-		// Sliding-window validation scores argmax label maps; sigmoid
-		// channels need their own thresholding there first.
-		bad("validation.mode", "%s: model.targets multi_label validates on patches only for now; set validation.mode: patch", c.Validation.Mode)
 	} else if n := c.Loss.Ignore(); !multi && n >= 0 && n < c.Model.NumClasses {
 		// A class's own value cannot also be ignored.
 		bad("loss.ignore_label", "%d is a class (model.num_classes %d counts labels 0..%d); the ignore label must be ≥ model.num_classes (nnU-Net: the highest label value)",

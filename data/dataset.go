@@ -69,6 +69,12 @@ type Dataset struct {
 	// regions (the label value region r paints in a prediction), nil
 	// otherwise.
 	RegionsClassOrder []int
+	// RegionBits maps each label value of nnU-Net regions to the bits of
+	// the regions holding it (the ignore label to 255), the table every
+	// case's label reads through; nil otherwise. Scoring a prediction
+	// painted by RegionsClassOrder through it gives nnU-Net's region
+	// masks (np.isin(seg, region)) as bits.
+	RegionBits []uint8
 	// IgnoreLabel is the label value dataset.json's "labels" names
 	// "ignore" (nnU-Net v2's ignore label; 0: none). Verify holds it to
 	// loss.ignore_label.
@@ -351,6 +357,7 @@ func (m *datasetJSON) applyRegions(ds *Dataset) {
 	}
 	ds.LabelNames = nil
 	ds.RegionsClassOrder = m.classOrder
+	ds.RegionBits = lut[:]
 	for i := range ds.Cases {
 		if ds.Cases[i].Label != "" {
 			ds.Cases[i].Label = volume.LUTPath(ds.Cases[i].Label, lut)

@@ -330,7 +330,7 @@ func Folder(pairs []Pair, o Options) (*Summary, error) {
 		for j, l := range labels {
 			m, ok := all[i].metrics[l]
 			if !ok {
-				m = fromCounts(0, 0, 0, all[i].total)
+				m = FromCounts(0, 0, 0, all[i].total)
 			}
 			cases[i].Metrics[j] = m
 		}

@@ -25,11 +25,11 @@ type Metrics struct {
 	HD95           float64
 }
 
-// fromCounts fills Metrics from voxel counts as nnU-Net's compute_metrics
+// FromCounts fills Metrics from voxel counts as nnU-Net's compute_metrics
 // does: Dice and IoU are NaN when the label is in neither prediction nor
 // reference (tp+fp+fn = 0; nnunetv2 ≥ 2.2 sets np.nan explicitly, older
 // versions got it from 0/0).
-func fromCounts(tp, fp, fn, tn int64) Metrics {
+func FromCounts(tp, fp, fn, tn int64) Metrics {
 	m := Metrics{TP: float64(tp), FP: float64(fp), FN: float64(fn), TN: float64(tn),
 		NPred: float64(tp + fp), NRef: float64(tp + fn), Dice: math.NaN(), IoU: math.NaN(), HD95: math.NaN()}
 	if tp+fp+fn > 0 {
@@ -85,7 +85,7 @@ func (p *Pairs) Metrics(label int) Metrics {
 		fn += p.n[k<<8|label]
 	}
 	tp = p.n[label<<8|label]
-	return fromCounts(tp, fp, fn, p.total-tp-fp-fn)
+	return FromCounts(tp, fp, fn, p.total-tp-fp-fn)
 }
 
 // Present returns the foreground labels (> 0) found in the prediction or

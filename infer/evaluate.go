@@ -72,6 +72,15 @@ func (m *Model) Evaluate(ctx context.Context, o EvalOptions) (*Scores, error) {
 		return nil, errors.New("evaluate: no labelled cases to score")
 	}
 	classes := m.net.Config().NumClasses
+	multi := m.net.Config().MultiLabel()
+	names := ds.LabelNames
+	if multi {
+		// Class c is label c+1 in the scores (SummariseMultiLabel).
+		names = map[int]string{}
+		for c, n := range ds.MultiLabelNames {
+			names[c+1] = n
+		}
+	}
 	var out []evaluation.Case
 	for _, c := range cases {
 		if err := ctx.Err(); err != nil {
@@ -101,7 +110,22 @@ func (m *Model) Evaluate(ctx context.Context, o EvalOptions) (*Scores, error) {
 				return nil, err
 			}
 		}
-		sc, err := ScoreCase(cs.ID, labels, ref, classes, o.Validation.HD95, m.Config.Loss.Ignore())
+		var sc evaluation.Case
+		if multi {
+			// The written labels are nnU-Net's painted regions or the
+			// classes' bits; scored as bits, regions through the
+			// dataset's table (as nnU-Net's np.isin(seg, region)).
+			bits := labels
+			if ds.RegionBits != nil {
+				bits = make([]uint8, len(labels))
+				for i, l := range labels {
+					bits[i] = ds.RegionBits[l]
+				}
+			}
+			sc, err = ScoreCaseMultiLabel(cs.ID, bits, ref, classes, o.Validation.HD95, m.Config.Loss.Ignore() >= 0)
+		} else {
+			sc, err = ScoreCase(cs.ID, labels, ref, classes, o.Validation.HD95, m.Config.Loss.Ignore())
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -114,10 +138,13 @@ func (m *Model) Evaluate(ctx context.Context, o EvalOptions) (*Scores, error) {
 		}
 		out = append(out, sc)
 		if o.Log != nil {
-			fmt.Fprintf(o.Log, "%s  Dice %s\n", cs.ID, fmtDice(sc, ds.LabelNames))
+			fmt.Fprintf(o.Log, "%s  Dice %s\n", cs.ID, fmtDice(sc, names))
 		}
 	}
 	res := Summarise(classes, ds.LabelNames, o.Validation.HD95, out)
+	if multi {
+		res = SummariseMultiLabel(ds.MultiLabelNames, o.Validation.HD95, out)
+	}
 	if o.OutputDir != "" {
 		if err := res.Write(filepath.Join(o.OutputDir, "summary.json")); err != nil {
 			return res, err

@@ -1,7 +1,15 @@
 package infer
 
 import (
+	"context"
+	"fmt"
 	"math"
+
+	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/data"
+	"github.com/voxtrain/voxtrain/evaluation"
+	"github.com/voxtrain/voxtrain/metrics"
+	"github.com/voxtrain/voxtrain/volume"
 )
 
 // Multi-label models (model.targets multi_label) have one sigmoid channel
@@ -56,4 +64,97 @@ func MultiLabelLabels(probs []float32, c, n int, order []int) []uint8 {
 		}
 	}
 	return out
+}
+
+// SegmentMultiLabel predicts a multi-label model's classes on a
+// preprocessed volume as bit-packed bytes (bit c: class c), the encoding
+// its references read as: a sliding window as Segment's, σ per channel,
+// then MultiLabelLabels — for nnU-Net regions (order, the dataset's
+// RegionsClassOrder) the label map nnU-Net writes, turned back into
+// region bits through bits (Dataset.RegionBits), as nnU-Net scores
+// regions (np.isin of the written segmentation); for per-class labels
+// (order nil) the bits of the channels above 0.5.
+func SegmentMultiLabel(ctx context.Context, net *DeviceNet, vol *data.Volume, v config.Validation, order []int, bits []uint8) ([]uint8, error) {
+	if len(vol.Image) != net.inC {
+		return nil, fmt.Errorf("the model takes %d channels, the volume has %d", net.inC, len(vol.Image))
+	}
+	if order != nil && len(bits) != 256 {
+		return nil, fmt.Errorf("regions: a table of %d label values, want 256", len(bits))
+	}
+	w := Window{Patch: net.patch, Overlap: v.Overlap, BatchSize: net.batch}
+	if v.Mirror {
+		w.MirrorAxes = []int{0, 1, 2}
+	}
+	logits, err := Predict(ctx, net, vol.Image, vol.Shape, net.outC, w)
+	if err != nil {
+		return nil, err
+	}
+	n := vol.Shape[0] * vol.Shape[1] * vol.Shape[2]
+	Sigmoid(logits[:net.outC*n])
+	out := MultiLabelLabels(logits, net.outC, n, order)
+	if order != nil {
+		for i, l := range out {
+			out[i] = bits[l]
+		}
+	}
+	return out, nil
+}
+
+// ScoreCaseMultiLabel scores bit-packed predictions against bit-packed
+// references, every channel (bit) c of classes its own label c+1 in the
+// result (evaluation's labels are 1-based): TP, FP, FN, TN, Dice and IoU
+// of bit c, and HD95 when asked; with ignore, voxels whose reference is
+// 255 count in none of them, as the multi-label loss leaves them out.
+func ScoreCaseMultiLabel(id string, pred []uint8, v *data.Volume, classes int, hd95, ignore bool) (evaluation.Case, error) {
+	ref := v.Label
+	if len(pred) != len(ref) {
+		return evaluation.Case{}, fmt.Errorf("case %s: prediction has %d voxels, reference %d", id, len(pred), len(ref))
+	}
+	var cs evaluation.Case
+	for c := range classes {
+		var tp, fp, fn, tn int64
+		bit := uint8(1) << c
+		for i, r := range ref {
+			if ignore && r == volume.IgnoreByte {
+				continue
+			}
+			switch p, t := pred[i]&bit != 0, r&bit != 0; {
+			case p && t:
+				tp++
+			case p:
+				fp++
+			case t:
+				fn++
+			default:
+				tn++
+			}
+		}
+		m := evaluation.FromCounts(tp, fp, fn, tn)
+		if hd95 {
+			a := make([]bool, len(pred))
+			b := make([]bool, len(ref))
+			for i := range pred {
+				a[i] = pred[i]&bit != 0
+				b[i] = ref[i]&bit != 0 && !(ignore && ref[i] == volume.IgnoreByte)
+			}
+			var err error
+			if m.HD95, err = metrics.HD95(a, b, metrics.Shape(v.Shape), v.Spacing); err != nil {
+				return evaluation.Case{}, fmt.Errorf("case %s: %w", id, err)
+			}
+		}
+		cs.Metrics = append(cs.Metrics, m)
+	}
+	return cs, nil
+}
+
+// SummariseMultiLabel averages multi-label case scores per class, class c
+// as label c+1 named names[c].
+func SummariseMultiLabel(names []string, hd95 bool, cases []evaluation.Case) *Scores {
+	labels := make([]int, len(names))
+	byLabel := map[int]string{}
+	for c, n := range names {
+		labels[c] = c + 1
+		byLabel[c+1] = n
+	}
+	return evaluation.Summarise(labels, byLabel, hd95, cases)
 }

@@ -1,6 +1,12 @@
 package infer
 
-import "testing"
+import (
+	"math"
+	"testing"
+
+	"github.com/voxtrain/voxtrain/data"
+	"github.com/voxtrain/voxtrain/evaluation"
+)
 
 // TestMultiLabelLabels: nnU-Net regions paint regions_class_order's
 // values, later regions over earlier ones (BraTS: whole tumour 2, core 1,
@@ -29,5 +35,46 @@ func TestMultiLabelLabels(t *testing.T) {
 	Sigmoid(x)
 	if x[0] != 0.5 || x[1] < 0.88 || x[1] > 0.881 || x[1]+x[2] < 0.99999 || x[1]+x[2] > 1.00001 {
 		t.Errorf("Sigmoid: %v", x)
+	}
+}
+
+// TestScoreCaseMultiLabel: each bit is scored on its own against the
+// reference's bits (overlapping classes count for both), voxels whose
+// reference is 255 count in none with ignore and as every class without.
+func TestScoreCaseMultiLabel(t *testing.T) {
+	// bit 0 and bit 1; voxel 5's reference is ignored.
+	pred := []uint8{3, 1, 0, 2, 3, 1}
+	ref := []uint8{3, 0, 1, 2, 2, 255}
+	v := &data.Volume{Label: ref, Shape: [3]int{1, 2, 3}, Spacing: [3]float64{1, 1, 1}}
+	cs, err := ScoreCaseMultiLabel("x", pred, v, 2, false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// bit 0: pred {0,1,4}, ref {0,2}: TP 1, FP 2, FN 1, TN 1.
+	// bit 1: pred {0,3,4}, ref {0,3,4}: TP 3, FP 0, FN 0, TN 2.
+	want := [][4]float64{{1, 2, 1, 1}, {3, 0, 0, 2}}
+	for c, m := range cs.Metrics {
+		if got := [4]float64{m.TP, m.FP, m.FN, m.TN}; got != want[c] {
+			t.Errorf("bit %d: TP FP FN TN %v, want %v", c, got, want[c])
+		}
+	}
+	if d := cs.Metrics[0].Dice; math.Abs(d-0.4) > 1e-12 {
+		t.Errorf("bit 0 Dice %g, want 2·1/(2·1+2+1) = 0.4", d)
+	}
+	// Without ignore, 255 holds every bit: voxel 5 is a TP of bit 0 and
+	// an FN of bit 1.
+	cs, err = ScoreCaseMultiLabel("x", pred, v, 2, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := cs.Metrics[0]; m.TP != 2 {
+		t.Errorf("without ignore, bit 0 TP %g, want 2", m.TP)
+	}
+	if m := cs.Metrics[1]; m.FN != 1 {
+		t.Errorf("without ignore, bit 1 FN %g, want 1", m.FN)
+	}
+	s := SummariseMultiLabel([]string{"a", "b"}, false, []evaluation.Case{cs})
+	if len(s.Labels) != 2 || s.Labels[0] != 1 || s.Names[2] != "b" {
+		t.Errorf("summary labels %v names %v, want 1, 2 named a, b", s.Labels, s.Names)
 	}
 }

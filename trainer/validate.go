@@ -251,13 +251,26 @@ func (v *validator) sliding(ctx context.Context) (*infer.Scores, error) {
 		if vol.Label == nil {
 			return nil, fmt.Errorf("validation case %s has no label", id)
 		}
-		pred, err := infer.Segment(ctx, v.net, vol, v.cfg)
-		if err != nil {
-			return nil, fmt.Errorf("validation case %s: %w", id, err)
-		}
-		cs, err := infer.ScoreCase(id, pred, vol, v.model.Config().NumClasses, v.cfg.HD95, v.loss.Ignore())
-		if err != nil {
-			return nil, err
+		var cs evaluation.Case
+		if ds := v.loader.Dataset(); v.model.Config().MultiLabel() {
+			// Sigmoid channels, scored bit by bit (regions as nnU-Net
+			// scores its written segmentation).
+			pred, err := infer.SegmentMultiLabel(ctx, v.net, vol, v.cfg, ds.RegionsClassOrder, ds.RegionBits)
+			if err != nil {
+				return nil, fmt.Errorf("validation case %s: %w", id, err)
+			}
+			cs, err = infer.ScoreCaseMultiLabel(id, pred, vol, v.model.Config().NumClasses, v.cfg.HD95, v.loss.Ignore() >= 0)
+			if err != nil {
+				return nil, err
+			}
+		} else {
+			pred, err := infer.Segment(ctx, v.net, vol, v.cfg)
+			if err != nil {
+				return nil, fmt.Errorf("validation case %s: %w", id, err)
+			}
+			if cs, err = infer.ScoreCase(id, pred, vol, v.model.Config().NumClasses, v.cfg.HD95, v.loss.Ignore()); err != nil {
+				return nil, err
+			}
 		}
 		cs.ReferenceFile = v.loader.Dataset().Cases[c].Label
 		out = append(out, cs)
@@ -267,6 +280,9 @@ func (v *validator) sliding(ctx context.Context) (*infer.Scores, error) {
 		if out, err = v.job.gatherCases(out, all); err != nil {
 			return nil, fmt.Errorf("validation: %w", err)
 		}
+	}
+	if names := v.loader.Dataset().MultiLabelNames; v.model.Config().MultiLabel() {
+		return infer.SummariseMultiLabel(names, v.cfg.HD95, out), nil
 	}
 	return infer.Summarise(v.model.Config().NumClasses, v.loader.Dataset().LabelNames, v.cfg.HD95, out), nil
 }

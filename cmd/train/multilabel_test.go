@@ -12,7 +12,8 @@ import (
 
 // TestTrainMultiLabelManifest trains sigmoid multi-label outputs on a
 // manifest whose crops give one binary array per class, the two classes
-// overlapping: the loss falls and validation reports one Dice per class.
+// overlapping: the loss falls and validation (patches, then sliding
+// window over the held-out crops) reports one Dice per class.
 func TestTrainMultiLabelManifest(t *testing.T) {
 	dir := t.TempDir()
 	// Class a where a slab pattern holds, class b on a band that overlaps
@@ -41,7 +42,10 @@ func TestTrainMultiLabelManifest(t *testing.T) {
 	cfgPath := filepath.Join(dir, "run.yaml")
 	err := os.WriteFile(cfgPath, []byte("experiment: multi\nseed: 3\ndata:\n  manifest: manifest.yaml\n  fold: 0\n  num_folds: 3\n  workers: 2\n  normalization: [zscore]\n"+
 		"model:\n  num_classes: 2\n  targets: multi_label\n  features: [4, 8]\nloss:\n  name: dice_bce\noptim:\n  name: adamw\n  lr: 0.01\n"+
-		"train:\n  epochs: 6\n  iterations_per_epoch: 3\n  patch_size: [8, 16, 16]\n  batch_size: 2\n"), 0o644)
+		"train:\n  epochs: 6\n  iterations_per_epoch: 3\n  patch_size: [8, 16, 16]\n  batch_size: 2\n"+
+		// Both: the patches' pseudo-Dice, then the whole held-out crops by
+		// sliding window, scored class by class (what val_dice keeps).
+		"validation:\n  mode: both\n"), 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +74,11 @@ func TestTrainMultiLabelManifest(t *testing.T) {
 	last, _ := lines[len(lines)-1]["train_loss"].(float64)
 	dice, _ := lines[len(lines)-1]["val_dice"].([]any)
 	t.Logf("train loss %v → %v, validation Dice %v", first, last, dice)
+	for _, d := range dice {
+		if x, ok := d.(float64); !ok || x < 0.3 || x > 1 {
+			t.Fatalf("validation Dice %v: want each class's sliding-window Dice in [0.3, 1] (the patches gave about 0.69)", dice)
+		}
+	}
 	if !(last < first) || len(dice) != 2 {
 		t.Fatalf("train loss %v → %v, last validation Dice %v: want a falling loss and one Dice per class", first, last, dice)
 	}
