@@ -60,6 +60,36 @@ type Criterion struct {
 	idev   IgnoreLossDevice
 	// mdev is the device's multi-label ops (loss dice_bce only).
 	mdev MultiLabelLossDevice
+	// ranks and sumRanks make a batch Dice global over a data-parallel
+	// job (SetBatchReducer); sumRanks nil: a process alone.
+	ranks    int
+	sumRanks func(xs []float64) error
+}
+
+// SetBatchReducer makes the batch Dice (loss.batch_dice) of a
+// data-parallel job of ranks processes the global batch's, as nnU-Net v2's
+// Dice losses do under DDP (they all-gather the sums): before the Dice and
+// its gradient are computed, sum replaces the per-class sums of this
+// rank's batch (intersection, prediction and target sums, 3·classes
+// values, all ≥ 0) by their sums over the ranks. Every rank must call
+// Compute at the same steps, so that the calls of sum match: one per
+// output of non-zero weight, highest resolution first. An error from sum
+// fails Compute.
+//
+// The gradient each rank then writes is ranks times the global Dice's
+// gradient with respect to its own outputs, because the job averages its
+// ranks' parameter gradients (Learner.ReduceGrads divides their sum by
+// N = ranks). The global loss is L = CE + D with D the global batch Dice
+// and CE = (1/N)·Σ_r CE_r, each CE_r rank r's mean over its own voxels
+// (equal shares: the global mean). Rank r's outputs z_r depend on the
+// shared weights θ, so ∂L/∂θ = Σ_r (∂CE/∂z_r + ∂D/∂z_r)·∂z_r/∂θ, and
+// with rank r's gradient g_r = (∂CE_r/∂z_r + N·∂D/∂z_r)·∂z_r/∂θ the
+// average (1/N)·Σ_r g_r is exactly that. nnU-Net gets the same factor N
+// from its all-gather's backward (an all-reduce of the gradients) before
+// DDP's average. Per-sample Dice (batch_dice false) is a mean over
+// samples like CE and needs neither.
+func (c *Criterion) SetBatchReducer(ranks int, sum func(xs []float64) error) {
+	c.ranks, c.sumRanks = ranks, sum
 }
 
 // NewCriterion allocates a criterion for network outputs (logits) of the
@@ -304,7 +334,10 @@ func (c *Criterion) softmax(logits, labels Tensor, o *lossOut) (LossValue, error
 	alpha := make([]float32, n*k)
 	beta := make([]float32, n*k)
 	if wDice > 0 {
-		d, a, b := softDice(st, c.cfg.BatchDice, c.cfg.DoBackground, c.cfg.Smooth)
+		d, a, b, err := c.softDice(st, c.cfg.DoBackground)
+		if err != nil {
+			return LossValue{}, err
+		}
 		v.Dice = d
 		v.Total += wDice * d
 		for i := range alpha {
@@ -363,7 +396,10 @@ func (c *Criterion) multiLabel(logits, labels Tensor, o *lossOut) (LossValue, er
 	alpha := make([]float32, n*k)
 	beta := make([]float32, n*k)
 	if wDice > 0 {
-		d, a, b := softDice(st, c.cfg.BatchDice, true, c.cfg.Smooth)
+		d, a, b, err := c.softDice(st, true)
+		if err != nil {
+			return LossValue{}, err
+		}
 		v.Dice = d
 		v.Total += wDice * d
 		for i := range alpha {
@@ -375,9 +411,46 @@ func (c *Criterion) multiLabel(logits, labels Tensor, o *lossOut) (LossValue, er
 	return v, nil
 }
 
-// softDice returns the Dice loss 1 − mean(dc) and its gradient
-// coefficients: ∂loss/∂p[n,v,c] = a[n·C+c]·[label = c] + b[n·C+c].
-func softDice(st SegStats, batch, doBG bool, smooth float64) (loss float64, a, b []float64) {
+// softDice returns the soft Dice loss of st and its gradient coefficients
+// (see diceTerms): per sample, or with loss.batch_dice over the batch —
+// the job's global batch when the criterion has a batch reducer.
+func (c *Criterion) softDice(st SegStats, doBG bool) (loss float64, a, b []float64, err error) {
+	if !c.cfg.BatchDice {
+		loss, a, b = diceTerms(st, false, doBG, c.cfg.Smooth, nil, 1)
+		return loss, a, b, nil
+	}
+	sums := batchSums(st)
+	scale := 1.0
+	if c.sumRanks != nil {
+		if err := c.sumRanks(sums); err != nil {
+			return 0, nil, nil, fmt.Errorf("batch Dice over the ranks: %w", err)
+		}
+		scale = float64(c.ranks)
+	}
+	loss, a, b = diceTerms(st, true, doBG, c.cfg.Smooth, sums, scale)
+	return loss, a, b, nil
+}
+
+// batchSums returns the batch's per-class sums of st: intersections,
+// then prediction sums, then target sums, C values each.
+func batchSums(st SegStats) []float64 {
+	n, k := st.N, st.C
+	sums := make([]float64, 3*k)
+	for c := 0; c < k; c++ {
+		for s := 0; s < n; s++ {
+			sums[c] += st.Intersect[s*k+c]
+			sums[k+c] += st.PredSum[s*k+c]
+			sums[2*k+c] += st.TargetSum[s*k+c]
+		}
+	}
+	return sums
+}
+
+// diceTerms returns the Dice loss 1 − mean(dc) and its gradient
+// coefficients: ∂loss/∂p[n,v,c] = a[n·C+c]·[label = c] + b[n·C+c]. With
+// batch, the dc of each class is that of sums (batchSums' layout), and
+// the coefficients are scaled by gradScale (see SetBatchReducer).
+func diceTerms(st SegStats, batch, doBG bool, smooth float64, sums []float64, gradScale float64) (loss float64, a, b []float64) {
 	n, k := st.N, st.C
 	a, b = make([]float64, n*k), make([]float64, n*k)
 	c0 := 1
@@ -391,17 +464,11 @@ func softDice(st SegStats, batch, doBG bool, smooth float64) (loss float64, a, b
 	if batch {
 		m := float64(k - c0)
 		for c := c0; c < k; c++ {
-			var in, ps, ts float64
-			for s := 0; s < n; s++ {
-				in += st.Intersect[s*k+c]
-				ps += st.PredSum[s*k+c]
-				ts += st.TargetSum[s*k+c]
-			}
-			t := dc(in, ps, ts)
+			t := dc(sums[c], sums[k+c], sums[2*k+c])
 			loss += t.num / t.den / m
 			for s := 0; s < n; s++ {
-				a[s*k+c] = -2 / (t.den * m)
-				b[s*k+c] = t.num / (t.den * t.den * m)
+				a[s*k+c] = -2 / (t.den * m) * gradScale
+				b[s*k+c] = t.num / (t.den * t.den * m) * gradScale
 			}
 		}
 		return 1 - loss, a, b

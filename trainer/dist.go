@@ -179,9 +179,11 @@ type hostData interface{ Data() []float32 }
 // ranks: summed by dist.AllReduceBuckets (DDP's 25 MiB buckets, last
 // layers first), then multiplied by 1/N. Each rank's loss is the mean
 // over its own samples, and the shares are equal, so the mean of the
-// ranks' gradients is the gradient of the global batch's mean loss — up
-// to float summation order, and except where a loss term is not a mean
-// over samples (batch Dice; see docs/DISTRIBUTED.md).
+// ranks' gradients is the gradient of the global batch's mean loss, up
+// to float summation order. A batch Dice is not such a mean: each rank
+// computes the global batch's (sumDiceSums) and writes N times its
+// gradient with respect to its own outputs (nn.Criterion.SetBatchReducer),
+// so that this mean is again the global loss's gradient.
 //
 // A communicator that reduces on the device (NCCL) gets the gradient
 // tensors themselves.
@@ -314,6 +316,47 @@ func (j *job) sumFloat64(xs []float64) error {
 	}
 	for i := range xs {
 		xs[i] = float64(buf[2*i]) + float64(buf[2*i+1])
+	}
+	return nil
+}
+
+// diceFrac is the resolution of sumDiceSums: 2⁻⁴⁸.
+const diceFrac = 1 << 48
+
+// sumDiceSums sums a batch Dice's per-class sums (of probabilities and
+// voxel counts: non-negative, and below the batch's voxel count) over the
+// ranks, for nn.Criterion.SetBatchReducer. Each value is cut into its
+// integer part and its fraction in units of 2⁻⁴⁸, and both are summed as
+// integers (sumInt64, exact): the result is the exact sum of the values
+// rounded to 2⁻⁴⁸ — every bit of a value ≥ 2⁻⁵, far more than the float32
+// probabilities they sum carry — the same bits on every rank, whatever
+// the order of the ranks. (split64's float32 halves would lose the bits
+// below float32's 24 where the ranks' values are summed.) A value that is
+// NaN, infinite, negative or ≥ 2⁵² (no Dice sum is) comes out NaN, so the
+// step's loss is NaN on every rank, as one process's would be.
+func (j *job) sumDiceSums(xs []float64) error {
+	if j.size() == 1 {
+		return nil
+	}
+	parts := make([]int64, 3*len(xs)) // integer part, fraction, bad
+	for i, x := range xs {
+		if !(x >= 0 && x < 1<<52) { // NaN fails both
+			parts[3*i+2] = 1
+			continue
+		}
+		ip := math.Floor(x)
+		parts[3*i] = int64(ip)
+		parts[3*i+1] = int64(math.Round((x - ip) * diceFrac))
+	}
+	if err := j.sumInt64(parts); err != nil {
+		return err
+	}
+	for i := range xs {
+		if parts[3*i+2] != 0 {
+			xs[i] = math.NaN()
+			continue
+		}
+		xs[i] = float64(parts[3*i]) + float64(parts[3*i+1])/diceFrac
 	}
 	return nil
 }

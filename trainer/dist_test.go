@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"net"
 	"path/filepath"
 	"slices"
@@ -49,13 +50,16 @@ func startJob(t *testing.T, n int) []dist.Comm {
 }
 
 // distConfig is tinyConfig with a per-rank batch, the same splits file and
-// output directory for every rank, and nnU-Net's loss with per-sample
-// Dice (whose gradient averages over ranks; batch Dice would not).
-func distConfig(t *testing.T, out, splits string, batch int) *config.Config {
+// output directory for every rank, nnU-Net's loss with per-sample Dice,
+// and mods' changes.
+func distConfig(t *testing.T, out, splits string, batch int, mods ...func(*config.Config)) *config.Config {
 	c := tinyConfig(t, out)
 	c.Data.SplitsFile = splits
 	c.Train.BatchSize = batch
 	c.Loss.BatchDice = false
+	for _, m := range mods {
+		m(c)
+	}
 	if testutil.Race {
 		// The communicator and the job's calls under the race detector;
 		// the numbers need fewer steps and no sliding window.
@@ -89,9 +93,10 @@ func (l *sampleLog) hook(rank, ranks int) func(epoch, step int, s []data.Sample)
 }
 
 // runJob runs one training on n ranks (goroutines joined over TCP; n = 1:
-// no job) with batch b each, and returns rank 0's result.
-func runJob(t *testing.T, out, splits string, n, b int, o Options, log *sampleLog) (*Result, error) {
-	res, errs := runRanks(t, out, splits, n, b, func(int, *Options) {}, o, log)
+// no job) with batch b each and distConfig changed by mods, and returns
+// rank 0's result.
+func runJob(t *testing.T, out, splits string, n, b int, o Options, log *sampleLog, mods ...func(*config.Config)) (*Result, error) {
+	res, errs := runRanks(t, out, splits, n, b, func(int, *Options) {}, o, log, mods...)
 	for r := 1; r < n; r++ {
 		if (errs[r] == nil) != (errs[0] == nil) || res[r].Steps != res[0].Steps || res[r].Epochs != res[0].Epochs {
 			t.Errorf("rank %d ended with %v after %d steps, rank 0 with %v after %d", r, errs[r], res[r].Steps, errs[0], res[0].Steps)
@@ -100,9 +105,9 @@ func runJob(t *testing.T, out, splits string, n, b int, o Options, log *sampleLo
 	return res[0], errs[0]
 }
 
-// runRanks runs one training on n ranks, each with o changed by perRank,
-// and returns every rank's result and error.
-func runRanks(t *testing.T, out, splits string, n, b int, perRank func(int, *Options), o Options, log *sampleLog) ([]*Result, []error) {
+// runRanks runs one training on n ranks, each with o changed by perRank
+// and distConfig by mods, and returns every rank's result and error.
+func runRanks(t *testing.T, out, splits string, n, b int, perRank func(int, *Options), o Options, log *sampleLog, mods ...func(*config.Config)) ([]*Result, []error) {
 	t.Helper()
 	var comms []dist.Comm
 	if n > 1 {
@@ -125,7 +130,7 @@ func runRanks(t *testing.T, out, splits string, n, b int, perRank func(int, *Opt
 				ro.onSamples = log.hook(r, n)
 			}
 			perRank(r, &ro)
-			res[r], errs[r] = Run(context.Background(), distConfig(t, out, splits, b), ro)
+			res[r], errs[r] = Run(context.Background(), distConfig(t, out, splits, b, mods...), ro)
 		}()
 	}
 	wg.Wait()
@@ -166,24 +171,39 @@ func closeTo(t *testing.T, what string, a, b []nn.HostTensor, rel float64) {
 
 // Two ranks with batch 1 train the weights one process with batch 2 does,
 // up to float summation order, through validation and checkpoints; every
-// rank logs the same numbers, and only rank 0 writes.
+// rank logs the same numbers, and only rank 0 writes. With per-sample
+// Dice the ranks' averaged gradients are the global batch's as they are;
+// with batch Dice because the ranks sum its statistics over the job
+// (nn.Criterion.SetBatchReducer) and scale its gradient.
 func TestTwoRanksMatchOneProcessWithTheGlobalBatch(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trains three times")
+		t.Skip("trains four times")
 	}
+	for _, tc := range []struct {
+		name string
+		mod  func(*config.Config)
+	}{
+		{"per-sample Dice", func(*config.Config) {}},
+		{"batch Dice", func(c *config.Config) { c.Loss.BatchDice = true }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { twoRanksMatchOne(t, tc.mod) })
+	}
+}
+
+func twoRanksMatchOne(t *testing.T, mod func(*config.Config)) {
 	splits := filepath.Join(t.TempDir(), "splits.json")
-	one, err := runJob(t, t.TempDir(), splits, 1, 2, Options{}, nil)
+	one, err := runJob(t, t.TempDir(), splits, 1, 2, Options{}, nil, mod)
 	if err != nil {
 		t.Fatal(err)
 	}
-	two, err := runJob(t, t.TempDir(), splits, 2, 1, Options{}, nil)
+	two, err := runJob(t, t.TempDir(), splits, 2, 1, Options{}, nil, mod)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if epochs := distConfig(t, t.TempDir(), splits, 1).Train.Epochs; two.Steps != int64(3*epochs) || two.Epochs != epochs {
 		t.Fatalf("two ranks: %+v", two)
 	}
-	c := distConfig(t, t.TempDir(), splits, 2)
+	c := distConfig(t, t.TempDir(), splits, 2, mod)
 	m1, o1 := loadFinal(t, c, one.RunDir)
 	m2, o2 := loadFinal(t, c, two.RunDir)
 	closeTo(t, "weights", m1, m2, 1e-4)
@@ -273,5 +293,71 @@ func TestOneRankStoppingStopsAll(t *testing.T) {
 	loadFinal(t, c, res[0].RunDir)
 	if n := len(testutil.DirNames(t, filepath.Join(res[0].RunDir, "checkpoints"))); n != 2 { // ckpt-… and last
 		t.Errorf("checkpoints: %v", testutil.DirNames(t, filepath.Join(res[0].RunDir, "checkpoints")))
+	}
+}
+
+// sumDiceSums gives every rank the same bits, within 2⁻⁴⁸ per rank of
+// the exact sum, even where a sum of float32 halves (split64) would lose
+// the bits below float32's 24 (the first value: 5e6 + 0.5 + 0.3 + 0.3,
+// where float32's spacing is 0.5); a NaN, negative or huge value on one
+// rank makes that value NaN on all.
+func TestSumDiceSumsOverRanks(t *testing.T) {
+	const n = 3
+	comms := startJob(t, n)
+	defer func() {
+		for _, c := range comms {
+			go c.Close()
+		}
+	}()
+	in := func(r int) []float64 {
+		xs := []float64{[]float64{5e6 + 0.5, 0.3, 0.3}[r], 1e3 + float64(r+1)/3, 1e-3 * float64(r+1), 0, 7, 8, 9}
+		switch r {
+		case 0:
+			xs[4] = math.NaN()
+		case 1:
+			xs[5] = -1e-9
+		case 2:
+			xs[6] = 1 << 53
+		}
+		return xs
+	}
+	out := make([][]float64, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			j := &job{comm: comms[r], ctx: context.Background()}
+			out[r] = in(r)
+			errs[r] = j.sumDiceSums(out[r])
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	for i := range out[0] {
+		if i >= 4 {
+			if !math.IsNaN(out[0][i]) {
+				t.Errorf("value %d: %v, want NaN (one rank's is not a Dice sum)", i, out[0][i])
+			}
+			continue
+		}
+		exact := new(big.Float).SetPrec(200)
+		for r := range n {
+			exact.Add(exact, new(big.Float).SetFloat64(in(r)[i]))
+		}
+		want, _ := exact.Float64()
+		if d := math.Abs(out[0][i] - want); d > n*math.Ldexp(1, -49)+math.Abs(want)*0x1p-53 {
+			t.Errorf("value %d: %v, exact sum %v (off by %.3g)", i, out[0][i], want, d)
+		}
+		for r := 1; r < n; r++ {
+			if math.Float64bits(out[r][i]) != math.Float64bits(out[0][i]) {
+				t.Errorf("value %d: rank %d has %v, rank 0 %v", i, r, out[r][i], out[0][i])
+			}
+		}
 	}
 }

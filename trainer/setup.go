@@ -256,8 +256,10 @@ func (t *trainer) buildModel() error {
 	t.closers = append(t.closers, learner.Free)
 	if t.job != nil {
 		learner.ReduceGrads = func(ps []*nn.Param) error { return t.job.reduceGrads(t.opt.Device, ps) }
-		if cfg.Loss.BatchDice {
-			t.log.Warn("loss.batch_dice: each rank sums the Dice statistics over its own batch, not the global one: the gradient is not the single-process one of the global batch (docs/DISTRIBUTED.md)")
+		if cfg.Loss.BatchDice && t.job.size() > 1 {
+			// The batch Dice of the global batch: its sums are summed over
+			// the ranks at every step, once per weighted output.
+			learner.Loss.SetBatchReducer(t.job.size(), t.job.sumDiceSums)
 		}
 	}
 	t.log.Info("model", "parameters", model.NumParams(), "features", fmt.Sprint(model.Config().Features),

@@ -160,7 +160,7 @@ func (v *validator) patches(ctx context.Context) (PatchScores, error) {
 	// Every rank validated its share of each global batch: the sums over
 	// the ranks are the single process's (the counts exactly; the loss is
 	// the mean of the ranks' batch losses, the global batch's for a loss
-	// that is a mean over samples).
+	// that is a mean over samples or a batch Dice summed over the ranks).
 	k := len(tp)
 	counts := append(append(append(make([]int64, 0, 3*k), tp...), fp...), fn...)
 	if err := v.job.sumInt64(counts); err != nil {
@@ -212,6 +212,11 @@ func (v *validator) preparePatches() error {
 		s.Close()
 		ws.Free()
 		return err
+	}
+	if v.loss.BatchDice && v.job.size() > 1 {
+		// The validation loss's batch Dice is the global batch's too, as
+		// in training: every rank computes the loss of every batch.
+		crit.SetBatchReducer(v.job.size(), v.job.sumDiceSums)
 	}
 	v.batches, v.ws, v.crit = s, ws, crit
 	v.image = dev.Alloc(ws.InputShape())

@@ -1,0 +1,203 @@
+package nn_test
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/cpu"
+	"github.com/voxtrain/voxtrain/nn"
+)
+
+// fakeRanks is an all-reduce of float64 sums between goroutines standing
+// for the ranks of a job: every rank's call waits for the others', and all
+// get the sum in rank order. It counts each rank's calls.
+type fakeRanks struct {
+	in, out []chan []float64
+	calls   []int
+	done    chan struct{}
+}
+
+func newFakeRanks(n int) *fakeRanks {
+	f := &fakeRanks{in: make([]chan []float64, n), out: make([]chan []float64, n), calls: make([]int, n), done: make(chan struct{})}
+	for r := range n {
+		f.in[r], f.out[r] = make(chan []float64), make(chan []float64, 1)
+	}
+	go func() {
+		for {
+			var total []float64
+			for r := range n {
+				var xs []float64
+				select {
+				case xs = <-f.in[r]:
+				case <-f.done:
+					return
+				}
+				if total == nil {
+					total = make([]float64, len(xs))
+				}
+				for i := range xs {
+					total[i] += xs[i]
+				}
+			}
+			for r := range n {
+				f.out[r] <- total
+			}
+		}
+	}()
+	return f
+}
+
+// sum is rank r's reducer for Criterion.SetBatchReducer.
+func (f *fakeRanks) sum(r int) func([]float64) error {
+	return func(xs []float64) error {
+		f.calls[r]++
+		f.in[r] <- append([]float64(nil), xs...)
+		copy(xs, <-f.out[r])
+		return nil
+	}
+}
+
+// TestBatchDiceOverRanks: ranks each computing the loss of their share of
+// a batch, their batch Dice sums reduced over the ranks, get the single
+// process's Dice of the whole batch, a mean loss equal to its loss, and
+// logit gradients ranks times its gradient on their samples (the job
+// averages the ranks' parameter gradients): softmax (with and without
+// the background class) and multi-label, three outputs of deep
+// supervision of which two weigh, so two reductions per rank. Without the
+// reducer each rank's Dice is its own batch's, which differs.
+func TestBatchDiceOverRanks(t *testing.T) {
+	const ranks, b = 2, 2 // per rank; the single process takes ranks·b
+	for _, tc := range []struct {
+		name    string
+		cfg     config.Loss
+		classes int
+		labels  int // labels are drawn from [0, labels)
+	}{
+		{"dice_ce", loss("dice_ce", func(l *config.Loss) { l.BatchDice = true }), 3, 3},
+		{"dice with background", loss("dice", func(l *config.Loss) { l.BatchDice, l.DoBackground = true, true }), 3, 3},
+		{"dice_bce", loss("dice_bce", func(l *config.Loss) { l.BatchDice = true }), 2, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev := cpu.New(cpu.Options{Threads: 1})
+			rng := rand.New(rand.NewPCG(11, 4))
+			shapes := func(n int) []nn.Shape {
+				return []nn.Shape{{n, 8, 8, 8, tc.classes}, {n, 4, 4, 4, tc.classes}, {n, 2, 2, 2, tc.classes}}
+			}
+			all := shapes(ranks * b)
+			z := make([][]float32, len(all))
+			for i, s := range all {
+				z[i] = randn(rng, s.Len(), 1.5)
+			}
+			lab := randomLabels(rng, ranks*b, 8, 8, 8, tc.labels)
+
+			// compute evaluates a criterion on samples [lo, lo+n) and
+			// returns its loss and gradients.
+			compute := func(crit *nn.Criterion, lo, n int) (nn.LossValue, [][]float32) {
+				outs := make([]nn.Tensor, len(all))
+				for i, s := range shapes(n) {
+					per := s.Len() / n
+					outs[i] = upload(t, dev, s, z[i][lo*per:(lo+n)*per])
+				}
+				per := 8 * 8 * 8
+				v, err := crit.Compute(outs, upload(t, dev, nn.Shape{n, 8, 8, 8}, lab[lo*per:(lo+n)*per]))
+				if err != nil {
+					t.Error(err)
+					return v, nil
+				}
+				var g [][]float32
+				for _, d := range crit.Grads() {
+					g = append(g, download(t, dev, d))
+				}
+				return v, g
+			}
+			newCrit := func(n int) *nn.Criterion {
+				c, err := nn.NewCriterion(dev, tc.cfg, shapes(n))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(c.Free)
+				return c
+			}
+			want, wantG := compute(newCrit(ranks*b), 0, ranks*b)
+
+			f := newFakeRanks(ranks)
+			defer close(f.done)
+			got := make([]nn.LossValue, ranks)
+			gotG := make([][][]float32, ranks)
+			alone := make([]nn.LossValue, ranks)
+			var wg sync.WaitGroup
+			for r := range ranks {
+				crit, solo := newCrit(b), newCrit(b)
+				crit.SetBatchReducer(ranks, f.sum(r))
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					got[r], gotG[r] = compute(crit, r*b, b)
+					alone[r], _ = compute(solo, r*b, b)
+				}()
+			}
+			wg.Wait()
+			if t.Failed() {
+				return
+			}
+
+			near := func(a, b, tol float64) bool { return math.Abs(a-b) <= tol*(1+math.Abs(b)) }
+			var mean float64
+			for r := range ranks {
+				if f.calls[r] != 2 {
+					t.Errorf("rank %d reduced %d times, want 2 (one per output of non-zero weight)", r, f.calls[r])
+				}
+				if !near(got[r].Dice, want.Dice, 1e-9) {
+					t.Errorf("rank %d: Dice %v, want the whole batch's %v", r, got[r].Dice, want.Dice)
+				}
+				if near(alone[r].Dice, want.Dice, 1e-4) {
+					t.Errorf("rank %d without the reducer: Dice %v, the whole batch's %v: the test cannot tell them apart", r, alone[r].Dice, want.Dice)
+				}
+				mean += got[r].Total / ranks
+			}
+			if !near(mean, want.Total, 1e-9) {
+				t.Errorf("mean of the ranks' losses %v, want the whole batch's %v", mean, want.Total)
+			}
+			for i := range all {
+				per := len(wantG[i]) / (ranks * b)
+				var worst, scale float64
+				for r := range ranks {
+					for k, g := range gotG[r][i] {
+						w := float64(wantG[i][r*b*per+k])
+						worst = max(worst, math.Abs(float64(g)/ranks-w))
+						scale = max(scale, math.Abs(w))
+					}
+				}
+				if scale == 0 && i < 2 {
+					t.Fatalf("output %d: zero gradient", i)
+				}
+				if worst > 1e-5*scale {
+					t.Errorf("output %d: gradients / ranks differ from the whole batch's by up to %.3g (largest %.3g)", i, worst, scale)
+				}
+			}
+		})
+	}
+}
+
+// A reducer's error fails Compute, saying where.
+func TestBatchDiceReducerError(t *testing.T) {
+	dev := cpu.New(cpu.Options{Threads: 1})
+	s := nn.Shape{1, 4, 4, 4, 2}
+	crit, err := nn.NewCriterion(dev, loss("dice_ce", func(l *config.Loss) { l.BatchDice = true }), []nn.Shape{s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer crit.Free()
+	boom := errors.New("rank 1 closed its connection")
+	crit.SetBatchReducer(2, func([]float64) error { return boom })
+	rng := rand.New(rand.NewPCG(1, 2))
+	_, err = crit.Compute([]nn.Tensor{upload(t, dev, s, randn(rng, s.Len(), 1))}, upload(t, dev, s[:4], randomLabels(rng, 1, 4, 4, 4, 2)))
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "batch Dice") {
+		t.Fatalf("Compute: %v", err)
+	}
+}
