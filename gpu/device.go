@@ -105,6 +105,13 @@ type Device struct {
 
 var _ nn.Device = (*Device)(nil)
 
+// The loss ops beyond nn.Device that core's device implements, and a
+// Criterion asks for: the ignore label's and multi-label outputs'.
+var (
+	_ nn.IgnoreLossDevice     = (*Device)(nil)
+	_ nn.MultiLabelLossDevice = (*Device)(nil)
+)
+
 // minDriver is the oldest driver (cuDriverGetVersion) that JIT-compiles
 // the kernels' PTX (ISA 7.8, nvcc 11.8).
 const minDriver = 11080

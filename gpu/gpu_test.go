@@ -163,6 +163,15 @@ func TestUNetStep(t *testing.T) {
 			Batch: 1, Patch: [3]int{24, 32, 16}, Seed: 2,
 		}, devcheck.FP32)
 	})
+	t.Run("deep supervision, 3 multi-label classes, 1x1x24x32x16, dice_bce, SGD", func(t *testing.T) {
+		// Batch's labels 1 and 2 are the bit-packed bytes of classes 0 and 1.
+		devcheck.UNetStep(t, dev, devcheck.StepCase{
+			Model: devcheck.Model([]int{8, 16, 32}, 3, true),
+			Loss:  devcheck.Loss("dice_bce", false),
+			Optim: devcheck.Optim("sgd"),
+			Batch: 1, Patch: [3]int{24, 32, 16}, Seed: 3,
+		}, devcheck.FP32)
+	})
 	t.Run("reference U-Net with TF32 GEMMs", func(t *testing.T) {
 		d := open(t, gpu.Options{Math: gpu.MathTF32})
 		devcheck.UNetStep(t, d, devcheck.StepCase{

@@ -10,8 +10,9 @@
 // resampling, one-hot), conv (vol2col/col2vol around cuBLAS's GEMMs),
 // reduce (deterministic channel and flat sums), norm (instance norm fused
 // with the activation), loss (softmax, cross-entropy and Dice sums, their
-// backward, sigmoid BCE, TP/FP/FN counts), skel (clDice's soft skeleton),
-// optim (SGD, AdamW), cast (float32 <-> bfloat16).
+// backward, sigmoid BCE, the multi-label sigmoid loss and its backward,
+// TP/FP/FN counts), skel (clDice's soft skeleton), optim (SGD, AdamW), cast
+// (float32 <-> bfloat16).
 //
 // The package is pure Go and imports no CUDA binding: package gpu loads the
 // PTX with cuModuleLoadData and implements Launcher with cuLaunchKernel;
@@ -122,6 +123,10 @@ var (
 	kSigmoidBCE      = Kernel{"loss", "sigmoid_bce", "pppppiiff", gridChunks, 8 * Block}
 	kSegCounts       = Kernel{"loss", "seg_counts", "ppppiiii", gridStride + ", work nvox", 3 * 4 * 256}
 
+	kSigmoidMultiLabelLoss    = Kernel{"loss", "sigmoid_multi_label_loss", "pppppiiii", gridChunks, 5 * 8 * Block}
+	kSigmoidMultiLabelLossBwd = Kernel{"loss", "sigmoid_multi_label_loss_bwd", "ppppppiiii", gridStride + ", work n·v·c (elements)", 0}
+	kSegCountsMultiLabel      = Kernel{"loss", "seg_counts_multi_label", "ppppiii", gridStride + ", work nvox", 3 * 4 * 256}
+
 	kSGD   = Kernel{"optim", "sgd_update", "pppifffif", gridStride + ", work n", 0}
 	kAdamW = Kernel{"optim", "adamw_update", "ppppifffffff", gridStride + ", work n", 0}
 
@@ -146,6 +151,7 @@ var table = []Kernel{
 	kChannelSumPartial, kSumSqPartial, kReduceChunksF64, kReduceChunksF32,
 	kINFwdPartial, kINFwdStats, kINFwdApply, kINBwdPartial, kINBwdFinish, kINBwdAffine, kINBwdApply,
 	kSoftmax, kSoftmaxFwd, kSegStatsPartial, kSoftmaxLossBwd, kSigmoidBCE, kSegCounts,
+	kSigmoidMultiLabelLoss, kSigmoidMultiLabelLossBwd, kSegCountsMultiLabel,
 	kSkelErode, kSkelDilate, kSkelInit, kSkelStep, kSkelBwdStep, kSkelDilateBwd, kSkelErodeBwd, kSkelAccum,
 	kSGD, kAdamW,
 	kF32ToBF16, kBF16ToF32,

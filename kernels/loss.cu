@@ -1,7 +1,9 @@
 // loss.cu — softmax over channels, the sums behind cross-entropy and soft
-// Dice (nn.SegStats), their backward, sigmoid BCE, and the TP/FP/FN counts
-// of validation. Logits and probabilities are channels-last (N, V, C);
-// labels are (N, V) float class indices.
+// Dice (nn.SegStats), their backward, sigmoid BCE, the multi-label
+// sigmoid loss (BCE + soft Dice sums per channel) and its backward, and the
+// TP/FP/FN counts of validation. Logits and probabilities are channels-last
+// (N, V, C); labels are (N, V) floats: class indices, or bit-packed bytes
+// for the multi-label kernels.
 //
 // nn.Device.SoftmaxLoss is four launches:
 //   softmax_fwd          probs, and per (sample, chunk) the summed CE
@@ -16,6 +18,17 @@
 // to any sum or count, are not bad labels, and get a zero gradient
 // (nn.IgnoreLossDevice). With ignore = -1 every kernel does exactly the
 // arithmetic it did before the argument existed.
+//
+// Multi-label outputs (model.targets multi_label, loss dice_bce;
+// nn.MultiLabelLossDevice) have one sigmoid channel per class and
+// bit-packed labels: bit j of the label byte is set where the voxel is in
+// class j, and 255 marks an ignored voxel when the ignore argument is 1.
+// nn.MultiLabelLossDevice.SigmoidMultiLabelLoss is two launches:
+//   sigmoid_multi_label_loss  probs = σ(logits), and per (sample, chunk,
+//                             channel) the BCE sum, the counted voxels,
+//                             Σσ·t, Σσ and Σt
+//   reduce_chunks_f64         (reduce.cu, w = 5C) the same per sample
+// then the host adds the BCE over channels (in channel order) for SegStats.
 //
 // The exponentials and logarithms are evaluated in double, as package cpu
 // does, so probabilities agree with the CPU device to the last float bit
@@ -297,6 +310,177 @@ VT_KERNEL seg_counts(const float* logits, const float* labels, unsigned long lon
     __syncthreads();
     if (local) {
         for (int i = threadIdx.x; i < 3 * k; i += VT_BLOCK) {
+            if (cnt[i] != 0) {
+                atomicAdd(&counts[i], (unsigned long long)cnt[i]);
+            }
+        }
+    }
+}
+
+// vt_bits returns the class bits of the bit-packed label l for c channels,
+// or -1 when l is not an integer byte in [0, 255] whose set bits are all
+// below c (NaN included). Matches cpu.bitsOf.
+__device__ __forceinline__ int vt_bits(float l, int c)
+{
+    if (!(l >= 0.0f && l <= 255.0f)) {
+        return -1;
+    }
+    const int k = (int)l;
+    if ((float)k != l) {
+        return -1;
+    }
+    if (c < 8 && (k >> c) != 0) {
+        return -1;
+    }
+    return k;
+}
+
+// vt_bit reports whether bit j of label bits is set (channels past the
+// byte's 8 bits never are).
+__device__ __forceinline__ bool vt_bit(int bits, int j)
+{
+    return j < 8 && ((bits >> j) & 1) != 0;
+}
+
+// vt_ignored_byte reports whether bit-packed label l is the ignore byte 255
+// and ignore is on.
+__device__ __forceinline__ bool vt_ignored_byte(float l, int ignore)
+{
+    return ignore != 0 && l == 255.0f;
+}
+
+// sigmoid_multi_label_loss: probs = σ(logits) (every voxel) and, over the
+// voxels of chunk k of sample n that are neither ignored nor badly
+// labelled, with t = bit j of the label, per channel j:
+//   part[(n*gridDim.x + k)*5c + j]        = Σ softplus(z) − t·z  (BCE with logits)
+//   part[(n*gridDim.x + k)*5c + c + j]    = Σ 1                  (counted voxels)
+//   part[(n*gridDim.x + k)*5c + 2c + j]   = Σ σ·t
+//   part[(n*gridDim.x + k)*5c + 3c + j]   = Σ σ
+//   part[(n*gridDim.x + k)*5c + 4c + j]   = Σ t
+// as cpu.Device.SigmoidMultiLabelLoss sums them (σ rounded to float before
+// it is summed). A label that is not a byte of c bits (nor 255 with
+// ignore) lowers *bad to its flat voxel index n*v + vox. probs must not
+// alias logits. Launch: grid (ceil(v/chunk), nb), block VT_BLOCK, static
+// shared 10 KiB.
+VT_KERNEL sigmoid_multi_label_loss(const float* logits, const float* labels, float* probs, double* part, int* bad,
+                                   int v, int c, int chunk, int ignore)
+{
+    const long long n = blockIdx.y;
+    const long long lo = (long long)blockIdx.x * chunk;
+    const long long hi = lo + chunk < v ? lo + chunk : v;
+    const float* zn = logits + n * v * c;
+    float* pn = probs + n * v * c;
+    const float* ln = labels + n * v;
+    vt_chunk_channel_sums<5>(lo, hi, c, [=](long long vox, int j, double* acc) {
+        const double z = (double)zn[vox * c + j];
+        const float p = (float)(1.0 / (1.0 + exp(-z)));
+        pn[vox * c + j] = p;
+        const float lf = ln[vox];
+        if (vt_ignored_byte(lf, ignore)) {
+            return;
+        }
+        const int bits = vt_bits(lf, c);
+        if (bits < 0) {
+            atomicMin(bad, (int)(n * v + vox));
+            return;
+        }
+        const double q = (double)p;
+        acc[1] += 1.0;
+        acc[3] += q;
+        if (vt_bit(bits, j)) {
+            acc[0] += vt_softplus(-z);
+            acc[2] += q;
+            acc[4] += 1.0;
+        } else {
+            acc[0] += vt_softplus(z);
+        }
+    }, part + (n * gridDim.x + blockIdx.x) * 5 * c);
+}
+
+// sigmoid_multi_label_loss_bwd: for each element (voxel, channel j) of
+// sample n, with p = probs and t = bit j of the label,
+//   dlogits = bce_scale[n]·(p − t) + (alpha[n,j]·t + beta[n,j])·p·(1 − p),
+// the gradient of bce_scale times the summed BCE plus, through σ, of
+// ∂L/∂p = alpha·t + beta (soft Dice's, from SegStats on the host), in
+// cpu.Device.SigmoidMultiLabelLossBackward's float order. Ignored voxels
+// (255 with ignore) and badly labelled ones get 0. bce_scale (nb), alpha,
+// beta (nb*c) are device arrays. dlogits may alias probs. Launch: 1-D,
+// grid-stride, work nb*v*c (one thread per element).
+VT_KERNEL sigmoid_multi_label_loss_bwd(const float* probs, const float* labels, const float* bce_scale,
+                                       const float* alpha, const float* beta, float* dlogits, int nb, int v,
+                                       int c, int ignore)
+{
+    const long long total = (long long)nb * v * c;
+    for (long long i = vt_gid(); i < total; i += vt_gstride()) {
+        const int vox = (int)i / c;
+        const int j = (int)i - vox * c;
+        const int n = vox / v;
+        const float lf = labels[vox];
+        const int bits = vt_bits(lf, c);
+        if (bits < 0 || vt_ignored_byte(lf, ignore)) {
+            dlogits[i] = 0.0f;
+            continue;
+        }
+        const float t = vt_bit(bits, j) ? 1.0f : 0.0f;
+        const float g = alpha[n * c + j] * t + beta[n * c + j];
+        const float p = probs[i];
+        dlogits[i] = bce_scale[n] * (p - t) + g * p * (1.0f - p);
+    }
+}
+
+// seg_counts_multi_label: per-channel true positives, false positives and
+// false negatives of σ(logits) > 0.5 (logits > 0) against the labels' bits
+// over nvox voxels (all samples): counts[j] += TP_j, counts[c + j] += FP_j,
+// counts[2c + j] += FN_j; counts (3c) must be zeroed first. Ignored voxels
+// (255 with ignore) are not counted; other labels that are not a byte of c
+// bits lower *bad. Launch: 1-D, grid-stride, work nvox, static shared
+// 3 KiB.
+VT_KERNEL seg_counts_multi_label(const float* logits, const float* labels, unsigned long long* counts, int* bad,
+                                 int nvox, int c, int ignore)
+{
+    __shared__ unsigned int cnt[3 * VT_MAX_COUNT_CLASSES];
+    const bool local = c <= VT_MAX_COUNT_CLASSES;
+    if (local) {
+        for (int i = threadIdx.x; i < 3 * c; i += VT_BLOCK) {
+            cnt[i] = 0;
+        }
+    }
+    __syncthreads();
+    for (long long vox = vt_gid(); vox < nvox; vox += vt_gstride()) {
+        const float lf = labels[vox];
+        if (vt_ignored_byte(lf, ignore)) {
+            continue;
+        }
+        const int bits = vt_bits(lf, c);
+        if (bits < 0) {
+            atomicMin(bad, (int)vox);
+            continue;
+        }
+        const float* z = logits + vox * c;
+        for (int j = 0; j < c; j++) {
+            const bool pred = z[j] > 0.0f;
+            const bool t = vt_bit(bits, j);
+            int slot = -1;
+            if (pred && t) {
+                slot = j;
+            } else if (pred) {
+                slot = c + j;
+            } else if (t) {
+                slot = 2 * c + j;
+            }
+            if (slot < 0) {
+                continue;
+            }
+            if (local) {
+                atomicAdd(&cnt[slot], 1u);
+            } else {
+                atomicAdd(&counts[slot], 1ull);
+            }
+        }
+    }
+    __syncthreads();
+    if (local) {
+        for (int i = threadIdx.x; i < 3 * c; i += VT_BLOCK) {
             if (cnt[i] != 0) {
                 atomicAdd(&counts[i], (unsigned long long)cnt[i]);
             }

@@ -1,5 +1,6 @@
 // Launch recipes of loss.cu (and one-hot from elementwise.cu): softmax, the
-// segmentation loss sums and their backward, sigmoid BCE, TP/FP/FN counts.
+// segmentation loss sums and their backward, sigmoid BCE, the multi-label
+// sigmoid loss and its backward, TP/FP/FN counts.
 
 package kernels
 
@@ -202,4 +203,106 @@ func (o Ops[B]) segCounts(op string, logits, labels, counts, bad B, nvox, c, ign
 		return err
 	}
 	return o.launch1(kSegCounts, nvox, logits, labels, counts, bad, i32(nvox), i32(c), i32(k), i32(ignore))
+}
+
+// b2i is a kernel's int flag (0 or 1).
+func b2i(b bool) int32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// SigmoidMultiLabelLossOutLen is the float64s SigmoidMultiLabelLoss writes
+// to out: per sample, five sums per channel (BCE, counted voxels, Σσ·t, Σσ,
+// Σt), each block of c channels in that order.
+func SigmoidMultiLabelLossOutLen(n, c int) int { return 5 * n * c }
+
+// SigmoidMultiLabelLossScratchBytes is the scratch SigmoidMultiLabelLoss
+// needs: five float64 partial sums per sample, chunk and channel.
+func (o Ops[B]) SigmoidMultiLabelLossScratchBytes(n, v, c int) int {
+	return 8 * 5 * n * o.nChunks(v) * c
+}
+
+// SigmoidMultiLabelLoss writes probs = σ(logits) (n, v, c; probs must not
+// be logits) and, in out (SigmoidMultiLabelLossOutLen float64s), the
+// multi-label loss sums against bit-packed labels (n, v) of
+// nn.MultiLabelLossDevice; with ignore, voxels labelled 255 add to no sum.
+// bad is one int32 cell: NoBadLabel or the first voxel whose label is not
+// a byte of c bits. scratch holds SigmoidMultiLabelLossScratchBytes.
+func (o Ops[B]) SigmoidMultiLabelLoss(logits, labels, probs, out, bad, scratch B, n, v, c int, ignore bool) error {
+	const op = "SigmoidMultiLabelLoss"
+	if err := o.checkChunked(op, n, v, c); err != nil {
+		return err
+	}
+	nch := o.nChunks(v)
+	if err := checkSizes(op, []int{n, nch, 5 * c}); err != nil {
+		return err
+	}
+	if err := o.Launcher.Launch(kFillI32, Dim3{X: 1}, bad, int32(1), int32(NoBadLabel)); err != nil {
+		return err
+	}
+	if err := o.Launcher.Launch(kSigmoidMultiLabelLoss, o.chunkGrid(n, v), logits, labels, probs, scratch, bad, i32(v), i32(c), i32(o.chunk()), b2i(ignore)); err != nil {
+		return err
+	}
+	return o.launch1(kReduceChunksF64, n*5*c, scratch, out, i32(n), i32(nch), i32(5*c))
+}
+
+// MultiLabelStatsFromOut turns SigmoidMultiLabelLoss's out (downloaded)
+// into nn.SegStats: CE[n] the BCE summed over the channels in channel
+// order, Counted[n] the voxels counted (the same in every channel).
+func MultiLabelStatsFromOut(out []float64, n, v, c int) (nn.SegStats, error) {
+	if len(out) != SigmoidMultiLabelLossOutLen(n, c) {
+		return nn.SegStats{}, fmt.Errorf("kernels.MultiLabelStatsFromOut: %d values, want %d for n=%d c=%d", len(out), SigmoidMultiLabelLossOutLen(n, c), n, c)
+	}
+	st := nn.SegStats{N: n, C: c, Voxels: v,
+		CE: make([]float64, n), Counted: make([]float64, n), Intersect: make([]float64, n*c),
+		PredSum: make([]float64, n*c), TargetSum: make([]float64, n*c)}
+	for b := 0; b < n; b++ {
+		s := out[b*5*c : (b+1)*5*c]
+		for _, x := range s[:c] {
+			st.CE[b] += x
+		}
+		st.Counted[b] = s[c]
+		copy(st.Intersect[b*c:(b+1)*c], s[2*c:3*c])
+		copy(st.PredSum[b*c:(b+1)*c], s[3*c:4*c])
+		copy(st.TargetSum[b*c:(b+1)*c], s[4*c:5*c])
+	}
+	return st, nil
+}
+
+// SigmoidMultiLabelLossBackward writes dlogits (n, v, c) from probs and
+// bit-packed labels (see nn.MultiLabelLossDevice) with device arrays
+// bceScale (n) and alpha, beta (n·c floats); zero at ignored voxels.
+// dlogits may be probs.
+func (o Ops[B]) SigmoidMultiLabelLossBackward(probs, labels, bceScale, alpha, beta, dlogits B, n, v, c int, ignore bool) error {
+	if err := checkSizes("SigmoidMultiLabelLossBackward", []int{n, v, c}); err != nil {
+		return err
+	}
+	return o.launch1(kSigmoidMultiLabelLossBwd, n*v*c, probs, labels, bceScale, alpha, beta, dlogits, i32(n), i32(v), i32(c), b2i(ignore))
+}
+
+// SegCountsMultiLabelLen is the uint64 counters SegCountsMultiLabel writes
+// for c channels: TP, FP, FN of each.
+func SegCountsMultiLabelLen(c int) int { return 3 * c }
+
+// SegCountsMultiLabel writes counts (SegCountsMultiLabelLen(c) uint64s:
+// TP[c], FP[c], FN[c]) of logits > 0 (nvox voxels, c channels) against the
+// bits of bit-packed labels, leaving out voxels labelled 255 with ignore;
+// bad as in SigmoidMultiLabelLoss.
+func (o Ops[B]) SegCountsMultiLabel(logits, labels, counts, bad B, nvox, c int, ignore bool) error {
+	const op = "SegCountsMultiLabel"
+	if err := checkSizes(op, []int{nvox, c}); err != nil {
+		return err
+	}
+	if c <= 0 {
+		return fmt.Errorf("kernels.%s: %d channels", op, c)
+	}
+	if err := o.Launcher.Launch(kFillI32, gridFor(2*3*c), counts, i32(2*3*c), int32(0)); err != nil {
+		return err
+	}
+	if err := o.Launcher.Launch(kFillI32, Dim3{X: 1}, bad, int32(1), int32(NoBadLabel)); err != nil {
+		return err
+	}
+	return o.launch1(kSegCountsMultiLabel, nvox, logits, labels, counts, bad, i32(nvox), i32(c), b2i(ignore))
 }

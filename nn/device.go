@@ -167,8 +167,9 @@ type IgnoreLossDevice interface {
 // DC_and_BCE_loss). Labels are bit-packed bytes: bit c is set where the
 // voxel belongs to class (channel) c, and with ignore the byte 255 marks a
 // voxel left out of every sum and given a zero gradient; any other byte
-// with a bit ≥ C set is an error naming it. The CPU device implements it; a
-// Criterion for multi-label outputs refuses a device without it.
+// with a bit ≥ C set is an error naming it. The CPU and CUDA devices
+// implement it; a Criterion for multi-label outputs refuses a device
+// without it.
 type MultiLabelLossDevice interface {
 	// SigmoidMultiLabelLoss writes probs = σ(logits) and returns the sums
 	// against the labels' bits t: CE[n] is Σ over counted voxels and

@@ -139,7 +139,7 @@ func NewCriterion(dev Device, cfg config.Loss, outputs []Shape) (*Criterion, err
 		}
 		mdev, ok := dev.(MultiLabelLossDevice)
 		if !ok {
-			return nil, fmt.Errorf("loss.name: dice_bce (model.targets multi_label): the %s device has no multi-label sigmoid loss yet (the CPU device has); train on cpu", dev.Name())
+			return nil, fmt.Errorf("loss.name: dice_bce (model.targets multi_label): the %s device has no multi-label sigmoid loss (the CPU and CUDA devices have); train on one of those", dev.Name())
 		}
 		c.mdev = mdev
 	} else if c.ignore >= 0 {

@@ -14,4 +14,7 @@ static const bool registered_loss = (
     cuda_emu::add("softmax_loss_bwd", &vt_loss::softmax_loss_bwd),
     cuda_emu::add("sigmoid_bce", &vt_loss::sigmoid_bce),
     cuda_emu::add("seg_counts", &vt_loss::seg_counts),
+    cuda_emu::add("sigmoid_multi_label_loss", &vt_loss::sigmoid_multi_label_loss),
+    cuda_emu::add("sigmoid_multi_label_loss_bwd", &vt_loss::sigmoid_multi_label_loss_bwd),
+    cuda_emu::add("seg_counts_multi_label", &vt_loss::seg_counts_multi_label),
     true);

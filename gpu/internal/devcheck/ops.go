@@ -324,6 +324,8 @@ var opTests = []opTest{
 			compare(k.t, k.name, "SegCountsIgnore FN "+tag, f64(fn), f64(wfn), Exact)
 		}
 	}},
+	{"MultiLabelLoss", multiLabelLoss},
+	{"MultiLabelCriterion", multiLabelCriterion},
 	{"SigmoidBCE", func(k *checker, s [4]int) {
 		shape := act(s, 1)
 		logits := k.both(shape, k.uniform(shape.Len(), -6, 6))
