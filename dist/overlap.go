@@ -72,6 +72,9 @@ func (t *Tracker) Reset() {
 	t.next = 0
 }
 
+// Launched is how many buckets have been launched this step.
+func (t *Tracker) Launched() int { return t.next }
+
 // Buckets is the plan, in launch order.
 func (t *Tracker) Buckets() [][]int { return t.buckets }
 
