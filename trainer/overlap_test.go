@@ -25,19 +25,23 @@ type overlapRank struct {
 	rng   *rand.Rand
 }
 
-var overlapPatch = [3]int{8, 8, 8}
+func newOverlapRank(t testing.TB, rank int) *overlapRank {
+	return newRank(t, rank, []int{4, 8, 8}, [3]int{8, 8, 8})
+}
 
-func newOverlapRank(t *testing.T, rank int) *overlapRank {
+// newRank is one rank's U-Net of features (deep supervision on, the same
+// weights on every rank) with a learner for batches of one patch.
+func newRank(t testing.TB, rank int, features []int, patch [3]int) *overlapRank {
 	t.Helper()
 	dev := cpu.New(cpu.Options{Threads: 1})
 	mc := config.Default().Model
-	mc.Features = []int{4, 8, 8}
+	mc.Features = features
 	mc.DeepSupervision = true
 	m, err := nn.NewUNet(dev, mc, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := nn.NewLearner(m, 1, overlapPatch, config.Default().Loss, config.Default().Optim)
+	l, err := nn.NewLearner(m, 1, patch, config.Default().Loss, config.Default().Optim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,3 +280,57 @@ func TestGradSyncChoice(t *testing.T) {
 type sizeTwo struct{ dist.Single }
 
 func (sizeTwo) Size() int { return 2 }
+
+// BenchmarkTwoRankStep times one training step of two ranks (goroutines,
+// one CPU thread each, over localhost TCP) with the gradients reduced
+// after the backward pass and overlapped with it (docs/BENCHMARKS.md).
+func BenchmarkTwoRankStep(b *testing.B) {
+	for _, tc := range []struct {
+		name        string
+		overlap     bool
+		bucketBytes int
+	}{
+		{"sync/25MiB", false, 0}, {"overlap/25MiB", true, 0},
+		{"sync/4MiB", false, 4 << 20}, {"overlap/4MiB", true, 4 << 20},
+	} {
+		overlap := tc.overlap
+		b.Run(tc.name, func(b *testing.B) {
+			const n = 2
+			comms := startJob(b, n)
+			defer func() {
+				for _, c := range comms {
+					go c.Close()
+				}
+			}()
+			ranks := make([]*overlapRank, n)
+			for r := range n {
+				// 4.1 M parameters (16.6 MB of gradients: one bucket
+				// at DDP's 25 MiB, five at 4 MiB), a 32³ patch.
+				ranks[r] = newRank(b, r, []int{16, 32, 64, 128, 160}, [3]int{32, 32, 32})
+				j := &job{comm: comms[r], ctx: context.Background(), bucketBytes: tc.bucketBytes}
+				if overlap {
+					gs, err := j.gradSync(ranks[r].model.Params(), true)
+					if err != nil {
+						b.Fatal(err)
+					}
+					ranks[r].l.Sync = gs
+				} else {
+					ranks[r].l.ReduceGrads = func(ps []*nn.Param) error { return j.reduceGrads(ranks[r].dev, ps) }
+				}
+			}
+			b.ResetTimer()
+			for r, err := range onRanksErr(n, func(r int) error {
+				for range b.N {
+					if err := ranks[r].step(); err != nil {
+						return err
+					}
+				}
+				return nil
+			}) {
+				if err != nil {
+					b.Fatalf("rank %d: %v", r, err)
+				}
+			}
+		})
+	}
+}
