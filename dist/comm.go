@@ -104,12 +104,10 @@ const DefaultBucketBytes = 25 << 20
 // bucket is reduced alone, in place. Every rank must pass tensors of the
 // same lengths in the same order.
 //
-// This is synchronous: it returns once every bucket is reduced. The NCCL
-// path will overlap instead: backward will mark each gradient ready, a
-// full bucket will be all-reduced on a communication stream while
-// backward goes on producing the next, and the optimizer step will wait
-// on that stream's event; the buckets and their order stay these, so the
-// sums are the same.
+// This is synchronous: it returns once every bucket is reduced. The
+// trainer's overlapped reduction (Tracker) reduces the same buckets in the
+// same order, each as soon as backward has made its gradients final, so
+// the sums are the same.
 func AllReduceBuckets(ctx context.Context, c Comm, bufs [][]float32, bucketBytes int) error {
 	if c.Size() == 1 {
 		return nil
@@ -120,22 +118,9 @@ func AllReduceBuckets(ctx context.Context, c Comm, bufs [][]float32, bucketBytes
 	}
 	var flat []float32
 	for _, bucket := range Buckets(lens, 4, bucketBytes) {
-		if len(bucket) == 1 {
-			if err := c.AllReduceSum(ctx, bufs[bucket[0]]); err != nil {
-				return err
-			}
-			continue
-		}
-		flat = flat[:0]
-		for _, i := range bucket {
-			flat = append(flat, bufs[i]...)
-		}
-		if err := c.AllReduceSum(ctx, flat); err != nil {
+		var err error
+		if flat, err = AllReduceBucket(ctx, c, bufs, bucket, flat); err != nil {
 			return err
-		}
-		off := 0
-		for _, i := range bucket {
-			off += copy(bufs[i], flat[off:])
 		}
 	}
 	return nil

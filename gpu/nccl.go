@@ -293,8 +293,8 @@ func (n *NCCLComm) NCCLVersion() string { return n.ccl.Version() + " (" + n.lib.
 // stream so far (the backward pass), the buckets are all-reduced there
 // (ccl.Comm.AllReduceSum, whose watchdog waits for them), and the compute
 // stream waits for the NCCL stream before it scales them by 1/N and runs
-// the optimiser step. The event ordering is what a later change needs to
-// start a bucket's all-reduce while backward goes on.
+// the optimiser step. NewGradSync overlaps the same reduction with the
+// backward pass; this is the path with VOXTRAIN_DIST_OVERLAP=0.
 func (n *NCCLComm) ReduceMean(grads []nn.Tensor) error {
 	n.ptrs, n.lens = n.ptrs[:0], n.lens[:0]
 	for _, g := range grads {
@@ -316,6 +316,84 @@ func (n *NCCLComm) ReduceMean(grads []nn.Tensor) error {
 		return nil
 	})
 	order()
+	return err
+}
+
+// NewGradSync returns the overlapped reduction of params' gradients, for
+// nn.Learner.Sync: the buckets and sums of ReduceMean, each bucket's group
+// launched on the NCCL stream as soon as the backward pass has issued its
+// gradients' ops — after an event recorded on the compute stream at that
+// point, which the NCCL stream waits for — so NCCL's kernels run while
+// the compute stream goes on with the rest of the pass. Finish makes the
+// compute stream wait for the NCCL stream before it scales the sums by
+// 1/N (and before the optimiser step); the watchdog (ccl.Comm's wait)
+// bounds the wait as ReduceMean's does.
+func (n *NCCLComm) NewGradSync(params []*nn.Param) (nn.GradSync, error) {
+	s := &ncclSync{n: n, index: make(map[*nn.Param]int, len(params))}
+	var ptrs []cu.DevicePtr
+	var lens []int
+	for i, p := range params {
+		t := n.d.core.Tensor(p.G)
+		ptrs = append(ptrs, t.Ptr())
+		lens = append(lens, t.Len())
+		s.grads = append(s.grads, p.G)
+		s.index[p] = i
+	}
+	ov, err := n.ccl.NewOverlap(ptrs, lens, func() error {
+		n.stream.Wait(n.d.compute.Record())
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.ov = ov
+	return s, nil
+}
+
+// ncclSync is NCCLComm's nn.GradSync (NewGradSync).
+type ncclSync struct {
+	n      *NCCLComm
+	ov     *ccl.Overlap[cu.DevicePtr]
+	index  map[*nn.Param]int
+	grads  []nn.Tensor
+	misuse error
+}
+
+func (s *ncclSync) Begin() {
+	s.misuse = nil
+	s.ov.Begin()
+}
+
+func (s *ncclSync) Ready(params []*nn.Param) {
+	for _, p := range params {
+		i, ok := s.index[p]
+		if !ok {
+			if s.misuse == nil {
+				s.misuse = fmt.Errorf("gradient of %s reported ready: not one of the model's parameters", p.Name)
+			}
+			continue
+		}
+		s.ov.Ready(i)
+	}
+}
+
+func (s *ncclSync) Finish() error {
+	ordered := false
+	order := func() {
+		if !ordered {
+			s.n.d.compute.Wait(s.n.stream.Record())
+			ordered = true
+		}
+	}
+	err := s.ov.Finish(context.Background(), func(i int, alpha float32) error {
+		order()
+		s.n.d.Scale(s.grads[i], alpha)
+		return nil
+	})
+	order()
+	if err == nil {
+		err = s.misuse
+	}
 	return err
 }
 

@@ -33,10 +33,28 @@ func (c *conv) adjointGeometry(n int, out [3]int) geom.Conv {
 	return g
 }
 
+// params returns the layer's parameters (weight, then bias if any), for
+// the backward pass's ready hook.
+func (c *conv) params() []*Param {
+	if c.bias == nil {
+		return []*Param{c.weight}
+	}
+	return []*Param{c.weight, c.bias}
+}
+
 // block is one conv → instance norm → nonlinearity unit.
 type block struct {
 	conv        conv
 	gamma, beta *Param // nil without norm
+}
+
+// params returns the block's parameters: the conv's, then the norm's.
+func (b *block) params() []*Param {
+	ps := b.conv.params()
+	if b.gamma != nil {
+		ps = append(ps, b.gamma, b.beta)
+	}
+	return ps
 }
 
 // blockForward runs conv → norm → activation.

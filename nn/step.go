@@ -19,6 +19,25 @@ type Learner struct {
 	// ranks here, so that the clipping norm is the global one and every
 	// rank takes the same update. An error fails the step.
 	ReduceGrads func(params []*Param) error
+	// Sync, when set, replaces ReduceGrads with a reduction that overlaps
+	// the backward pass (see GradSync); nil leaves single-process
+	// training as it was.
+	Sync GradSync
+}
+
+// GradSync averages the gradients over a data-parallel job's ranks while
+// the backward pass runs, as PyTorch DDP's Reducer does. Step calls Begin
+// before the backward pass, Ready from it with each layer's parameters
+// as soon as their gradients are final (UNet.BackwardReady; on a device
+// with streams, once their ops are issued), and Finish after it, before
+// the optimiser clips and applies the gradients, so that the clipping
+// norm is the global one. Finish returns once every gradient is the mean
+// over the ranks, or with the first error, which fails the step; a
+// GradSync must leave nothing running after Finish, error or not.
+type GradSync interface {
+	Begin()
+	Ready(params []*Param)
+	Finish() error
 }
 
 // NewLearner allocates a training workspace for batches of n samples of
@@ -57,8 +76,16 @@ func (l *Learner) Step(x, labels Tensor, lr float64) (StepResult, error) {
 	if err != nil {
 		return StepResult{}, err
 	}
-	l.Model.Backward(l.WS, l.Loss.Grads())
-	if l.ReduceGrads != nil {
+	if l.Sync != nil {
+		l.Sync.Begin()
+		l.Model.BackwardReady(l.WS, l.Loss.Grads(), l.Sync.Ready)
+		if err := l.Sync.Finish(); err != nil {
+			return StepResult{}, fmt.Errorf("train step: gradients: %w", err)
+		}
+	} else {
+		l.Model.Backward(l.WS, l.Loss.Grads())
+	}
+	if l.Sync == nil && l.ReduceGrads != nil {
 		if err := l.ReduceGrads(l.Model.Params()); err != nil {
 			return StepResult{}, fmt.Errorf("train step: gradients: %w", err)
 		}

@@ -181,6 +181,23 @@ func (m *UNet) Forward(ws *Workspace, x Tensor) []Tensor {
 // gradients of the loss with respect to the outputs of the last Forward on
 // ws (same shapes as ws.Outputs()). The dlogits tensors are not modified.
 func (m *UNet) Backward(ws *Workspace, dlogits []Tensor) {
+	m.BackwardReady(ws, dlogits, nil)
+}
+
+// BackwardReady is Backward that calls ready (when not nil) with each
+// layer's parameters as soon as the layer's backward ops are issued on
+// the device's compute stream: their gradients are then final (no later
+// op of the pass writes them), as soon as the stream gets there. Every
+// parameter is reported exactly once, in the order backward reaches it —
+// the head, then each decoder stage from the finest (its deep-supervision
+// head, its blocks last first, its transposed conv), then the encoder's
+// blocks from the deepest — which is close to, not exactly, the reverse
+// of Params. A data-parallel job starts a bucket's all-reduce there
+// (Learner.Sync) while the rest of the pass runs.
+func (m *UNet) BackwardReady(ws *Workspace, dlogits []Tensor, ready func(params []*Param)) {
+	if ready == nil {
+		ready = func([]*Param) {}
+	}
 	if !ws.train {
 		panic("nn.UNet.Backward: workspace was created for inference")
 	}
@@ -194,11 +211,13 @@ func (m *UNet) Backward(ws *Workspace, dlogits []Tensor) {
 		last = ws.stageOutput(L - 2)
 	}
 	convBackward(dev, m.head, ws.headGeom, last, dlogits[0], ws.actGrad[0])
+	ready(m.head.params())
 
 	for d := L - 2; d >= 0; d-- {
 		l := L - 2 - d
 		if d < len(m.deepSup) {
 			convBackward(dev, m.deepSup[d], ws.deepSupGeom[d], ws.stageOutput(d), dlogits[l], ws.actGradSpare[l])
+			ready(m.deepSup[d].params())
 			dev.Add(ws.actGrad[l], ws.actGradSpare[l])
 		}
 		da, other := ws.actGrad[l], ws.actGradSpare[l]
@@ -208,6 +227,7 @@ func (m *UNet) Backward(ws *Workspace, dlogits []Tensor) {
 				in, dx = ws.dec[d][k-1].out, other
 			}
 			m.blockBackward(m.dec[d][k], &ws.dec[d][k], in, da, dx)
+			ready(m.dec[d][k].params())
 			da, other = other, da
 		}
 		dev.SplitChannels(ws.catGrad[l], ws.actGrad[l], ws.skipGrad[l])
@@ -216,6 +236,7 @@ func (m *UNet) Backward(ws *Workspace, dlogits []Tensor) {
 			stageIn = ws.stageOutput(d - 1)
 		}
 		convTBackward(dev, m.up[d], ws.upGeom[d], stageIn, ws.actGrad[l], ws.actGrad[l+1])
+		ready(m.up[d].params())
 	}
 
 	for l := L - 1; l >= 0; l-- {
@@ -234,6 +255,7 @@ func (m *UNet) Backward(ws *Workspace, dlogits []Tensor) {
 				in, dx = ws.input, nil
 			}
 			m.blockBackward(m.enc[l][k], &ws.enc[l][k], in, da, dx)
+			ready(m.enc[l][k].params())
 			da, other = other, da
 		}
 	}

@@ -40,6 +40,9 @@ type job struct {
 	// staging holds gradients downloaded from a device whose tensors are
 	// not host memory, one buffer per parameter.
 	staging [][]float32
+	// bucketBytes is the gradients' bucket size (0: dist.DefaultBucketBytes;
+	// tests make it small to have many buckets).
+	bucketBytes int
 }
 
 // newComm joins the job env describes on device dev: the CPU
@@ -222,7 +225,7 @@ func (j *job) reduceGrads(dev nn.Device, params []*nn.Param) error {
 		}
 		s.Synchronize()
 	}
-	if err := dist.AllReduceBuckets(j.ctx, j.comm, bufs, dist.DefaultBucketBytes); err != nil {
+	if err := dist.AllReduceBuckets(j.ctx, j.comm, bufs, j.bucketBytes); err != nil {
 		return err
 	}
 	inv := float32(1 / float64(n))

@@ -21,7 +21,7 @@ import (
 )
 
 // startJob joins n ranks, goroutines of this process, over localhost TCP.
-func startJob(t *testing.T, n int) []dist.Comm {
+func startJob(t testing.TB, n int) []dist.Comm {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -256,6 +256,15 @@ func (t *trainer) buildModel() error {
 	t.closers = append(t.closers, learner.Free)
 	if t.job != nil {
 		learner.ReduceGrads = func(ps []*nn.Param) error { return t.job.reduceGrads(t.opt.Device, ps) }
+		overlap, err := distOverlap(os.Getenv)
+		if err != nil {
+			return err
+		}
+		// Learner.Sync, where set, takes ReduceGrads' place: the same sums,
+		// overlapped with the backward pass.
+		if learner.Sync, err = t.job.gradSync(model.Params(), overlap); err != nil {
+			return err
+		}
 		if cfg.Loss.BatchDice && t.job.size() > 1 {
 			// The batch Dice of the global batch: its sums are summed over
 			// the ranks at every step, once per weighted output.

@@ -263,22 +263,8 @@ func (c *Comm[B]) AllReduceSum(ctx context.Context, bufs []B, lens []int) error 
 	}
 	buckets := dist.Buckets(lens, Float32.Size(), c.opts.BucketBytes)
 	for k, bucket := range buckets {
-		if err := check(c.lib, "ncclGroupStart", c.lib.GroupStart()); err != nil {
-			return c.fail(c.errorf("%w", err))
-		}
-		var failed error
-		for _, i := range bucket {
-			if err := check(c.lib, "ncclAllReduce", c.lib.AllReduce(bufs[i], bufs[i], lens[i], Float32, Sum, c.handle, c.stream)); err != nil {
-				failed = c.errorf("gradient %d (%d elements, bucket %d of %d): %w", i, lens[i], k+1, len(buckets), err)
-				break
-			}
-		}
-		// The group is closed even after a failed call, as NCCL wants.
-		if err := check(c.lib, "ncclGroupEnd", c.lib.GroupEnd()); err != nil && failed == nil {
-			failed = c.errorf("bucket %d of %d: %w", k+1, len(buckets), err)
-		}
-		if failed != nil {
-			return c.fail(failed)
+		if err := c.launch(bufs, lens, bucket, k, len(buckets)); err != nil {
+			return err
 		}
 	}
 	n := 0
@@ -286,6 +272,36 @@ func (c *Comm[B]) AllReduceSum(ctx context.Context, bufs []B, lens []int) error 
 		n += max(0, l)
 	}
 	return c.wait(ctx, fmt.Sprintf("all-reduce of %d buckets (%d tensors, %d elements)", len(buckets), len(lens), n))
+}
+
+// launch enqueues bucket k (of nb) of bufs' all-reduces on the
+// communicator's stream as one NCCL group; it does not wait. A failed
+// call aborts the communicator.
+func (c *Comm[B]) launch(bufs []B, lens []int, bucket []int, k, nb int) error {
+	if c.broken != nil {
+		return c.broken
+	}
+	if c.freed {
+		return c.errorf("all-reduce after Close")
+	}
+	if err := check(c.lib, "ncclGroupStart", c.lib.GroupStart()); err != nil {
+		return c.fail(c.errorf("%w", err))
+	}
+	var failed error
+	for _, i := range bucket {
+		if err := check(c.lib, "ncclAllReduce", c.lib.AllReduce(bufs[i], bufs[i], lens[i], Float32, Sum, c.handle, c.stream)); err != nil {
+			failed = c.errorf("gradient %d (%d elements, bucket %d of %d): %w", i, lens[i], k+1, nb, err)
+			break
+		}
+	}
+	// The group is closed even after a failed call, as NCCL wants.
+	if err := check(c.lib, "ncclGroupEnd", c.lib.GroupEnd()); err != nil && failed == nil {
+		failed = c.errorf("bucket %d of %d: %w", k+1, nb, err)
+	}
+	if failed != nil {
+		return c.fail(failed)
+	}
+	return nil
 }
 
 // wait is the watchdog: it returns once the stream's work is done, or

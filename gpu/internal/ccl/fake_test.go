@@ -52,6 +52,7 @@ type fakeLib struct {
 	queued  []func() // the group's all-reduces
 	streams map[Stream][]*fakeOp
 	groups  []int // all-reduces per launched group
+	counts_ []int // each launched all-reduce's count, in launch order
 	aborts  int
 	destroy int
 }
@@ -148,6 +149,7 @@ func (f *fakeLib) AllReduce(send, recv []float32, count int, dt DataType, op Red
 		o.sends[c.rank] = append([]float32(nil), send[:count]...)
 		o.recv[c.rank] = recv[:count]
 		o.arrived++
+		f.counts_ = append(f.counts_, count)
 		f.streams[s] = append(f.streams[s], o)
 		// An aborted rank's kernels are gone: nothing it was in completes.
 		if o.arrived == cl.n && cl.misuse == "" && len(cl.aborted) == 0 {
@@ -263,6 +265,13 @@ func (f *fakeLib) StreamDone(s Stream) (bool, error) {
 	}
 	f.streams[s] = nil
 	return true, nil
+}
+
+// launched returns each launched all-reduce's count, in launch order.
+func (f *fakeLib) launched() []int {
+	f.net.mu.Lock()
+	defer f.net.mu.Unlock()
+	return append([]int(nil), f.counts_...)
 }
 
 // counts returns the groups launched, aborts and destroys.
