@@ -179,7 +179,8 @@ func (f bloscFrame) blocksOf(lo, hi int) (j0, j1 int) {
 }
 
 // decodeBlock decodes block j into out, exactly its decoded bytes
-// (blockSpan), through tmp (at least a block long) when it is shuffled.
+// (blockSpan), through tmp when it is shuffled (allocated when shorter
+// than the block).
 func (f bloscFrame) decodeBlock(j int, out, tmp []byte) error {
 	if lo, hi := f.blockSpan(j); len(out) != hi-lo {
 		return fmt.Errorf("blosc: a %d-byte buffer for block %d of %d bytes", len(out), j, hi-lo)
@@ -207,6 +208,9 @@ func (f bloscFrame) decodeBlock(j int, out, tmp []byte) error {
 	doBit := flags&bloscBitshuffle != 0 && bsize >= typesize
 	buf := out
 	if doShuffle || doBit {
+		if len(tmp) < bsize {
+			tmp = make([]byte, bsize)
+		}
 		buf = tmp[:bsize]
 	}
 	nsplits := 1

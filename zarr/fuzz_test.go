@@ -32,6 +32,22 @@ func FuzzBlosc(f *testing.F) {
 		if err == nil && len(out) != int(want) {
 			t.Fatalf("decoded %d bytes, want %d", len(out), want)
 		}
+		// The partial path (partial.go): each block decoded alone from
+		// the window of bytes the header says it needs, as a later read
+		// fetches it, must fail or give the whole decode's bytes.
+		fr, perr := parseBlosc(data, int(want))
+		if perr != nil {
+			return
+		}
+		for j := range fr.nblocks() {
+			lo, hi := fr.window(j, j+1)
+			lo, hi = min(max(lo, 0), len(fr.src)), min(max(hi, 0), len(fr.src))
+			bl, bh := fr.blockSpan(j)
+			blk := make([]byte, bh-bl)
+			if derr := fr.withWindow(fr.src[lo:max(lo, hi)], lo).decodeBlock(j, blk, nil); derr == nil && err == nil && string(blk) != string(out[bl:bh]) {
+				t.Fatalf("block %d decoded from its window differs from the whole decode", j)
+			}
+		}
 	})
 }
 
