@@ -86,6 +86,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x ./tiff
 	for t in FuzzBlosc FuzzBlosclz FuzzV2Metadata FuzzV3Metadata FuzzShard FuzzN5Block; do \
 		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 50x ./zarr || exit 1; done
+	$(GO) test -run '^$$' -fuzz '^FuzzDerivedPaths$$' -fuzztime $(FUZZTIME) ./volume
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./nifti
