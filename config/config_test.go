@@ -169,6 +169,11 @@ func TestMultiLabelTargets(t *testing.T) {
 		{func(c *Config) { c.Model.Targets = TargetsSoftmax }, "loss.name: dice_bce trains multi-label sigmoid outputs; set model.targets: multi_label"},
 		{func(c *Config) { c.Model.Targets = "regions" }, `model.targets: "regions", want softmax or multi_label`},
 		{func(c *Config) { c.Loss.ClDiceWeight = new(float64); *c.Loss.ClDiceWeight = 1 }, "loss.cldice_weight: 1, not supported with dice_bce"},
+		{func(c *Config) { c.Model.RegionsClassOrder = []int{1, 2} }, "model.regions_class_order: 2 values, model.num_classes is 3"},
+		{func(c *Config) { c.Model.RegionsClassOrder = []int{1, 0, 2} }, "model.regions_class_order: [1 0 2]: 0 is not a label value in 1..255"},
+		{func(c *Config) {
+			c.Model.RegionsClassOrder, c.Model.Targets, c.Loss.Name = []int{1, 2, 3}, TargetsSoftmax, "dice_ce"
+		}, "model.regions_class_order: [1 2 3], but regions train sigmoid outputs"},
 	} {
 		err := cfg(tc.mod).Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -63,6 +63,13 @@ type Model struct {
 	// num_classes is at most 7, the ignore value is 255 and the loss is
 	// dice_bce (nnU-Net's DC_and_BCE_loss).
 	Targets string `yaml:"targets"`
+	// RegionsClassOrder is nnU-Net v2 regions' regions_class_order: the
+	// label value region (channel) r paints in a predicted label map. The
+	// trainer fills it in from the dataset's dataset.json, so the run's
+	// config and every checkpoint carry it and prediction needs no
+	// dataset (nnU-Net copies dataset.json into its model folder for the
+	// same reason); given by hand it must match. Multi-label only.
+	RegionsClassOrder []int `yaml:"regions_class_order,omitempty"`
 }
 
 // Target kinds (model.targets).
@@ -141,6 +148,19 @@ func (c Model) Validate() error {
 		}
 	default:
 		return fmt.Errorf("model.targets: %q, want softmax or multi_label", c.Targets)
+	}
+	if o := c.RegionsClassOrder; o != nil {
+		switch {
+		case !c.MultiLabel():
+			return fmt.Errorf("model.regions_class_order: %v, but regions train sigmoid outputs: set model.targets: multi_label", o)
+		case len(o) != c.NumClasses:
+			return fmt.Errorf("model.regions_class_order: %d values, model.num_classes is %d (one per region)", len(o), c.NumClasses)
+		}
+		for _, v := range o {
+			if v < 1 || v > 255 {
+				return fmt.Errorf("model.regions_class_order: %v: %d is not a label value in 1..255", o, v)
+			}
+		}
 	}
 	if c.DeepSupervision && len(c.Features) < 3 {
 		return errors.New("model.deep_supervision: needs at least 3 levels (the lowest decoder output gets weight 0)")

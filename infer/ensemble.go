@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/data"
@@ -65,6 +66,8 @@ func NewEnsemble(models []*Model) (*Ensemble, error) {
 			what = fmt.Sprintf("%d classes (model.num_classes), %s has %d", mc.NumClasses, first.Dir, e.Classes)
 		case mc.MultiLabel() != first.Config.Model.MultiLabel():
 			what = fmt.Sprintf("model.targets %s, %s has %s", cmpOr(mc.Targets), first.Dir, cmpOr(first.Config.Model.Targets))
+		case !slices.Equal(mc.RegionsClassOrder, first.Config.Model.RegionsClassOrder):
+			what = fmt.Sprintf("model.regions_class_order %v, %s has %v", mc.RegionsClassOrder, first.Dir, first.Config.Model.RegionsClassOrder)
 		case mc.InChannels != e.Channels:
 			what = fmt.Sprintf("%d input channels (model.in_channels), %s has %d", mc.InChannels, first.Dir, e.Channels)
 		case spec != spec0:
@@ -75,9 +78,12 @@ func NewEnsemble(models []*Model) (*Ensemble, error) {
 		}
 	}
 	if e.MultiLabel = first.Config.Model.MultiLabel(); e.MultiLabel {
-		// nnU-Net regions paint label values in regions_class_order, which
-		// only the training dataset.json records.
-		if d := first.Config.Data; d.Manifest == "" && d.Dataset != "" {
+		// nnU-Net regions paint label values in regions_class_order: the
+		// checkpoint's config carries it (the trainer copies it there);
+		// checkpoints from before read the training dataset.json.
+		if o := first.Config.Model.RegionsClassOrder; o != nil {
+			e.RegionsClassOrder = o
+		} else if d := first.Config.Data; d.Manifest == "" && d.Dataset != "" {
 			order, err := data.RegionsClassOrder(d.Dataset)
 			if err != nil {
 				return nil, fmt.Errorf("checkpoint %s: its regions_class_order (model.targets multi_label): %w", first.Dir, err)

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/voxtrain/voxtrain/internal/atomicfile"
@@ -156,6 +158,9 @@ func newTrainer(ctx context.Context, cfg *config.Config, o Options) (_ *trainer,
 	// never into the dataset (it may be read-only); the saved config then
 	// names that file.
 	if cfg.Data, err = data.Setup(ctx, cfg.Data, data.SetupOptions{Logger: t.log, SplitsDir: t.dir.Experiment}); err != nil {
+		return nil, err
+	}
+	if err := fillRegions(cfg); err != nil {
 		return nil, err
 	}
 	// Every case's labels, geometry and voxels, before the first step: a
@@ -403,4 +408,23 @@ func (t *trainer) join(ctx context.Context, env dist.Env) error {
 		fmt.Fprintln(t.opt.Out, line)
 	}
 	return nil
+}
+
+// fillRegions copies nnU-Net regions' regions_class_order from the
+// dataset's dataset.json into model.regions_class_order, so the saved
+// config and the checkpoints carry it and prediction paints label maps
+// without the dataset; one given in the config must be the dataset's.
+func fillRegions(cfg *config.Config) error {
+	if !cfg.Model.MultiLabel() || cfg.Data.Manifest != "" || cfg.Data.Dataset == "" {
+		return nil
+	}
+	order, err := data.RegionsClassOrder(cfg.Data.Dataset)
+	if err != nil || order == nil {
+		return err // plain classes: opening the data reports the mismatch
+	}
+	if have := cfg.Model.RegionsClassOrder; have != nil && !slices.Equal(have, order) {
+		return fmt.Errorf("model.regions_class_order: %v, but %s has %v", have, filepath.Join(cfg.Data.Dataset, "dataset.json"), order)
+	}
+	cfg.Model.RegionsClassOrder = order
+	return cfg.Model.Validate()
 }

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/voxtrain/voxtrain/internal/testutil"
+	"github.com/voxtrain/voxtrain/nifti"
+)
+
+// TestRegionsTrainPredictWithoutDataset: a run on nnU-Net regions (the
+// demo's labels as regions "whole" = {1, 2} and "posterior" = {2}) keeps
+// regions_class_order in its config and checkpoints, so `train predict`
+// paints nnU-Net's label map from the checkpoint alone after the dataset
+// is gone; every value it writes is 0 or one the order paints.
+func TestRegionsTrainPredictWithoutDataset(t *testing.T) {
+	if testutil.Race {
+		t.Skip("numeric: a training and two sliding-window predictions; skipped under -race")
+	}
+	demo := testutil.DemoDir(t)
+	ds := filepath.Join(t.TempDir(), "Dataset001_Regions")
+	for _, sub := range []string{"imagesTr", "labelsTr"} {
+		if err := os.MkdirAll(filepath.Join(ds, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var training []map[string]string
+	for _, id := range []string{"hippocampus_001", "hippocampus_006", "hippocampus_011", "hippocampus_019", "hippocampus_024", "hippocampus_033"} {
+		for _, sub := range []string{"imagesTr", "labelsTr"} {
+			if err := os.Symlink(filepath.Join(demo, sub, id+".nii.gz"), filepath.Join(ds, sub, id+".nii.gz")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		training = append(training, map[string]string{"image": "./imagesTr/" + id + ".nii.gz", "label": "./labelsTr/" + id + ".nii.gz"})
+	}
+	meta, _ := json.Marshal(map[string]any{"name": "regions", "modality": map[string]string{"0": "MRI"},
+		"labels": map[string]any{"background": 0, "whole": []int{1, 2}, "posterior": []int{2}}, "regions_class_order": []int{1, 2},
+		"numTraining": len(training), "training": training})
+	if err := os.WriteFile(filepath.Join(ds, "dataset.json"), meta, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runs := filepath.Join(t.TempDir(), "runs")
+	cfg := filepath.Join(t.TempDir(), "run.yaml")
+	err := os.WriteFile(cfg, []byte("experiment: regions\nseed: 2\ndata:\n  dataset: "+ds+"\n  fold: 0\n  num_folds: 3\n  workers: 2\n"+
+		"model:\n  num_classes: 2\n  targets: multi_label\n  features: [4, 8]\nloss:\n  name: dice_bce\n"+
+		"train:\n  epochs: 1\n  iterations_per_epoch: 2\n  patch_size: [16, 16, 16]\n  batch_size: 2\n"), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, errb, err := runCmd(t, "--config", cfg, "--output-dir", runs, "--threads", "2"); err != nil {
+		t.Fatalf("training: %v\n%s\n%s", err, o, errb)
+	}
+	run := filepath.Join(runs, "regions", "fold_0", "run_0")
+	saved, err := os.ReadFile(filepath.Join(run, "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(saved), "regions_class_order:") {
+		t.Fatalf("the run's config lacks model.regions_class_order:\n%s", saved)
+	}
+	// The dataset goes away; the test images stay.
+	in := nnunetInputs(t)
+	if err := os.RemoveAll(ds); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	if o, errb, err := runCmd(t, "predict", "-i", in, "-o", out, "--checkpoint", filepath.Join(run, "checkpoints", "last"), "--disable-tta", "--threads", "2"); err != nil {
+		t.Fatalf("predict without the dataset: %v\n%s\n%s", err, o, errb)
+	}
+	for _, id := range []string{"hippocampus_001", "hippocampus_006"} {
+		_, vals, err := nifti.ReadFloat32(filepath.Join(out, id+".nii.gz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range vals {
+			if v != 0 && v != 1 && v != 2 {
+				t.Fatalf("%s: voxel %d is %v, want 0 or a value regions_class_order paints (1, 2)", id, i, v)
+			}
+		}
+	}
+}
