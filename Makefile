@@ -84,7 +84,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x ./nrrd
 	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x ./metaimage
 	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x ./tiff
-	for t in FuzzBlosc FuzzBlosclz FuzzV2Metadata FuzzV3Metadata FuzzShard FuzzN5Block; do \
+	for t in FuzzBlosc FuzzBlosclz FuzzV2Metadata FuzzV3Metadata FuzzShard FuzzN5Block FuzzN5LZ4; do \
 		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 50x ./zarr || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzDerivedPaths$$' -fuzztime $(FUZZTIME) ./volume
 

@@ -1,15 +1,18 @@
 package zarr
 
 import (
+	"bytes"
+	"encoding/binary"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/voxtrain/voxtrain/volume"
 )
 
 // Fuzz targets for every parser of untrusted bytes: blosc's container,
-// blosclz, Zarr v2 and v3 metadata, an N5 block, a shard. Each must return
+// blosclz, Zarr v2 and v3 metadata, an N5 block, N5's lz4 stream, a shard. Each must return
 // an error or a result of the size the metadata says, never panic.
 
 func FuzzBlosc(f *testing.F) {
@@ -172,6 +175,45 @@ func FuzzN5Block(f *testing.F) {
 		c, err := m.codec.decode(raw, shape)
 		if err == nil && len(c.data) != prod(shape)*2 {
 			t.Fatalf("%d bytes for %v", len(c.data), shape)
+		}
+	})
+}
+
+// FuzzN5LZ4 decodes N5's lz4 (LZ4Block frames) into a block of size bytes:
+// an error, or exactly size bytes (at most size when not exact, and then
+// the same bytes as an exact decode of that length).
+func FuzzN5LZ4(f *testing.F) {
+	for _, p := range []string{"n5lz4/u2.n5/0/0/0", "n5lz4/u2.n5/2/0/1", "n5lz4/f4.n5/0/0/0", "n5lz4/f4.n5/1/0/1"} {
+		b, err := os.ReadFile(filepath.Join("testdata", p))
+		if err != nil {
+			f.Fatal(err)
+		}
+		// The stream after the 3-d N5 header; its size from the header.
+		size := 1
+		for i := range 3 {
+			size *= int(binary.BigEndian.Uint32(b[4+4*i:]))
+		}
+		elem := 2
+		if strings.Contains(p, "f4") {
+			elem = 4
+		}
+		f.Add(b[16:], uint32(size*elem), true)
+	}
+	f.Add(lz4BlockStream(testLZ4Data(3000), 1024), uint32(3000), false)
+	f.Fuzz(func(t *testing.T, src []byte, size uint32, exact bool) {
+		n := int(size % (1 << 18))
+		out, err := n5LZ4Codec{}.decode(src, n, exact)
+		if err != nil {
+			return
+		}
+		if len(out) > n || exact && len(out) != n {
+			t.Fatalf("decoded %d bytes, the block holds %d (exact %v)", len(out), n, exact)
+		}
+		if !exact {
+			again, err := n5LZ4Codec{}.decode(src, len(out), true)
+			if err != nil || !bytes.Equal(again, out) {
+				t.Fatalf("exact decode of %d bytes: %v", len(out), err)
+			}
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package zarr
 
 import (
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,6 +90,24 @@ func TestMalformedStores(t *testing.T) {
 		{"N5 truncated gzip", "v2/n5_gzip_i2.n5", func(t *testing.T, d string) {
 			editFile(t, filepath.Join(d, "0", "0", "0"), func(b []byte) []byte { return b[:len(b)-9] })
 		}, []string{filepath.Join("0", "0", "0"), "gzip"}},
+		// u2.n5's block 2/0/1 (lz4-java's): the 16-byte N5 header, one raw
+		// frame of 1920 bytes at byte 16 (its data at 37), the end frame.
+		{"N5 lz4 truncated frame", "n5lz4/u2.n5", func(t *testing.T, d string) {
+			editFile(t, filepath.Join(d, "2", "0", "1"), func(b []byte) []byte { return b[:1000] })
+		}, []string{filepath.Join("2", "0", "1"), "N5 lz4 frame 0", "truncated"}},
+		{"N5 lz4 bad magic", "n5lz4/u2.n5", func(t *testing.T, d string) {
+			editFile(t, filepath.Join(d, "2", "0", "1"), func(b []byte) []byte { b[16] = 'X'; return b })
+		}, []string{filepath.Join("2", "0", "1"), "N5 lz4 frame 0", "magic"}},
+		{"N5 lz4 checksum mismatch", "n5lz4/u2.n5", func(t *testing.T, d string) {
+			editFile(t, filepath.Join(d, "2", "0", "1"), func(b []byte) []byte { b[37+100] ^= 1; return b })
+		}, []string{filepath.Join("2", "0", "1"), "N5 lz4 frame 0", "checksum"}},
+		{"N5 lz4 length past the block", "n5lz4/u2.n5", func(t *testing.T, d string) {
+			editFile(t, filepath.Join(d, "2", "0", "1"), func(b []byte) []byte {
+				binary.LittleEndian.PutUint32(b[25:], 1921) // compressed
+				binary.LittleEndian.PutUint32(b[29:], 1921) // decompressed
+				return b
+			})
+		}, []string{filepath.Join("2", "0", "1"), "N5 lz4 frame 0", "past the block's 1920 bytes"}},
 		{"OME axes disagree", "v2/ome04.ome.zarr", func(t *testing.T, d string) {
 			editFile(t, filepath.Join(d, ".zattrs"), replaceJSON(`"name": "c",`, `"name": "z",`))
 		}, []string{".zattrs", "twice"}},

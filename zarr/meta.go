@@ -468,8 +468,12 @@ func readN5(dir string, attrs map[string]json.RawMessage) (*arrayMeta, error) {
 		bc = bloscCodecT{}
 	case "zstd":
 		bc = zstdCodec{}
+	case "lz4":
+		// lz4-java's LZ4Block stream (n5lz4.go); its "blockSize" only
+		// sizes the writer's frames, which the frames' tokens carry.
+		bc = n5LZ4Codec{}
 	default:
-		return nil, bad("compression type %q is not read (raw, gzip, bzip2, xz, blosc, zstd are)", c.Type)
+		return nil, bad("compression type %q is not read (raw, gzip, bzip2, xz, lz4, blosc, zstd are)", c.Type)
 	}
 	if bc != nil {
 		m.codec.bytes = []bytesCodec{bc}
