@@ -44,6 +44,9 @@
 // implemented here (blosc.go, blosclz.go); zlib, gzip and bzip2 come from
 // the standard library and klauspost/compress, zstd from
 // klauspost/compress, lz4 from pierrec/lz4 and xz from ulikunitz/xz.
+// N5's lz4 is lz4-java's LZ4Block stream (n5lz4.go): frames of LZ4 blocks
+// (through pierrec/lz4) or raw bytes, each with its XXH32 checksum
+// (internal/xxh32) verified.
 //
 // Writing: CreateImage makes an OME-NGFF 0.4 image of one level (a Zarr
 // v2 array, blosc-zstd with byte shuffle or zlib) whose chunks
