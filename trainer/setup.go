@@ -98,6 +98,9 @@ func newTrainer(ctx context.Context, cfg *config.Config, o Options) (_ *trainer,
 	if err != nil {
 		return nil, err
 	}
+	if err := checkDistEnv(env, o); err != nil {
+		return nil, err
+	}
 	rank := env.Rank
 	if rank != 0 {
 		if err := t.join(ctx, env); err != nil {
@@ -427,4 +430,22 @@ func fillRegions(cfg *config.Config) error {
 	}
 	cfg.Model.RegionsClassOrder = order
 	return cfg.Model.Validate()
+}
+
+// checkDistEnv reads the data-parallel job's environment variables
+// (VOXTRAIN_DIST_TIMEOUT, _JOIN_TIMEOUT, _BACKEND, _OVERLAP) before
+// anything else, so a misspelt value fails at once rather than after rank
+// 0 has verified every case.
+func checkDistEnv(env dist.Env, o Options) error {
+	if env.WorldSize <= 1 && !forcedNCCL(os.Getenv, o.Device) {
+		return nil
+	}
+	if _, err := commOptions(os.Getenv); err != nil {
+		return err
+	}
+	if _, err := distBackend(os.Getenv); err != nil {
+		return err
+	}
+	_, err := distOverlap(os.Getenv)
+	return err
 }

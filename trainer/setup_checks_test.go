@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/dist"
 )
 
 // TestFillRegions: a multi-label run on nnU-Net regions takes
@@ -36,5 +37,23 @@ func TestFillRegions(t *testing.T) {
 	c.Model.Targets, c.Loss.Name = config.TargetsSoftmax, "dice_ce"
 	if err := fillRegions(&c); err != nil || c.Model.RegionsClassOrder != nil {
 		t.Fatalf("softmax: %v, order %v, want none", err, c.Model.RegionsClassOrder)
+	}
+}
+
+// TestCheckDistEnv: a job's misspelt environment variables fail before
+// any work (a run of one process ignores them).
+func TestCheckDistEnv(t *testing.T) {
+	for _, c := range []struct{ name, val string }{
+		{"VOXTRAIN_DIST_BACKEND", "bogus"}, {"VOXTRAIN_DIST_OVERLAP", "maybe"}, {"VOXTRAIN_DIST_TIMEOUT", "soon"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv(c.name, c.val)
+			if err := checkDistEnv(dist.Env{WorldSize: 2}, Options{}); err == nil || !strings.Contains(err.Error(), c.name) {
+				t.Errorf("%s=%s in a job of 2: %v, want an error naming it", c.name, c.val, err)
+			}
+			if err := checkDistEnv(dist.Env{WorldSize: 1}, Options{}); err != nil {
+				t.Errorf("%s=%s alone: %v, want none", c.name, c.val, err)
+			}
+		})
 	}
 }
