@@ -99,6 +99,11 @@ type Device struct {
 	opMu sync.Mutex
 	op   string // the nn.Device op whose work is being issued
 
+	// NCCL, opened once by the first NCCLAvailable or JoinNCCL.
+	ncclOnce sync.Once
+	nccl     *ncclLib
+	ncclErr  error
+
 	streams atomic.Int32
 	closed  atomic.Bool
 }

@@ -88,6 +88,21 @@ const NCCLEnv = "VOXTRAIN_NCCL"
 
 var ncclSonames = []string{"libnccl.so.2"}
 
+// NCCLAvailable reports whether NCCL loads on this node (nil), or why not
+// (where it looked): every rank of a job asks before any joins, so that
+// all use NCCL or none does.
+func (d *Device) NCCLAvailable() error {
+	_, err := d.loadNCCL()
+	return err
+}
+
+// loadNCCL opens NCCL once for the device's life (never closed: a
+// library NCCL's threads run in cannot be unloaded safely).
+func (d *Device) loadNCCL() (*ncclLib, error) {
+	d.ncclOnce.Do(func() { d.nccl, d.ncclErr = openNCCL(d) })
+	return d.nccl, d.ncclErr
+}
+
 // ncclLib is NCCL opened with dlopen: ccl.Lib on the device's thread.
 type ncclLib struct {
 	d    *Device
@@ -252,7 +267,7 @@ type NCCLComm struct {
 // communicator reports meanwhile (its rank named). Closing the result
 // closes scalars too.
 func (d *Device) JoinNCCL(ctx context.Context, scalars dist.Comm, env dist.Env, opts dist.Options) (dist.Comm, error) {
-	lib, err := openNCCL(d)
+	lib, err := d.loadNCCL()
 	if err != nil {
 		return nil, err
 	}

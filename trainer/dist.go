@@ -55,7 +55,12 @@ type job struct {
 // the device and back, and the ring names a rank that dies, which the
 // NCCL watchdog then reports too. VOXTRAIN_DIST_BACKEND=tcp keeps a CUDA
 // device on the TCP ring (gradients staged through host memory).
-var newComm = func(ctx context.Context, env dist.Env, dev nn.Device) (dist.Comm, error) {
+//
+// Every rank must reduce the same way, so before any joins NCCL the ranks
+// agree (one all-reduce on the ring) whether it loads on every one of
+// them; where it does not, VOXTRAIN_DIST_BACKEND=nccl is an error and the
+// default says so through warn and stays on the TCP ring.
+var newComm = func(ctx context.Context, env dist.Env, dev nn.Device, warn func(msg string, args ...any)) (dist.Comm, error) {
 	opts, err := commOptions(os.Getenv)
 	if err != nil {
 		return nil, err
@@ -72,6 +77,27 @@ var newComm = func(ctx context.Context, env dist.Env, dev nn.Device) (dist.Comm,
 	if !ok || backend == "tcp" {
 		return c, nil
 	}
+	avail := nd.NCCLAvailable()
+	missing := []float32{0}
+	if avail != nil {
+		missing[0] = 1
+	}
+	if err := c.AllReduceSum(ctx, missing); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("agreeing on NCCL: %w", err)
+	}
+	if n := int(missing[0]); n > 0 {
+		why := fmt.Sprintf("NCCL cannot be loaded on %d of the %d ranks", n, max(1, env.WorldSize))
+		if avail != nil {
+			why += fmt.Sprintf(" (this one: %v)", avail)
+		}
+		if backend == "nccl" {
+			c.Close()
+			return nil, fmt.Errorf("%s=nccl: %s", backendEnv, why)
+		}
+		warn(why+"; the gradients go through host memory over the TCP ring instead (slower): point "+ncclEnvHint+" at libnccl.so.2 or its folder", "rank", env.Rank)
+		return c, nil
+	}
 	nc, err := nd.JoinNCCL(ctx, c, env, opts)
 	if err != nil {
 		c.Close()
@@ -84,8 +110,14 @@ var newComm = func(ctx context.Context, env dist.Env, dev nn.Device) (dist.Comm,
 // memory: package gpu's CUDA device (JoinNCCL returns a communicator
 // that is also a deviceReducer).
 type ncclDevice interface {
+	// NCCLAvailable is nil when NCCL loads on this node, else why not.
+	NCCLAvailable() error
 	JoinNCCL(ctx context.Context, scalars dist.Comm, env dist.Env, opts dist.Options) (dist.Comm, error)
 }
+
+// ncclEnvHint names package gpu's NCCLEnv (which the trainer, built
+// without the cuda tag too, cannot import).
+const ncclEnvHint = "VOXTRAIN_NCCL"
 
 // deviceReducer is a communicator that averages gradients over the ranks
 // where they are, on the device.

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"sync"
@@ -18,7 +19,11 @@ import (
 type ncclCPU struct {
 	*cpu.Device
 	joined chan dist.Env
+	// missing, when set, is why NCCL does not load on this rank.
+	missing error
 }
+
+func (d ncclCPU) NCCLAvailable() error { return d.missing }
 
 func (d ncclCPU) JoinNCCL(_ context.Context, scalars dist.Comm, env dist.Env, _ dist.Options) (dist.Comm, error) {
 	d.joined <- env
@@ -67,7 +72,7 @@ func TestNCCLDeviceGetsItsCommunicator(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			env := dist.Env{Rank: r, WorldSize: n, LocalRank: r, LocalWorldSize: n, MasterAddr: "127.0.0.1", MasterPort: port}
-			comms[r], errs[r] = newComm(context.Background(), env, devs[r])
+			comms[r], errs[r] = newComm(context.Background(), env, devs[r], func(string, ...any) { t.Error("a warning with NCCL on every rank") })
 		}()
 	}
 	wg.Wait()
@@ -143,5 +148,54 @@ func TestDistBackend(t *testing.T) {
 	dev := ncclCPU{Device: cpu.New(cpu.Options{Threads: 1})}
 	if !forcedNCCL(env("nccl"), dev) || forcedNCCL(env(""), dev) || forcedNCCL(env("nccl"), dev.Device) {
 		t.Error("forcedNCCL: want it for nccl on a device with NCCL only")
+	}
+}
+
+// TestNCCLMissingOnARank: when NCCL loads on some ranks only, every rank
+// stays on the TCP ring (a warning on each) — never a job whose ranks
+// reduce in different ways — and VOXTRAIN_DIST_BACKEND=nccl is an error
+// on every rank naming how many lack it.
+func TestNCCLMissingOnARank(t *testing.T) {
+	for _, backend := range []string{"", "nccl"} {
+		t.Run("backend="+backend, func(t *testing.T) {
+			t.Setenv(backendEnv, backend)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			port := ln.Addr().(*net.TCPAddr).Port
+			ln.Close()
+			const n = 2
+			comms := make([]dist.Comm, n)
+			warns := make([]string, n)
+			errs := onRanksErr(n, func(r int) error {
+				d := ncclCPU{Device: cpu.New(cpu.Options{Threads: 1}), joined: make(chan dist.Env, 1)}
+				if r == 1 {
+					d.missing = errors.New("cannot load NCCL (libnccl.so.2): no file found")
+				}
+				env := dist.Env{Rank: r, WorldSize: n, LocalRank: r, LocalWorldSize: n, MasterAddr: "127.0.0.1", MasterPort: port}
+				var err error
+				comms[r], err = newComm(context.Background(), env, d, func(msg string, _ ...any) { warns[r] = msg })
+				if err == nil && len(d.joined) > 0 {
+					return errors.New("joined NCCL")
+				}
+				return err
+			})
+			for r := range n {
+				if backend == "nccl" {
+					if errs[r] == nil || !strings.Contains(errs[r].Error(), "VOXTRAIN_DIST_BACKEND=nccl: NCCL cannot be loaded on 1 of the 2 ranks") {
+						t.Errorf("rank %d: %v, want the forced backend refused", r, errs[r])
+					}
+					continue
+				}
+				if errs[r] != nil {
+					t.Fatalf("rank %d: %v", r, errs[r])
+				}
+				defer comms[r].Close()
+				if _, isNCCL := comms[r].(*fakeNCCL); isNCCL || !strings.Contains(warns[r], "NCCL cannot be loaded on 1 of the 2 ranks") {
+					t.Errorf("rank %d: communicator %T, warning %q: want the TCP ring and a warning", r, comms[r], warns[r])
+				}
+			}
+		})
 	}
 }

@@ -386,7 +386,7 @@ func (t *trainer) join(ctx context.Context, env dist.Env) error {
 			return err
 		}
 	} else {
-		c, err := newComm(ctx, env, t.opt.Device)
+		c, err := newComm(ctx, env, t.opt.Device, t.log.Warn)
 		if err != nil {
 			return fmt.Errorf("data-parallel job (%s's variables): %w", env.Source, err)
 		}
