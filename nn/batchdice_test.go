@@ -77,10 +77,18 @@ func TestBatchDiceOverRanks(t *testing.T) {
 		cfg     config.Loss
 		classes int
 		labels  int // labels are drawn from [0, labels)
+		// ignore255 sets every 5th voxel to 255 (dice_bce's ignore byte).
+		ignore255 bool
 	}{
-		{"dice_ce", loss("dice_ce", func(l *config.Loss) { l.BatchDice = true }), 3, 3},
-		{"dice with background", loss("dice", func(l *config.Loss) { l.BatchDice, l.DoBackground = true, true }), 3, 3},
-		{"dice_bce", loss("dice_bce", func(l *config.Loss) { l.BatchDice = true }), 2, 4},
+		{"dice_ce", loss("dice_ce", func(l *config.Loss) { l.BatchDice = true }), 3, 3, false},
+		{"dice with background", loss("dice", func(l *config.Loss) { l.BatchDice, l.DoBackground = true, true }), 3, 3, false},
+		{"dice_bce", loss("dice_bce", func(l *config.Loss) { l.BatchDice = true }), 2, 4, false},
+		// With an ignore label the ranks keep different numbers of voxels:
+		// the cross-entropy's mean must be over the global batch's kept
+		// voxels, with per-sample and with batch Dice.
+		{"dice_ce, ignore label", loss("dice_ce", func(l *config.Loss) { l.IgnoreLabel = new(int); *l.IgnoreLabel = 3 }), 3, 4, false},
+		{"dice_ce, ignore label, batch Dice", loss("dice_ce", func(l *config.Loss) { l.BatchDice, l.IgnoreLabel = true, new(int); *l.IgnoreLabel = 3 }), 3, 4, false},
+		{"dice_bce, ignore", loss("dice_bce", func(l *config.Loss) { l.IgnoreLabel = new(int); *l.IgnoreLabel = 255 }), 2, 4, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dev := cpu.New(cpu.Options{Threads: 1})
@@ -94,6 +102,21 @@ func TestBatchDiceOverRanks(t *testing.T) {
 				z[i] = randn(rng, s.Len(), 1.5)
 			}
 			lab := randomLabels(rng, ranks*b, 8, 8, 8, tc.labels)
+			if tc.ignore255 {
+				for i := range lab {
+					if i%5 == 0 {
+						lab[i] = 255
+					}
+				}
+			}
+			if tc.cfg.Ignore() >= 0 {
+				// Uneven shares of ignored voxels: most in rank 0's samples.
+				for i := range lab[:len(lab)/4] {
+					if i%2 == 0 {
+						lab[i] = float32(tc.cfg.Ignore())
+					}
+				}
+			}
 
 			// compute evaluates a criterion on samples [lo, lo+n) and
 			// returns its loss and gradients.
@@ -148,17 +171,34 @@ func TestBatchDiceOverRanks(t *testing.T) {
 
 			near := func(a, b, tol float64) bool { return math.Abs(a-b) <= tol*(1+math.Abs(b)) }
 			var mean float64
+			// Per output of non-zero weight (two): the kept-voxel count with
+			// an ignore label, the Dice sums with batch Dice.
+			calls := 0
+			if tc.cfg.Ignore() >= 0 {
+				calls += 2
+			}
+			if tc.cfg.BatchDice {
+				calls += 2
+			}
+			var meanCE, aloneCE float64
 			for r := range ranks {
-				if f.calls[r] != 2 {
-					t.Errorf("rank %d reduced %d times, want 2 (one per output of non-zero weight)", r, f.calls[r])
+				if f.calls[r] != calls {
+					t.Errorf("rank %d reduced %d times, want %d", r, f.calls[r], calls)
 				}
-				if !near(got[r].Dice, want.Dice, 1e-9) {
+				if tc.cfg.BatchDice && !near(got[r].Dice, want.Dice, 1e-9) {
 					t.Errorf("rank %d: Dice %v, want the whole batch's %v", r, got[r].Dice, want.Dice)
 				}
-				if near(alone[r].Dice, want.Dice, 1e-4) {
+				if tc.cfg.BatchDice && near(alone[r].Dice, want.Dice, 1e-4) {
 					t.Errorf("rank %d without the reducer: Dice %v, the whole batch's %v: the test cannot tell them apart", r, alone[r].Dice, want.Dice)
 				}
 				mean += got[r].Total / ranks
+				meanCE += (got[r].CE + got[r].BCE) / ranks
+				aloneCE += (alone[r].CE + alone[r].BCE) / ranks
+			}
+			if wantCE := want.CE + want.BCE; !near(meanCE, wantCE, 1e-9) {
+				t.Errorf("mean of the ranks' cross-entropies %v, want the whole batch's %v", meanCE, wantCE)
+			} else if tc.cfg.Ignore() >= 0 && near(aloneCE, wantCE, 1e-4) {
+				t.Errorf("without the reducer the ranks' cross-entropies average to %v, the whole batch's %v: the test cannot tell them apart", aloneCE, wantCE)
 			}
 			if !near(mean, want.Total, 1e-9) {
 				t.Errorf("mean of the ranks' losses %v, want the whole batch's %v", mean, want.Total)

@@ -71,10 +71,13 @@ type Criterion struct {
 // Dice losses do under DDP (they all-gather the sums): before the Dice and
 // its gradient are computed, sum replaces the per-class sums of this
 // rank's batch (intersection, prediction and target sums, 3·classes
-// values, all ≥ 0) by their sums over the ranks. Every rank must call
-// Compute at the same steps, so that the calls of sum match: one per
-// output of non-zero weight, highest resolution first. An error from sum
-// fails Compute.
+// values, all ≥ 0) by their sums over the ranks. With an ignore label it
+// also sums the kept voxels the cross-entropy's mean divides by (see
+// globalCount), so that mean is the global batch's too. Every rank must
+// call Compute at the same steps, so that the calls of sum match: per
+// output of non-zero weight, highest resolution first, the count (with an
+// ignore label) and then the Dice sums (with batch_dice). An error from
+// sum fails Compute.
 //
 // The gradient each rank then writes is ranks times the global Dice's
 // gradient with respect to its own outputs, because the job averages its
@@ -321,11 +324,15 @@ func (c *Criterion) softmax(logits, labels Tensor, o *lossOut) (LossValue, error
 			count += m
 		}
 	}
+	count, ranks, err := c.globalCount(st, count)
+	if err != nil {
+		return LossValue{}, err
+	}
 	ceScale := make([]float32, n)
 	if count > 0 {
 		for b := 0; b < n; b++ {
-			v.CE += st.CE[b] / count
-			ceScale[b] = float32(o.weight * wCE / count)
+			v.CE += ranks * st.CE[b] / count
+			ceScale[b] = float32(o.weight * wCE * ranks / count)
 		}
 	}
 	v.Total += wCE * v.CE
@@ -385,11 +392,15 @@ func (c *Criterion) multiLabel(logits, labels Tensor, o *lossOut) (LossValue, er
 	for _, m := range st.Counted {
 		count += m * float64(k)
 	}
+	count, ranks, err := c.globalCount(st, count)
+	if err != nil {
+		return LossValue{}, err
+	}
 	bceScale := make([]float32, n)
 	if count > 0 {
 		for b := 0; b < n; b++ {
-			v.BCE += st.CE[b] / count
-			bceScale[b] = float32(o.weight * wBCE / count)
+			v.BCE += ranks * st.CE[b] / count
+			bceScale[b] = float32(o.weight * wBCE * ranks / count)
 		}
 	}
 	v.Total += wBCE * v.BCE
@@ -409,6 +420,26 @@ func (c *Criterion) multiLabel(logits, labels Tensor, o *lossOut) (LossValue, er
 	}
 	c.mdev.SigmoidMultiLabelLossBackward(o.probs, labels, bceScale, alpha, beta, o.dlogits, c.ignore >= 0)
 	return v, nil
+}
+
+// globalCount returns the number of voxels the cross-entropy's mean runs
+// over and the factor its terms take (see SetBatchReducer). With an
+// ignore label each rank counts its own kept voxels, so in a job the
+// global batch's mean divides the ranks' summed terms by the count summed
+// over the ranks: each rank's CE term is then ranks·Σ_r-own / count, whose
+// mean over the ranks is the global mean, and its gradient ranks times
+// the global mean's (the job averages the ranks' gradients). Without an
+// ignore label every rank counts the same voxels and the mean of the
+// ranks' means is the global one already: count as given, factor 1.
+func (c *Criterion) globalCount(st SegStats, count float64) (float64, float64, error) {
+	if c.sumRanks == nil || st.Counted == nil || c.ignore < 0 {
+		return count, 1, nil
+	}
+	xs := []float64{count}
+	if err := c.sumRanks(xs); err != nil {
+		return 0, 0, fmt.Errorf("the ignore label's voxel count over the ranks: %w", err)
+	}
+	return xs[0], float64(c.ranks), nil
 }
 
 // softDice returns the soft Dice loss of st and its gradient coefficients
