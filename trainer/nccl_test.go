@@ -55,12 +55,7 @@ func (f *fakeNCCL) ReduceMean(grads []nn.Tensor) error {
 // returns the device's communicator and reduceGrads hands it the gradient
 // tensors (no host staging); VOXTRAIN_DIST_BACKEND=tcp keeps the TCP ring.
 func TestNCCLDeviceGetsItsCommunicator(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := freePort(t)
 	const n = 2
 	devs := make([]ncclCPU, n)
 	comms := make([]dist.Comm, n)
@@ -159,12 +154,7 @@ func TestNCCLMissingOnARank(t *testing.T) {
 	for _, backend := range []string{"", "nccl"} {
 		t.Run("backend="+backend, func(t *testing.T) {
 			t.Setenv(backendEnv, backend)
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			port := ln.Addr().(*net.TCPAddr).Port
-			ln.Close()
+			port := freePort(t)
 			const n = 2
 			comms := make([]dist.Comm, n)
 			warns := make([]string, n)
@@ -198,4 +188,16 @@ func TestNCCLMissingOnARank(t *testing.T) {
 			}
 		})
 	}
+}
+
+// freePort returns a TCP port of the loopback that was free a moment ago,
+// for a job's store.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
