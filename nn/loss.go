@@ -324,16 +324,9 @@ func (c *Criterion) softmax(logits, labels Tensor, o *lossOut) (LossValue, error
 			count += m
 		}
 	}
-	count, ranks, err := c.globalCount(st, count)
-	if err != nil {
+	var ceScale []float32
+	if v.CE, ceScale, err = c.voxelMean(st, count, o.weight*wCE); err != nil {
 		return LossValue{}, err
-	}
-	ceScale := make([]float32, n)
-	if count > 0 {
-		for b := 0; b < n; b++ {
-			v.CE += ranks * st.CE[b] / count
-			ceScale[b] = float32(o.weight * wCE * ranks / count)
-		}
 	}
 	v.Total += wCE * v.CE
 
@@ -392,16 +385,9 @@ func (c *Criterion) multiLabel(logits, labels Tensor, o *lossOut) (LossValue, er
 	for _, m := range st.Counted {
 		count += m * float64(k)
 	}
-	count, ranks, err := c.globalCount(st, count)
-	if err != nil {
+	var bceScale []float32
+	if v.BCE, bceScale, err = c.voxelMean(st, count, o.weight*wBCE); err != nil {
 		return LossValue{}, err
-	}
-	bceScale := make([]float32, n)
-	if count > 0 {
-		for b := 0; b < n; b++ {
-			v.BCE += ranks * st.CE[b] / count
-			bceScale[b] = float32(o.weight * wBCE * ranks / count)
-		}
 	}
 	v.Total += wBCE * v.BCE
 	alpha := make([]float32, n*k)
@@ -420,6 +406,26 @@ func (c *Criterion) multiLabel(logits, labels Tensor, o *lossOut) (LossValue, er
 	}
 	c.mdev.SigmoidMultiLabelLossBackward(o.probs, labels, bceScale, alpha, beta, o.dlogits, c.ignore >= 0)
 	return v, nil
+}
+
+// voxelMean returns the mean of the per-sample sums st.CE over count
+// voxels — in a job with an ignore label, the global batch's (globalCount)
+// — and each sample's gradient scale, w (the output's and the term's
+// weight) over that count; 0 and zero scales when nothing is counted.
+func (c *Criterion) voxelMean(st SegStats, count, w float64) (float64, []float32, error) {
+	count, ranks, err := c.globalCount(st, count)
+	if err != nil {
+		return 0, nil, err
+	}
+	var mean float64
+	scale := make([]float32, st.N)
+	if count > 0 {
+		for b := range scale {
+			mean += ranks * st.CE[b] / count
+			scale[b] = float32(w * ranks / count)
+		}
+	}
+	return mean, scale, nil
 }
 
 // globalCount returns the number of voxels the cross-entropy's mean runs
