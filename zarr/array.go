@@ -55,7 +55,12 @@ func (c chunkCodec) decode(raw []byte, shape []int) (*chunkData, error) {
 	if len(b) != size {
 		return nil, fmt.Errorf("%d bytes, the chunk's shape %v of %v holds %d", len(b), shape, c.dt, size)
 	}
-	// Stored axis i (C order) is array axis perm[i].
+	return &chunkData{data: b, shape: shape, strides: c.strides(shape)}, nil
+}
+
+// strides are the element strides of a decoded chunk of shape, in array
+// axis order: stored axis i (C order) is array axis perm[i].
+func (c chunkCodec) strides(shape []int) []int {
 	n := len(shape)
 	strides := make([]int, n)
 	st := 1
@@ -63,7 +68,7 @@ func (c chunkCodec) decode(raw []byte, shape []int) (*chunkData, error) {
 		strides[c.perm[i]] = st
 		st *= shape[c.perm[i]]
 	}
-	return &chunkData{data: b, shape: shape, strides: strides}, nil
+	return strides
 }
 
 // chunkShape is the full chunk shape (the grid's).
@@ -275,8 +280,9 @@ func (a *array) read(lo, hi []int, dst []float32, dstStrides []int) error {
 // chunks allow it (partial.go).
 func (a *array) readChunk(idx, lo, hi []int, dst []float32, dstStrides []int) error {
 	if a.bloscParts() {
-		b0, b1 := a.chunkSpan(idx, lo, hi, a.chunkStrides())
-		c, release, err := a.partChunk(idx, b0, b1)
+		strides := a.m.codec.strides(a.m.chunks)
+		b0, b1 := a.chunkSpan(idx, lo, hi, strides)
+		c, release, err := a.partChunk(idx, b0, b1, strides)
 		if err != nil {
 			return err
 		}

@@ -32,19 +32,6 @@ func (a *array) bloscParts() bool {
 	return ok
 }
 
-// chunkStrides are the element strides of a decoded chunk of the grid's
-// shape, in array axis order (stored axis i is array axis perm[i]).
-func (a *array) chunkStrides() []int {
-	n := len(a.m.chunks)
-	strides := make([]int, n)
-	st := 1
-	for i := n - 1; i >= 0; i-- {
-		strides[a.m.codec.perm[i]] = st
-		st *= a.m.chunks[a.m.codec.perm[i]]
-	}
-	return strides
-}
-
 // chunkSpan is the byte range [b0, b1) of chunk idx's decoded buffer
 // between the first and the last element of the region [lo, hi) inside
 // the chunk: every element the region reads from it lies there.
@@ -59,12 +46,12 @@ func (a *array) chunkSpan(idx, lo, hi, strides []int) (b0, b1 int) {
 	return first * size, (last + 1) * size
 }
 
-// partChunk returns chunk idx with at least its bytes [b0, b1) decoded
-// (nil when the chunk is missing: all fill), and a release to call once
-// the caller is done with it. Its data is a pooled buffer of the whole
+// partChunk returns chunk idx (strides: the grid's chunk strides) with at
+// least its bytes [b0, b1) decoded (nil when the chunk is missing: all
+// fill), and a release to call once the caller is done with it. Its data is a pooled buffer of the whole
 // chunk's size whose bytes outside the blocks holding [b0, b1) are
 // undefined.
-func (a *array) partChunk(idx []int, b0, b1 int) (*chunkData, func(), error) {
+func (a *array) partChunk(idx []int, b0, b1 int, strides []int) (*chunkData, func(), error) {
 	path := joinLoc(a.m.dir, a.m.key(idx))
 	size := prod(a.m.chunks) * a.m.codec.dt.size
 	// The stored chunk is read at most once per call, when a block is
@@ -101,7 +88,7 @@ func (a *array) partChunk(idx []int, b0, b1 int) (*chunkData, func(), error) {
 		release()
 		return nil, nil, err
 	}
-	cd := &chunkData{data: buf, shape: a.m.chunks, strides: a.chunkStrides()}
+	cd := &chunkData{data: buf, shape: a.m.chunks, strides: strides}
 
 	if a.cache.max == 0 {
 		// Nothing is kept: decode the blocks straight into buf.
