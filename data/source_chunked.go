@@ -53,96 +53,22 @@ func (h *chunkFiles) openLocked(path string) (volume.File, error) {
 	if f, ok := h.files[path]; ok {
 		return f, nil
 	}
-	// A resampled label (a manifest crop at another resolution than
-	// its raw) reads through its file's handle, kept under its own path.
-	if base, r, ok, err := volume.SplitResample(path); err != nil {
+	// A derived volume (a manifest crop's window of its raw volume, its
+	// masked, resampled or bit-packed label, a region label read through
+	// its table) reads the handles of the files it names, kept under their
+	// own paths: the crops of one raw volume share its handle, and so its
+	// chunks' cache entries.
+	if f, ok, err := volume.OpenDerived(path, h.openLocked, false); err != nil {
 		return nil, err
 	} else if ok {
-		bf, err := h.openLocked(base)
-		if err != nil {
-			return nil, err
-		}
-		f, err := volume.Resampled(bf, r)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
 		h.files[path] = f
 		return f, nil
 	}
-	// A masked label (a manifest crop's) reads its label's and mask's
-	// handles, kept under their own paths.
-	if label, mask, value, ok, err := volume.SplitMask(path); err != nil {
-		return nil, err
-	} else if ok {
-		lf, err := h.openLocked(label)
-		if err != nil {
-			return nil, err
-		}
-		mf, err := h.openLocked(mask)
-		if err != nil {
-			return nil, fmt.Errorf("mask: %w", err)
-		}
-		f, err := volume.Masked(lf, mf, value)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		h.files[path] = f
-		return f, nil
-	}
-	// A multi-label crop's or nnU-Net region label's bytes (volume's
-	// bit-packed and looked-up labels) read their files' handles.
-	if base, lut, ok, err := volume.SplitLUT(path); err != nil {
-		return nil, err
-	} else if ok {
-		bf, err := h.openLocked(base)
-		if err != nil {
-			return nil, err
-		}
-		f, err := volume.LookedUp(bf, lut)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		h.files[path] = f
-		return f, nil
-	}
-	if paths, ok, err := volume.SplitPacked(path); err != nil {
-		return nil, err
-	} else if ok {
-		files := map[int]volume.File{}
-		for c, p := range paths {
-			if files[c], err = h.openLocked(p); err != nil {
-				return nil, fmt.Errorf("class %d: %w", c, err)
-			}
-		}
-		f, err := volume.Packed(files, paths)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		h.files[path] = f
-		return f, nil
-	}
-	base, box, win, err := volume.SplitWindow(path)
+	f, err := zarr.OpenWith(path, zarr.Options{Cache: h.cache})
 	if err != nil {
 		return nil, err
 	}
-	// A window (a manifest's crop of a raw volume) shares its store's
-	// handle, so the crops of one raw volume share its chunks' cache
-	// entries too.
-	f, ok := h.files[base]
-	if !ok {
-		if f, err = zarr.OpenWith(base, zarr.Options{Cache: h.cache}); err != nil {
-			return nil, err
-		}
-		h.files[base] = f
-	}
-	if win {
-		w, err := volume.Window(f, box)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		f = w
-		h.files[path] = f
-	}
+	h.files[path] = f
 	return f, nil
 }
 
@@ -151,9 +77,8 @@ func (h *chunkFiles) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for p, f := range h.files {
-		// A window's Close is its store's, a masked label's its
-		// label's and mask's and a resampled label's its file's, closed
-		// under their own paths.
+		// A derived volume's Close is its files', closed under their own
+		// paths.
 		if volume.FilePath(p) == p {
 			f.Close()
 		}

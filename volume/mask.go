@@ -139,23 +139,3 @@ type chunkedMasked struct {
 }
 
 func (m *chunkedMasked) ChunkShape() [3]int { return m.chunk }
-
-// openMasked opens a masked label's path (MaskedPath).
-func openMasked(path, label, mask string, value uint8) (File, error) {
-	lf, err := Open(label)
-	if err != nil {
-		return nil, err
-	}
-	mf, err := Open(mask)
-	if err != nil {
-		lf.Close()
-		return nil, fmt.Errorf("mask: %w", err)
-	}
-	f, err := Masked(lf, mf, value)
-	if err != nil {
-		lf.Close()
-		mf.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return f, nil
-}

@@ -189,30 +189,6 @@ type chunkedPacked struct {
 
 func (p *chunkedPacked) ChunkShape() [3]int { return p.chunk }
 
-// openPacked opens a bit-packed label's path (PackedPath).
-func openPacked(path string, paths map[int]string) (File, error) {
-	files := map[int]File{}
-	closeAll := func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}
-	for c, p := range paths {
-		f, err := Open(p)
-		if err != nil {
-			closeAll()
-			return nil, fmt.Errorf("class %d: %w", c, err)
-		}
-		files[c] = f
-	}
-	f, err := Packed(files, paths)
-	if err != nil {
-		closeAll()
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return f, nil
-}
-
 // LUTPath names the label map at path with its values read through lut
 // (see LookedUp); only lut's non-zero entries are written.
 func LUTPath(path string, lut [256]uint8) string {

@@ -238,17 +238,3 @@ func (rs *resampled) ReadRegion(box Box, dst [][]float32) error {
 }
 
 func (rs *resampled) Close() error { return rs.f.Close() }
-
-// openResampled opens a resampled file's path (ResampledPath).
-func openResampled(path, base string, r Resampling) (File, error) {
-	f, err := Open(base)
-	if err != nil {
-		return nil, err
-	}
-	rf, err := Resampled(f, r)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return rf, nil
-}

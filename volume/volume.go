@@ -212,50 +212,8 @@ func Formats() []string {
 // a bit-packed or looked-up label's path (PackedPath, LUTPath) its
 // multi-label bytes.
 func Open(path string) (File, error) {
-	// The resampling is the outermost suffix: it may resample a masked
-	// label.
-	if base, r, ok, err := SplitResample(path); err != nil {
-		return nil, err
-	} else if ok {
-		return openResampled(path, base, r)
-	}
-	if label, mask, value, ok, err := SplitMask(path); err != nil {
-		return nil, err
-	} else if ok {
-		return openMasked(path, label, mask, value)
-	}
-	if base, lut, ok, err := SplitLUT(path); err != nil {
-		return nil, err
-	} else if ok {
-		f, err := Open(base)
-		if err != nil {
-			return nil, err
-		}
-		l, err := LookedUp(f, lut)
-		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		return l, nil
-	}
-	if files, ok, err := SplitPacked(path); err != nil {
-		return nil, err
-	} else if ok {
-		return openPacked(path, files)
-	}
-	if base, box, ok, err := SplitWindow(path); err != nil {
-		return nil, err
-	} else if ok {
-		f, err := Open(base)
-		if err != nil {
-			return nil, err
-		}
-		w, err := Window(f, box)
-		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		return w, nil
+	if f, ok, err := OpenDerived(path, Open, true); ok {
+		return f, err
 	}
 	mu.RLock()
 	fs := formats
