@@ -76,8 +76,8 @@ type Criterion struct {
 // globalCount), so that mean is the global batch's too. Every rank must
 // call Compute at the same steps, so that the calls of sum match: per
 // output of non-zero weight, highest resolution first, the count (with an
-// ignore label) and then the Dice sums (with batch_dice). An error from
-// sum fails Compute.
+// ignore label), the Dice sums (with batch_dice) and clDice's four sums
+// (with a clDice weight). An error from sum fails Compute.
 //
 // The gradient each rank then writes is ranks times the global Dice's
 // gradient with respect to its own outputs, because the job averages its
@@ -93,6 +93,15 @@ type Criterion struct {
 // samples like CE and needs neither.
 func (c *Criterion) SetBatchReducer(ranks int, sum func(xs []float64) error) {
 	c.ranks, c.sumRanks = ranks, sum
+}
+
+// HasBatchTerms reports whether the loss has terms that are not a mean
+// of per-sample terms — the batch Dice, clDice (one Tprec and Tsens over
+// the batch), the cross-entropy's mean over the kept voxels of an ignore
+// label — and so needs SetBatchReducer in a data-parallel job.
+func (c *Criterion) HasBatchTerms() bool {
+	_, _, wCl := c.cfg.TermWeights()
+	return c.cfg.BatchDice || c.ignore >= 0 || wCl > 0
 }
 
 // NewCriterion allocates a criterion for network outputs (logits) of the
@@ -552,6 +561,17 @@ func (c *Criterion) clDiceK(labels Tensor, o *lossOut, w float64, k int) (float6
 	B := sumFg(dev.ChannelDot(o.skelP, nil))
 	C := sumFg(dev.ChannelDot(o.skelT, o.probs))
 	D := sumFg(dev.ChannelDot(o.skelT, nil))
+	if c.sumRanks != nil {
+		// clDice is a batch term (one Tprec and Tsens over the batch's
+		// sums), so a job's is the global batch's, its gradient ranks
+		// times as for the batch Dice (see SetBatchReducer).
+		sums := []float64{A, B, C, D}
+		if err := c.sumRanks(sums); err != nil {
+			return 0, fmt.Errorf("clDice over the ranks: %w", err)
+		}
+		A, B, C, D = sums[0], sums[1], sums[2], sums[3]
+		w *= float64(c.ranks)
+	}
 	tprec := (A + sm) / (B + sm)
 	tsens := (C + sm) / (D + sm)
 	loss := 1 - 2*tprec*tsens/(tprec+tsens)

@@ -311,16 +311,18 @@ func (j *job) sumInt64(xs []int64) error {
 	if j == nil || len(xs) == 0 {
 		return nil
 	}
-	if j.comm.Size() > 256 {
-		return fmt.Errorf("exact sums over %d ranks: at most 256", j.comm.Size())
+	bits, err := limbBits(j.comm.Size())
+	if err != nil {
+		return err
 	}
-	buf := make([]float32, 4*len(xs))
+	limbs, mask := int(64/bits), int64(1)<<bits-1
+	buf := make([]float32, limbs*len(xs))
 	for i, x := range xs {
 		if x < 0 {
 			return fmt.Errorf("sum of counts: %d is negative", x)
 		}
-		for l := range 4 {
-			buf[4*i+l] = float32((x >> (16 * l)) & 0xffff)
+		for l := range limbs {
+			buf[limbs*i+l] = float32((x >> (bits * uint(l))) & mask)
 		}
 	}
 	if err := j.comm.AllReduceSum(j.ctx, buf); err != nil {
@@ -328,12 +330,26 @@ func (j *job) sumInt64(xs []int64) error {
 	}
 	for i := range xs {
 		var v int64
-		for l := range 4 {
-			v += int64(buf[4*i+l]) << (16 * l)
+		for l := range limbs {
+			v += int64(buf[limbs*i+l]) << (bits * uint(l))
 		}
 		xs[i] = v
 	}
 	return nil
+}
+
+// limbBits returns the width of the limbs sumInt64 cuts its values into
+// for a job of ranks processes: a limb's sum over the ranks,
+// ranks·(2^bits − 1), must stay an integer float32 holds exactly (≤ 2²⁴)
+// whatever order the communicator adds in — 16 bits up to 256 ranks, 8
+// bits up to 65 793.
+func limbBits(ranks int) (uint, error) {
+	for _, bits := range []uint{16, 8} {
+		if int64(ranks)*(1<<bits-1) <= 1<<24 {
+			return bits, nil
+		}
+	}
+	return 0, fmt.Errorf("exact sums over %d ranks: at most 65793", ranks)
 }
 
 // sumFloat64 sums float64 values over the ranks (each as two float32s,

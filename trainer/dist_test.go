@@ -9,6 +9,7 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -173,8 +174,8 @@ func closeTo(t *testing.T, what string, a, b []nn.HostTensor, rel float64) {
 // up to float summation order, through validation and checkpoints; every
 // rank logs the same numbers, and only rank 0 writes. With per-sample
 // Dice the ranks' averaged gradients are the global batch's as they are;
-// with batch Dice because the ranks sum its statistics over the job
-// (nn.Criterion.SetBatchReducer) and scale its gradient.
+// with batch Dice and clDice because the ranks sum their statistics over
+// the job (nn.Criterion.SetBatchReducer) and scale their gradients.
 func TestTwoRanksMatchOneProcessWithTheGlobalBatch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains four times")
@@ -185,6 +186,7 @@ func TestTwoRanksMatchOneProcessWithTheGlobalBatch(t *testing.T) {
 	}{
 		{"per-sample Dice", func(*config.Config) {}},
 		{"batch Dice", func(c *config.Config) { c.Loss.BatchDice = true }},
+		{"clDice", func(c *config.Config) { c.Loss.Name = "cldice" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) { twoRanksMatchOne(t, tc.mod) })
 	}
@@ -359,5 +361,49 @@ func TestSumDiceSumsOverRanks(t *testing.T) {
 				t.Errorf("value %d: rank %d has %v, rank 0 %v", i, r, out[r][i], out[0][i])
 			}
 		}
+	}
+}
+
+// sameRanks is a communicator of size ranks whose ranks all hold this
+// rank's values: its all-reduce adds them ranks times in float32, in
+// order, as a real job's would round.
+type sameRanks struct {
+	dist.Comm
+	ranks int
+}
+
+func (s sameRanks) Size() int { return s.ranks }
+
+func (s sameRanks) AllReduceSum(_ context.Context, buf []float32) error {
+	for i, v := range buf {
+		var sum float32
+		for range s.ranks {
+			sum += v
+		}
+		buf[i] = sum
+	}
+	return nil
+}
+
+// sumInt64 is exact past 256 ranks (where 16-bit limbs would overflow
+// float32's 24 bits) with values using every bit up to 2⁴⁶, and refuses a
+// job too big for any limb width.
+func TestSumInt64IsExactOnLargeJobs(t *testing.T) {
+	xs := []int64{1<<46 - 1, 0xffff_ffff, 65535, 1}
+	for _, ranks := range []int{1, 2, 256, 257, 1000, 65793} {
+		j := &job{comm: sameRanks{ranks: ranks}, ctx: context.Background()}
+		got := append([]int64(nil), xs...)
+		if err := j.sumInt64(got); err != nil {
+			t.Fatalf("%d ranks: %v", ranks, err)
+		}
+		for i, x := range xs {
+			if want := x * int64(ranks); got[i] != want {
+				t.Errorf("%d ranks: %d summed is %d, want %d", ranks, x, got[i], want)
+			}
+		}
+	}
+	j := &job{comm: sameRanks{ranks: 65794}, ctx: context.Background()}
+	if err := j.sumInt64([]int64{1}); err == nil || !strings.Contains(err.Error(), "65794 ranks") {
+		t.Fatalf("65794 ranks: %v, want an error naming the job's size", err)
 	}
 }

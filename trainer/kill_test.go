@@ -57,11 +57,14 @@ func TestSIGKILLDuringSaves(t *testing.T) {
 	splits := filepath.Join(t.TempDir(), "splits.json")
 	c := killConfig(t, out)
 	ckdir := filepath.Join(out, "tiny", "fold_0", "run_0", "checkpoints")
+	// The children die by SIGKILL, so the testing package never removes
+	// their t.TempDir()s: give them a TMPDIR inside this test's own.
+	childTmp := t.TempDir()
 	rng := rand.New(rand.NewPCG(1, 2))
 	kills, lastStep := 0, int64(-1)
 	for kills < 50 {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestKillChildTraining$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "VOXTRAIN_KILL_OUT="+out, "VOXTRAIN_KILL_SPLITS="+splits)
+		cmd.Env = append(os.Environ(), "VOXTRAIN_KILL_OUT="+out, "VOXTRAIN_KILL_SPLITS="+splits, "TMPDIR="+childTmp)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

@@ -273,11 +273,11 @@ func (t *trainer) buildModel() error {
 		if learner.Sync, err = t.job.gradSync(model.Params(), overlap); err != nil {
 			return err
 		}
-		if (cfg.Loss.BatchDice || cfg.Loss.Ignore() >= 0) && t.job.size() > 1 {
-			// The batch Dice of the global batch, and with an ignore label
-			// the cross-entropy's mean over the global batch's kept voxels:
-			// their sums are summed over the ranks at every step, per
-			// weighted output.
+		if learner.Loss.HasBatchTerms() && t.job.size() > 1 {
+			// The batch Dice and clDice of the global batch, and with an
+			// ignore label the cross-entropy's mean over the global batch's
+			// kept voxels: their sums are summed over the ranks at every
+			// step, per weighted output.
 			learner.Loss.SetBatchReducer(t.job.size(), t.job.sumDiceSums)
 		}
 	}

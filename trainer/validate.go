@@ -213,7 +213,7 @@ func (v *validator) preparePatches() error {
 		ws.Free()
 		return err
 	}
-	if (v.loss.BatchDice || v.loss.Ignore() >= 0) && v.job.size() > 1 {
+	if crit.HasBatchTerms() && v.job.size() > 1 {
 		// The validation loss's batch Dice is the global batch's too, as
 		// in training: every rank computes the loss of every batch.
 		crit.SetBatchReducer(v.job.size(), v.job.sumDiceSums)
