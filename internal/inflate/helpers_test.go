@@ -237,7 +237,8 @@ func (w *bitWriter) stored(data []byte, final bool) {
 }
 
 // lighter reports whether the big matrices run reduced: with -short, and
-// under the race detector, which makes this single-goroutine decoder ~10×
-// slower without finding anything a plain run would not (the concurrency
-// code of the project is tested under it in full).
+// under the race detector (where TestMatrix and TestLarge skip themselves:
+// it makes this single-goroutine decoder ~10× slower without finding
+// anything a plain run would not; the project's concurrency code is tested
+// under it in full).
 func lighter() bool { return testing.Short() || testutil.Race }
