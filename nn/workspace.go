@@ -111,11 +111,25 @@ func (m *UNet) newWorkspace(n int, size [3]int, train bool, alloc func(Shape) Te
 	if m.cfg.InChannels > 1 {
 		ws.inputNDHWC = alloc(Shape{n, size[0], size[1], size[2], m.cfg.InChannels})
 	}
+	if train {
+		// Allocated first: the forward's transient tensors borrow them
+		// (below).
+		for l, f := range m.cfg.Features {
+			ws.actGrad = append(ws.actGrad, act(l, f))
+			ws.actGradSpare = append(ws.actGradSpare, act(l, f))
+		}
+	}
 	newBuf := func(b *block, in [3]int, l int) blockBuf {
 		bb := blockBuf{geom: b.conv.geometry(n, in)}
 		bb.out = act(l, b.conv.outC)
 		if b.gamma != nil {
-			bb.convOut = act(l, b.conv.outC)
+			// Training keeps the conv output for the norm's backward;
+			// inference normalises it in place (InstanceNormActForward's
+			// y may alias x).
+			bb.convOut = bb.out
+			if train {
+				bb.convOut = act(l, b.conv.outC)
+			}
 			bb.stats = alloc(Shape{n, b.conv.outC, 2})
 		}
 		return bb
@@ -135,7 +149,14 @@ func (m *UNet) newWorkspace(n int, size [3]int, train bool, alloc func(Shape) Te
 			return nil, fmt.Errorf("patch %v: transposed conv of stage %d gives %v from %v, skip has %v", size, d, sizes[l], sizes[l+1], sizes[l])
 		}
 		ws.upGeom = append(ws.upGeom, g)
-		ws.up = append(ws.up, act(l, u.outC))
+		// The transposed conv's output lives only until the concat (its
+		// backward needs its input, not its output), while the level's
+		// gradient buffer is idle in the forward pass: they share memory.
+		if train && u.outC == m.cfg.Features[l] {
+			ws.up = append(ws.up, ws.actGrad[l])
+		} else {
+			ws.up = append(ws.up, act(l, u.outC))
+		}
 		ws.cat = append(ws.cat, act(l, 2*u.outC))
 		var bufs []blockBuf
 		for _, b := range m.dec[d] {
@@ -152,13 +173,19 @@ func (m *UNet) newWorkspace(n int, size [3]int, train bool, alloc func(Shape) Te
 		ws.logits[l] = act(l, m.cfg.NumClasses)
 	}
 	if train {
-		for l, f := range m.cfg.Features {
-			ws.actGrad = append(ws.actGrad, act(l, f))
-			ws.actGradSpare = append(ws.actGradSpare, act(l, f))
-			if l < L-1 {
-				ws.skipGrad = append(ws.skipGrad, act(l, f))
-				ws.catGrad = append(ws.catGrad, act(l, 2*f))
-			}
+		// Two more lifetimes that never overlap (see BackwardReady):
+		//   - a decoder stage's concat is dead once its first block's
+		//     backward-weight has read it, just before the backward-data
+		//     writes the concat's gradient: catGrad is cat;
+		//   - the skip connection's share of the gradient waits from the
+		//     end of the decoder stage at level l to the start of encoder
+		//     level l, a time in which only the level's actGrad is written
+		//     (by the level below's first block): skipGrad is actGradSpare.
+		// The gradient check tests (gradcheck_test.go) hold the result to
+		// finite differences.
+		for l := range L - 1 {
+			ws.skipGrad = append(ws.skipGrad, ws.actGradSpare[l])
+			ws.catGrad = append(ws.catGrad, ws.cat[L-2-l])
 		}
 	}
 	return ws, nil
@@ -167,9 +194,11 @@ func (m *UNet) newWorkspace(n int, size [3]int, train bool, alloc func(Shape) Te
 // Free releases the workspace's memory.
 func (ws *Workspace) Free() {
 	dev := ws.m.dev
+	freed := map[Tensor]bool{} // shared tensors (see newWorkspace) once
 	free := func(ts ...Tensor) {
 		for _, t := range ts {
-			if t != nil {
+			if t != nil && !freed[t] {
+				freed[t] = true
 				dev.Free(t)
 			}
 		}
