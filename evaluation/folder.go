@@ -1,7 +1,6 @@
 package evaluation
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -168,85 +167,16 @@ func ReadPair(p Pair) (pred, ref *LabelFile, err error) {
 	return pred, ref, nil
 }
 
-// DatasetLabels reads the foreground labels and their names from a
-// dataset.json (MSD's {"1": "name"} or nnU-Net v2's {"name": 1}; region
-// entries, whose value is a list, are refused: voxtrain scores labels) and
-// its file_ending ("" when absent).
-func DatasetLabels(path string) (labels []int, names map[int]string, ending string, err error) {
-	d, err := readDatasetJSON(path)
-	if err != nil {
-		return nil, nil, "", err
-	}
-	return d.labels, d.names, d.ending, nil
-}
-
-// DatasetIgnore returns the ignore label of a dataset.json (nnU-Net v2's
-// "ignore": N), 0 when it has none.
-func DatasetIgnore(path string) (int, error) {
-	d, err := readDatasetJSON(path)
-	return d.ignore, err
-}
-
-// datasetLabels is what DatasetLabels and DatasetIgnore read of a
-// dataset.json, in one parse.
-type datasetLabels struct {
-	labels []int
-	names  map[int]string
-	ending string
-	ignore int
-}
-
-func readDatasetJSON(path string) (datasetLabels, error) {
-	var d datasetLabels
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return d, err
-	}
-	var m struct {
-		Labels     map[string]json.RawMessage `json:"labels"`
-		FileEnding string                     `json:"file_ending"`
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return d, fmt.Errorf("parse %s: %w", path, err)
-	}
-	if len(m.Labels) == 0 {
-		return d, fmt.Errorf("%s: no \"labels\"", path)
-	}
-	d.names, d.ending = map[int]string{}, m.FileEnding
-	for k, raw := range m.Labels {
-		var name string
-		var l int
-		if i, err := strconv.Atoi(k); err == nil && json.Unmarshal(raw, &name) == nil {
-			l = i // MSD: "1": "name"
-		} else if json.Unmarshal(raw, &l) == nil {
-			name = k // nnU-Net v2: "name": 1
-		} else {
-			return datasetLabels{}, fmt.Errorf("%s: labels: %q: %s is not a label index (region lists are not supported)", path, k, raw)
-		}
-		if strings.EqualFold(k, "ignore") {
-			if l < 1 || l > 255 {
-				return datasetLabels{}, fmt.Errorf("%s: labels: \"ignore\" is %d, want 1..255", path, l)
-			}
-			d.ignore = l // not a class
-			continue
-		}
-		if l < 0 || l > 255 {
-			return datasetLabels{}, fmt.Errorf("%s: labels: %q is %d, want 0..255", path, k, l)
-		}
-		if l > 0 {
-			d.names[l] = name
-			d.labels = append(d.labels, l)
-		}
-	}
-	sort.Ints(d.labels)
-	return d, nil
-}
-
 // Options are what Folder scores.
 type Options struct {
 	// Labels to score (nil: every foreground label found in any prediction
-	// or reference).
+	// or reference; unused when Regions are given).
 	Labels []int
+	// Regions, when given, are scored instead of labels, as nnU-Net v2
+	// scores a region-based dataset (Dataset.Regions): each region's mask
+	// is the voxels whose label is one of its values, in the prediction
+	// and the reference alike; they name themselves (Names is unused).
+	Regions []Region
 	// Names names the labels in the summary (may be nil).
 	Names map[int]string
 	// HD95 also computes the 95th-percentile Hausdorff distance, with the
@@ -265,6 +195,9 @@ type Options struct {
 
 // Folder scores matched files as nnU-Net's compute_metrics_on_folder does.
 func Folder(pairs []Pair, o Options) (*Summary, error) {
+	if len(o.Regions) > 0 {
+		return folderRegions(pairs, o)
+	}
 	// Per case, the metrics of every label it has or o.Labels names (a
 	// label in neither prediction nor reference has TN = all voxels and
 	// nothing else), not the 512 KiB joint histogram.
@@ -275,21 +208,9 @@ func Folder(pairs []Pair, o Options) (*Summary, error) {
 	var all []scored
 	present := map[int]bool{}
 	for _, p := range pairs {
-		pred, ref, err := ReadPair(p)
+		pred, ref, c, err := readCounted(p, o)
 		if err != nil {
 			return nil, err
-		}
-		if o.Transform != nil {
-			if err := o.Transform(pred.Labels, pred.Header.Shape); err != nil {
-				return nil, fmt.Errorf("%s: %w", p.Prediction, err)
-			}
-		}
-		c, err := CountPairs(pred.Labels, ref.Labels)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p.Prediction, err)
-		}
-		if o.Ignore > 0 {
-			c.Ignore(o.Ignore)
 		}
 		sc := scored{metrics: map[int]Metrics{}, total: c.total}
 		var found []int
@@ -335,14 +256,73 @@ func Folder(pairs []Pair, o Options) (*Summary, error) {
 			cases[i].Metrics[j] = m
 		}
 		if o.Log != nil {
-			var parts []string
-			for j, l := range labels {
-				parts = append(parts, fmt.Sprintf("%s %.4f", labelShort(l, o.Names), cases[i].Metrics[j].Dice))
-			}
-			fmt.Fprintf(o.Log, "%s  Dice %s\n", p.Name, strings.Join(parts, "  "))
+			logCase(o.Log, p.Name, cases[i], func(j int) string { return labelShort(labels[j], o.Names) })
 		}
 	}
 	return Summarise(labels, o.Names, o.HD95, cases), nil
+}
+
+// readCounted reads a pair, applies o.Transform to the prediction and
+// returns the joint histogram, the ignore label's voxels dropped.
+func readCounted(p Pair, o Options) (pred, ref *LabelFile, c *Pairs, err error) {
+	if pred, ref, err = ReadPair(p); err != nil {
+		return nil, nil, nil, err
+	}
+	if o.Transform != nil {
+		if err := o.Transform(pred.Labels, pred.Header.Shape); err != nil {
+			return nil, nil, nil, fmt.Errorf("%s: %w", p.Prediction, err)
+		}
+	}
+	if c, err = CountPairs(pred.Labels, ref.Labels); err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: %w", p.Prediction, err)
+	}
+	if o.Ignore > 0 {
+		c.Ignore(o.Ignore)
+	}
+	return pred, ref, c, nil
+}
+
+// folderRegions is Folder for o.Regions: every case scores every region,
+// each from the case's one joint histogram.
+func folderRegions(pairs []Pair, o Options) (*Summary, error) {
+	if o.Labels != nil {
+		return nil, errors.New("give labels or regions to score, not both")
+	}
+	if err := CheckRegions(o.Regions); err != nil {
+		return nil, err
+	}
+	regions := append([]Region(nil), o.Regions...) // the summary's own
+	cases := make([]Case, len(pairs))
+	for i, p := range pairs {
+		pred, ref, c, err := readCounted(p, o)
+		if err != nil {
+			return nil, err
+		}
+		cs := Case{PredictionFile: p.Prediction, ReferenceFile: p.Reference, Metrics: make([]Metrics, len(regions))}
+		for j, r := range regions {
+			m := c.RegionMetrics(r)
+			if o.HD95 {
+				if m.HD95, err = HD95Region(pred.Labels, ref.Labels, r, o.Ignore, ref.Header.Shape, ref.Header.Spacing); err != nil {
+					return nil, fmt.Errorf("%s: region %s: %w", p.Prediction, r.Key(), err)
+				}
+			}
+			cs.Metrics[j] = m
+		}
+		cases[i] = cs
+		if o.Log != nil {
+			logCase(o.Log, p.Name, cs, func(j int) string { return regions[j].short() })
+		}
+	}
+	return SummariseRegions(regions, o.HD95, cases), nil
+}
+
+// logCase writes a case's line: its file name and each entry's Dice.
+func logCase(w io.Writer, name string, c Case, short func(j int) string) {
+	var parts []string
+	for j, m := range c.Metrics {
+		parts = append(parts, fmt.Sprintf("%s %.4f", short(j), m.Dice))
+	}
+	fmt.Fprintf(w, "%s  Dice %s\n", name, strings.Join(parts, "  "))
 }
 
 func labelShort(l int, names map[int]string) string {

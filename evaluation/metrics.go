@@ -3,7 +3,8 @@
 // the voxel counts TP, FP, FN, TN, Dice and IoU; per label the mean over
 // cases; and the mean over foreground labels. It writes and reads that
 // result as nnU-Net's summary.json and evaluates a folder of predictions
-// against a folder of references (train evaluate).
+// against a folder of references (train evaluate), by label or, for a
+// region-based dataset.json, by nnU-Net v2 region (Region).
 package evaluation
 
 import (

@@ -13,7 +13,8 @@ import (
 // Read reads a summary.json written by Write or by nnU-Net (whose NaN,
 // Infinity and -Infinity tokens Go's encoding/json refuses; see Write).
 // Keys it does not know are ignored; a case missing a label of the mean
-// is an error naming the file.
+// is an error naming the file. Region keys ("(1, 2, 3)") are read into
+// Regions (see ParseRegionKey), named by label_names.
 func Read(path string) (*Summary, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -33,14 +34,37 @@ func Read(path string) (*Summary, error) {
 		return nil, fmt.Errorf("parse %s: %w", path, err)
 	}
 	s := &Summary{}
+	// Integer keys are labels; one region key ("(1, 2)") makes every key
+	// a region, an integer one a scalar region (nnU-Net's
+	// key_to_label_or_region).
+	var keys []string
+	regions := false
 	for k := range raw.Mean {
-		l, err := strconv.Atoi(k)
-		if err != nil {
-			return nil, fmt.Errorf("%s: mean: label key %q is not an integer (regions are not supported)", path, k)
+		keys = append(keys, k)
+		if _, err := strconv.Atoi(k); err != nil {
+			regions = true
 		}
-		s.Labels = append(s.Labels, l)
 	}
-	sort.Ints(s.Labels)
+	if regions {
+		sort.Strings(keys)
+		for _, k := range keys {
+			r, err := ParseRegionKey(k)
+			if err != nil {
+				return nil, fmt.Errorf("%s: mean: %w", path, err)
+			}
+			r.Name = raw.LabelNames[k]
+			s.Regions = append(s.Regions, r)
+		}
+	} else {
+		for _, k := range keys {
+			l, _ := strconv.Atoi(k)
+			s.Labels = append(s.Labels, l)
+		}
+		sort.Ints(s.Labels)
+		for i, l := range s.Labels {
+			keys[i] = strconv.Itoa(l)
+		}
+	}
 	metricsOf := func(m map[string]pyFloat) Metrics {
 		var out Metrics
 		for f, name := range fieldNames {
@@ -55,27 +79,33 @@ func Read(path string) (*Summary, error) {
 		}
 		return out
 	}
-	for _, l := range s.Labels {
-		s.Mean = append(s.Mean, metricsOf(raw.Mean[strconv.Itoa(l)]))
+	for _, k := range keys {
+		s.Mean = append(s.Mean, metricsOf(raw.Mean[k]))
 	}
 	s.ForegroundMean = metricsOf(raw.ForegroundMean)
 	for i, c := range raw.Cases {
 		cs := Case{PredictionFile: c.PredictionFile, ReferenceFile: c.ReferenceFile}
-		for _, l := range s.Labels {
-			m, ok := c.Metrics[strconv.Itoa(l)]
+		for j, k := range keys {
+			m, ok := c.Metrics[k]
 			if !ok {
-				return nil, fmt.Errorf("%s: metric_per_case[%d] (%s) has no label %d", path, i, c.PredictionFile, l)
+				what := fmt.Sprintf("label %s", k)
+				if regions {
+					what = "region " + s.Regions[j].Key()
+				}
+				return nil, fmt.Errorf("%s: metric_per_case[%d] (%s) has no %s", path, i, c.PredictionFile, what)
 			}
 			cs.Metrics = append(cs.Metrics, metricsOf(m))
 		}
 		s.Cases = append(s.Cases, cs)
 	}
-	for k, n := range raw.LabelNames {
-		if l, err := strconv.Atoi(k); err == nil {
-			if s.Names == nil {
-				s.Names = map[int]string{}
+	if !regions {
+		for k, n := range raw.LabelNames {
+			if l, err := strconv.Atoi(k); err == nil {
+				if s.Names == nil {
+					s.Names = map[int]string{}
+				}
+				s.Names[l] = n
 			}
-			s.Names[l] = n
 		}
 	}
 	return s, nil

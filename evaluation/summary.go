@@ -20,21 +20,29 @@ type Case struct {
 	// writes them ("" where none was written, e.g. a prediction scored in
 	// memory).
 	PredictionFile, ReferenceFile string
-	// Metrics holds one entry per Summary.Labels, in that order.
+	// Metrics holds one entry per Summary.Labels (or Summary.Regions), in
+	// that order.
 	Metrics []Metrics
 }
 
 // Summary is nnU-Net's summary.json: per-case scores, the per-label mean
 // over cases, and the mean of those over the foreground labels.
 type Summary struct {
-	// Labels are the scored foreground labels, increasing.
+	// Labels are the scored foreground labels, increasing (nil when
+	// Regions were scored).
 	Labels []int
 	// Names names labels as dataset.json does (label → name; may be nil).
 	Names map[int]string
+	// Regions, set instead of Labels, are the scored regions of a
+	// region-based dataset (nnU-Net v2's foreground_regions), each naming
+	// itself: in dataset.json's order from Folder, in the file's (sorted)
+	// key order from Read, as nnU-Net's load_summary_json.
+	Regions []Region
 	// HD95 says the cases carry HD95 (written as an extra "HD95" key).
 	HD95  bool
 	Cases []Case
-	// Mean holds per label (Labels' order) each metric's mean over the
+	// Mean holds per label (Labels' order; Regions' when scored) each
+	// metric's mean over the
 	// cases, NaN cases left out (np.nanmean); NaN when every case is NaN.
 	// HD95's mean also leaves out infinite cases (a label in only one of
 	// prediction and reference), as voxtrain always has.
@@ -47,12 +55,64 @@ type Summary struct {
 // Summarise computes the means of cases scored on labels.
 func Summarise(labels []int, names map[int]string, hd95 bool, cases []Case) *Summary {
 	s := &Summary{Labels: labels, Names: names, HD95: hd95, Cases: cases}
-	s.Mean = make([]Metrics, len(labels))
-	for j := range labels {
-		s.Mean[j] = meanOf(len(cases), func(i int) Metrics { return cases[i].Metrics[j] }, true)
-	}
-	s.ForegroundMean = meanOf(len(labels), func(j int) Metrics { return s.Mean[j] }, false)
+	s.means(len(labels))
 	return s
+}
+
+// SummariseRegions computes the means of cases scored on regions. The
+// foreground mean is over every region, in the given order (nnU-Net's
+// sums follow its region list; no region is background).
+func SummariseRegions(regions []Region, hd95 bool, cases []Case) *Summary {
+	s := &Summary{Regions: regions, HD95: hd95, Cases: cases}
+	s.means(len(regions))
+	return s
+}
+
+// means fills Mean and ForegroundMean from the cases' n entries.
+func (s *Summary) means(n int) {
+	s.Mean = make([]Metrics, n)
+	for j := range n {
+		s.Mean[j] = meanOf(len(s.Cases), func(i int) Metrics { return s.Cases[i].Metrics[j] }, true)
+	}
+	s.ForegroundMean = meanOf(n, func(j int) Metrics { return s.Mean[j] }, false)
+}
+
+// Key is entry j's summary.json key (Mean[j], a case's Metrics[j]): the
+// label, or the region's key (Region.Key).
+func (s *Summary) Key(j int) string {
+	if s.Regions != nil {
+		return s.Regions[j].Key()
+	}
+	return strconv.Itoa(s.Labels[j])
+}
+
+// EntryName is entry j's name for messages: LabelName's "label 2
+// (Posterior)", or "region (1, 2, 3) (whole tumor)".
+func (s *Summary) EntryName(j int) string {
+	if s.Regions != nil {
+		r := s.Regions[j]
+		if r.Name != "" {
+			return fmt.Sprintf("region %s (%s)", r.Key(), r.Name)
+		}
+		return "region " + r.Key()
+	}
+	return s.LabelName(s.Labels[j])
+}
+
+// entryLabel is entry j's name as dataset.json gives it ("" when none).
+func (s *Summary) entryLabel(j int) string {
+	if s.Regions != nil {
+		return s.Regions[j].Name
+	}
+	return s.Names[s.Labels[j]]
+}
+
+// entries is the number of scored labels or regions.
+func (s *Summary) entries() int {
+	if s.Regions != nil {
+		return len(s.Regions)
+	}
+	return len(s.Labels)
 }
 
 // meanOf averages each field of n Metrics; nan leaves NaN values out.
@@ -111,7 +171,7 @@ func (m *Metrics) field(f int) *float64 {
 	}
 }
 
-// MeanDice returns each label's mean Dice, in Labels' order.
+// MeanDice returns each label's mean Dice, in Labels' order (Regions').
 func (s *Summary) MeanDice() []float64 {
 	out := make([]float64, len(s.Mean))
 	for i, m := range s.Mean {
@@ -120,7 +180,8 @@ func (s *Summary) MeanDice() []float64 {
 	return out
 }
 
-// MeanHD95 returns each label's mean HD95 (nil when HD95 was not computed).
+// MeanHD95 returns each label's mean HD95, in Labels' order (Regions');
+// nil when HD95 was not computed.
 func (s *Summary) MeanHD95() []float64 {
 	if !s.HD95 {
 		return nil
@@ -150,7 +211,8 @@ func (s *Summary) LabelName(label int) string {
 //	 "metric_per_case": [{"metrics": {"1": {metric: value}}, "prediction_file": …, "reference_file": …}]}
 //
 // with the metrics Dice, IoU, FP, TP, FN, TN, n_pred, n_ref (and HD95 when
-// s.HD95). NaN is written as the bare token NaN and ±∞ as Infinity and
+// s.HD95). Regions are keyed as nnU-Net keys them (Region.Key: "(1, 2,
+// 3)", "(3,)", "3"), label_names keyed alike. NaN is written as the bare token NaN and ±∞ as Infinity and
 // -Infinity: Python's json.dump does so (allow_nan=True is its default),
 // so nnU-Net's own files hold them, and Python's json.load (hence nnU-Net's
 // load_summary_json) reads them back as float('nan') and float('inf').
@@ -163,32 +225,30 @@ func (s *Summary) Write(path string) error {
 	b.WriteString(`    "foreground_mean": `)
 	s.writeMetrics(&b, s.ForegroundMean, 1, false)
 	b.WriteString(",\n")
-	if len(s.Names) > 0 {
-		var named []int
-		for _, l := range s.Labels {
-			if s.Names[l] != "" {
-				named = append(named, l)
-			}
-		}
-		if len(named) > 0 {
-			sortLabelKeys(named)
-			b.WriteString(`    "label_names": {` + "\n")
-			for i, l := range named {
-				name, _ := json.Marshal(s.Names[l])
-				fmt.Fprintf(&b, "        %q: %s%s\n", strconv.Itoa(l), name, comma(i, len(named)))
-			}
-			b.WriteString("    },\n")
-		}
-	}
-	order := make([]int, len(s.Labels))
+	order := make([]int, s.entries())
 	for i := range order {
 		order[i] = i
 	}
-	// Python sorts the label keys as strings: "10" before "2".
-	sort.Slice(order, func(a, c int) bool { return strconv.Itoa(s.Labels[order[a]]) < strconv.Itoa(s.Labels[order[c]]) })
+	// Python sorts the keys as strings: "10" before "2", "(1, 2)" before
+	// "1".
+	sort.Slice(order, func(a, c int) bool { return s.Key(order[a]) < s.Key(order[c]) })
+	var named []int
+	for _, j := range order {
+		if s.entryLabel(j) != "" {
+			named = append(named, j)
+		}
+	}
+	if len(named) > 0 {
+		b.WriteString(`    "label_names": {` + "\n")
+		for i, j := range named {
+			name, _ := json.Marshal(s.entryLabel(j))
+			fmt.Fprintf(&b, "        %q: %s%s\n", s.Key(j), name, comma(i, len(named)))
+		}
+		b.WriteString("    },\n")
+	}
 	b.WriteString(`    "mean": {` + "\n")
 	for i, j := range order {
-		fmt.Fprintf(&b, "        %q: ", strconv.Itoa(s.Labels[j]))
+		fmt.Fprintf(&b, "        %q: ", s.Key(j))
 		s.writeMetrics(&b, s.Mean[j], 2, false)
 		b.WriteString(comma(i, len(order)) + "\n")
 	}
@@ -201,7 +261,7 @@ func (s *Summary) Write(path string) error {
 		for ci, c := range s.Cases {
 			b.WriteString("        {\n            \"metrics\": {\n")
 			for i, j := range order {
-				fmt.Fprintf(&b, "                %q: ", strconv.Itoa(s.Labels[j]))
+				fmt.Fprintf(&b, "                %q: ", s.Key(j))
 				s.writeMetrics(&b, c.Metrics[j], 4, true)
 				b.WriteString(comma(i, len(order)) + "\n")
 			}
@@ -228,10 +288,6 @@ func comma(i, n int) string {
 		return ","
 	}
 	return ""
-}
-
-func sortLabelKeys(l []int) {
-	sort.Slice(l, func(a, b int) bool { return strconv.Itoa(l[a]) < strconv.Itoa(l[b]) })
 }
 
 // writeMetrics writes one {metric: value} object at the given indent level

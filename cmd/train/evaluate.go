@@ -40,7 +40,14 @@ is an error naming the files.
 
 The labels scored are --labels, else those of --dataset-json, else every
 foreground label found in any file. dataset.json also names the labels (in
-the log and as summary.json's "label_names") and gives the file ending.`,
+the log and as summary.json's "label_names") and gives the file ending.
+
+A region-based dataset.json (nnU-Net v2 regions: some label is a list, e.g.
+"whole tumor": [1, 2, 3], with regions_class_order) is scored by region
+unless --labels is given, as nnU-Net does: each region's mask is the voxels
+whose label is one of its values, in the predicted label map and in the
+reference; summary.json keys a region as nnU-Net does, "(1, 2, 3)", and a
+plain value of such a dataset.json as its label, "3".`,
 		Example: `  train evaluate evaluation/testdata/nnunet/pred evaluation/testdata/nnunet/ref --labels 1,2 -o scores/summary.json --hd95
   train evaluate /data/preds /data/Task04_Hippocampus/labelsTr --dataset-json /data/Task04_Hippocampus/dataset.json`,
 		Args: cobra.ExactArgs(2),
@@ -109,44 +116,57 @@ func (l *labelFlags) check(fl *pflag.FlagSet) error {
 	return nil
 }
 
-// resolve returns the labels, their names and the file ending from
-// --labels, --file-ending and --dataset-json.
-func (l *labelFlags) resolve() ([]int, map[int]string, string, error) {
-	labels, ending := l.Labels, l.FileEnding
-	var names map[int]string
+// scored is what --labels, --file-ending and --dataset-json resolve to:
+// the labels or the regions to score, the labels' names and the file
+// ending.
+type scored struct {
+	labels []int
+	// regions are a region-based dataset.json's (nnU-Net v2), scored
+	// instead of labels when --labels is not given.
+	regions []evaluation.Region
+	names   map[int]string
+	ending  string
+}
+
+// resolve returns what --labels, --file-ending and --dataset-json ask to
+// score, and sets Ignore from dataset.json when --ignore-label is unset.
+func (l *labelFlags) resolve() (scored, error) {
+	sc := scored{labels: l.Labels, ending: l.FileEnding}
 	if l.DatasetJSON != "" {
-		dl, dn, de, err := evaluation.DatasetLabels(l.DatasetJSON)
+		d, err := evaluation.ReadDataset(l.DatasetJSON)
 		if err != nil {
-			return nil, nil, "", fmt.Errorf("--dataset-json: %w", err)
+			return scored{}, fmt.Errorf("--dataset-json: %w", err)
 		}
-		names = dn
-		if labels == nil {
-			labels = dl
-		}
-		if ending == "" {
-			ending = de
-		}
-		if l.Ignore == 0 {
-			if l.Ignore, err = evaluation.DatasetIgnore(l.DatasetJSON); err != nil {
-				return nil, nil, "", fmt.Errorf("--dataset-json: %w", err)
+		sc.names = d.Names
+		if sc.labels == nil {
+			if d.Regions != nil {
+				sc.regions = d.Regions
+			} else {
+				sc.labels = d.Labels
 			}
 		}
+		if sc.ending == "" {
+			sc.ending = d.Ending
+		}
+		if l.Ignore == 0 {
+			l.Ignore = d.Ignore
+		}
 	}
-	return labels, names, ending, nil
+	return sc, nil
 }
 
 // evaluateRun scores the folder, logs each case and the means, and writes
 // the summary.
 func evaluateRun(opts *EvaluateOptions) error {
-	labels, names, ending, err := opts.resolve()
+	sc, err := opts.resolve()
 	if err != nil {
 		return err
 	}
-	pairs, err := evaluation.MatchFiles(opts.PredDir, opts.RefDir, ending)
+	pairs, err := evaluation.MatchFiles(opts.PredDir, opts.RefDir, sc.ending)
 	if err != nil {
 		return err
 	}
-	s, err := evaluation.Folder(pairs, evaluation.Options{Labels: labels, Names: names, HD95: opts.HD95, Ignore: opts.Ignore, Log: opts.IO.Out})
+	s, err := evaluation.Folder(pairs, evaluation.Options{Labels: sc.labels, Regions: sc.regions, Names: sc.names, HD95: opts.HD95, Ignore: opts.Ignore, Log: opts.IO.Out})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,4 +113,69 @@ func TestEvaluateAndPostprocessCommands(t *testing.T) {
 	os.Remove(filepath.Join(pred, "cv_2.nii.gz"))
 	_, _, err = runCmd(t, "evaluate", pred, ref)
 	wantErr(t, err, "cv_2.nii.gz")
+}
+
+// TestEvaluateRegions runs train evaluate --dataset-json on a region-based
+// dataset.json (evaluation/testdata/nnunet_regions, scored by nnU-Net v2
+// itself): regions are scored, named in the log and the summary, and
+// their numbers are nnU-Net's (the dataset.json's ignore label applied).
+// postprocess determine refuses the regions naming the dataset.json, and
+// a malformed region is an error naming the file and the key.
+func TestEvaluateRegions(t *testing.T) {
+	dir := copyTree(t, filepath.Join(testutil.RepoRoot(), "evaluation", "testdata", "nnunet_regions"))
+	pred, ref, dj := filepath.Join(dir, "pred"), filepath.Join(dir, "ref"), filepath.Join(dir, "dataset.json")
+	sumPath := filepath.Join(dir, "eval.json")
+	out, _, err := runCmd(t, "evaluate", pred, ref, "--dataset-json", dj, "-o", sumPath, "--hd95")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"case_a.nii.gz  Dice whole tumor 0.9802  tumor core ", "  edema ",
+		"region (1, 2, 3) (whole tumor): mean Dice 0.6230  mean HD95 ", "region 3 (enhancing tumor): mean Dice", "mean Dice over regions: 0.4313"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("evaluate's log lacks %q:\n%s", w, out)
+		}
+	}
+	got, err := evaluation.Read(sumPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := evaluation.Read(filepath.Join(dir, "summary_ignore.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Regions) != 4 || len(got.Cases) != 4 || !got.HD95 {
+		t.Fatalf("summary: regions %+v, %d cases, HD95 %v", got.Regions, len(got.Cases), got.HD95)
+	}
+	for j, r := range want.Regions {
+		g := got.Regions[j]
+		if g.Key() != r.Key() || got.Mean[j].Dice != want.Mean[j].Dice || got.Mean[j].TN != want.Mean[j].TN {
+			t.Errorf("region %s: %s mean Dice %v TN %v, nnU-Net %v %v", r.Key(), g.Key(), got.Mean[j].Dice, got.Mean[j].TN, want.Mean[j].Dice, want.Mean[j].TN)
+		}
+	}
+	if got.ForegroundMean.Dice != want.ForegroundMean.Dice || got.Regions[0].Name != "whole tumor" || got.Regions[3].Name != "enhancing tumor" {
+		t.Errorf("foreground mean Dice %v (nnU-Net %v), names %+v", got.ForegroundMean.Dice, want.ForegroundMean.Dice, got.Regions)
+	}
+	if h := got.Mean[0].HD95; !(h > 0) || math.IsInf(h, 0) {
+		t.Errorf("whole tumor's mean HD95 %v, want a finite distance", h)
+	}
+
+	// --labels scores labels, named by the dataset.json's plain values.
+	out, _, err = runCmd(t, "evaluate", pred, ref, "--dataset-json", dj, "--labels", "1,3", "-o", sumPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := evaluation.Read(sumPath); err != nil || s.Regions != nil || len(s.Labels) != 2 || s.Names[3] != "enhancing tumor" {
+		t.Errorf("--labels on a region dataset: %+v, %v", s, err)
+	}
+
+	_, _, err = runCmd(t, "postprocess", "determine", "--pred", pred, "--ref", ref, "--dataset-json", dj)
+	wantErr(t, err, "--dataset-json "+dj+": nnU-Net v2 regions")
+
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"labels": {"background": 0, "whole tumor": [1, 2, 3], "tumor core": [2, "three"]}, "regions_class_order": [1, 2]}`), 0o644)
+	_, _, err = runCmd(t, "evaluate", pred, ref, "--dataset-json", bad)
+	wantErr(t, err, bad+`: labels: "tumor core": region [2, "three"]: "three" is not a label value`)
+	os.WriteFile(bad, []byte(`{"labels": {"background": 0, "whole tumor": [1, -2]}, "regions_class_order": [1]}`), 0o644)
+	_, _, err = runCmd(t, "evaluate", pred, ref, "--dataset-json", bad)
+	wantErr(t, err, bad+`: labels: "whole tumor": region [1, -2]: -2 is not a label value`)
 }

@@ -81,11 +81,15 @@ PRED/postprocessed.`,
 }
 
 func postprocessDetermineRun(opts *PostprocessDetermineOptions) error {
-	labels, names, ending, err := opts.resolve()
+	sc, err := opts.resolve()
 	if err != nil {
 		return err
 	}
-	pairs, err := evaluation.MatchFiles(opts.PredDir, opts.RefDir, ending)
+	if sc.regions != nil {
+		return fmt.Errorf("--dataset-json %s: nnU-Net v2 regions (e.g. %s %q); post-processing is determined on plain labels only: give --labels", opts.DatasetJSON, sc.regions[0].Key(), sc.regions[0].Name)
+	}
+	labels, names := sc.labels, sc.names
+	pairs, err := evaluation.MatchFiles(opts.PredDir, opts.RefDir, sc.ending)
 	if err != nil {
 		return err
 	}

@@ -185,9 +185,21 @@ func checkOutputDir(dir string) error {
 // runlog.ClassNames) or else as the summary has it (the scored dataset's
 // dataset.json); a class with neither prints its index alone. The last line
 // is summary.json's foreground_mean Dice (nnU-Net's: the plain mean of the
-// class means).
+// class means). A summary of regions (train evaluate on a region-based
+// dataset.json) prints each region as "region (1, 2, 3) (whole tumor)".
 func printScores(w io.Writer, s *infer.Scores, names []string) {
 	fmt.Fprintf(w, "%d cases\n", len(s.Cases))
+	if s.Regions != nil {
+		for j := range s.Regions {
+			line := fmt.Sprintf("  %s: mean Dice %.4f", s.EntryName(j), s.Mean[j].Dice)
+			if s.HD95 {
+				line += fmt.Sprintf("  mean HD95 %.2f", s.Mean[j].HD95)
+			}
+			fmt.Fprintln(w, line)
+		}
+		fmt.Fprintf(w, "mean Dice over regions: %.4f\n", s.ForegroundMean.Dice)
+		return
+	}
 	for j, l := range s.Labels {
 		label := fmt.Sprintf("class %d", l)
 		name := s.Names[l]
