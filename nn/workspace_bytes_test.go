@@ -56,3 +56,49 @@ func TestWorkspaceBytesIsWhatNewWorkspaceAllocates(t *testing.T) {
 		t.Error("an odd patch for a stride-2 level: no error")
 	}
 }
+
+// TestWorkspaceSharesWhatNeverLivesTogether: a training workspace is an
+// inference workspace (which normalises conv outputs in place) plus, per
+// level, the conv outputs the norms' backward needs and two gradient
+// buffers — and nothing else: the transposed convs' outputs live in the
+// gradient buffers, each concat's gradient in the concat, the skip
+// gradients in the spare buffers (the gradient checks hold the result to
+// finite differences).
+func TestWorkspaceSharesWhatNeverLivesTogether(t *testing.T) {
+	for _, deep := range []bool{false, true} {
+		cfg := model([]int{4, 8, 16}, nil)
+		cfg.DeepSupervision = deep
+		m, err := nn.NewUNet(newDev(), cfg, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 2
+		size := [3]int{16, 16, 8}
+		sizes, err := m.LevelSizes(size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		train, err := m.WorkspaceBytes(n, size, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		infer, err := m.WorkspaceBytes(n, size, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want int64
+		L := len(cfg.Features)
+		for l, f := range cfg.Features {
+			unit := int64(4 * n * sizes[l][0] * sizes[l][1] * sizes[l][2] * f)
+			blocks := cfg.ConvsPerLevel // the encoder's
+			if l < L-1 {
+				blocks += cfg.ConvsPerLevel // the decoder stage's
+				want -= unit                // its transposed conv's output
+			}
+			want += int64(blocks)*unit + 2*unit
+		}
+		if got := train - infer; got != want {
+			t.Errorf("deep supervision %v: training needs %d bytes more than inference, want %d (conv outputs and two gradient buffers per level)", deep, got, want)
+		}
+	}
+}
