@@ -1,7 +1,8 @@
 // Package postprocess is nnU-Net v2's post-processing
 // (nnunetv2/postprocessing/remove_connected_components.py): removing all
 // but the largest connected component, of all foreground classes together
-// and of single classes, and determining from cross-validation predictions
+// and of single classes (or, for nnU-Net v2 regions, of each region's
+// labels together), and determining from cross-validation predictions
 // which of those steps to apply (Determine), as a plan that predictions
 // then follow (Load, Plan.Apply).
 package postprocess

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/voxtrain/voxtrain/evaluation"
 	"github.com/voxtrain/voxtrain/internal/jsonfloat"
@@ -11,9 +12,16 @@ import (
 
 // Options are what Determine scores.
 type Options struct {
-	// Labels are the foreground labels (nil: every label present).
+	// Labels are the foreground labels (nil: every label present; with
+	// Regions, every value a region lists but 0): the all-foreground
+	// step's mask, nnU-Net's foreground_labels.
 	Labels []int
-	// Names names them in the log and the plan (may be nil).
+	// Regions, when given, are nnU-Net v2's foreground regions
+	// (evaluation.Dataset.Regions), scored instead of labels: every
+	// decision reads their means, and the per-entry steps are theirs.
+	Regions []evaluation.Region
+	// Names names the labels in the log and the plan (may be nil; regions
+	// name themselves).
 	Names map[int]string
 	// Ignore is the references' ignore label (0: none), left out of the
 	// scores (evaluation.Options.Ignore).
@@ -31,28 +39,47 @@ type Result struct {
 
 // Determine decides from predictions and their references (the pairs of
 // a cross-validation) which steps help, exactly as nnU-Net's
-// determine_postprocessing does:
+// determine_postprocessing does. The entries scored are the labels, or
+// for a region-based dataset (Options.Regions) the regions:
 //
-//  1. keep the largest component of all foreground labels together; kept
-//     when the foreground mean Dice rises (strictly) and no label's mean
-//     Dice falls ("if a single class got worse as a result we won't do
-//     this");
-//  2. only when there is more than one label, for each label in order,
-//     keep that label's largest component, on top of the steps kept so
-//     far; kept when that label's mean Dice rises strictly (the other
-//     labels are not checked: removing voxels of one label can only turn
-//     them into background).
+//  1. keep the largest component of all foreground labels together (for
+//     regions too: nnU-Net's foreground_labels, not the regions); kept
+//     when the foreground mean Dice (over the entries) rises strictly and
+//     no entry's mean Dice falls ("if a single class got worse as a
+//     result we won't do this");
+//  2. only when there is more than one entry, for each entry in order
+//     (dataset.json's, for regions), keep the largest component of its
+//     mask — a region's is the union of its labels — on top of the steps
+//     kept so far, the voxels removed becoming background; kept when that
+//     entry's mean Dice rises strictly. The other entries are not checked,
+//     though with regions they can fall: removing a stray piece of
+//     "tumor core" from inside the edema leaves a hole in "whole tumor".
 //
 // A comparison with NaN is false, as in Python: a step judged on a NaN
-// mean is not kept, and a NaN label mean does not veto step 1. The
+// mean is not kept, and a NaN entry mean does not veto step 1. The
 // predictions are post-processed in memory, one case at a time, for each
 // candidate.
 func Determine(pairs []evaluation.Pair, o Options) (*Result, error) {
-	base, err := evaluation.Folder(pairs, evaluation.Options{Labels: o.Labels, Names: o.Names, Ignore: o.Ignore})
+	eo := evaluation.Options{Labels: o.Labels, Names: o.Names, Ignore: o.Ignore}
+	if len(o.Regions) > 0 {
+		eo.Labels, eo.Regions = nil, o.Regions
+	}
+	base, err := evaluation.Folder(pairs, eo)
 	if err != nil {
 		return nil, err
 	}
 	labels := base.Labels
+	// Every candidate scores the baseline's entries: with Labels nil, the
+	// labels a post-processed folder still holds could be fewer.
+	eo.Labels = labels
+	if base.Regions != nil {
+		if labels = o.Labels; labels == nil {
+			labels = foregroundLabels(base.Regions)
+		}
+		if err := evaluation.CheckLabels(append([]int(nil), labels...)); err != nil {
+			return nil, fmt.Errorf("the foreground labels of regions %s: %w", regionKeys(base.Regions), err)
+		}
+	}
 	plan := &Plan{Format: Format, Labels: labels, Steps: []Step{}, Before: scoresOf(base)}
 	for l, n := range o.Names {
 		if plan.LabelNames == nil {
@@ -60,10 +87,21 @@ func Determine(pairs []evaluation.Pair, o Options) (*Result, error) {
 		}
 		plan.LabelNames[strconv.Itoa(l)] = n
 	}
+	for _, r := range base.Regions {
+		plan.Regions = append(plan.Regions, r.Key())
+		if r.Name != "" {
+			if plan.RegionNames == nil {
+				plan.RegionNames = map[string]string{}
+			}
+			plan.RegionNames[r.Key()] = r.Name
+		}
+	}
 	try := func(s Step) (*evaluation.Summary, error) {
 		steps := append(append([]Step(nil), plan.Steps...), s)
 		p := &Plan{Steps: steps}
-		return evaluation.Folder(pairs, evaluation.Options{Labels: labels, Names: o.Names, Ignore: o.Ignore, Transform: p.Apply})
+		to := eo
+		to.Transform = p.Apply
+		return evaluation.Folder(pairs, to)
 	}
 	logf := func(format string, a ...any) {
 		if o.Log != nil {
@@ -78,12 +116,18 @@ func Determine(pairs []evaluation.Pair, o Options) (*Result, error) {
 	}
 	d := Decision{Step: all, Criterion: "foreground_mean",
 		DiceBefore: jf(base.ForegroundMean.Dice), DiceAfter: jf(pp.ForegroundMean.Dice)}
-	for j, l := range labels {
+	var worse []string
+	for j := range base.Mean {
 		if pp.Mean[j].Dice < base.Mean[j].Dice {
-			d.WorseLabels = append(d.WorseLabels, l)
+			worse = append(worse, base.EntryName(j))
+			if base.Regions != nil {
+				d.WorseRegions = append(d.WorseRegions, base.Key(j))
+			} else {
+				d.WorseLabels = append(d.WorseLabels, base.Labels[j])
+			}
 		}
 	}
-	d.Kept = pp.ForegroundMean.Dice > base.ForegroundMean.Dice && len(d.WorseLabels) == 0
+	d.Kept = pp.ForegroundMean.Dice > base.ForegroundMean.Dice && len(worse) == 0
 	plan.Decisions = append(plan.Decisions, d)
 	if d.Kept {
 		plan.Steps = append(plan.Steps, all)
@@ -91,19 +135,28 @@ func Determine(pairs []evaluation.Pair, o Options) (*Result, error) {
 		logf("keeping the largest foreground component improves the mean Dice: %.5f → %.5f; kept\n", base.ForegroundMean.Dice, pp.ForegroundMean.Dice)
 	} else {
 		why := "does not improve it"
-		if len(d.WorseLabels) > 0 && pp.ForegroundMean.Dice > base.ForegroundMean.Dice {
-			why = "improves it but lowers " + names(d.WorseLabels, base)
+		if len(worse) > 0 && pp.ForegroundMean.Dice > base.ForegroundMean.Dice {
+			why = "improves it but lowers " + strings.Join(worse, ", ")
 		}
 		logf("keeping the largest foreground component: mean Dice %.5f → %.5f %s; not kept\n", base.ForegroundMean.Dice, pp.ForegroundMean.Dice, why)
 	}
-	if len(labels) > 1 {
-		for j, l := range labels {
-			s := Step{Op: KeepLargestOp, Labels: []int{l}}
+	// nnU-Net: len(labels_or_regions) > 1, the entries scored.
+	if len(base.Mean) > 1 {
+		for j := range base.Mean {
+			var s Step
+			var crit string
+			if base.Regions != nil {
+				s = RegionStep(base.Regions[j])
+				crit = "mean of region " + base.Key(j)
+			} else {
+				s = Step{Op: KeepLargestOp, Labels: []int{base.Labels[j]}}
+				crit = "mean of label " + base.Key(j)
+			}
 			pp, err := try(s)
 			if err != nil {
 				return nil, err
 			}
-			d := Decision{Step: s, Criterion: "mean of label " + strconv.Itoa(l),
+			d := Decision{Step: s, Criterion: crit,
 				DiceBefore: jf(source.Mean[j].Dice), DiceAfter: jf(pp.Mean[j].Dice)}
 			d.Kept = pp.Mean[j].Dice > source.Mean[j].Dice
 			plan.Decisions = append(plan.Decisions, d)
@@ -112,7 +165,7 @@ func Determine(pairs []evaluation.Pair, o Options) (*Result, error) {
 				plan.Steps = append(plan.Steps, s)
 				verdict = "kept"
 			}
-			logf("keeping the largest component of %s: Dice %.5f → %.5f; %s\n", base.LabelName(l), source.Mean[j].Dice, pp.Mean[j].Dice, verdict)
+			logf("keeping the largest component of %s: Dice %.5f → %.5f; %s\n", base.EntryName(j), source.Mean[j].Dice, pp.Mean[j].Dice, verdict)
 			if d.Kept {
 				source = pp
 			}
@@ -122,15 +175,27 @@ func Determine(pairs []evaluation.Pair, o Options) (*Result, error) {
 	return &Result{Plan: plan, Baseline: base, Postprocess: source}, nil
 }
 
-func jf(v float64) jsonfloat.Float { return jsonfloat.Float(v) }
-
-func names(labels []int, s *evaluation.Summary) string {
-	out := ""
-	for i, l := range labels {
-		if i > 0 {
-			out += ", "
-		}
-		out += s.LabelName(l)
+// foregroundLabels are the values regions list but 0, sorted, each once:
+// nnU-Net's foreground_labels of a region-based dataset.json (every
+// label value but background and ignore, each of which is in a region).
+func foregroundLabels(regions []evaluation.Region) []int {
+	var all []int
+	for _, r := range regions {
+		all = append(all, r.Labels...)
 	}
-	return out
+	all = regionLabels(all)
+	if len(all) > 0 && all[0] == 0 {
+		all = all[1:]
+	}
+	return all
 }
+
+func regionKeys(regions []evaluation.Region) string {
+	keys := make([]string, len(regions))
+	for i, r := range regions {
+		keys[i] = r.Key()
+	}
+	return strings.Join(keys, ", ")
+}
+
+func jf(v float64) jsonfloat.Float { return jsonfloat.Float(v) }

@@ -1,8 +1,10 @@
 package postprocess
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -77,6 +79,9 @@ func TestLoadRefusesBadPlans(t *testing.T) {
 		`{"format": "` + Format + `", "steps": [{"op": "dilate", "labels": [1]}]}`:                 `steps[0]: op "dilate"`,
 		`{"format": "` + Format + `", "steps": [{"op": "keep_largest_component", "labels": [0]}]}`: "steps[0]: labels [0]",
 		`{"format": `: "parse",
+		`{"format": "` + Format + `", "steps": [{"op": "keep_largest_component", "labels": [2], "region": "(2, 3)"}]}`:    "steps[0]: region (2, 3): labels [2], want its label values [2 3]",
+		`{"format": "` + Format + `", "steps": [{"op": "keep_largest_component", "labels": [2, 3], "region": "(2, x)"}]}`: `steps[0]: region: key "(2, x)"`,
+		`{"format": "` + Format + `", "steps": [{"op": "keep_largest_component", "labels": [0], "region": "(0,)"}]}`:      "steps[0]: region (0,): (0,): background",
 	} {
 		p := filepath.Join(dir, "postprocessing.json")
 		os.WriteFile(p, []byte(body), 0o644)
@@ -129,5 +134,54 @@ func TestPlanRoundTripAndApplyFilesKeepsHeader(t *testing.T) {
 	}
 	if string(lf.Labels) != string([]uint8{1, 1, 0, 0, 0}) {
 		t.Errorf("labels %v", lf.Labels)
+	}
+}
+
+// TestLoadReadsOldPlansAndRegionSteps: a plan written before regions (no
+// region fields) loads and applies as it did; a region step loads with its
+// region, may list background as its region does, and applies over the
+// union of its labels, the removed voxels becoming background.
+func TestLoadReadsOldPlansAndRegionSteps(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, "old.json")
+	os.WriteFile(old, []byte(`{"format": "voxtrain-postprocessing-1", "labels": [1, 2], "label_names": {"1": "a"},
+ "steps": [{"op": "keep_largest_component", "labels": [1, 2]}],
+ "decisions": [{"op": "keep_largest_component", "labels": [1, 2], "criterion": "foreground_mean", "dice_before": 0.5, "dice_after": null, "kept": true, "worse_labels": [2]}],
+ "input_folder": {"foreground_mean_dice": 0.5, "mean_dice": {"1": 0.5, "2": null}}}`), 0o644)
+	p, err := Load(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Steps) != 1 || p.Steps[0].Region != "" || p.Regions != nil || p.Decisions[0].WorseLabels[0] != 2 {
+		t.Errorf("old plan read as %+v", p)
+	}
+	seg := []uint8{1, 2, 0, 2, 0, 0}
+	if err := p.Apply(seg, [3]int{1, 1, 6}); err != nil || string(seg) != string([]uint8{1, 2, 0, 0, 0, 0}) {
+		t.Errorf("old plan applied: %v, %v", seg, err)
+	}
+
+	r := RegionStep(evaluation.Region{Labels: []int{3, 2, 3}, Name: "core"})
+	if r.Region != "(3, 2, 3)" || fmt.Sprint(r.Labels) != "[2 3]" || r.Name != "core" {
+		t.Errorf("RegionStep: %+v", r)
+	}
+	plan := &Plan{Format: Format, Labels: []int{1, 2, 3}, Regions: []string{"(3, 2, 3)", "(0, 1)"},
+		Steps: []Step{r, RegionStep(evaluation.Region{Labels: []int{0, 1}})}}
+	path := filepath.Join(dir, "regions.json")
+	if err := plan.Write(path); err != nil {
+		t.Fatal(err)
+	}
+	q, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(q.Steps, plan.Steps) || fmt.Sprint(q.PredictedLabels()) != "[1 2 3]" {
+		t.Errorf("read back %+v, labels %v", q.Steps, q.PredictedLabels())
+	}
+	// Core (2, 3): voxels 1..2 are 2, voxel 4 is 1: voxel 4 (a 3) goes to
+	// background, not to the edema around it. Then (0, 1), background
+	// included: voxels 3..6 are 4, voxel 0 is 1: voxel 0 (a 1) goes.
+	seg = []uint8{1, 2, 3, 1, 3, 1, 1}
+	if err := q.Apply(seg, [3]int{1, 1, 7}); err != nil || string(seg) != string([]uint8{0, 2, 3, 1, 0, 1, 1}) {
+		t.Errorf("region plan applied: %v, %v", seg, err)
 	}
 }

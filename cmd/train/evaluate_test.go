@@ -119,8 +119,7 @@ func TestEvaluateAndPostprocessCommands(t *testing.T) {
 // dataset.json (evaluation/testdata/nnunet_regions, scored by nnU-Net v2
 // itself): regions are scored, named in the log and the summary, and
 // their numbers are nnU-Net's (the dataset.json's ignore label applied).
-// postprocess determine refuses the regions naming the dataset.json, and
-// a malformed region is an error naming the file and the key.
+// A malformed region is an error naming the file and the key.
 func TestEvaluateRegions(t *testing.T) {
 	dir := copyTree(t, filepath.Join(testutil.RepoRoot(), "evaluation", "testdata", "nnunet_regions"))
 	pred, ref, dj := filepath.Join(dir, "pred"), filepath.Join(dir, "ref"), filepath.Join(dir, "dataset.json")
@@ -167,9 +166,6 @@ func TestEvaluateRegions(t *testing.T) {
 	if s, err := evaluation.Read(sumPath); err != nil || s.Regions != nil || len(s.Labels) != 2 || s.Names[3] != "enhancing tumor" {
 		t.Errorf("--labels on a region dataset: %+v, %v", s, err)
 	}
-
-	_, _, err = runCmd(t, "postprocess", "determine", "--pred", pred, "--ref", ref, "--dataset-json", dj)
-	wantErr(t, err, "--dataset-json "+dj+": nnU-Net v2 regions")
 
 	bad := filepath.Join(dir, "bad.json")
 	os.WriteFile(bad, []byte(`{"labels": {"background": 0, "whole tumor": [1, 2, 3], "tumor core": [2, "three"]}, "regions_class_order": [1, 2]}`), 0o644)

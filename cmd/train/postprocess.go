@@ -20,8 +20,8 @@ func NewCmdPostprocess(f *Factory) *cobra.Command {
 		Short: "Choose (determine) and apply nnU-Net's connected-component post-processing",
 		Long: `postprocess determine tries, on cross-validation predictions and their
 references, nnU-Net's post-processing steps (keep the largest connected
-component of all foreground, then of each class) and writes the ones that
-help as postprocessing.json; postprocess apply runs such a plan over a
+component of all foreground, then of each class or region) and writes the
+ones that help as postprocessing.json; postprocess apply runs such a plan over a
 folder of label maps.`,
 		Args: cobra.NoArgs,
 	}
@@ -51,7 +51,20 @@ nnU-Net's determine_postprocessing: keeping only the largest connected
 component (26-connected) of all foreground labels together — kept when the
 mean foreground Dice rises and no label's mean Dice falls — and then, with
 more than one label, of each label in turn — kept when that label's mean
-Dice rises. It writes the plan (-o, default PRED/postprocessing.json: the
+Dice rises.
+
+A region-based dataset.json (nnU-Net v2 regions, e.g. "whole tumor":
+[1, 2, 3], "tumor core": [2, 3], "enhancing tumor": 3, with
+regions_class_order) is scored by region unless --labels is given, as
+nnU-Net does: the first step still keeps the largest component of all
+foreground labels together, kept when the mean Dice over the regions rises
+and no region's falls; then, with more than one region, each region in
+dataset.json's order keeps the largest component of the voxels whose label
+is one of its values (the rest of them become background), kept when that
+region's mean Dice rises. train predict --postprocessing and postprocess
+apply run such region steps on the painted label maps.
+
+It writes the plan (-o, default PRED/postprocessing.json: the
 steps, each decision with the Dice before and after, the scores before and
 after) and the post-processed predictions, with their summary.json, into
 PRED/postprocessed.`,
@@ -85,16 +98,14 @@ func postprocessDetermineRun(opts *PostprocessDetermineOptions) error {
 	if err != nil {
 		return err
 	}
-	if sc.regions != nil {
-		return fmt.Errorf("--dataset-json %s: nnU-Net v2 regions (e.g. %s %q); post-processing is determined on plain labels only: give --labels", opts.DatasetJSON, sc.regions[0].Key(), sc.regions[0].Name)
-	}
-	labels, names := sc.labels, sc.names
 	pairs, err := evaluation.MatchFiles(opts.PredDir, opts.RefDir, sc.ending)
 	if err != nil {
 		return err
 	}
 	out := opts.IO.Out
-	res, err := postprocess.Determine(pairs, postprocess.Options{Labels: labels, Names: names, Ignore: opts.Ignore, Log: out})
+	// With regions, Labels nil: Determine takes nnU-Net's foreground
+	// labels from the regions (every value they list but 0).
+	res, err := postprocess.Determine(pairs, postprocess.Options{Labels: sc.labels, Regions: sc.regions, Names: sc.names, Ignore: opts.Ignore, Log: out})
 	if err != nil {
 		return err
 	}

@@ -423,10 +423,8 @@ func predictRun(ctx context.Context, opts *PredictOptions) error {
 	}
 	ro := infer.RunOptions{Window: opts.Model.Window, Log: out}
 	if pp != nil {
-		for _, l := range pp.Labels {
-			if l <= 0 || l >= max(ens.Classes, 2) {
-				return fmt.Errorf("--postprocessing %s: label %d, but the models predict labels 0..%d (a plan made for another dataset?)", opts.Postprocessing, l, max(ens.Classes, 2)-1)
-			}
+		if err := checkPlanLabels(pp, ens); err != nil {
+			return fmt.Errorf("--postprocessing %s: %w", opts.Postprocessing, err)
 		}
 		ro.Postprocess = pp.Apply
 		fmt.Fprintf(out, "post-processing %s: %d steps\n", opts.Postprocessing, len(pp.Steps))
@@ -453,4 +451,29 @@ func predictRun(ctx context.Context, opts *PredictOptions) error {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// checkPlanLabels refuses a post-processing plan naming a label the
+// ensemble never writes (a plan made for another dataset): labels
+// 0..classes−1 for softmax models, the values regions_class_order paints
+// for nnU-Net regions, the bit-packed values 0..2^classes−1 for other
+// multi-label models.
+func checkPlanLabels(pp *postprocess.Plan, ens *infer.Ensemble) error {
+	for _, l := range pp.PredictedLabels() {
+		switch {
+		case l < 0 || l > 255:
+			return fmt.Errorf("label %d, want 1..255", l)
+		case ens.RegionsClassOrder != nil:
+			if !slices.Contains(ens.RegionsClassOrder, l) {
+				return fmt.Errorf("label %d, but the models paint regions as labels %v (regions_class_order; a plan made for another dataset?)", l, ens.RegionsClassOrder)
+			}
+		case ens.MultiLabel:
+			if l >= 1<<min(ens.Classes, 8) {
+				return fmt.Errorf("label %d, but the models write bit-packed labels 0..%d (a plan made for another dataset?)", l, 1<<min(ens.Classes, 8)-1)
+			}
+		case l >= max(ens.Classes, 2):
+			return fmt.Errorf("label %d, but the models predict labels 0..%d (a plan made for another dataset?)", l, max(ens.Classes, 2)-1)
+		}
+	}
+	return nil
 }
