@@ -177,10 +177,12 @@ func NewCmdTrain(f *Factory, runF func(context.Context, *TrainOptions) error) *c
 	var tf trainFlags
 	cmd := &cobra.Command{
 		Use:   "train --config C [flags] | train COMMAND",
-		Short: "Train 3D U-Nets on NIfTI volumes, with a data pipeline that never lets the GPU wait",
-		Long: `train is voxtrain's single binary: it reads NIfTI volumes (.nii, .nii.gz,
-.hdr/.img), prepares and augments patches with persistent goroutine workers,
-and trains 3D U-Nets on the CPU or on CUDA GPUs.
+		Short: "Train 3D U-Nets on medical and scientific volumes, with a data pipeline that never lets the GPU wait",
+		Long: `train is voxtrain's single binary: it reads volumes (NIfTI, NRRD, MetaImage,
+TIFF stacks and slice folders, Zarr v2/v3, OME-Zarr and N5, local or over
+HTTP(S), chunked ones patch by patch), prepares and augments patches with
+persistent goroutine workers, and trains 3D U-Nets on the CPU or on CUDA
+GPUs, on one device or data-parallel over several processes.
 
 Exit status, for schedulers and requeue wrappers:
   0    finished: the run completed its epochs (any command: success)
