@@ -1,7 +1,6 @@
 package data
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/evaluation"
 	"github.com/voxtrain/voxtrain/volume"
 )
 
@@ -65,6 +65,11 @@ type Dataset struct {
 	// (model.targets multi_label: a manifest's classes, dataset.json's
 	// regions), nil otherwise; LabelNames is then nil.
 	MultiLabelNames []string
+	// Regions are dataset.json's nnU-Net regions, one per output channel
+	// (evaluation.DatasetRegions: the file's order, a repeated region
+	// kept; each names itself and spells its summary.json key), nil
+	// otherwise.
+	Regions []evaluation.Region
 	// RegionsClassOrder is dataset.json's regions_class_order for nnU-Net
 	// regions (the label value region r paints in a prediction), nil
 	// otherwise.
@@ -172,18 +177,12 @@ type datasetJSON struct {
 
 	// ignore is labels' "ignore" value (0: none), set by check.
 	ignore int
-	// order is labels' keys in the file's order; regions and classOrder
-	// nnU-Net's regions (nil: plain classes), set by check.
-	order      []string
-	regions    []region
+	// rawLabels is "labels" as the file has it (its keys' order is the
+	// regions'); regions and classOrder are nnU-Net's regions (nil: plain
+	// classes), set by check.
+	rawLabels  json.RawMessage
+	regions    []evaluation.Region
 	classOrder []int
-}
-
-// region is one of nnU-Net v2's regions: the union of label values,
-// trained as one sigmoid output channel.
-type region struct {
-	name   string
-	values []int
 }
 
 type msdEntry struct {
@@ -201,9 +200,13 @@ func readMeta(dir string) (*datasetJSON, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("parse %s: %w", path, err)
 	}
-	if m.order, err = labelOrder(b); err != nil {
+	var raw struct {
+		Labels json.RawMessage `json:"labels"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
 		return nil, fmt.Errorf("parse %s: %w", path, err)
 	}
+	m.rawLabels = raw.Labels
 	if err := m.check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -250,89 +253,22 @@ func (m *datasetJSON) check() error {
 	return nil
 }
 
-// labelOrder returns the keys of a dataset.json's "labels" in the file's
-// order, which nnU-Net's regions (channel r is the r-th region) follow.
-func labelOrder(b []byte) ([]string, error) {
-	var doc struct {
-		Labels json.RawMessage `json:"labels"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Labels) == 0 || string(doc.Labels) == "null" {
-		return nil, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(doc.Labels))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, fmt.Errorf("labels: want an object")
-	}
-	var keys []string
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, fmt.Errorf("labels: %w", err)
-		}
-		keys = append(keys, t.(string))
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return nil, fmt.Errorf("labels: %w", err)
-		}
-	}
-	return keys, nil
-}
-
-// checkRegions reads nnU-Net v2's regions: labels given as lists of label
-// values, with regions_class_order. As nnU-Net's LabelManager, every
-// label but background and ignore is a region (a plain value a region of
-// one), in the file's order; regions_class_order gives one label value per
-// region. A region without regions_class_order, or the reverse, is an
-// error.
+// checkRegions reads nnU-Net v2's regions as package evaluation reads
+// them for scoring (evaluation.DatasetRegions, nnU-Net's LabelManager):
+// region-based only when some label is a list of more than one entry,
+// then every label but background and ignore a region (a plain value a
+// region of one), in the file's order, and regions_class_order one label
+// value per region. Lists of one entry alone are plain classes, and
+// regions_class_order is then unread, as in nnU-Net.
 func (m *datasetJSON) checkRegions() error {
-	hasOrder := len(m.RegionsClassOrder) > 0 && string(m.RegionsClassOrder) != "null"
-	var regions []region
-	lists := ""
-	for _, k := range m.order {
-		raw := m.Labels[k]
-		if strings.EqualFold(k, "ignore") {
-			continue
-		}
-		var vals []int
-		var one int
-		if json.Unmarshal(raw, &vals) == nil {
-			if lists == "" {
-				lists = fmt.Sprintf("%q is %s", k, raw)
-			}
-			if len(vals) == 0 {
-				return fmt.Errorf("labels: region %q is empty", k)
-			}
-		} else if json.Unmarshal(raw, &one) == nil {
-			vals = []int{one}
-		} else {
-			continue // MSD's {"0": "background"}: plain classes
-		}
-		for _, v := range vals {
-			if v < 0 || v > 255 {
-				return fmt.Errorf("labels: %q holds %d, want label values in 0..255", k, v)
-			}
-		}
-		if len(vals) == 1 && vals[0] == 0 {
-			continue // background is no region
-		}
-		regions = append(regions, region{name: k, values: vals})
-	}
-	switch {
-	case lists == "" && !hasOrder:
-		return nil
-	case !hasOrder:
-		return fmt.Errorf("labels: %s, an nnU-Net v2 region, but there is no regions_class_order (the label value each region paints in a prediction); add it", lists)
-	}
-	if err := json.Unmarshal(m.RegionsClassOrder, &m.classOrder); err != nil {
-		return fmt.Errorf("regions_class_order: %s, want a list of label values", m.RegionsClassOrder)
-	}
-	if len(m.classOrder) != len(regions) {
-		return fmt.Errorf("regions_class_order: %d values for the %d regions of labels (every label but background and ignore)", len(m.classOrder), len(regions))
+	regions, order, err := evaluation.DatasetRegions(m.rawLabels, m.RegionsClassOrder)
+	if err != nil {
+		return err
 	}
 	if len(regions) > volume.MaxBitClasses {
 		return fmt.Errorf("labels: %d regions, at most %d fit voxtrain's bit-packed multi-label bytes", len(regions), volume.MaxBitClasses)
 	}
-	m.regions = regions
+	m.regions, m.classOrder = regions, order
 	return nil
 }
 
@@ -346,8 +282,8 @@ func (m *datasetJSON) applyRegions(ds *Dataset) {
 	var lut [256]uint8
 	ds.MultiLabelNames = nil
 	for r, reg := range m.regions {
-		ds.MultiLabelNames = append(ds.MultiLabelNames, reg.name)
-		for _, v := range reg.values {
+		ds.MultiLabelNames = append(ds.MultiLabelNames, reg.Name)
+		for _, v := range reg.Labels {
 			lut[v] |= 1 << r
 		}
 	}
@@ -356,6 +292,7 @@ func (m *datasetJSON) applyRegions(ds *Dataset) {
 		ds.IgnoreLabel = volume.IgnoreByte
 	}
 	ds.LabelNames = nil
+	ds.Regions = m.regions
 	ds.RegionsClassOrder = m.classOrder
 	ds.RegionBits = lut[:]
 	for i := range ds.Cases {
@@ -381,7 +318,8 @@ func RegionsClassOrder(dir string) ([]int, error) {
 }
 
 // labelNames reads MSD {"0": "background"} and nnU-Net v2
-// {"background": 0} label maps (region lists are skipped).
+// {"background": 0} label maps; a list of one entry names that label, as
+// nnU-Net reads it outside regions (longer lists, regions, are skipped).
 func (m *datasetJSON) labelNames() map[int]string {
 	if len(m.Labels) == 0 {
 		return nil
@@ -397,8 +335,11 @@ func (m *datasetJSON) labelNames() map[int]string {
 			continue
 		}
 		var i int
+		var one []int
 		if json.Unmarshal(raw, &i) == nil {
 			out[i] = k
+		} else if json.Unmarshal(raw, &one) == nil && len(one) == 1 {
+			out[one[0]] = k
 		}
 	}
 	return out

@@ -68,7 +68,7 @@ func TestDatasetJSONRefusesWhatItCannotTrain(t *testing.T) {
 		{"region", `{"channel_names":{"0":"MRI"},"labels":{"background":0,"whole":[1,2],"posterior":2},"regions_class_order":[1,2],"file_ending":".nii.gz"}`,
 			[]string{"model.targets: softmax", "nnU-Net regions", "set model.targets: multi_label and loss.name: dice_bce"}},
 		{"region without order", `{"channel_names":{"0":"MRI"},"labels":{"background":0,"whole":[1,2]},"file_ending":".nii.gz"}`,
-			[]string{`labels: "whole" is [1,2], an nnU-Net v2 region, but there is no regions_class_order`}},
+			[]string{`labels: "whole" is (1, 2), nnU-Net v2 regions, but there is no "regions_class_order"`}},
 		{"order without regions' count", `{"channel_names":{"0":"MRI"},"labels":{"background":0,"whole":[1,2],"posterior":2},"regions_class_order":[1],"file_ending":".nii.gz"}`,
 			[]string{"regions_class_order: 1 values for the 2 regions"}},
 		{"ignore not highest", `{"channel_names":{"0":"MRI"},"labels":{"background":0,"Anterior":1,"Posterior":2,"ignore":2},"file_ending":".nii.gz"}`,

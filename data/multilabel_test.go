@@ -231,6 +231,10 @@ func TestNNUNetRegions(t *testing.T) {
 	if got := strings.Join(ds.MultiLabelNames, ","); got != "hippocampus,posterior" || len(ds.RegionsClassOrder) != 2 || ds.RegionsClassOrder[1] != 2 {
 		t.Fatalf("names %q, order %v", got, ds.RegionsClassOrder)
 	}
+	// evaluation's regions, one per channel: nnU-Net's summary.json keys
+	if len(ds.Regions) != 2 || ds.Regions[0].Key() != "(1, 2)" || ds.Regions[1].Key() != "2" || ds.Regions[1].Name != "posterior" {
+		t.Fatalf("regions %+v, want (1, 2) hippocampus and 2 posterior", ds.Regions)
+	}
 	for _, c := range ds.Cases {
 		base, _, ok, err := volume.SplitLUT(c.Label)
 		if err != nil || !ok {
@@ -269,5 +273,36 @@ func TestNNUNetRegions(t *testing.T) {
 	plain := nnunetRaw(t, 2, ".nii.gz", `{"channel_names":{"0":"MRI"},"labels":{"background":0,"Anterior":1,"Posterior":2},"file_ending":".nii.gz"}`)
 	if _, err := OpenDataset(filled(config.Data{Dataset: plain, MultiLabel: true})); err == nil || !strings.Contains(err.Error(), "model.targets: multi_label, but "+plain+" has plain classes") {
 		t.Errorf("plain classes under multi_label: err = %v", err)
+	}
+}
+
+// TestNNUNetListsOfOneEntry: labels given as lists of one entry only are
+// plain classes, as nnU-Net's LabelManager has it (regions need a list of
+// more than one entry): the dataset opens under softmax with the lists'
+// names and unmapped labels, regions_class_order unread, and is refused
+// under multi_label.
+func TestNNUNetListsOfOneEntry(t *testing.T) {
+	meta := `{"channel_names":{"0":"MRI"},"labels":{"background":[0],"Anterior":[1],"Posterior":[2]},"regions_class_order":[1,2],"file_ending":".nii.gz"}`
+	dir := nnunetRaw(t, 2, ".nii.gz", meta)
+	ds, err := OpenDataset(filled(config.Data{Dataset: dir, Fold: -1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds.Regions != nil || ds.RegionsClassOrder != nil || ds.RegionBits != nil || ds.MultiLabelNames != nil {
+		t.Errorf("lists of one entry read as regions: %+v, order %v", ds.Regions, ds.RegionsClassOrder)
+	}
+	if ds.LabelNames[1] != "Anterior" || ds.LabelNames[2] != "Posterior" {
+		t.Errorf("label names %v, want 1 Anterior, 2 Posterior", ds.LabelNames)
+	}
+	for _, c := range ds.Cases {
+		if _, _, ok, _ := volume.SplitLUT(c.Label); ok {
+			t.Errorf("case %s's label %q is looked up through a region table", c.ID, c.Label)
+		}
+	}
+	if order, err := RegionsClassOrder(dir); order != nil || err != nil {
+		t.Errorf("RegionsClassOrder: %v, %v; want none", order, err)
+	}
+	if _, err := OpenDataset(filled(config.Data{Dataset: dir, MultiLabel: true})); err == nil || !strings.Contains(err.Error(), "has plain classes") {
+		t.Errorf("lists of one entry under multi_label: err = %v", err)
 	}
 }

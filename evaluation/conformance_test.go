@@ -50,6 +50,54 @@ func TestMatchesNNUNet(t *testing.T) {
 	}
 }
 
+// TestMatchesNNUNetPairwise scores testdata/nnunet_many (12 cases, 10
+// labels, scored by nnU-Net v2's compute_metrics_on_folder, see its
+// make_fixture.py) and holds our summary.json to nnU-Net's byte for byte:
+// from 8 values on NumPy's means sum pairwise, and make_fixture.py checked
+// that a running sum misses some of these means in the last bits.
+func TestMatchesNNUNetPairwise(t *testing.T) {
+	t.Chdir("testdata/nnunet_many")
+	pairs, err := MatchFiles("pred", "ref", ".nii.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Read("summary.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pairs) < 10 || len(want.Labels) < 9 {
+		t.Fatalf("%d cases, labels %v: want the fixture's 12 cases and 10 labels", len(pairs), want.Labels)
+	}
+	got, err := Folder(pairs, Options{Labels: want.Labels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := range got.Mean {
+		exactMetrics(t, "mean "+got.EntryName(j), got.Mean[j], want.Mean[j])
+	}
+	exactMetrics(t, "foreground_mean", got.ForegroundMean, want.ForegroundMean)
+	out := filepath.Join(t.TempDir(), "summary.json")
+	if err := got.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(out)
+	b, _ := os.ReadFile("summary.json")
+	if string(a) != string(b) {
+		t.Errorf("summary.json differs from nnU-Net's:\n%s\nwant\n%s", a, b)
+	}
+}
+
+// exactMetrics holds got's metrics to want's bit for bit (NaN to NaN).
+func exactMetrics(t *testing.T, what string, got, want Metrics) {
+	t.Helper()
+	for f, name := range fieldNames[:8] {
+		g, w := *got.field(f), *want.field(f)
+		if math.Float64bits(g) != math.Float64bits(w) && !(math.IsNaN(g) && math.IsNaN(w)) {
+			t.Errorf("%s %s: %v, nnU-Net %v", what, name, g, w)
+		}
+	}
+}
+
 // sameSummary holds got to want entry by entry, matched by summary.json
 // key (Folder keeps dataset.json's region order, Read the file's).
 // TestMatchesNNUNetRegions scores testdata/nnunet_regions (a region-based

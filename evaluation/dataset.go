@@ -29,7 +29,9 @@ type Dataset struct {
 	// the dataset is region-based: as LabelManager's _has_regions, some
 	// label is a list of more than one entry. Then every entry but
 	// "ignore" and background (0, or a list of zeros only) is a region: a
-	// list one of its values, a plain value one of its label.
+	// list one of its values, a plain value one of its label; a region
+	// given twice (the same key) is kept once, as nnU-Net's summary
+	// holds it (DatasetRegions keeps both, one output channel each).
 	Regions []Region
 	// RegionsClassOrder is "regions_class_order" (the label value each
 	// region paints in a prediction), one per region, which nnU-Net
@@ -64,39 +66,11 @@ func ReadDataset(path string) (*Dataset, error) {
 	if len(entries) == 0 {
 		return nil, fmt.Errorf("%s: no \"labels\"", path)
 	}
-	d := &Dataset{Path: path, Names: map[int]string{}, Ending: m.FileEnding}
-	type value struct {
-		name string
-		vals []int
-		list bool
+	values, ignore, err := labelEntries(entries)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	var values []value
-	hasRegions := false
-	for _, e := range entries {
-		k := e.key
-		if strings.EqualFold(k, "ignore") {
-			var l int
-			if json.Unmarshal(e.raw, &l) != nil {
-				return nil, fmt.Errorf("%s: labels: \"ignore\" is %s, want an integer label (nnU-Net: the ignore label cannot be a region)", path, e.raw)
-			}
-			if l < 1 || l > 255 {
-				return nil, fmt.Errorf("%s: labels: \"ignore\" is %d, want 1..255", path, l)
-			}
-			d.Ignore = l // not a class
-			continue
-		}
-		var name string
-		if i, err := strconv.Atoi(k); err == nil && json.Unmarshal(e.raw, &name) == nil {
-			values = append(values, value{name: name, vals: []int{i}}) // MSD: "1": "name"
-			continue
-		}
-		vals, list, err := labelValues(e.raw)
-		if err != nil {
-			return nil, fmt.Errorf("%s: labels: %q: %w", path, k, err)
-		}
-		values = append(values, value{name: k, vals: vals, list: list})
-		hasRegions = hasRegions || (list && len(vals) > 1)
-	}
+	d := &Dataset{Path: path, Names: map[int]string{}, Ending: m.FileEnding, Ignore: ignore}
 	present := map[int]bool{}
 	for _, v := range values {
 		for _, l := range v.vals {
@@ -110,11 +84,80 @@ func ReadDataset(path string) (*Dataset, error) {
 		}
 	}
 	sort.Ints(d.Labels)
-	if !hasRegions {
-		return d, nil
+	all, order, err := regionsOf(values, m.RegionsClassOrder)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	seen := map[string]bool{}
-	n := 0 // regions_class_order counts repeats, as LabelManager's list does
+	for _, r := range all {
+		if !seen[r.Key()] {
+			seen[r.Key()] = true // nnU-Net's result dict holds one entry per key
+			d.Regions = append(d.Regions, r)
+		}
+	}
+	d.RegionsClassOrder = order
+	return d, nil
+}
+
+// labelEntry is one entry of "labels" but "ignore": its name and label
+// values, list when dataset.json gives a list.
+type labelEntry struct {
+	name string
+	vals []int
+	list bool
+}
+
+// labelEntries reads the entries of "labels" (MSD's "1": "name" as label
+// 1 named so) and its "ignore" label (0: none). Errors start "labels:".
+func labelEntries(entries []entry) (values []labelEntry, ignore int, err error) {
+	for _, e := range entries {
+		k := e.key
+		if strings.EqualFold(k, "ignore") {
+			var l int
+			if json.Unmarshal(e.raw, &l) != nil || l < 1 || l > 255 {
+				return nil, 0, fmt.Errorf("labels: %q is %s, want nnU-Net v2's ignore label, an integer in 1..255 (not a region)", k, e.raw)
+			}
+			ignore = l // not a class
+			continue
+		}
+		var name string
+		if i, err := strconv.Atoi(k); err == nil && json.Unmarshal(e.raw, &name) == nil {
+			values = append(values, labelEntry{name: name, vals: []int{i}}) // MSD: "1": "name"
+			continue
+		}
+		vals, list, err := labelValues(e.raw)
+		if err != nil {
+			return nil, 0, fmt.Errorf("labels: %q: %w", k, err)
+		}
+		values = append(values, labelEntry{name: k, vals: vals, list: list})
+	}
+	return values, ignore, nil
+}
+
+// regionBased is nnU-Net v2's rule for a region-based dataset
+// (LabelManager's _has_regions): some label is a list of more than one
+// entry. Lists of one entry only ("core": [2]) are plain labels.
+func regionBased(values []labelEntry) bool {
+	for _, v := range values {
+		if v.list && len(v.vals) > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// regionsOf returns the regions of a region-based dataset (nil, nil
+// otherwise, regions_class_order then unread, as nnU-Net ignores it) as
+// LabelManager's foreground_regions: every entry but background (0, or
+// a list of zeros only) in the file's order, repeats kept, a list one of
+// its values, a plain value one of its label; and regions_class_order,
+// one label value per region, which nnU-Net requires. Errors start
+// "labels:" or "regions_class_order:".
+func regionsOf(values []labelEntry, classOrder json.RawMessage) ([]Region, []int, error) {
+	if !regionBased(values) {
+		return nil, nil, nil
+	}
+	var regions []Region
 	for _, v := range values {
 		bg := true
 		for _, l := range v.vals {
@@ -123,24 +166,39 @@ func ReadDataset(path string) (*Dataset, error) {
 		if bg {
 			continue // background is no region
 		}
-		n++
-		r := Region{Labels: v.vals, Scalar: !v.list, Name: v.name}
-		if seen[r.Key()] {
-			continue // nnU-Net's result dict holds one entry per key
-		}
-		seen[r.Key()] = true
-		d.Regions = append(d.Regions, r)
+		regions = append(regions, Region{Labels: v.vals, Scalar: !v.list, Name: v.name})
 	}
-	if len(m.RegionsClassOrder) == 0 || string(m.RegionsClassOrder) == "null" {
-		return nil, fmt.Errorf("%s: labels: %s, but there is no \"regions_class_order\" (the label value each region paints in a prediction), which nnU-Net requires of regions", path, regionList(d.Regions))
+	if len(classOrder) == 0 || string(classOrder) == "null" {
+		return nil, nil, fmt.Errorf("labels: %s, nnU-Net v2 regions, but there is no \"regions_class_order\" (the label value each region paints in a prediction), which nnU-Net requires of regions; add it", regionList(regions))
 	}
-	if err := json.Unmarshal(m.RegionsClassOrder, &d.RegionsClassOrder); err != nil {
-		return nil, fmt.Errorf("%s: regions_class_order: %s, want a list of label values", path, m.RegionsClassOrder)
+	var order []int
+	if err := json.Unmarshal(classOrder, &order); err != nil {
+		return nil, nil, fmt.Errorf("regions_class_order: %s, want a list of label values", classOrder)
 	}
-	if len(d.RegionsClassOrder) != n {
-		return nil, fmt.Errorf("%s: regions_class_order: %d values for the %d regions of labels (every entry but background and ignore)", path, len(d.RegionsClassOrder), n)
+	if len(order) != len(regions) {
+		return nil, nil, fmt.Errorf("regions_class_order: %d values for the %d regions of labels (every entry but background and ignore)", len(order), len(regions))
 	}
-	return d, nil
+	return regions, order, nil
+}
+
+// DatasetRegions reads nnU-Net v2's regions from a dataset.json's
+// "labels" object and "regions_class_order" (raw JSON; either may be
+// empty) as nnU-Net's LabelManager does, so that training and evaluation
+// read a dataset.json alike: nil, nil unless some label is a list of
+// more than one entry; then every entry but "ignore" and background, in
+// the file's order and repeats kept (one output channel each), and
+// regions_class_order, one value per region. Errors start "labels:" or
+// "regions_class_order:"; the caller names the file.
+func DatasetRegions(labels, regionsClassOrder json.RawMessage) ([]Region, []int, error) {
+	entries, err := orderedObject(labels)
+	if err != nil {
+		return nil, nil, fmt.Errorf("labels: %w", err)
+	}
+	values, _, err := labelEntries(entries)
+	if err != nil {
+		return nil, nil, err
+	}
+	return regionsOf(values, regionsClassOrder)
 }
 
 // regionList names the first list-valued regions, for errors.

@@ -1,6 +1,7 @@
 package evaluation
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand"
 	"os"
@@ -133,6 +134,10 @@ func TestReadDatasetRegions(t *testing.T) {
 			"(2, 1)=z 2=a", []int{1, 2}},
 		{`{"labels": {"background": 0, "twice": [3, 3]}, "regions_class_order": [3]}`, "(3, 3)=twice", []int{3}},
 		{`{"labels": {"background": 0, "one": [1], "two": 2}}`, "", []int{1, 2}},
+		// lists of one entry only: labels, regions_class_order unread
+		// (LabelManager's _has_regions wants a list of more than one)
+		{`{"labels": {"background": 0, "one": [1], "two": [2], "three": [3]}, "regions_class_order": [1, 2, 3]}`, "", []int{1, 2, 3}},
+		{`{"labels": {"background": [0], "one": [1]}, "regions_class_order": "garbage"}`, "", []int{1}},
 	} {
 		d, err := ReadDataset(writeDataset(t, tc.body))
 		if err != nil {
@@ -147,6 +152,30 @@ func TestReadDatasetRegions(t *testing.T) {
 	if d.Names[1] != "one" || d.Names[2] != "two" {
 		t.Errorf("names %v", d.Names)
 	}
+}
+
+// TestDatasetRegions: the raw reading data shares keeps a repeated
+// region (one output channel each) where ReadDataset scores it once, and
+// finds no regions where every list has one entry.
+func TestDatasetRegions(t *testing.T) {
+	labels := `{"z": [2, 1], "background": [0, 0], "a": 2, "again": [2, 1], "ignore": 3}`
+	rs, order, err := DatasetRegions(json.RawMessage(labels), json.RawMessage(`[1, 2, 1]`))
+	var keys []string
+	for _, r := range rs {
+		keys = append(keys, r.Key()+"="+r.Name)
+	}
+	if err != nil || strings.Join(keys, " ") != "(2, 1)=z 2=a (2, 1)=again" || !slices.Equal(order, []int{1, 2, 1}) {
+		t.Errorf("regions %q order %v err %v", keys, order, err)
+	}
+	rs, order, err = DatasetRegions(json.RawMessage(`{"background": 0, "one": [1], "two": [2]}`), json.RawMessage(`[1, 2]`))
+	if rs != nil || order != nil || err != nil {
+		t.Errorf("lists of one entry: regions %v order %v err %v, want none", rs, order, err)
+	}
+	if rs, _, err := DatasetRegions(nil, nil); rs != nil || err != nil {
+		t.Errorf("no labels: %v %v", rs, err)
+	}
+	_, _, err = DatasetRegions(json.RawMessage(`{"background": 0, "whole": [1, 2]}`), nil)
+	wantErr(t, err, `labels: "whole" is (1, 2)`, "regions_class_order")
 }
 
 // TestReadDatasetMalformedRegion: a bad region entry, a missing or short

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/voxtrain/voxtrain/internal/atomicfile"
+	"github.com/voxtrain/voxtrain/internal/npsum"
 )
 
 // Case is one prediction's scores against its reference.
@@ -42,10 +43,10 @@ type Summary struct {
 	HD95  bool
 	Cases []Case
 	// Mean holds per label (Labels' order; Regions' when scored) each
-	// metric's mean over the
-	// cases, NaN cases left out (np.nanmean); NaN when every case is NaN.
-	// HD95's mean also leaves out infinite cases (a label in only one of
-	// prediction and reference), as voxtrain always has.
+	// metric's mean over the cases in their order, NaN cases left out
+	// (np.nanmean, NumPy's pairwise sums and all); NaN when every case is
+	// NaN. HD95's mean also leaves out infinite cases (a label in only one
+	// of prediction and reference), as voxtrain always has.
 	Mean []Metrics
 	// ForegroundMean is each metric's plain mean over Mean (np.mean, as
 	// nnU-Net: NaN when one label's mean is NaN).
@@ -115,29 +116,34 @@ func (s *Summary) entries() int {
 	return len(s.Labels)
 }
 
-// meanOf averages each field of n Metrics; nan leaves NaN values out.
+// meanOf averages each field of n Metrics as nnU-Net's
+// compute_metrics_on_folder does, bit for bit: with nan, np.nanmean over
+// the values in order (the per-label mean over cases), else np.mean (the
+// foreground mean over labels). NumPy sums pairwise (package npsum), so
+// from 8 values on a running sum would differ in the last bits. The
+// counts are numpy integers there, averaged in float64: their sums are
+// exact either way. HD95 (voxtrain's) leaves out infinite cases too.
 func meanOf(n int, at func(int) Metrics, nan bool) Metrics {
 	var out Metrics
+	vals := make([]float64, n)
 	for f := range fieldNames {
-		var sum float64
-		k := 0
-		for i := 0; i < n; i++ {
+		for i := range n {
 			m := at(i)
-			v := *m.field(f)
-			if nan && (math.IsNaN(v) || (f == hd95Field && math.IsInf(v, 0))) {
-				continue
-			}
-			sum += v
-			k++
+			vals[i] = *m.field(f)
 		}
-		if k == 0 {
-			*out.field(f) = math.NaN()
-		} else {
-			*out.field(f) = sum / float64(k)
+		switch {
+		case !nan:
+			*out.field(f) = npsum.Mean(vals)
+		case f == hd95Field:
+			*out.field(f) = npsum.NanMeanFunc(vals, notFinite)
+		default:
+			*out.field(f) = npsum.NanMean(vals)
 		}
 	}
 	return out
 }
+
+func notFinite(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }
 
 // fieldNames are summary.json's metric keys, in Metrics' field order.
 var fieldNames = [...]string{"Dice", "IoU", "FP", "TP", "FN", "TN", "n_pred", "n_ref", "HD95"}

@@ -143,7 +143,11 @@ func (m *Model) Evaluate(ctx context.Context, o EvalOptions) (*Scores, error) {
 	}
 	res := Summarise(classes, ds.LabelNames, o.Validation.HD95, out)
 	if multi {
-		res = SummariseMultiLabel(ds.MultiLabelNames, o.Validation.HD95, out)
+		// nnU-Net regions keyed as nnU-Net's validation summary.json
+		// keys them; a manifest's classes by channel.
+		if res, err = SummariseChannels(ds, o.Validation.HD95, out); err != nil {
+			return nil, err
+		}
 	}
 	if o.OutputDir != "" {
 		if err := res.Write(filepath.Join(o.OutputDir, "summary.json")); err != nil {

@@ -147,6 +147,70 @@ func ScoreCaseMultiLabel(id string, pred []uint8, v *data.Volume, classes int, h
 	return cs, nil
 }
 
+// SummariseChannels averages multi-label case scores (one entry per
+// output channel, as ScoreCaseMultiLabel makes them) as ds names its
+// channels. A dataset.json of nnU-Net regions (ds.Regions) is summarised
+// by region, keyed as nnU-Net's validation keys its summary.json (its
+// compute_metrics_on_folder on LabelManager.foreground_regions): "(1, 2,
+// 3)" for a list, "(2,)" for a list of one, "3" for a plain value; a
+// region given twice (two channels, scored alike) is kept once, as
+// nnU-Net's result dict holds it. Anything else (a manifest's classes)
+// keeps channel c as label c+1 named ds.MultiLabelNames[c]
+// (SummariseMultiLabel).
+func SummariseChannels(ds *data.Dataset, hd95 bool, cases []evaluation.Case) (*Scores, error) {
+	if ds.Regions == nil {
+		return SummariseMultiLabel(ds.MultiLabelNames, hd95, cases), nil
+	}
+	var regions []evaluation.Region
+	var keep []int
+	seen := map[string]bool{}
+	for c, r := range ds.Regions {
+		if !seen[r.Key()] {
+			seen[r.Key()] = true
+			regions = append(regions, r)
+			keep = append(keep, c)
+		}
+	}
+	out := make([]evaluation.Case, len(cases))
+	for i, cs := range cases {
+		if len(cs.Metrics) != len(ds.Regions) {
+			return nil, fmt.Errorf("scores of %s: %d output channels, but the dataset has %d regions", cs.ReferenceFile, len(cs.Metrics), len(ds.Regions))
+		}
+		ms := make([]evaluation.Metrics, len(keep))
+		for j, c := range keep {
+			ms[j] = cs.Metrics[c]
+		}
+		cs.Metrics = ms
+		out[i] = cs
+	}
+	return evaluation.SummariseRegions(regions, hd95, out), nil
+}
+
+// ChannelMeans returns each output channel's mean Dice and mean HD95 (nil
+// without HD95) from a summary SummariseChannels made for ds: a region's
+// means for each channel of it, so that a region given twice reports
+// both channels (the trainer's val_dice has one entry per channel).
+func ChannelMeans(s *Scores, ds *data.Dataset) (dice, hd95 []float64) {
+	if s.Regions == nil || ds.Regions == nil {
+		return s.MeanDice(), s.MeanHD95()
+	}
+	at := map[string]int{}
+	for j, r := range s.Regions {
+		at[r.Key()] = j
+	}
+	for _, r := range ds.Regions {
+		m := evaluation.Metrics{Dice: math.NaN(), HD95: math.NaN()} // not scored
+		if j, ok := at[r.Key()]; ok {
+			m = s.Mean[j]
+		}
+		dice = append(dice, m.Dice)
+		if s.HD95 {
+			hd95 = append(hd95, m.HD95)
+		}
+	}
+	return dice, hd95
+}
+
 // SummariseMultiLabel averages multi-label case scores per class, class c
 // as label c+1 named names[c].
 func SummariseMultiLabel(names []string, hd95 bool, cases []evaluation.Case) *Scores {

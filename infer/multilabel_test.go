@@ -2,6 +2,9 @@ package infer
 
 import (
 	"math"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/voxtrain/voxtrain/data"
@@ -76,5 +79,69 @@ func TestScoreCaseMultiLabel(t *testing.T) {
 	s := SummariseMultiLabel([]string{"a", "b"}, false, []evaluation.Case{cs})
 	if len(s.Labels) != 2 || s.Labels[0] != 1 || s.Names[2] != "b" {
 		t.Errorf("summary labels %v names %v, want 1, 2 named a, b", s.Labels, s.Names)
+	}
+}
+
+// TestSummariseChannels: a dataset of nnU-Net regions is summarised by
+// region, keyed as nnU-Net keys them, a region given twice once (its
+// channels scored alike), and ChannelMeans gives back one mean per
+// channel; a manifest's classes keep channel keys; scores of another
+// number of channels are an error.
+func TestSummariseChannels(t *testing.T) {
+	ds := &data.Dataset{
+		Regions: []evaluation.Region{
+			{Labels: []int{1, 2}, Name: "whole"},
+			{Labels: []int{2}, Name: "core"},
+			{Labels: []int{3}, Scalar: true, Name: "enhancing"},
+			{Labels: []int{1, 2}, Name: "again"},
+		},
+		MultiLabelNames: []string{"whole", "core", "enhancing", "again"},
+	}
+	cs := func(tp ...int64) evaluation.Case {
+		c := evaluation.Case{ReferenceFile: "ref.nii.gz"}
+		for _, n := range tp {
+			c.Metrics = append(c.Metrics, evaluation.FromCounts(n, 1, 1, 10))
+		}
+		return c
+	}
+	cases := []evaluation.Case{cs(4, 2, 0, 4), cs(8, 1, 3, 8)}
+	s, err := SummariseChannels(ds, false, cases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for j := range s.Regions {
+		keys = append(keys, s.Key(j)+"="+s.Regions[j].Name)
+	}
+	if s.Labels != nil || strings.Join(keys, " ") != "(1, 2)=whole (2,)=core 3=enhancing" || len(s.Cases[0].Metrics) != 3 || len(cases[0].Metrics) != 4 {
+		t.Fatalf("regions %q labels %v, %d entries per case (the caller's %d)", keys, s.Labels, len(s.Cases[0].Metrics), len(cases[0].Metrics))
+	}
+	if m := s.Mean[2].Dice; m != 0.375 { // 2·0/(0+2) and 2·3/(6+2)
+		t.Errorf("region 3's mean Dice %v, want 0.375 (the mean of 0 and 0.75)", m)
+	}
+	dice, hd95 := ChannelMeans(s, ds)
+	if len(dice) != 4 || dice[0] != s.Mean[0].Dice || dice[3] != dice[0] || dice[1] != s.Mean[1].Dice || hd95 != nil {
+		t.Errorf("ChannelMeans %v %v, want one per channel, the repeated region's twice", dice, hd95)
+	}
+	out := filepath.Join(t.TempDir(), "summary.json")
+	if err := s.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(out)
+	for _, k := range []string{`"(1, 2)": {`, `"(2,)": {`, `"3": {`} {
+		if !strings.Contains(string(b), k) {
+			t.Errorf("summary.json lacks the key %s:\n%s", k, b)
+		}
+	}
+	if _, err := SummariseChannels(ds, false, []evaluation.Case{cs(1, 2, 3)}); err == nil || !strings.Contains(err.Error(), "3 output channels, but the dataset has 4 regions") {
+		t.Errorf("3 channels for 4 regions: err = %v", err)
+	}
+	manifest := &data.Dataset{MultiLabelNames: []string{"a", "b"}}
+	s, err = SummariseChannels(manifest, false, []evaluation.Case{cs(1, 2)})
+	if err != nil || s.Regions != nil || len(s.Labels) != 2 || s.Key(1) != "2" || s.Names[2] != "b" {
+		t.Errorf("manifest classes: %+v, %v; want labels 1, 2 named a, b", s, err)
+	}
+	if dice, _ := ChannelMeans(s, manifest); len(dice) != 2 {
+		t.Errorf("manifest ChannelMeans %v", dice)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/voxtrain/voxtrain/internal/npsum"
 )
 
 // Shape is the (D, H, W) size of a volume; W varies fastest.
@@ -63,19 +65,11 @@ func Confusions(pred, ref []uint8, numClasses int) ([]Confusion, error) {
 	return out, nil
 }
 
-// NanMean is the mean of the non-NaN values, NaN when there are none.
+// NanMean is the mean of the non-NaN values, NaN when there are none:
+// np.nanmean bit for bit (NumPy's pairwise sum, package npsum), as
+// nnU-Net's mean_fg_dice is np.nanmean of the per-class pseudo Dice.
 func NanMean(v []float64) float64 {
-	s, n := 0.0, 0
-	for _, x := range v {
-		if !math.IsNaN(x) {
-			s += x
-			n++
-		}
-	}
-	if n == 0 {
-		return math.NaN()
-	}
-	return s / float64(n)
+	return npsum.NanMean(v)
 }
 
 // HD95 returns the 95th-percentile symmetric Hausdorff distance between the

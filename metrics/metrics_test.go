@@ -142,4 +142,10 @@ func TestConfusionsAndDice(t *testing.T) {
 	if m := NanMean([]float64{1, math.NaN(), 0.5}); m != 0.75 {
 		t.Fatalf("NanMean = %v", m)
 	}
+	// np.nanmean([0.1]*10 + [nan]) is 0.1 (pairwise sum); a running sum
+	// gives 0.09999999999999999.
+	tenth := []float64{0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, math.NaN()}
+	if m := NanMean(tenth); m != 0.1 {
+		t.Fatalf("NanMean of ten 0.1 = %v, np.nanmean 0.1", m)
+	}
 }

@@ -85,8 +85,11 @@ func (v *validator) run(ctx context.Context, rec *runlog.Epoch) (*float64, time.
 		if err != nil {
 			return nil, time.Since(t0), err
 		}
-		setDice(sc.MeanDice()) // sliding-window Dice is the better estimate
-		for _, h := range sc.MeanHD95() {
+		// One value per output channel, whatever the summary's keys
+		// (a region given twice is one entry of it).
+		dice, hd95 := infer.ChannelMeans(sc, v.loader.Dataset())
+		setDice(dice) // sliding-window Dice is the better estimate
+		for _, h := range hd95 {
 			rec.ValHD95 = append(rec.ValHD95, runlog.Float(h))
 		}
 	}
@@ -286,8 +289,10 @@ func (v *validator) sliding(ctx context.Context) (*infer.Scores, error) {
 			return nil, fmt.Errorf("validation: %w", err)
 		}
 	}
-	if names := v.loader.Dataset().MultiLabelNames; v.model.Config().MultiLabel() {
-		return infer.SummariseMultiLabel(names, v.cfg.HD95, out), nil
+	if v.model.Config().MultiLabel() {
+		// nnU-Net regions keyed as nnU-Net's validation keys them ("(1,
+		// 2, 3)", "3"); a manifest's classes by channel.
+		return infer.SummariseChannels(v.loader.Dataset(), v.cfg.HD95, out)
 	}
 	return infer.Summarise(v.model.Config().NumClasses, v.loader.Dataset().LabelNames, v.cfg.HD95, out), nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/voxtrain/voxtrain/evaluation"
 	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/nifti"
 )
@@ -15,7 +16,9 @@ import (
 // demo's labels as regions "whole" = {1, 2} and "posterior" = {2}) keeps
 // regions_class_order in its config and checkpoints, so `train predict`
 // paints nnU-Net's label map from the checkpoint alone after the dataset
-// is gone; every value it writes is 0 or one the order paints.
+// is gone; every value it writes is 0 or one the order paints. Before
+// that, its validation scores each region (one val_dice per channel) and
+// `train validate` keys summary.json by region as nnU-Net does.
 func TestRegionsTrainPredictWithoutDataset(t *testing.T) {
 	if testutil.Race {
 		t.Skip("numeric: a training and two sliding-window predictions; skipped under -race")
@@ -46,7 +49,9 @@ func TestRegionsTrainPredictWithoutDataset(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "run.yaml")
 	err := os.WriteFile(cfg, []byte("experiment: regions\nseed: 2\ndata:\n  dataset: "+ds+"\n  fold: 0\n  num_folds: 3\n  workers: 2\n"+
 		"model:\n  num_classes: 2\n  targets: multi_label\n  features: [4, 8]\nloss:\n  name: dice_bce\n"+
-		"train:\n  epochs: 1\n  iterations_per_epoch: 2\n  patch_size: [16, 16, 16]\n  batch_size: 2\n"), 0o644)
+		"train:\n  epochs: 1\n  iterations_per_epoch: 2\n  patch_size: [16, 16, 16]\n  batch_size: 2\n"+
+		// the trainer's sliding-window validation scores the regions too
+		"validation:\n  mode: both\n"), 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +65,41 @@ func TestRegionsTrainPredictWithoutDataset(t *testing.T) {
 	}
 	if !strings.Contains(string(saved), "regions_class_order:") {
 		t.Fatalf("the run's config lacks model.regions_class_order:\n%s", saved)
+	}
+	// The trainer's validation: one Dice per output channel in
+	// metrics.jsonl, whatever the summary's keys.
+	metrics, err := os.ReadFile(filepath.Join(run, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last struct {
+		ValDice []any `json:"val_dice"`
+	}
+	lines := strings.Split(strings.TrimSpace(string(metrics)), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || len(last.ValDice) != 2 {
+		t.Fatalf("metrics.jsonl's last line: val_dice %v (%v), want one per region", last.ValDice, err)
+	}
+	// train validate writes the summary.json nnU-Net's validation would:
+	// the regions keyed as its label_or_region_to_key ("posterior": [2]
+	// is the tuple (2,)), not by channel.
+	val := filepath.Join(t.TempDir(), "validation")
+	o, errb, err := runCmd(t, "validate", "--checkpoint", filepath.Join(run, "checkpoints", "last"), "--output", val, "--threads", "2")
+	if err != nil {
+		t.Fatalf("validate: %v\n%s\n%s", err, o, errb)
+	}
+	sum, err := evaluation.Read(filepath.Join(val, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for j := range sum.Regions {
+		keys = append(keys, sum.Key(j)+"="+sum.Regions[j].Name)
+	}
+	if sum.Labels != nil || strings.Join(keys, " ") != "(1, 2)=whole (2,)=posterior" || len(sum.Cases) != 2 {
+		t.Errorf("validation summary.json: labels %v, regions %q, %d cases; want regions (1, 2)=whole (2,)=posterior, 2 cases", sum.Labels, keys, len(sum.Cases))
+	}
+	if !strings.Contains(o.String(), "region (1, 2) (whole): mean Dice") {
+		t.Errorf("validate's output does not name the regions:\n%s", o)
 	}
 	// The dataset goes away; the test images stay.
 	in := nnunetInputs(t)
