@@ -235,3 +235,23 @@ func TestReadRegionSummaryMissingRegion(t *testing.T) {
 	_, err = Read(p)
 	wantErr(t, err, p, `"(1, x)"`)
 }
+
+// SortCases orders cases by file name as nnU-Net lists its predictions
+// folder: "a-b.nii.gz" before "a.nii.gz" ('-' sorts before '.'), the
+// reference's name where no prediction file was written.
+func TestSortCasesAsNNUNetListsFiles(t *testing.T) {
+	cases := []Case{
+		{ReferenceFile: "/ref/a.nii.gz"},
+		{PredictionFile: "/pred/c.nii.gz", ReferenceFile: "/ref/0.nii.gz"},
+		{ReferenceFile: "/ref/a-b.nii.gz"},
+		{ReferenceFile: "/other/b.nii.gz"},
+	}
+	SortCases(cases)
+	var got []string
+	for _, c := range cases {
+		got = append(got, filepath.Base(c.ReferenceFile))
+	}
+	if want := []string{"a-b.nii.gz", "a.nii.gz", "b.nii.gz", "0.nii.gz"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("order %v, want %v", got, want)
+	}
+}

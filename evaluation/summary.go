@@ -53,6 +53,21 @@ type Summary struct {
 	ForegroundMean Metrics
 }
 
+// SortCases orders cases as nnU-Net's compute_metrics_on_folder lists
+// them — its predictions folder's files sorted by name — so that means
+// over eight or more cases, whose pairwise sums depend on the order, are
+// its bits: by the prediction file's name, the reference's where no
+// prediction file was written (both are the case id and the file ending).
+func SortCases(cases []Case) {
+	name := func(c Case) string {
+		if c.PredictionFile != "" {
+			return filepath.Base(c.PredictionFile)
+		}
+		return filepath.Base(c.ReferenceFile)
+	}
+	sort.SliceStable(cases, func(i, j int) bool { return name(cases[i]) < name(cases[j]) })
+}
+
 // Summarise computes the means of cases scored on labels.
 func Summarise(labels []int, names map[int]string, hd95 bool, cases []Case) *Summary {
 	s := &Summary{Labels: labels, Names: names, HD95: hd95, Cases: cases}

@@ -141,6 +141,7 @@ func (m *Model) Evaluate(ctx context.Context, o EvalOptions) (*Scores, error) {
 			fmt.Fprintf(o.Log, "%s  Dice %s\n", cs.ID, fmtDice(sc, names))
 		}
 	}
+	evaluation.SortCases(out) // nnU-Net's order: its means' bits depend on it
 	res := Summarise(classes, ds.LabelNames, o.Validation.HD95, out)
 	if multi {
 		// nnU-Net regions keyed as nnU-Net's validation summary.json

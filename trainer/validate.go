@@ -289,6 +289,9 @@ func (v *validator) sliding(ctx context.Context) (*infer.Scores, error) {
 			return nil, fmt.Errorf("validation: %w", err)
 		}
 	}
+	// nnU-Net's order (its pairwise means' bits depend on it); the same
+	// on every rank, whatever the ranks' shares.
+	evaluation.SortCases(out)
 	if v.model.Config().MultiLabel() {
 		// nnU-Net regions keyed as nnU-Net's validation keys them ("(1,
 		// 2, 3)", "3"); a manifest's classes by channel.
