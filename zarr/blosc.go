@@ -55,48 +55,66 @@ type bloscFrame struct {
 // parseBlosc reads a blosc container's header and checks it against the
 // decoded size the chunk's metadata gives (want) and the bytes present.
 func parseBlosc(src []byte, want int) (bloscFrame, error) {
-	var f bloscFrame
-	if len(src) < bloscHeader {
-		return f, fmt.Errorf("blosc: %d bytes, shorter than the 16-byte header", len(src))
+	// The starts lie before cbytes ≤ len(src): src always holds them.
+	f, _, err := parseBloscHead(src, len(src), want)
+	if err != nil {
+		return f, err
 	}
-	f.flags = src[2]
-	f.typesize = int(src[3])
-	f.nbytes = int(binary.LittleEndian.Uint32(src[4:]))
-	f.blocksize = int(binary.LittleEndian.Uint32(src[8:]))
-	cbytes := int(binary.LittleEndian.Uint32(src[12:]))
-	if src[0] == 0 || src[0] > 2 {
-		return f, fmt.Errorf("blosc: format version %d, want 1 or 2 (blosc2 frames are not read)", src[0])
+	f.src = src[:f.cbytes]
+	return f, nil
+}
+
+// parseBloscHead reads the layout of a blosc container of size bytes —
+// its header and block starts — from head, its first bytes, without the
+// blocks' streams (src is left nil). When head is too short to hold the
+// starts, need says how many bytes it must hold (read that many and call
+// again); otherwise need is 0.
+func parseBloscHead(head []byte, size, want int) (f bloscFrame, need int, err error) {
+	if len(head) < bloscHeader {
+		return f, 0, fmt.Errorf("blosc: %d bytes, shorter than the 16-byte header", len(head))
+	}
+	f.flags = head[2]
+	f.typesize = int(head[3])
+	f.nbytes = int(binary.LittleEndian.Uint32(head[4:]))
+	f.blocksize = int(binary.LittleEndian.Uint32(head[8:]))
+	cbytes := int(binary.LittleEndian.Uint32(head[12:]))
+	if head[0] == 0 || head[0] > 2 {
+		return f, 0, fmt.Errorf("blosc: format version %d, want 1 or 2 (blosc2 frames are not read)", head[0])
 	}
 	if f.nbytes != want {
-		return f, fmt.Errorf("blosc: header says %d decoded bytes, the chunk holds %d", f.nbytes, want)
+		return f, 0, fmt.Errorf("blosc: header says %d decoded bytes, the chunk holds %d", f.nbytes, want)
 	}
-	if cbytes > len(src) || cbytes < bloscHeader {
-		return f, fmt.Errorf("blosc: header says %d bytes, the stream has %d", cbytes, len(src))
+	if cbytes > size || cbytes < bloscHeader {
+		return f, 0, fmt.Errorf("blosc: header says %d bytes, the stream has %d", cbytes, size)
 	}
-	f.src, f.cbytes = src[:cbytes], cbytes
+	f.cbytes = cbytes
 	if f.typesize == 0 {
-		return f, fmt.Errorf("blosc: type size 0")
+		return f, 0, fmt.Errorf("blosc: type size 0")
 	}
 	if f.flags&bloscMemcpyed != 0 {
 		if cbytes != bloscHeader+f.nbytes {
-			return f, fmt.Errorf("blosc: an uncompressed container of %d bytes holding %d", cbytes, f.nbytes)
+			return f, 0, fmt.Errorf("blosc: an uncompressed container of %d bytes holding %d", cbytes, f.nbytes)
 		}
-		return f, nil
+		return f, 0, nil
 	}
 	if f.nbytes == 0 {
-		return f, nil
+		return f, 0, nil
 	}
 	if f.blocksize <= 0 {
-		return f, fmt.Errorf("blosc: block size %d", f.blocksize)
+		return f, 0, fmt.Errorf("blosc: block size %d", f.blocksize)
 	}
-	if bloscHeader+4*f.nblocks() > cbytes {
-		return f, fmt.Errorf("blosc: %d blocks do not fit %d bytes", f.nblocks(), cbytes)
+	end := bloscHeader + 4*f.nblocks()
+	if end > cbytes {
+		return f, 0, fmt.Errorf("blosc: %d blocks do not fit %d bytes", f.nblocks(), cbytes)
+	}
+	if end > len(head) {
+		return f, end, nil
 	}
 	f.starts = make([]int, f.nblocks())
 	for j := range f.starts {
-		f.starts[j] = int(binary.LittleEndian.Uint32(src[bloscHeader+4*j:]))
+		f.starts[j] = int(binary.LittleEndian.Uint32(head[bloscHeader+4*j:]))
 	}
-	return f, nil
+	return f, 0, nil
 }
 
 // window returns the container's byte range [lo, hi) holding the streams

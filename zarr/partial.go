@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"strconv"
 	"sync"
 )
@@ -92,6 +93,19 @@ func (a *array) partChunk(idx []int, b0, b1 int, strides []int) (*chunkData, fun
 
 	if a.cache.max == 0 {
 		// Nothing is kept: decode the blocks straight into buf.
+		if _, local := a.src.st.(fileStore); local {
+			// A local file's ranges cost no round trip: read its layout,
+			// then the needed blocks' bytes only.
+			found, err := a.readLocalBlocks(path, size, b0, b1, buf)
+			if err != nil {
+				return fail(err)
+			}
+			if !found {
+				release()
+				return nil, func() {}, nil
+			}
+			return cd, release, nil
+		}
 		if err := fetch(); err != nil {
 			return fail(err)
 		}
@@ -185,6 +199,93 @@ func (a *array) partChunk(idx []int, b0, b1 int, strides []int) (*chunkData, fun
 	}
 	return cd, release, nil
 }
+
+// headBytes is the first read of a local chunk file: the blosc header
+// and the starts of up to 1020 blocks (a 128³ uint8 chunk in 256 KiB
+// blocks has 8), so the layout takes one pread.
+const headBytes = 4096
+
+// readLocalBlocks decodes into buf (the chunk's decoded bytes) the blocks
+// holding the decoded bytes [b0, b1) of the chunk file at path, reading
+// only its layout and those blocks' byte range. found is false when the
+// file does not exist (a missing chunk).
+func (a *array) readLocalBlocks(path string, size, b0, b1 int, buf []byte) (found bool, err error) {
+	if err := a.src.ctx.Err(); err != nil {
+		return false, err
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	wrap := func(err error) error { return fmt.Errorf("chunk %s (array %s): %w", path, a.m.file, err) }
+	st, err := f.Stat()
+	if err != nil {
+		return true, wrap(err)
+	}
+	if st.Size() > maxChunkBytes {
+		return true, fmt.Errorf("chunk %s: %d bytes", path, st.Size())
+	}
+	fileSize := int(st.Size())
+	read := func(off, n int) (*[]byte, error) {
+		b := getWindow(n)
+		if _, err := f.ReadAt(*b, int64(off)); err != nil {
+			putWindow(b)
+			return nil, wrap(fmt.Errorf("%d bytes at %d: %w", n, off, err))
+		}
+		return b, nil
+	}
+	hb, err := read(0, min(headBytes, fileSize))
+	if err != nil {
+		return true, err
+	}
+	frame, need, err := parseBloscHead(*hb, fileSize, size)
+	if err == nil && need > 0 {
+		putWindow(hb)
+		if hb, err = read(0, need); err != nil {
+			return true, err
+		}
+		frame, _, err = parseBloscHead(*hb, fileSize, size)
+	}
+	putWindow(hb)
+	if err != nil {
+		return true, wrap(err)
+	}
+	j0, j1 := frame.blocksOf(b0, b1)
+	lo, hi := frame.window(j0, j1)
+	wb, err := read(lo, hi-lo)
+	if err != nil {
+		return true, err
+	}
+	defer putWindow(wb)
+	tmp := getBuf(min(frame.blocksize, frame.nbytes))
+	defer putBuf(tmp)
+	if err := frame.withWindow(*wb, lo).decodeBlocks(j0, j1, buf, tmp); err != nil {
+		return true, wrap(err)
+	}
+	return true, nil
+}
+
+// Byte windows read from chunk files, of varying sizes: pooled by
+// capacity, grown in 64 KiB steps, rather than one pool per exact size.
+var windowPool sync.Pool // *[]byte
+
+func getWindow(n int) *[]byte {
+	if b, ok := windowPool.Get().(*[]byte); ok {
+		if cap(*b) >= n {
+			*b = (*b)[:n]
+			return b
+		}
+		windowPool.Put(b)
+	}
+	b := make([]byte, n, (n+65535)&^65535)
+	return &b
+}
+
+func putWindow(b *[]byte) { windowPool.Put(b) }
 
 // block is a decoded blosc block the cache holds, in blockmem.go's memory,
 // which it goes back to when the cache drops it.

@@ -267,3 +267,34 @@ func TestPartialReadsFetchOnlyMissingBlocks(t *testing.T) {
 		}
 	}
 }
+
+// A chunk of more blocks than the first read of a local chunk file holds
+// the starts of (2048 blocks of 4 bytes: 8 KiB of starts after the
+// header) reads its layout in a second pread, and every region of it
+// reads right without a cache.
+func TestPartialReadsOfManyBlocks(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a.zarr")
+	shape := [3]int{16, 16, 16}
+	vals := writeBloscArray(t, dir, shape, shape, 4, bloscShuffle, 9)
+	if n := 2 * 16 * 16 * 16 / 4; bloscHeader+4*n <= headBytes {
+		t.Fatalf("%d blocks' starts fit the first read", n)
+	}
+	f, err := OpenWith(dir, Options{CacheBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, b := range []volume.Box{
+		{Hi: shape},
+		{Lo: [3]int{3, 5, 7}, Hi: [3]int{4, 9, 16}},
+		{Lo: [3]int{15, 15, 15}, Hi: shape},
+	} {
+		dst := [][]float32{make([]float32, b.Voxels())}
+		if err := f.ReadRegion(b, dst); err != nil {
+			t.Fatal(err)
+		}
+		if d := diffBox(dst[0], vals, shape, b); d != "" {
+			t.Errorf("box %v: %s", b, d)
+		}
+	}
+}
