@@ -101,18 +101,39 @@ func (d *Device[B]) rowsPerTile(g geom.Conv) int {
 	return rows
 }
 
-// Conv3DForward computes y = conv(x, w) + b (b may be nil).
+// Conv3DForward computes y = conv(x, w) + b (b may be nil). x and y may
+// be bf16 activations.
 func (d *Device[B]) Conv3DForward(g geom.Conv, x, w, b, y nn.Tensor) {
 	const op = "Conv3DForward"
 	d.begin(op)
 	d.checkGeom(op, g)
-	xp := d.mustShape(op, x, g.InShape())
+	xt := d.shaped(op, x, g.InShape())
 	wp := d.mustShape(op, w, g.WeightShape())
-	yp := d.mustShape(op, y, g.OutShape())
+	yt := d.shaped(op, y, g.OutShape())
 	var bp B
 	if b != nil {
 		bp = d.mustLen(op, b, g.OutC)
 	}
+	xp, ok := d.wideIn(op, xt, &d.wideA)
+	if !ok {
+		return
+	}
+	yp, ok := d.wideOut(op, yt, &d.wideC)
+	if !ok {
+		return
+	}
+	if !d.forward(op, g, xp, wp, yp) {
+		return
+	}
+	if b != nil {
+		d.check(op, d.ops.AddChannelBias(yp, bp, g.OutVoxels(), g.OutC))
+	}
+	d.narrow(op, yt, yp)
+}
+
+// forward computes y = conv(x, w) on float32 operands; false after a
+// failure (recorded).
+func (d *Device[B]) forward(op string, g geom.Conv, xp, wp, yp B) bool {
 	k, m := g.PatchLen(), g.OutVoxels()
 	if d.convDNN(op, dnn.Forward, g, xp, wp, yp) {
 		// cuDNN computed it
@@ -123,7 +144,7 @@ func (d *Device[B]) Conv3DForward(g geom.Conv, x, w, b, y nn.Tensor) {
 	} else {
 		rows, ws, ok := d.tileRows(op, g)
 		if !ok {
-			return
+			return false
 		}
 		for m0 := 0; m0 < m; m0 += rows {
 			r := min(rows, m-m0)
@@ -131,34 +152,50 @@ func (d *Device[B]) Conv3DForward(g geom.Conv, x, w, b, y nn.Tensor) {
 			d.gemmYT(op, g, k, r, wp, ws, d.machine.Offset(yp, 4*m0*g.OutC))
 		}
 	}
-	if b != nil {
-		d.check(op, d.ops.AddChannelBias(yp, bp, m, g.OutC))
-	}
+	return true
 }
 
-// Conv3DBackwardData computes dx from dy (overwriting dx).
+// Conv3DBackwardData computes dx from dy (overwriting dx). dy and dx may
+// be bf16 activations (the transposed convolution's forward,
+// nn.ConvTransposeForward).
 func (d *Device[B]) Conv3DBackwardData(g geom.Conv, dy, w, dx nn.Tensor) {
 	const op = "Conv3DBackwardData"
 	d.begin(op)
 	d.checkGeom(op, g)
-	dyp := d.mustShape(op, dy, g.OutShape())
+	dyt := d.shaped(op, dy, g.OutShape())
 	wp := d.mustShape(op, w, g.WeightShape())
-	dxp := d.mustShape(op, dx, g.InShape())
+	dxt := d.shaped(op, dx, g.InShape())
+	dyp, ok := d.wideIn(op, dyt, &d.wideA)
+	if !ok {
+		return
+	}
+	dxp, ok := d.wideOut(op, dxt, &d.wideC)
+	if !ok {
+		return
+	}
+	if d.backwardData(op, g, dyp, wp, dxp) {
+		d.narrow(op, dxt, dxp)
+	}
+}
+
+// backwardData computes dx from dy on float32 operands; false after a
+// failure (recorded).
+func (d *Device[B]) backwardData(op string, g geom.Conv, dyp, wp, dxp B) bool {
 	k, m := g.PatchLen(), g.OutVoxels()
 	if d.convDNN(op, dnn.BackwardData, g, dxp, wp, dyp) {
-		return
+		return true
 	}
 	if d.opt.BF16 {
 		d.backwardDataBF16(op, g, dyp, wp, dxp)
-		return
+		return true
 	}
 	if pointwise(g) {
 		d.gemmDcol(op, g, k, m, wp, dyp, dxp)
-		return
+		return true
 	}
 	rows, ws, ok := d.tileRows(op, g)
 	if !ok {
-		return
+		return false
 	}
 	d.check(op, d.ops.Fill(dxp, g.InLen(), 0))
 	for m0 := 0; m0 < m; m0 += rows {
@@ -166,21 +203,32 @@ func (d *Device[B]) Conv3DBackwardData(g geom.Conv, dy, w, dx nn.Tensor) {
 		d.gemmDcol(op, g, k, r, wp, d.machine.Offset(dyp, 4*m0*g.OutC), ws)
 		d.check(op, d.ops.Col2Vol(g, ws, dxp, m0, r))
 	}
+	return true
 }
 
 // Conv3DBackwardWeight computes dw and, when db is not nil, db
 // (overwriting both). Tiles accumulate into dw in a fixed order, so the
-// result is the same from run to run.
+// result is the same from run to run. x and dy may be bf16 activations
+// (dy is one in the transposed convolution's backward,
+// nn.ConvTransposeBackward).
 func (d *Device[B]) Conv3DBackwardWeight(g geom.Conv, x, dy, dw, db nn.Tensor) {
 	const op = "Conv3DBackwardWeight"
 	d.begin(op)
 	d.checkGeom(op, g)
-	xp := d.mustShape(op, x, g.InShape())
-	dyp := d.mustShape(op, dy, g.OutShape())
+	xt := d.shaped(op, x, g.InShape())
+	dyt := d.shaped(op, dy, g.OutShape())
 	dwp := d.mustShape(op, dw, g.WeightShape())
 	var dbp B
 	if db != nil {
 		dbp = d.mustLen(op, db, g.OutC)
+	}
+	xp, ok := d.wideIn(op, xt, &d.wideA)
+	if !ok {
+		return
+	}
+	dyp, ok := d.wideIn(op, dyt, &d.wideB)
+	if !ok {
+		return
 	}
 	k, m := g.PatchLen(), g.OutVoxels()
 	if d.convDNN(op, dnn.BackwardFilter, g, xp, dwp, dyp) {
