@@ -10,6 +10,8 @@ package core
 // Every other operand, and every other op, takes float32 only (Device.f32
 // panics otherwise).
 //
+// The convolutions read and write bf16 activations as they are where
+// cuDNN or the bf16 GEMMs take bf16 anyway (conv_dnn.go, conv_bf16.go).
 // Where an op has no bf16 kernel, its bf16 operands are widened into a
 // float32 copy (exact), the float32 op runs, and its bf16 outputs are
 // rounded once from the float32 result: the op's result is the float32

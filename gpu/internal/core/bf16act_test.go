@@ -9,6 +9,9 @@ import (
 
 	"github.com/voxtrain/voxtrain/gpu/internal/core"
 	"github.com/voxtrain/voxtrain/gpu/internal/devcheck"
+	"github.com/voxtrain/voxtrain/gpu/internal/dnn"
+	"github.com/voxtrain/voxtrain/internal/geom"
+	"github.com/voxtrain/voxtrain/kernels/emu"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
@@ -151,5 +154,104 @@ func TestBF16ActivationsHalveStepMemory(t *testing.T) {
 		wide, narrow, 100*float64(narrow)/float64(wide), wsWide, wsNarrow)
 	if !(wsNarrow < wsWide) || wide-narrow < wsWide-wsNarrow {
 		t.Errorf("peak tensor memory %d bytes with bf16 activations, %d without: want a saving of at least the workspace's %d − %d bytes", narrow, wide, wsWide, wsNarrow)
+	}
+}
+
+// bf16ActDNNDevice is dnnDevice in bf16 with bf16 activations.
+func bf16ActDNNDevice() (*emuDevice, *fakeDNN) {
+	dev := newEmuDevice(core.Options{BF16: true, BF16Activations: true, ConvWorkspace: 4 << 10,
+		Name: "emulated CUDA device, fake cuDNN, bf16, bf16 activations"})
+	f := newFakeDNN()
+	dev.UseDNN(dnn.New[*emu.Buffer](f, dnn.Options{}), dnn.BF16)
+	return dev, f
+}
+
+// TestBF16ActivationsDNNUnderEmulation: through the fake cuDNN, the
+// activation ops with bf16 operands match the CPU, cuDNN computed every
+// convolution, and it read and wrote bf16 activations as they are: a
+// forward from one bf16 activation into another converts only the
+// weights.
+func TestBF16ActivationsDNNUnderEmulation(t *testing.T) {
+	skipUnderRace(t)
+	dev, f := bf16ActDNNDevice()
+	devcheck.Ops(t, dev, devcheck.Options{Seed: 8, Tol: devcheck.BF16, Only: []string{"BF16Activations"}})
+	if dev.be.gemms != 0 {
+		t.Errorf("%d GEMMs issued: some convolution did not go to cuDNN", dev.be.gemms)
+	}
+	g := geom.Conv{N: 1, InD: 4, InH: 5, InW: 6, InC: 3, OutC: 4, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}
+	x, y := dev.AllocActivation(g.InShape()), dev.AllocActivation(g.OutShape())
+	w := dev.Alloc(g.WeightShape())
+	before := dev.be.l.Launched()
+	runs := f.runs[4]
+	dev.Conv3DForward(g, x, w, nil, y)
+	after := dev.be.l.Launched()
+	if got := after["f32_to_bf16"] - before["f32_to_bf16"]; got != 1 {
+		t.Errorf("%d f32_to_bf16 launches for a bf16 → bf16 forward, want 1 (the weights)", got)
+	}
+	if got := after["bf16_to_f32"] - before["bf16_to_f32"]; got != 0 {
+		t.Errorf("%d bf16_to_f32 launches for a bf16 → bf16 forward, want none", got)
+	}
+	if f.runs[4] != runs+1 {
+		t.Errorf("cuDNN runs %d → %d, want one more", runs, f.runs[4])
+	}
+	if err := dev.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUNetStepBF16ActivationsDNNUnderEmulation is
+// TestUNetStepBF16ActivationsUnderEmulation with every convolution
+// through the fake cuDNN.
+func TestUNetStepBF16ActivationsDNNUnderEmulation(t *testing.T) {
+	skipUnderRace(t)
+	if testing.Short() {
+		t.Skip("slow under emulation; skipped with -short")
+	}
+	dev, f := bf16ActDNNDevice()
+	devcheck.UNetStep(t, dev, emuStepCase("sgd"), devcheck.BF16)
+	if dev.be.gemms != 0 || f.runs[4] == 0 {
+		t.Errorf("%d GEMMs, cuDNN runs %v: the step's convolutions did not all go to cuDNN", dev.be.gemms, f.runs)
+	}
+}
+
+// TestBF16ActivationsOwnConvReadsBF16: the own bf16 convolutions use a
+// bf16 activation as a GEMM operand as it is where the matrix is the
+// tensor itself — a 1×1×1 convolution's input, the transposed
+// convolution's input (backward-data's dy) — and round a bf16 output
+// once per tile: nothing is widened.
+func TestBF16ActivationsOwnConvReadsBF16(t *testing.T) {
+	dev := newEmuDevice(bf16ActOptions(0)) // one tile
+	head := geom.Conv{N: 1, InD: 4, InH: 5, InW: 6, InC: 8, OutC: 3, KD: 1, KH: 1, KW: 1, SD: 1, SH: 1, SW: 1}
+	up := geom.Conv{N: 1, InD: 4, InH: 6, InW: 6, InC: 4, OutC: 8, KD: 2, KH: 2, KW: 2, SD: 2, SH: 2, SW: 2}
+	for _, tc := range []struct {
+		name string
+		run  func()
+		f2h  int // f32_to_bf16 launches: the weights, then each output tile
+	}{
+		{"1x1x1 forward bf16 → bf16", func() {
+			dev.Conv3DForward(head, dev.AllocActivation(head.InShape()), dev.Alloc(head.WeightShape()), dev.Alloc(nn.Shape{3}), dev.AllocActivation(head.OutShape()))
+		}, 2},
+		{"1x1x1 forward bf16 → float32", func() {
+			dev.Conv3DForward(head, dev.AllocActivation(head.InShape()), dev.Alloc(head.WeightShape()), nil, dev.Alloc(head.OutShape()))
+		}, 1},
+		{"1x1x1 backward-weight bf16 x", func() {
+			dev.Conv3DBackwardWeight(head, dev.AllocActivation(head.InShape()), dev.Alloc(head.OutShape()), dev.Alloc(head.WeightShape()), nil)
+		}, 1}, // dy's tile
+		{"transposed conv's forward bf16 dy", func() {
+			dev.Conv3DBackwardData(up, dev.AllocActivation(up.OutShape()), dev.Alloc(up.WeightShape()), dev.Alloc(up.InShape()))
+		}, 1},
+	} {
+		before := dev.be.l.Launched()
+		tc.run()
+		after := dev.be.l.Launched()
+		if got := after["f32_to_bf16"] - before["f32_to_bf16"]; got != tc.f2h {
+			t.Errorf("%s: %d f32_to_bf16 launches, want %d", tc.name, got, tc.f2h)
+		}
+		if got := after["bf16_to_f32"] - before["bf16_to_f32"]; got != 0 {
+			t.Errorf("%s: %d bf16_to_f32 launches, want none", tc.name, got)
+		}
+	}
+	if err := dev.Err(); err != nil {
+		t.Fatal(err)
 	}
 }

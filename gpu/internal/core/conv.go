@@ -114,37 +114,29 @@ func (d *Device[B]) Conv3DForward(g geom.Conv, x, w, b, y nn.Tensor) {
 	if b != nil {
 		bp = d.mustLen(op, b, g.OutC)
 	}
-	xp, ok := d.wideIn(op, xt, &d.wideA)
-	if !ok {
+	if d.convDNN(op, dnn.Forward, g, opnd(xt), wp, opnd(yt)) {
+		if b != nil {
+			d.addBias(op, yt, bp)
+		}
 		return
 	}
-	yp, ok := d.wideOut(op, yt, &d.wideC)
-	if !ok {
+	if d.opt.BF16 {
+		// bf16 operands (activations) only exist in bf16 mode.
+		var bias *B
+		if b != nil {
+			bias = &bp
+		}
+		d.forwardBF16(op, g, opnd(xt), wp, opnd(yt), bias)
 		return
 	}
-	if !d.forward(op, g, xp, wp, yp) {
-		return
-	}
-	if b != nil {
-		d.check(op, d.ops.AddChannelBias(yp, bp, g.OutVoxels(), g.OutC))
-	}
-	d.narrow(op, yt, yp)
-}
-
-// forward computes y = conv(x, w) on float32 operands; false after a
-// failure (recorded).
-func (d *Device[B]) forward(op string, g geom.Conv, xp, wp, yp B) bool {
+	xp, yp := xt.ptr, yt.ptr
 	k, m := g.PatchLen(), g.OutVoxels()
-	if d.convDNN(op, dnn.Forward, g, xp, wp, yp) {
-		// cuDNN computed it
-	} else if d.opt.BF16 {
-		d.forwardBF16(op, g, xp, wp, yp)
-	} else if pointwise(g) {
+	if pointwise(g) {
 		d.gemmYT(op, g, k, m, wp, xp, yp)
 	} else {
 		rows, ws, ok := d.tileRows(op, g)
 		if !ok {
-			return false
+			return
 		}
 		for m0 := 0; m0 < m; m0 += rows {
 			r := min(rows, m-m0)
@@ -152,7 +144,9 @@ func (d *Device[B]) forward(op string, g geom.Conv, xp, wp, yp B) bool {
 			d.gemmYT(op, g, k, r, wp, ws, d.machine.Offset(yp, 4*m0*g.OutC))
 		}
 	}
-	return true
+	if b != nil {
+		d.check(op, d.ops.AddChannelBias(yp, bp, m, g.OutC))
+	}
 }
 
 // Conv3DBackwardData computes dx from dy (overwriting dx). dy and dx may
@@ -165,37 +159,22 @@ func (d *Device[B]) Conv3DBackwardData(g geom.Conv, dy, w, dx nn.Tensor) {
 	dyt := d.shaped(op, dy, g.OutShape())
 	wp := d.mustShape(op, w, g.WeightShape())
 	dxt := d.shaped(op, dx, g.InShape())
-	dyp, ok := d.wideIn(op, dyt, &d.wideA)
-	if !ok {
+	if d.convDNN(op, dnn.BackwardData, g, opnd(dxt), wp, opnd(dyt)) {
 		return
-	}
-	dxp, ok := d.wideOut(op, dxt, &d.wideC)
-	if !ok {
-		return
-	}
-	if d.backwardData(op, g, dyp, wp, dxp) {
-		d.narrow(op, dxt, dxp)
-	}
-}
-
-// backwardData computes dx from dy on float32 operands; false after a
-// failure (recorded).
-func (d *Device[B]) backwardData(op string, g geom.Conv, dyp, wp, dxp B) bool {
-	k, m := g.PatchLen(), g.OutVoxels()
-	if d.convDNN(op, dnn.BackwardData, g, dxp, wp, dyp) {
-		return true
 	}
 	if d.opt.BF16 {
-		d.backwardDataBF16(op, g, dyp, wp, dxp)
-		return true
+		d.backwardDataBF16(op, g, opnd(dyt), wp, opnd(dxt))
+		return
 	}
+	dyp, dxp := dyt.ptr, dxt.ptr
+	k, m := g.PatchLen(), g.OutVoxels()
 	if pointwise(g) {
 		d.gemmDcol(op, g, k, m, wp, dyp, dxp)
-		return true
+		return
 	}
 	rows, ws, ok := d.tileRows(op, g)
 	if !ok {
-		return false
+		return
 	}
 	d.check(op, d.ops.Fill(dxp, g.InLen(), 0))
 	for m0 := 0; m0 < m; m0 += rows {
@@ -203,7 +182,6 @@ func (d *Device[B]) backwardData(op string, g geom.Conv, dyp, wp, dxp B) bool {
 		d.gemmDcol(op, g, k, r, wp, d.machine.Offset(dyp, 4*m0*g.OutC), ws)
 		d.check(op, d.ops.Col2Vol(g, ws, dxp, m0, r))
 	}
-	return true
 }
 
 // Conv3DBackwardWeight computes dw and, when db is not nil, db
@@ -222,37 +200,36 @@ func (d *Device[B]) Conv3DBackwardWeight(g geom.Conv, x, dy, dw, db nn.Tensor) {
 	if db != nil {
 		dbp = d.mustLen(op, db, g.OutC)
 	}
-	xp, ok := d.wideIn(op, xt, &d.wideA)
-	if !ok {
-		return
-	}
-	dyp, ok := d.wideIn(op, dyt, &d.wideB)
-	if !ok {
-		return
-	}
 	k, m := g.PatchLen(), g.OutVoxels()
-	if d.convDNN(op, dnn.BackwardFilter, g, xp, dwp, dyp) {
+	if d.convDNN(op, dnn.BackwardFilter, g, opnd(xt), dwp, opnd(dyt)) {
 		// cuDNN computed it
 	} else if d.opt.BF16 {
-		d.backwardWeightBF16(op, g, xp, dyp, dwp)
-	} else if pointwise(g) {
-		d.gemmDW(op, g, k, m, xp, dyp, dwp, 0)
+		d.backwardWeightBF16(op, g, opnd(xt), opnd(dyt), dwp)
 	} else {
-		rows, ws, ok := d.tileRows(op, g)
-		if !ok {
-			return
-		}
-		for m0 := 0; m0 < m; m0 += rows {
-			r := min(rows, m-m0)
-			d.check(op, d.ops.Vol2Col(g, xp, ws, m0, r))
-			beta := float32(1)
-			if m0 == 0 {
-				beta = 0
+		xp, dyp := xt.ptr, dyt.ptr
+		if pointwise(g) {
+			d.gemmDW(op, g, k, m, xp, dyp, dwp, 0)
+		} else {
+			rows, ws, ok := d.tileRows(op, g)
+			if !ok {
+				return
 			}
-			d.gemmDW(op, g, k, r, ws, d.machine.Offset(dyp, 4*m0*g.OutC), dwp, beta)
+			for m0 := 0; m0 < m; m0 += rows {
+				r := min(rows, m-m0)
+				d.check(op, d.ops.Vol2Col(g, xp, ws, m0, r))
+				beta := float32(1)
+				if m0 == 0 {
+					beta = 0
+				}
+				d.gemmDW(op, g, k, r, ws, d.machine.Offset(dyp, 4*m0*g.OutC), dwp, beta)
+			}
 		}
 	}
 	if db != nil {
+		dyp, ok := d.wideIn(op, dyt, &d.wideB)
+		if !ok {
+			return
+		}
 		sc, ok := d.need(op, &d.scratch, d.ops.ScratchBytes(1, m, g.OutC))
 		if !ok {
 			return

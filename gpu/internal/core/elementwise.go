@@ -99,15 +99,20 @@ func (d *Device[B]) SplitChannels(src, a, b nn.Tensor) {
 func (d *Device[B]) AddChannelBias(t, bias nn.Tensor) {
 	const op = "AddChannelBias"
 	d.begin(op)
-	ct := d.Tensor(t)
 	c := d.lastDim(op, t)
-	bp := d.mustLen(op, bias, c)
-	p, ok := d.wideIn(op, ct, &d.wideA)
+	d.addBias(op, d.Tensor(t), d.mustLen(op, bias, c))
+}
+
+// addBias adds bias[c] (float32 at bp) to every element of channel c of
+// t, of either element type.
+func (d *Device[B]) addBias(op string, t *Tensor[B], bp B) {
+	c := t.shape[len(t.shape)-1]
+	p, ok := d.wideIn(op, t, &d.wideA)
 	if !ok {
 		return
 	}
-	d.check(op, d.ops.AddChannelBias(p, bp, ct.elems/c, c))
-	d.narrow(op, ct, p)
+	d.check(op, d.ops.AddChannelBias(p, bp, t.elems/c, c))
+	d.narrow(op, t, p)
 }
 
 // ChannelSum writes dst[c] = Σ over all other axes of t[..., c].
