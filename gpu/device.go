@@ -23,6 +23,10 @@ import (
 // the op and kernel that caused it (like CUDA_LAUNCH_BLOCKING; slow).
 const SyncEnv = "VOXTRAIN_CUDA_SYNC"
 
+// BF16ActivationsEnv names the environment variable that, set to 0, keeps
+// activations float32 in math mode bf16 (Options.FloatActivations).
+const BF16ActivationsEnv = "VOXTRAIN_BF16_ACTIVATIONS"
+
 // Options configure a Device.
 type Options struct {
 	// Ordinal is the GPU's index among the visible devices (see
@@ -40,6 +44,12 @@ type Options struct {
 	// the two in each, docs/GPU.md); voxtrain's own; or cuDNN without
 	// fallback.
 	Conv Conv
+	// FloatActivations keeps the activations nn stores (convolution
+	// outputs, block outputs, concats) float32 in math mode bf16, where
+	// by default they are bfloat16 (core.Options.BF16Activations): the
+	// escape hatch, also set by VOXTRAIN_BF16_ACTIVATIONS=0. No effect
+	// in the other modes, whose activations are float32.
+	FloatActivations bool
 	// Deterministic admits only cuDNN algorithms that give the same bits
 	// run after run (exact resume on a GPU); the own convolutions always
 	// do.
@@ -173,7 +183,8 @@ func New(o Options) (*Device, error) {
 
 	d := &Device{cuDevice: dev, funcs: map[string]cu.Function{}, info: info, spin: o.SpinWait,
 		sync: o.SyncEveryOp || os.Getenv(SyncEnv) == "1"}
-	d.core = core.New[cu.DevicePtr](backend{d}, core.Options{ConvWorkspace: o.ConvWorkspace, BF16: o.Math == MathBF16})
+	bf16Act := o.Math == MathBF16 && !o.FloatActivations && os.Getenv(BF16ActivationsEnv) != "0"
+	d.core = core.New[cu.DevicePtr](backend{d}, core.Options{ConvWorkspace: o.ConvWorkspace, BF16: o.Math == MathBF16, BF16Activations: bf16Act})
 	d.Device = d.core
 	var ctx cu.CUContext
 	retained := false
@@ -373,6 +384,16 @@ func (d *Device) afterWork(s *Stream) error {
 // stream; uploads on other streams wait for it).
 func (d *Device) Alloc(shape nn.Shape) nn.Tensor {
 	t := d.core.AllocTensor(shape)
+	t.Fence = d.compute.Record()
+	return t
+}
+
+// AllocActivation returns a zero-filled activation tensor
+// (nn.ActivationAllocator): bfloat16 in math mode bf16 unless
+// Options.FloatActivations, else float32. Its zero fill is fenced as
+// Alloc's.
+func (d *Device) AllocActivation(shape nn.Shape) nn.Tensor {
+	t := d.core.Tensor(d.core.AllocActivation(shape))
 	t.Fence = d.compute.Record()
 	return t
 }

@@ -143,6 +143,19 @@ func TestConvBF16(t *testing.T) {
 	}
 }
 
+// TestBF16Activations checks the ops nn applies to activations with
+// bf16 activation operands (math mode bf16's default storage) against the
+// CPU, in one tile and in many.
+func TestBF16Activations(t *testing.T) {
+	for _, ws := range []int{0, 64 << 10} {
+		d := open(t, gpu.Options{Math: gpu.MathBF16, ConvWorkspace: ws})
+		if d.ActivationBytes() != 2 {
+			t.Fatalf("math mode bf16: ActivationBytes %d, want 2", d.ActivationBytes())
+		}
+		devcheck.Ops(t, d, devcheck.Options{Shape: [4]int{2, 9, 10, 11}, Seed: 6, Tol: devcheck.BF16, Only: []string{"BF16Activations"}})
+	}
+}
+
 // TestUNetStep trains the reference U-Net of bench/torch_unet_step.py
 // (16-32-64-128, CE + Dice, SGD Nesterov) on the GPU and on the CPU from
 // the same weights and compares loss, gradients and weights after each of
@@ -181,6 +194,14 @@ func TestUNetStep(t *testing.T) {
 		}, devcheck.TF32)
 	})
 	t.Run("reference U-Net with bf16 mixed precision", func(t *testing.T) {
+		d := open(t, gpu.Options{Math: gpu.MathBF16, FloatActivations: true})
+		devcheck.UNetStep(t, d, devcheck.StepCase{
+			Loss:  devcheck.Loss("dice_ce", true),
+			Optim: devcheck.Optim("sgd"),
+			Batch: 2, Patch: [3]int{32, 32, 32}, Seed: 1, Steps: 2,
+		}, devcheck.BF16)
+	})
+	t.Run("reference U-Net with bf16 mixed precision and bf16 activations", func(t *testing.T) {
 		d := open(t, gpu.Options{Math: gpu.MathBF16})
 		devcheck.UNetStep(t, d, devcheck.StepCase{
 			Loss:  devcheck.Loss("dice_ce", true),

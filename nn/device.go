@@ -62,6 +62,30 @@ type MemoryReporter interface {
 	MemoryAvailable() (bytes int64, ok bool)
 }
 
+// ActivationAllocator is implemented by a device that may store the
+// activations a U-Net keeps in a narrower type than float32 (the CUDA
+// device in bf16 mode keeps them as bfloat16, as PyTorch's autocast does,
+// halving their memory). The Workspace allocates through it the
+// activations — convolution outputs, normalised and activated block
+// outputs, transposed-convolution outputs and concats — when
+// ActivationBytes is below 4; gradients, norm statistics, logits and
+// inputs stay float32 (Alloc). The CPU device does not implement it: it
+// is the float32 reference.
+//
+// A narrower activation is accepted by the ops nn applies to it, where nn
+// passes it: Conv3DForward (x, y), Conv3DBackwardData (dy, dx: the
+// transposed convolution's forward), Conv3DBackwardWeight (x, dy: the
+// transposed convolution's input), AddChannelBias, ConcatChannels,
+// InstanceNormActForward (x, y), InstanceNormActBackward (x), ActForward
+// (x, y), ActBackward (y), and Free and View; Upload and Download convert.
+type ActivationAllocator interface {
+	// ActivationBytes returns the bytes per element of AllocActivation's
+	// tensors; 4 means float32, and nn then allocates with Alloc.
+	ActivationBytes() int
+	// AllocActivation returns a zero-filled activation tensor.
+	AllocActivation(shape Shape) Tensor
+}
+
 // Shape is a tensor's dimensions, outermost first.
 type Shape []int
 

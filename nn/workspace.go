@@ -75,28 +75,48 @@ func (m *UNet) LevelSizes(size [3]int) ([][3]int, error) {
 }
 
 // NewWorkspace allocates the buffers for batches of n samples of spatial
-// size (D, H, W); with train false only what inference needs.
+// size (D, H, W); with train false only what inference needs. On a device
+// that stores activations in a narrower type (ActivationAllocator), the
+// activations are allocated through it.
 func (m *UNet) NewWorkspace(n int, size [3]int, train bool) (*Workspace, error) {
-	return m.newWorkspace(n, size, train, m.dev.Alloc)
+	allocAct, actBytes := m.activationAlloc()
+	return m.newWorkspace(n, size, train, m.dev.Alloc, allocAct, actBytes)
+}
+
+// activationAlloc returns how the device allocates activations and the
+// bytes of their elements: its ActivationAllocator when that is narrower
+// than float32, else Alloc.
+func (m *UNet) activationAlloc() (func(Shape) Tensor, int) {
+	if a, ok := m.dev.(ActivationAllocator); ok && a.ActivationBytes() < 4 {
+		return a.AllocActivation, a.ActivationBytes()
+	}
+	return m.dev.Alloc, 4
 }
 
 // WorkspaceBytes is the memory NewWorkspace would allocate (float32
-// tensors), computed without allocating: so a patch or batch the
-// device cannot hold is refused with a message, not a crash.
+// tensors, and activations of the device's ActivationBytes), computed
+// without allocating: so a patch or batch the device cannot hold is
+// refused with a message, not a crash.
 func (m *UNet) WorkspaceBytes(n int, size [3]int, train bool) (int64, error) {
 	var total int64
-	_, err := m.newWorkspace(n, size, train, func(s Shape) Tensor {
-		e := int64(1)
-		for _, d := range s {
-			e *= int64(d)
+	counter := func(elemBytes int) func(Shape) Tensor {
+		return func(s Shape) Tensor {
+			e := int64(1)
+			for _, d := range s {
+				e *= int64(d)
+			}
+			total += int64(elemBytes) * e
+			return nil
 		}
-		total += 4 * e
-		return nil
-	})
+	}
+	_, actBytes := m.activationAlloc()
+	_, err := m.newWorkspace(n, size, train, counter(4), counter(actBytes), actBytes)
 	return total, err
 }
 
-func (m *UNet) newWorkspace(n int, size [3]int, train bool, alloc func(Shape) Tensor) (*Workspace, error) {
+// newWorkspace builds a workspace with alloc for float32 tensors and
+// allocAct for activations of actBytes bytes per element.
+func (m *UNet) newWorkspace(n int, size [3]int, train bool, alloc, allocAct func(Shape) Tensor, actBytes int) (*Workspace, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("batch size %d, want >= 1", n)
 	}
@@ -104,9 +124,15 @@ func (m *UNet) newWorkspace(n int, size [3]int, train bool, alloc func(Shape) Te
 	if err != nil {
 		return nil, err
 	}
+	// A float32 tensor and a narrower activation cannot share memory as
+	// one tensor: the sharings between gradients and activations below
+	// only happen when activations are float32.
+	narrow := actBytes < 4
 	L := len(m.enc)
 	ws := &Workspace{m: m, batch: n, size: size, sizes: sizes, train: train}
-	act := func(l, c int) Tensor { s := sizes[l]; return alloc(Shape{n, s[0], s[1], s[2], c}) }
+	shape := func(l, c int) Shape { s := sizes[l]; return Shape{n, s[0], s[1], s[2], c} }
+	act := func(l, c int) Tensor { return allocAct(shape(l, c)) } // activations
+	grad := func(l, c int) Tensor { return alloc(shape(l, c)) }   // float32: gradients, logits
 	in := size
 	if m.cfg.InChannels > 1 {
 		ws.inputNDHWC = alloc(Shape{n, size[0], size[1], size[2], m.cfg.InChannels})
@@ -115,8 +141,8 @@ func (m *UNet) newWorkspace(n int, size [3]int, train bool, alloc func(Shape) Te
 		// Allocated first: the forward's transient tensors borrow them
 		// (below).
 		for l, f := range m.cfg.Features {
-			ws.actGrad = append(ws.actGrad, act(l, f))
-			ws.actGradSpare = append(ws.actGradSpare, act(l, f))
+			ws.actGrad = append(ws.actGrad, grad(l, f))
+			ws.actGradSpare = append(ws.actGradSpare, grad(l, f))
 		}
 	}
 	newBuf := func(b *block, in [3]int, l int) blockBuf {
@@ -151,8 +177,9 @@ func (m *UNet) newWorkspace(n int, size [3]int, train bool, alloc func(Shape) Te
 		ws.upGeom = append(ws.upGeom, g)
 		// The transposed conv's output lives only until the concat (its
 		// backward needs its input, not its output), while the level's
-		// gradient buffer is idle in the forward pass: they share memory.
-		if train && u.outC == m.cfg.Features[l] {
+		// gradient buffer is idle in the forward pass: they share memory
+		// (when both are float32).
+		if train && !narrow && u.outC == m.cfg.Features[l] {
 			ws.up = append(ws.up, ws.actGrad[l])
 		} else {
 			ws.up = append(ws.up, act(l, u.outC))
@@ -166,17 +193,18 @@ func (m *UNet) newWorkspace(n int, size [3]int, train bool, alloc func(Shape) Te
 	}
 	ws.logits = make([]Tensor, 1+len(m.deepSup))
 	ws.headGeom = m.head.geometry(n, sizes[0])
-	ws.logits[0] = act(0, m.cfg.NumClasses)
+	ws.logits[0] = grad(0, m.cfg.NumClasses)
 	for d, h := range m.deepSup {
 		l := L - 2 - d
 		ws.deepSupGeom = append(ws.deepSupGeom, h.geometry(n, sizes[l]))
-		ws.logits[l] = act(l, m.cfg.NumClasses)
+		ws.logits[l] = grad(l, m.cfg.NumClasses)
 	}
 	if train {
 		// Two more lifetimes that never overlap (see BackwardReady):
 		//   - a decoder stage's concat is dead once its first block's
 		//     backward-weight has read it, just before the backward-data
-		//     writes the concat's gradient: catGrad is cat;
+		//     writes the concat's gradient: catGrad is cat (when the
+		//     concat is float32; else catGrad has its own memory);
 		//   - the skip connection's share of the gradient waits from the
 		//     end of the decoder stage at level l to the start of encoder
 		//     level l, a time in which only the level's actGrad is written
@@ -185,7 +213,11 @@ func (m *UNet) newWorkspace(n int, size [3]int, train bool, alloc func(Shape) Te
 		// finite differences.
 		for l := range L - 1 {
 			ws.skipGrad = append(ws.skipGrad, ws.actGradSpare[l])
-			ws.catGrad = append(ws.catGrad, ws.cat[L-2-l])
+			if narrow {
+				ws.catGrad = append(ws.catGrad, grad(l, 2*m.up[L-2-l].outC))
+			} else {
+				ws.catGrad = append(ws.catGrad, ws.cat[L-2-l])
+			}
 		}
 	}
 	return ws, nil

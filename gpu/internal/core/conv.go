@@ -101,24 +101,37 @@ func (d *Device[B]) rowsPerTile(g geom.Conv) int {
 	return rows
 }
 
-// Conv3DForward computes y = conv(x, w) + b (b may be nil).
+// Conv3DForward computes y = conv(x, w) + b (b may be nil). x and y may
+// be bf16 activations.
 func (d *Device[B]) Conv3DForward(g geom.Conv, x, w, b, y nn.Tensor) {
 	const op = "Conv3DForward"
 	d.begin(op)
 	d.checkGeom(op, g)
-	xp := d.mustShape(op, x, g.InShape())
+	xt := d.shaped(op, x, g.InShape())
 	wp := d.mustShape(op, w, g.WeightShape())
-	yp := d.mustShape(op, y, g.OutShape())
+	yt := d.shaped(op, y, g.OutShape())
 	var bp B
 	if b != nil {
 		bp = d.mustLen(op, b, g.OutC)
 	}
+	if d.convDNN(op, dnn.Forward, g, opnd(xt), wp, opnd(yt)) {
+		if b != nil {
+			d.addBias(op, yt, bp)
+		}
+		return
+	}
+	if d.opt.BF16 {
+		// bf16 operands (activations) only exist in bf16 mode.
+		var bias *B
+		if b != nil {
+			bias = &bp
+		}
+		d.forwardBF16(op, g, opnd(xt), wp, opnd(yt), bias)
+		return
+	}
+	xp, yp := xt.ptr, yt.ptr
 	k, m := g.PatchLen(), g.OutVoxels()
-	if d.convDNN(op, dnn.Forward, g, xp, wp, yp) {
-		// cuDNN computed it
-	} else if d.opt.BF16 {
-		d.forwardBF16(op, g, xp, wp, yp)
-	} else if pointwise(g) {
+	if pointwise(g) {
 		d.gemmYT(op, g, k, m, wp, xp, yp)
 	} else {
 		rows, ws, ok := d.tileRows(op, g)
@@ -136,22 +149,25 @@ func (d *Device[B]) Conv3DForward(g geom.Conv, x, w, b, y nn.Tensor) {
 	}
 }
 
-// Conv3DBackwardData computes dx from dy (overwriting dx).
+// Conv3DBackwardData computes dx from dy (overwriting dx). dy and dx may
+// be bf16 activations (the transposed convolution's forward,
+// nn.ConvTransposeForward).
 func (d *Device[B]) Conv3DBackwardData(g geom.Conv, dy, w, dx nn.Tensor) {
 	const op = "Conv3DBackwardData"
 	d.begin(op)
 	d.checkGeom(op, g)
-	dyp := d.mustShape(op, dy, g.OutShape())
+	dyt := d.shaped(op, dy, g.OutShape())
 	wp := d.mustShape(op, w, g.WeightShape())
-	dxp := d.mustShape(op, dx, g.InShape())
-	k, m := g.PatchLen(), g.OutVoxels()
-	if d.convDNN(op, dnn.BackwardData, g, dxp, wp, dyp) {
+	dxt := d.shaped(op, dx, g.InShape())
+	if d.convDNN(op, dnn.BackwardData, g, opnd(dxt), wp, opnd(dyt)) {
 		return
 	}
 	if d.opt.BF16 {
-		d.backwardDataBF16(op, g, dyp, wp, dxp)
+		d.backwardDataBF16(op, g, opnd(dyt), wp, opnd(dxt))
 		return
 	}
+	dyp, dxp := dyt.ptr, dxt.ptr
+	k, m := g.PatchLen(), g.OutVoxels()
 	if pointwise(g) {
 		d.gemmDcol(op, g, k, m, wp, dyp, dxp)
 		return
@@ -170,41 +186,50 @@ func (d *Device[B]) Conv3DBackwardData(g geom.Conv, dy, w, dx nn.Tensor) {
 
 // Conv3DBackwardWeight computes dw and, when db is not nil, db
 // (overwriting both). Tiles accumulate into dw in a fixed order, so the
-// result is the same from run to run.
+// result is the same from run to run. x and dy may be bf16 activations
+// (dy is one in the transposed convolution's backward,
+// nn.ConvTransposeBackward).
 func (d *Device[B]) Conv3DBackwardWeight(g geom.Conv, x, dy, dw, db nn.Tensor) {
 	const op = "Conv3DBackwardWeight"
 	d.begin(op)
 	d.checkGeom(op, g)
-	xp := d.mustShape(op, x, g.InShape())
-	dyp := d.mustShape(op, dy, g.OutShape())
+	xt := d.shaped(op, x, g.InShape())
+	dyt := d.shaped(op, dy, g.OutShape())
 	dwp := d.mustShape(op, dw, g.WeightShape())
 	var dbp B
 	if db != nil {
 		dbp = d.mustLen(op, db, g.OutC)
 	}
 	k, m := g.PatchLen(), g.OutVoxels()
-	if d.convDNN(op, dnn.BackwardFilter, g, xp, dwp, dyp) {
+	if d.convDNN(op, dnn.BackwardFilter, g, opnd(xt), dwp, opnd(dyt)) {
 		// cuDNN computed it
 	} else if d.opt.BF16 {
-		d.backwardWeightBF16(op, g, xp, dyp, dwp)
-	} else if pointwise(g) {
-		d.gemmDW(op, g, k, m, xp, dyp, dwp, 0)
+		d.backwardWeightBF16(op, g, opnd(xt), opnd(dyt), dwp)
 	} else {
-		rows, ws, ok := d.tileRows(op, g)
-		if !ok {
-			return
-		}
-		for m0 := 0; m0 < m; m0 += rows {
-			r := min(rows, m-m0)
-			d.check(op, d.ops.Vol2Col(g, xp, ws, m0, r))
-			beta := float32(1)
-			if m0 == 0 {
-				beta = 0
+		xp, dyp := xt.ptr, dyt.ptr
+		if pointwise(g) {
+			d.gemmDW(op, g, k, m, xp, dyp, dwp, 0)
+		} else {
+			rows, ws, ok := d.tileRows(op, g)
+			if !ok {
+				return
 			}
-			d.gemmDW(op, g, k, r, ws, d.machine.Offset(dyp, 4*m0*g.OutC), dwp, beta)
+			for m0 := 0; m0 < m; m0 += rows {
+				r := min(rows, m-m0)
+				d.check(op, d.ops.Vol2Col(g, xp, ws, m0, r))
+				beta := float32(1)
+				if m0 == 0 {
+					beta = 0
+				}
+				d.gemmDW(op, g, k, r, ws, d.machine.Offset(dyp, 4*m0*g.OutC), dwp, beta)
+			}
 		}
 	}
 	if db != nil {
+		dyp, ok := d.wideIn(op, dyt, &d.wideB)
+		if !ok {
+			return
+		}
 		sc, ok := d.need(op, &d.scratch, d.ops.ScratchBytes(1, m, g.OutC))
 		if !ok {
 			return

@@ -11,11 +11,17 @@ import (
 // call (they change every step; the float32 weights stay the master copy),
 // the vol2col matrix is written in bf16 by vol2col_bf16 (half the bytes),
 // and the output gradient is rounded a tile at a time. cuBLAS multiplies on
-// bf16 tensor cores and accumulates in float32 into float32 results, so
-// activations, gradients and every op besides the GEMMs stay float32 —
-// what PyTorch's autocast does for convolutions, except that the
-// activations are kept in float32 between ops. A 1×1×1 convolution's
-// matrix is its input, rounded a tile at a time.
+// bf16 tensor cores and accumulates in float32 into float32 results. A
+// 1×1×1 convolution's matrix is its input, rounded a tile at a time.
+//
+// Activations stored in bf16 (Options.BF16Activations) are GEMM operands
+// as they are where the matrix is the tensor itself: a 1×1×1
+// convolution's input, the output gradient (the transposed convolution's
+// input). A bf16 output is computed a tile at a time into float32 (bias
+// added there) and rounded once. What still goes through a float32 copy
+// (bf16act.go): a bf16 input of a convolution with a larger kernel,
+// widened for vol2col_bf16, and the bf16 output of a backward-data with a
+// larger kernel (col2vol accumulates in float32 across tiles).
 
 // gemmH issues one bf16 GEMM, recording a backend failure.
 func (d *Device[B]) gemmH(op string, ta, tb bool, m, n, k int, a B, lda int, b B, ldb int, beta float32, c B, ldc int) {
@@ -43,17 +49,50 @@ func (d *Device[B]) colH(op string, g geom.Conv, x, dst B, m0, r int) {
 	d.check(op, d.ops.Vol2ColBF16(g, x, dst, m0, r))
 }
 
-// dyH writes rows [m0, m0+r) of dy (M × OutC float32) in bf16 to dst.
-func (d *Device[B]) dyH(op string, g geom.Conv, dy, dst B, m0, r int) {
-	d.check(op, d.ops.F32ToBF16(d.machine.Offset(dy, 4*m0*g.OutC), dst, r*g.OutC))
+// dyH writes rows [m0, m0+r) of dy (M × OutC) in bf16 to dst and returns
+// it, or returns dy's own rows when dy is bf16.
+func (d *Device[B]) dyH(op string, g geom.Conv, dy operand[B], dst B, m0, r int) B {
+	if dy.bf16 {
+		return d.machine.Offset(dy.p, 2*m0*g.OutC)
+	}
+	d.check(op, d.ops.F32ToBF16(d.machine.Offset(dy.p, 4*m0*g.OutC), dst, r*g.OutC))
+	return dst
 }
 
-// forwardBF16 computes y = conv(x, w) (no bias) with bf16 GEMMs:
-// Yᵀ(OutC × rows) = W·colᵀ a tile at a time.
-func (d *Device[B]) forwardBF16(op string, g geom.Conv, x, w, y B) {
+// colSource returns what colH reads for input x: x itself when it is
+// float32 or when the matrix is x (a 1×1×1 convolution), else x widened
+// to float32 in wideA (vol2col_bf16 reads float32).
+func (d *Device[B]) colSource(op string, g geom.Conv, x operand[B]) (operand[B], bool) {
+	if !x.bf16 || pointwise(g) {
+		return x, true
+	}
+	p, ok := d.need(op, &d.wideA, 4*g.InLen())
+	if ok {
+		d.check(op, d.ops.BF16ToF32(x.p, p, g.InLen()))
+	}
+	return operand[B]{p: p}, ok
+}
+
+// colTile returns rows [m0, m0+r) of x's vol2col matrix in bf16: written
+// into dst, or x's own rows for a bf16 input of a 1×1×1 convolution.
+func (d *Device[B]) colTile(op string, g geom.Conv, x operand[B], dst B, m0, r int) B {
+	if x.bf16 {
+		return d.machine.Offset(x.p, 2*m0*g.InC)
+	}
+	d.colH(op, g, x.p, dst, m0, r)
+	return dst
+}
+
+// forwardBF16 computes y = conv(x, w) + bias (bias may be nil) with bf16
+// GEMMs: Yᵀ(OutC × rows) = W·colᵀ a tile at a time.
+func (d *Device[B]) forwardBF16(op string, g geom.Conv, x operand[B], w B, y operand[B], bias *B) {
 	k, m := g.PatchLen(), g.OutVoxels()
 	rows := d.rowsPerTile(g)
 	wh, ok := d.weightsH(op, g, w)
+	if !ok {
+		return
+	}
+	x, ok = d.colSource(op, g, x)
 	if !ok {
 		return
 	}
@@ -61,18 +100,39 @@ func (d *Device[B]) forwardBF16(op string, g geom.Conv, x, w, y B) {
 	if !ok {
 		return
 	}
+	var ytile B // float32 tile of a bf16 output
+	if y.bf16 {
+		if ytile, ok = d.need(op, &d.convTile, 4*rows*g.OutC); !ok {
+			return
+		}
+	}
 	for m0 := 0; m0 < m; m0 += rows {
 		r := min(rows, m-m0)
-		d.colH(op, g, x, colh, m0, r)
-		d.gemmH(op, true, false, g.OutC, r, k, wh, k, colh, k, 0, d.machine.Offset(y, 4*m0*g.OutC), g.OutC)
+		a := d.colTile(op, g, x, colh, m0, r)
+		if !y.bf16 {
+			d.gemmH(op, true, false, g.OutC, r, k, wh, k, a, k, 0, d.machine.Offset(y.p, 4*m0*g.OutC), g.OutC)
+			continue
+		}
+		d.gemmH(op, true, false, g.OutC, r, k, wh, k, a, k, 0, ytile, g.OutC)
+		if bias != nil {
+			d.check(op, d.ops.AddChannelBias(ytile, *bias, r, g.OutC))
+		}
+		d.check(op, d.ops.F32ToBF16(ytile, d.machine.Offset(y.p, 2*m0*g.OutC), r*g.OutC))
+	}
+	if !y.bf16 && bias != nil {
+		d.check(op, d.ops.AddChannelBias(y.p, *bias, m, g.OutC))
 	}
 }
 
 // backwardWeightBF16 computes dw = Σ over tiles dY_tileᵀ·col_tile with
 // bf16 operands, accumulating in float32 in a fixed tile order.
-func (d *Device[B]) backwardWeightBF16(op string, g geom.Conv, x, dy, dw B) {
+func (d *Device[B]) backwardWeightBF16(op string, g geom.Conv, x, dy operand[B], dw B) {
 	k, m := g.PatchLen(), g.OutVoxels()
 	rows := d.rowsPerTile(g)
+	x, ok := d.colSource(op, g, x)
+	if !ok {
+		return
+	}
 	colh, ok := d.need(op, &d.convTileBF16, 2*rows*k)
 	if !ok {
 		return
@@ -83,19 +143,20 @@ func (d *Device[B]) backwardWeightBF16(op string, g geom.Conv, x, dy, dw B) {
 	}
 	for m0 := 0; m0 < m; m0 += rows {
 		r := min(rows, m-m0)
-		d.colH(op, g, x, colh, m0, r)
-		d.dyH(op, g, dy, dyh, m0, r)
+		a := d.colTile(op, g, x, colh, m0, r)
+		b := d.dyH(op, g, dy, dyh, m0, r)
 		beta := float32(1)
 		if m0 == 0 {
 			beta = 0
 		}
-		d.gemmH(op, false, true, k, g.OutC, r, colh, k, dyh, g.OutC, beta, dw, k)
+		d.gemmH(op, false, true, k, g.OutC, r, a, k, b, g.OutC, beta, dw, k)
 	}
 }
 
 // backwardDataBF16 computes dx from dy with bf16 operands: dcol =
-// dY_tile·W in float32, then col2vol (for a 1×1×1 convolution dcol is dx).
-func (d *Device[B]) backwardDataBF16(op string, g geom.Conv, dy, w, dx B) {
+// dY_tile·W in float32, then col2vol (for a 1×1×1 convolution dcol is dx,
+// rounded a tile at a time when dx is bf16).
+func (d *Device[B]) backwardDataBF16(op string, g geom.Conv, dy operand[B], w B, dx operand[B]) {
 	k, m := g.PatchLen(), g.OutVoxels()
 	rows := d.rowsPerTile(g)
 	wh, ok := d.weightsH(op, g, w)
@@ -107,10 +168,21 @@ func (d *Device[B]) backwardDataBF16(op string, g geom.Conv, dy, w, dx B) {
 		return
 	}
 	if pointwise(g) {
+		var tile B // float32 tile of a bf16 dx
+		if dx.bf16 {
+			if tile, ok = d.need(op, &d.convTile, 4*rows*k); !ok {
+				return
+			}
+		}
 		for m0 := 0; m0 < m; m0 += rows {
 			r := min(rows, m-m0)
-			d.dyH(op, g, dy, dyh, m0, r)
-			d.gemmH(op, false, false, k, r, g.OutC, wh, k, dyh, g.OutC, 0, d.machine.Offset(dx, 4*m0*k), k)
+			b := d.dyH(op, g, dy, dyh, m0, r)
+			if !dx.bf16 {
+				d.gemmH(op, false, false, k, r, g.OutC, wh, k, b, g.OutC, 0, d.machine.Offset(dx.p, 4*m0*k), k)
+				continue
+			}
+			d.gemmH(op, false, false, k, r, g.OutC, wh, k, b, g.OutC, 0, tile, k)
+			d.check(op, d.ops.F32ToBF16(tile, d.machine.Offset(dx.p, 2*m0*k), r*k))
 		}
 		return
 	}
@@ -118,11 +190,20 @@ func (d *Device[B]) backwardDataBF16(op string, g geom.Conv, dy, w, dx B) {
 	if !ok {
 		return
 	}
-	d.check(op, d.ops.Fill(dx, g.InLen(), 0))
+	dxw := dx.p // float32 dx: col2vol accumulates across tiles
+	if dx.bf16 {
+		if dxw, ok = d.need(op, &d.wideC, 4*g.InLen()); !ok {
+			return
+		}
+	}
+	d.check(op, d.ops.Fill(dxw, g.InLen(), 0))
 	for m0 := 0; m0 < m; m0 += rows {
 		r := min(rows, m-m0)
-		d.dyH(op, g, dy, dyh, m0, r)
-		d.gemmH(op, false, false, k, r, g.OutC, wh, k, dyh, g.OutC, 0, dcol, k)
-		d.check(op, d.ops.Col2Vol(g, dcol, dx, m0, r))
+		b := d.dyH(op, g, dy, dyh, m0, r)
+		d.gemmH(op, false, false, k, r, g.OutC, wh, k, b, g.OutC, 0, dcol, k)
+		d.check(op, d.ops.Col2Vol(g, dcol, dxw, m0, r))
+	}
+	if dx.bf16 {
+		d.check(op, d.ops.F32ToBF16(dxw, dx.p, g.InLen()))
 	}
 }

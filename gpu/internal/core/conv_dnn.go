@@ -10,11 +10,21 @@ import (
 // With UseDNN, the convolutions go to cuDNN (package dnn chooses each
 // shape's algorithm) and the vol2col/GEMM path of conv.go computes only
 // what cuDNN has no algorithm for. In fp32 and tf32 cuDNN reads and
-// writes the float32 tensors themselves. In bf16 its operands are
-// bfloat16 copies — the inputs rounded on the way in (as conv_bf16.go
-// rounds the GEMMs' operands), the output widened to float32 on the way
-// out — so that every op besides the convolutions stays float32, as in
-// the own bf16 path.
+// writes the float32 tensors themselves. In bf16 it reads and writes bf16
+// activations (Options.BF16Activations) as they are; its float32
+// operands are bfloat16 copies — inputs rounded on the way in (as
+// conv_bf16.go rounds the GEMMs' operands), an output widened to float32
+// on the way out.
+
+// operand is a convolution's activation operand: its pointer and whether
+// it holds bf16.
+type operand[B comparable] struct {
+	p    B
+	bf16 bool
+}
+
+// opnd returns t as an operand.
+func opnd[B comparable](t *Tensor[B]) operand[B] { return operand[B]{t.ptr, t.bf16} }
 
 // UseDNN makes the device compute its convolutions with e in precision p
 // (which must agree with Options.BF16). Pass nil to go back to the own
@@ -30,19 +40,23 @@ func (d *Device[B]) UseDNN(e *dnn.Engine[B], p dnn.Precision) {
 func (d *Device[B]) DNN() *dnn.Engine[B] { return d.dnn }
 
 // convDNN computes pass k of g with cuDNN: x, w and y are the pass's
-// float32 tensors in dnn.Lib's places. It returns false, having done
-// nothing, when cuDNN is not in use or has no algorithm for the problem,
-// neither for the whole batch nor sample by sample.
-func (d *Device[B]) convDNN(op string, k dnn.Kind, g geom.Conv, x, w, y B) bool {
+// tensors in dnn.Lib's places (w float32; x and y bf16 only in bf16
+// precision). It returns false, having done nothing, when cuDNN is not in
+// use or has no algorithm for the problem, neither for the whole batch
+// nor sample by sample.
+func (d *Device[B]) convDNN(op string, k dnn.Kind, g geom.Conv, x operand[B], w B, y operand[B]) bool {
 	if d.dnn == nil {
 		return false
+	}
+	bf16 := d.dnnPrec == dnn.BF16
+	if !bf16 && (x.bf16 || y.bf16) {
+		panic(fmt.Sprintf("%s.%s: bf16 operand with cuDNN in %s", d.prefix, op, d.dnnPrec))
 	}
 	p, err := dnn.NewProblem(g, d.dnnPrec)
 	if err != nil || !d.dnnMayRun(k, g, &p) {
 		return false
 	}
-	xs, ws, ys := x, w, y
-	bf16 := d.dnnPrec == dnn.BF16
+	xs, ws, ys := x.p, w, y.p
 	if bf16 {
 		var ok bool
 		if xs, ws, ys, ok = d.operandsBF16(op, k, g, x, w, y); !ok {
@@ -53,12 +67,12 @@ func (d *Device[B]) convDNN(op string, k dnn.Kind, g geom.Conv, x, w, y B) bool 
 		return false
 	}
 	if bf16 {
-		switch k {
-		case dnn.Forward:
-			d.check(op, d.ops.BF16ToF32(ys, y, g.OutLen()))
-		case dnn.BackwardData:
-			d.check(op, d.ops.BF16ToF32(xs, x, g.InLen()))
-		case dnn.BackwardFilter:
+		switch {
+		case k == dnn.Forward && !y.bf16:
+			d.check(op, d.ops.BF16ToF32(ys, y.p, g.OutLen()))
+		case k == dnn.BackwardData && !x.bf16:
+			d.check(op, d.ops.BF16ToF32(xs, x.p, g.InLen()))
+		case k == dnn.BackwardFilter:
 			d.check(op, d.ops.BF16ToF32(ws, w, g.WeightLen()))
 		}
 	}
@@ -156,27 +170,33 @@ func (d *Device[B]) runChoice(op string, k dnn.Kind, p *dnn.Problem, c dnn.Choic
 	}
 }
 
-// operandsBF16 returns bf16 buffers for pass k's x, w and y, the pass's
-// inputs rounded into theirs (its output is written there by cuDNN and
-// widened by convDNN).
-func (d *Device[B]) operandsBF16(op string, k dnn.Kind, g geom.Conv, x, w, y B) (xh, wh, yh B, ok bool) {
-	if xh, ok = d.need(op, &d.dnnX, 2*g.InLen()); !ok {
-		return
+// operandsBF16 returns bf16 operands for pass k's x, w and y: a bf16
+// activation as it is, a float32 tensor's bf16 buffer holding it rounded
+// when it is an input of the pass (its output is written there by cuDNN
+// and widened by convDNN).
+func (d *Device[B]) operandsBF16(op string, k dnn.Kind, g geom.Conv, x operand[B], w B, y operand[B]) (xh, wh, yh B, ok bool) {
+	xh, yh = x.p, y.p
+	if !x.bf16 {
+		if xh, ok = d.need(op, &d.dnnX, 2*g.InLen()); !ok {
+			return
+		}
 	}
 	if wh, ok = d.need(op, &d.weightsBF16, 2*g.WeightLen()); !ok {
 		return
 	}
-	if yh, ok = d.need(op, &d.dnnY, 2*g.OutLen()); !ok {
-		return
+	if !y.bf16 {
+		if yh, ok = d.need(op, &d.dnnY, 2*g.OutLen()); !ok {
+			return
+		}
 	}
-	if k != dnn.BackwardData {
-		d.check(op, d.ops.F32ToBF16(x, xh, g.InLen()))
+	if k != dnn.BackwardData && !x.bf16 {
+		d.check(op, d.ops.F32ToBF16(x.p, xh, g.InLen()))
 	}
 	if k != dnn.BackwardFilter {
 		d.check(op, d.ops.F32ToBF16(w, wh, g.WeightLen()))
 	}
-	if k != dnn.Forward {
-		d.check(op, d.ops.F32ToBF16(y, yh, g.OutLen()))
+	if k != dnn.Forward && !y.bf16 {
+		d.check(op, d.ops.F32ToBF16(y.p, yh, g.OutLen()))
 	}
 	return xh, wh, yh, true
 }

@@ -73,9 +73,18 @@ type Options struct {
 	// operands (weights, vol2col matrix, output gradient), accumulating in
 	// float32 into float32 results: bf16 mixed precision. Weights,
 	// activations, gradients and optimiser state stay float32 (the
-	// master copy); every other op is float32. bf16 keeps float32's
-	// exponent range, so gradients need no loss scaling.
+	// master copy) unless BF16Activations; every other op is float32.
+	// bf16 keeps float32's exponent range, so gradients need no loss
+	// scaling.
 	BF16 bool
+	// BF16Activations, with BF16, stores the activations nn keeps (the
+	// tensors of AllocActivation: convolution outputs, normalised and
+	// activated block outputs, transposed-convolution outputs, concats)
+	// as bfloat16, halving their memory, as PyTorch's autocast does.
+	// Everything else stays float32: weights, norm statistics, logits,
+	// losses, gradients (activation gradients included) and optimiser
+	// state. Without BF16 it has no effect.
+	BF16Activations bool
 }
 
 // DefaultConvWorkspace is the vol2col tile budget when Options leave it 0.
@@ -116,13 +125,23 @@ type Device[B comparable] struct {
 	dnnPrec    dnn.Precision
 	dnnWork    buffer[B]
 	dnnX, dnnY buffer[B]
+
+	// float32 copies of bf16 activation operands, for the ops that
+	// compute in float32 (see bf16act.go).
+	wideA, wideB, wideC buffer[B]
+
+	// op is the operation being issued (begin), for the messages of
+	// operand type checks.
+	op string
 }
 
-// Tensor is a Device's tensor: a shape and a device pointer.
+// Tensor is a Device's tensor: a shape, a device pointer and an element
+// type, float32 or (AllocActivation in bf16 mode) bfloat16.
 type Tensor[B comparable] struct {
 	shape nn.Shape
 	ptr   B
-	elems int        // float32 elements
+	elems int        // elements
+	bf16  bool       // bfloat16 elements (uint16 bit patterns), else float32
 	root  *Tensor[B] // the allocation (itself unless a view)
 	freed bool       // root only
 	// Fence is for the wrapping package: package gpu keeps here the event
@@ -137,8 +156,20 @@ func (t *Tensor[B]) Shape() nn.Shape { return t.shape }
 // Ptr returns the tensor's device pointer.
 func (t *Tensor[B]) Ptr() B { return t.ptr }
 
-// Len returns the number of float32 elements.
+// Len returns the number of elements.
 func (t *Tensor[B]) Len() int { return t.elems }
+
+// BF16 reports whether the tensor holds bfloat16 elements (the upper 16
+// bits of float32s, as uint16s) rather than float32s.
+func (t *Tensor[B]) BF16() bool { return t.bf16 }
+
+// ElemBytes returns the bytes of one element: 2 for bf16, 4 for float32.
+func (t *Tensor[B]) ElemBytes() int {
+	if t.bf16 {
+		return 2
+	}
+	return 4
+}
 
 // Root returns the allocation a view belongs to (t itself otherwise).
 func (t *Tensor[B]) Root() *Tensor[B] { return t.root }
@@ -213,8 +244,9 @@ func (d *Device[B]) check(op string, err error) {
 	}
 }
 
-// begin names op for the backend's asynchronous error messages.
-func (d *Device[B]) begin(op string) { d.machine.Op(op) }
+// begin names op for the backend's asynchronous error messages and the
+// operand type checks.
+func (d *Device[B]) begin(op string) { d.op = op; d.machine.Op(op) }
 
 // OutOfMemoryError is the panic value of Alloc when the device has no
 // memory left for a tensor, even after releasing its cached blocks.
@@ -236,29 +268,61 @@ func (e *OutOfMemoryError) Unwrap() error { return e.Err }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
-// Alloc returns a zero-filled tensor. It panics with an *OutOfMemoryError
-// when the backend has no memory for it.
+// Alloc returns a zero-filled float32 tensor. It panics with an
+// *OutOfMemoryError when the backend has no memory for it.
 func (d *Device[B]) Alloc(shape nn.Shape) nn.Tensor { return d.AllocTensor(shape) }
 
 // AllocTensor is Alloc returning the concrete type.
-func (d *Device[B]) AllocTensor(shape nn.Shape) *Tensor[B] {
+func (d *Device[B]) AllocTensor(shape nn.Shape) *Tensor[B] { return d.alloc("Alloc", shape, false) }
+
+// ActivationBytes returns the bytes per element of AllocActivation's
+// tensors (nn.ActivationAllocator): 2 with Options.BF16 and
+// BF16Activations, else 4.
+func (d *Device[B]) ActivationBytes() int {
+	if d.opt.BF16 && d.opt.BF16Activations {
+		return 2
+	}
+	return 4
+}
+
+// AllocActivation returns a zero-filled tensor for an activation nn keeps
+// (nn.ActivationAllocator): bfloat16 with Options.BF16 and
+// BF16Activations, else float32 (as Alloc).
+func (d *Device[B]) AllocActivation(shape nn.Shape) nn.Tensor {
+	return d.alloc("AllocActivation", shape, d.ActivationBytes() == 2)
+}
+
+// alloc allocates a zero-filled tensor of bf16 or float32 elements.
+func (d *Device[B]) alloc(op string, shape nn.Shape, bf16 bool) *Tensor[B] {
 	for _, s := range shape {
 		if s < 0 {
-			panic(fmt.Sprintf("%s.Alloc: negative dimension in %v", d.prefix, shape))
+			panic(fmt.Sprintf("%s.%s: negative dimension in %v", d.prefix, op, shape))
 		}
 	}
 	n := shape.Len()
-	p, err := d.cache.get(4*n, true)
+	t := &Tensor[B]{shape: shape.Clone(), elems: n, bf16: bf16}
+	t.root = t
+	bytes := t.bytes()
+	p, err := d.cache.get(bytes, true)
 	if err != nil {
 		inUse, _, cached := d.cache.stats()
-		panic(&OutOfMemoryError{Shape: shape.Clone(), Bytes: 4 * int64(n), InUse: inUse, Cached: cached, Err: err})
+		panic(&OutOfMemoryError{Shape: shape.Clone(), Bytes: int64(bytes), InUse: inUse, Cached: cached, Err: err})
 	}
-	t := &Tensor[B]{shape: shape.Clone(), ptr: p, elems: n}
-	t.root = t
-	d.begin("Alloc")
-	d.check("Alloc", d.ops.Fill(p, n, 0))
+	t.ptr = p
+	// Not begin: Alloc may be called concurrently with the ops.
+	d.machine.Op(op)
+	// A bf16 tensor is zeroed as float32 words: ⌈n/2⌉ of them, inside its
+	// block (blocks are whole multiples of 512 bytes).
+	words := n
+	if bf16 {
+		words = (n + 1) / 2
+	}
+	d.check(op, d.ops.Fill(p, words, 0))
 	return t
 }
+
+// bytes returns the bytes of the tensor's elements.
+func (t *Tensor[B]) bytes() int { return t.ElemBytes() * t.elems }
 
 // Free returns a tensor's memory to the cache; views are not freed.
 func (d *Device[B]) Free(t nn.Tensor) {
@@ -267,16 +331,17 @@ func (d *Device[B]) Free(t nn.Tensor) {
 		return
 	}
 	ct.freed = true
-	d.cache.put(ct.ptr, 4*ct.elems, true)
+	d.cache.put(ct.ptr, ct.bytes(), true)
 }
 
-// View returns a tensor of another shape sharing t's memory.
+// View returns a tensor of another shape sharing t's memory (and its
+// element type).
 func (d *Device[B]) View(t nn.Tensor, shape nn.Shape) nn.Tensor {
 	ct := d.Tensor(t)
 	if shape.Len() != ct.elems {
 		panic(fmt.Sprintf("%s.View: cannot view %v as %v", d.prefix, ct.shape, shape))
 	}
-	return &Tensor[B]{shape: shape.Clone(), ptr: ct.ptr, elems: ct.elems, root: ct.root}
+	return &Tensor[B]{shape: shape.Clone(), ptr: ct.ptr, elems: ct.elems, bf16: ct.bf16, root: ct.root}
 }
 
 // MemoryInUse returns the bytes of live tensors and their peak.
@@ -301,15 +366,15 @@ func (d *Device[B]) ReleaseCached() error { return d.cache.release() }
 // still allocated stay allocated (the backend's context owns them).
 func (d *Device[B]) Close() error {
 	var errs []error
-	for _, b := range []*buffer[B]{&d.scratch, &d.convTile, &d.small, &d.convTileBF16, &d.weightsBF16, &d.dnnWork, &d.dnnX, &d.dnnY} {
+	for _, b := range []*buffer[B]{&d.scratch, &d.convTile, &d.small, &d.convTileBF16, &d.weightsBF16, &d.dnnWork, &d.dnnX, &d.dnnY, &d.wideA, &d.wideB, &d.wideC} {
 		b.drop(&d.cache)
 	}
 	errs = append(errs, d.cache.release())
 	return errors.Join(errs...)
 }
 
-// Tensor returns the device tensor behind t, panicking on a foreign or freed
-// tensor.
+// Tensor returns the device tensor behind t, of either element type,
+// panicking on a foreign or freed tensor.
 func (d *Device[B]) Tensor(t nn.Tensor) *Tensor[B] {
 	ct, ok := t.(*Tensor[B])
 	if !ok || ct == nil {
@@ -321,31 +386,53 @@ func (d *Device[B]) Tensor(t nn.Tensor) *Tensor[B] {
 	return ct
 }
 
-// ptr returns t's pointer, or the null pointer for a nil tensor.
+// f32 returns the float32 device tensor behind t, panicking (naming the
+// op being issued) on a bf16 one: the ops that take bf16 operands say so
+// and reach them through Tensor; every other use of a bf16 tensor is a
+// programming error, as a shape mismatch is.
+func (d *Device[B]) f32(t nn.Tensor) *Tensor[B] {
+	ct := d.Tensor(t)
+	if ct.bf16 {
+		panic(fmt.Sprintf("%s.%s: tensor %v is bfloat16; the op takes float32 tensors there", d.prefix, d.op, ct.shape))
+	}
+	return ct
+}
+
+// ptr returns float32 tensor t's pointer, or the null pointer for a nil
+// tensor.
 func (d *Device[B]) ptr(t nn.Tensor) B {
 	if t == nil {
 		var null B
 		return null
 	}
-	return d.Tensor(t).ptr
+	return d.f32(t).ptr
 }
 
-// mustLen returns t's pointer, panicking unless t has n elements.
+// mustLen returns float32 tensor t's pointer, panicking unless t has n
+// elements.
 func (d *Device[B]) mustLen(op string, t nn.Tensor, n int) B {
-	ct := d.Tensor(t)
+	ct := d.f32(t)
 	if ct.elems != n {
 		panic(fmt.Sprintf("%s.%s: tensor %v has %d elements, want %d", d.prefix, op, ct.shape, ct.elems, n))
 	}
 	return ct.ptr
 }
 
-// mustShape returns t's pointer, panicking unless t has shape s.
+// mustShape returns float32 tensor t's pointer, panicking unless t has
+// shape s.
 func (d *Device[B]) mustShape(op string, t nn.Tensor, s nn.Shape) B {
+	d.f32(t)
+	return d.shaped(op, t, s).ptr
+}
+
+// shaped returns the tensor behind t, of either element type, panicking
+// unless it has shape s.
+func (d *Device[B]) shaped(op string, t nn.Tensor, s nn.Shape) *Tensor[B] {
 	ct := d.Tensor(t)
 	if !ct.shape.Equal(s) {
 		panic(fmt.Sprintf("%s.%s: tensor shape %v, want %v", d.prefix, op, ct.shape, s))
 	}
-	return ct.ptr
+	return ct
 }
 
 // dims5 returns the dimensions of a 5-D tensor, panicking otherwise.

@@ -13,28 +13,28 @@ import (
 // Fill sets every element of t to v.
 func (d *Device[B]) Fill(t nn.Tensor, v float32) {
 	d.begin("Fill")
-	ct := d.Tensor(t)
+	ct := d.f32(t)
 	d.check("Fill", d.ops.Fill(ct.ptr, ct.elems, v))
 }
 
 // Copy copies src into dst (same length).
 func (d *Device[B]) Copy(dst, src nn.Tensor) {
 	d.begin("Copy")
-	s := d.Tensor(src)
+	s := d.f32(src)
 	d.check("Copy", d.ops.Copy(d.mustLen("Copy", dst, s.elems), s.ptr, s.elems))
 }
 
 // Add computes dst += src.
 func (d *Device[B]) Add(dst, src nn.Tensor) {
 	d.begin("Add")
-	s := d.Tensor(src)
+	s := d.f32(src)
 	d.check("Add", d.ops.Add(d.mustLen("Add", dst, s.elems), s.ptr, s.elems))
 }
 
 // Scale computes t *= alpha.
 func (d *Device[B]) Scale(t nn.Tensor, alpha float32) {
 	d.begin("Scale")
-	ct := d.Tensor(t)
+	ct := d.f32(t)
 	d.check("Scale", d.ops.Scale(ct.ptr, ct.elems, alpha))
 }
 
@@ -56,15 +56,30 @@ func (d *Device[B]) NDHWCToNCDHW(src, dst nn.Tensor) {
 	d.check(op, d.ops.NDHWCToNCDHW(d.ptr(src), dp, n, c, dd*h*w))
 }
 
-// ConcatChannels writes dst = concat(a, b) along the channel axis.
+// ConcatChannels writes dst = concat(a, b) along the channel axis. Any of
+// them may be bf16 activations.
 func (d *Device[B]) ConcatChannels(a, b, dst nn.Tensor) {
 	const op = "ConcatChannels"
 	d.begin(op)
 	n, dd, h, w, ca := d.dims5(op, a)
 	cb := d.lastDim(op, b)
-	bp := d.mustShape(op, b, nn.Shape{n, dd, h, w, cb})
-	dp := d.mustShape(op, dst, nn.Shape{n, dd, h, w, ca + cb})
-	d.check(op, d.ops.ConcatChannels(d.ptr(a), bp, dp, n*dd*h*w, ca, cb))
+	at := d.Tensor(a)
+	bt := d.shaped(op, b, nn.Shape{n, dd, h, w, cb})
+	dt := d.shaped(op, dst, nn.Shape{n, dd, h, w, ca + cb})
+	ap, ok := d.wideIn(op, at, &d.wideA)
+	if !ok {
+		return
+	}
+	bp, ok := d.wideIn(op, bt, &d.wideB)
+	if !ok {
+		return
+	}
+	dp, ok := d.wideOut(op, dt, &d.wideC)
+	if !ok {
+		return
+	}
+	d.check(op, d.ops.ConcatChannels(ap, bp, dp, n*dd*h*w, ca, cb))
+	d.narrow(op, dt, dp)
 }
 
 // SplitChannels writes the first channels of src to a and the rest to b.
@@ -79,21 +94,32 @@ func (d *Device[B]) SplitChannels(src, a, b nn.Tensor) {
 	d.check(op, d.ops.SplitChannels(d.ptr(src), ap, bp, n*dd*h*w, ca, cb))
 }
 
-// AddChannelBias adds bias[c] to every element of channel c of t.
+// AddChannelBias adds bias[c] to every element of channel c of t; t may
+// be a bf16 activation (the transposed convolution's output).
 func (d *Device[B]) AddChannelBias(t, bias nn.Tensor) {
 	const op = "AddChannelBias"
 	d.begin(op)
-	ct := d.Tensor(t)
 	c := d.lastDim(op, t)
-	bp := d.mustLen(op, bias, c)
-	d.check(op, d.ops.AddChannelBias(ct.ptr, bp, ct.elems/c, c))
+	d.addBias(op, d.Tensor(t), d.mustLen(op, bias, c))
+}
+
+// addBias adds bias[c] (float32 at bp) to every element of channel c of
+// t, of either element type.
+func (d *Device[B]) addBias(op string, t *Tensor[B], bp B) {
+	c := t.shape[len(t.shape)-1]
+	p, ok := d.wideIn(op, t, &d.wideA)
+	if !ok {
+		return
+	}
+	d.check(op, d.ops.AddChannelBias(p, bp, t.elems/c, c))
+	d.narrow(op, t, p)
 }
 
 // ChannelSum writes dst[c] = Σ over all other axes of t[..., c].
 func (d *Device[B]) ChannelSum(t, dst nn.Tensor) {
 	const op = "ChannelSum"
 	d.begin(op)
-	ct := d.Tensor(t)
+	ct := d.f32(t)
 	c := d.lastDim(op, t)
 	dp := d.mustLen(op, dst, c)
 	rows := ct.elems / c
@@ -112,7 +138,7 @@ func (d *Device[B]) ChannelSum(t, dst nn.Tensor) {
 func (d *Device[B]) DownsampleLabels(src, dst nn.Tensor) {
 	const op = "DownsampleLabels"
 	d.begin(op)
-	ss, ds := d.Tensor(src).shape, d.Tensor(dst).shape
+	ss, ds := d.f32(src).shape, d.f32(dst).shape
 	if len(ss) != 4 || len(ds) != 4 || ss[0] != ds[0] {
 		panic(fmt.Sprintf("%s.%s: shapes %v -> %v", d.prefix, op, ss, ds))
 	}

@@ -76,14 +76,14 @@ func (b *emuBackend) MemFree(p *emu.Buffer) error {
 }
 
 func (b *emuBackend) Write(dst *emu.Buffer, src []byte) error {
-	if len(src)%4 != 0 || len(src) > dst.Len() {
+	if len(src)%2 != 0 || len(src) > dst.Len() {
 		return fmt.Errorf("write of %d bytes into a %d-byte buffer", len(src), dst.Len())
 	}
-	f := make([]float32, len(src)/4)
-	for i := range f {
-		f[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+	u := make([]uint16, len(src)/2)
+	for i := range u {
+		u[i] = binary.LittleEndian.Uint16(src[2*i:])
 	}
-	dst.SetF32(f)
+	dst.SetU16(u)
 	return nil
 }
 
@@ -228,16 +228,14 @@ func (syncStream) Synchronize()     {}
 func (d *emuDevice) ComputeStream() nn.Stream { return syncStream{} }
 func (d *emuDevice) NewStream() nn.Stream     { return syncStream{} }
 
+// Upload and Download convert a bf16 tensor's values on the host, as
+// package gpu does.
 func (d *emuDevice) Upload(s nn.Stream, dst nn.Tensor, src []float32) error {
 	t := d.Tensor(dst)
 	if len(src) != t.Len() {
 		return fmt.Errorf("upload: host buffer has %d floats, tensor %v needs %d", len(src), t.Shape(), t.Len())
 	}
-	b := make([]byte, 4*len(src))
-	for i, v := range src {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-	}
-	return d.be.Write(t.Ptr(), b)
+	return d.be.Write(t.Ptr(), core.EncodeHost(t, src))
 }
 
 func (d *emuDevice) Download(s nn.Stream, dst []float32, src nn.Tensor) error {
@@ -245,12 +243,10 @@ func (d *emuDevice) Download(s nn.Stream, dst []float32, src nn.Tensor) error {
 	if len(dst) != t.Len() {
 		return fmt.Errorf("download: host buffer has %d floats, tensor %v needs %d", len(dst), t.Shape(), t.Len())
 	}
-	b := make([]byte, 4*len(dst))
+	b := make([]byte, t.ElemBytes()*len(dst))
 	if err := d.be.Read(b, t.Ptr()); err != nil {
 		return err
 	}
-	for i := range dst {
-		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
+	core.DecodeHost(t, dst, b)
 	return nil
 }

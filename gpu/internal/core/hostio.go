@@ -66,3 +66,43 @@ func f64s(b []byte) []float64 {
 
 // i32At decodes the little-endian int32 at index i.
 func i32At(b []byte, i int) int32 { return int32(binary.LittleEndian.Uint32(b[4*i:])) }
+
+// BF16Bits rounds f to bfloat16 as the kernels' f32_to_bf16 does (to
+// nearest, ties to even; NaNs stay NaN, quieted): for uploads into bf16
+// tensors, converted on the host.
+func BF16Bits(f float32) uint16 {
+	u := math.Float32bits(f)
+	if u&0x7fffffff > 0x7f800000 {
+		return uint16(u>>16) | 0x0040
+	}
+	return uint16((u + 0x7fff + (u>>16)&1) >> 16)
+}
+
+// BF16Float returns the float32 value of bfloat16 bits h (exact).
+func BF16Float(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// EncodeHost returns the bytes a tensor of t's element type holds for the
+// float32 values src: their little-endian float32 patterns, or for a bf16
+// tensor their bf16 roundings.
+func EncodeHost[B comparable](t *Tensor[B], src []float32) []byte {
+	if !t.bf16 {
+		return f32Bytes(src)
+	}
+	b := make([]byte, 2*len(src))
+	for i, v := range src {
+		binary.LittleEndian.PutUint16(b[2*i:], BF16Bits(v))
+	}
+	return b
+}
+
+// DecodeHost writes into dst the float32 values of b, the bytes of a
+// tensor of t's element type (EncodeHost's inverse for bf16 values).
+func DecodeHost[B comparable](t *Tensor[B], dst []float32, b []byte) {
+	for i := range dst {
+		if t.bf16 {
+			dst[i] = BF16Float(binary.LittleEndian.Uint16(b[2*i:]))
+		} else {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+	}
+}

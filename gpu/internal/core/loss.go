@@ -17,7 +17,7 @@ import (
 func (d *Device[B]) Softmax(logits, probs nn.Tensor) {
 	const op = "Softmax"
 	d.begin(op)
-	lt := d.Tensor(logits)
+	lt := d.f32(logits)
 	c := d.lastDim(op, logits)
 	d.check(op, d.ops.Softmax(lt.ptr, d.mustLen(op, probs, lt.elems), lt.elems/c, c))
 }
@@ -36,7 +36,7 @@ func (d *Device[B]) badLabel(op string, cell int32, labels nn.Tensor, k int) err
 	if cell == kernels.NoBadLabel {
 		return nil
 	}
-	lt := d.Tensor(labels)
+	lt := d.f32(labels)
 	if cell < 0 || int(cell) >= lt.elems {
 		return fmt.Errorf("%s: the kernel reported an invalid label at voxel %d of %d", op, cell, lt.elems)
 	}
@@ -194,7 +194,7 @@ func (d *Device[B]) OneHot(labels, dst nn.Tensor) error {
 // skelDims checks a soft-skeleton call.
 func (d *Device[B]) skelDims(op string, x, y nn.Tensor, iters, fromC int) (n, dd, h, w, c int) {
 	n, dd, h, w, c = d.dims5(op, x)
-	d.mustShape(op, y, d.Tensor(x).shape)
+	d.mustShape(op, y, d.f32(x).shape)
 	if iters < 0 || fromC < 0 {
 		panic(fmt.Sprintf("%s.%s: iters %d, fromC %d must be non-negative", d.prefix, op, iters, fromC))
 	}
@@ -218,7 +218,7 @@ func (d *Device[B]) SoftSkeletonBackward(x, dskel, dx nn.Tensor, iters, fromC in
 	const op = "SoftSkeletonBackward"
 	d.begin(op)
 	n, dd, h, w, c := d.skelDims(op, x, dskel, iters, fromC)
-	d.mustShape(op, dx, d.Tensor(x).shape)
+	d.mustShape(op, dx, d.f32(x).shape)
 	sc, ok := d.need(op, &d.scratch, kernels.SkeletonScratchBytes(n*dd*h*w*c, iters))
 	if !ok {
 		return
@@ -233,7 +233,7 @@ func (d *Device[B]) ChannelDot(a, b nn.Tensor) []float64 {
 	n, dd, h, w, c := d.dims5(op, a)
 	var bp B
 	if b != nil {
-		bp = d.mustShape(op, b, d.Tensor(a).shape)
+		bp = d.mustShape(op, b, d.f32(a).shape)
 	}
 	out := make([]float64, n*c)
 	v := dd * h * w
@@ -263,7 +263,7 @@ func (d *Device[B]) ChannelAffineAdd(dst, a nn.Tensor, alpha, beta []float32) {
 	n, dd, h, w, c := d.dims5(op, dst)
 	var ap B
 	if a != nil {
-		ap = d.mustShape(op, a, d.Tensor(dst).shape)
+		ap = d.mustShape(op, a, d.f32(dst).shape)
 		if len(alpha) != n*c {
 			panic(fmt.Sprintf("%s.%s: alpha has %d values for N=%d C=%d", d.prefix, op, len(alpha), n, c))
 		}

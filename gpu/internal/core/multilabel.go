@@ -23,7 +23,7 @@ func (d *Device[B]) badBits(op string, cell int32, labels nn.Tensor, c int, igno
 	if cell == kernels.NoBadLabel {
 		return nil
 	}
-	lt := d.Tensor(labels)
+	lt := d.f32(labels)
 	if cell < 0 || int(cell) >= lt.elems {
 		return fmt.Errorf("%s: the kernel reported an invalid label at voxel %d of %d", op, cell, lt.elems)
 	}

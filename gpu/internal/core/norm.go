@@ -25,22 +25,44 @@ func (d *Device[B]) normDims(op string, x, gamma, beta, stats nn.Tensor) (n, v, 
 	return n, dd * h * w, c
 }
 
+// sameLen returns the tensor behind t, of either element type, panicking
+// unless it has n elements.
+func (d *Device[B]) sameLen(op string, t nn.Tensor, n int) *Tensor[B] {
+	ct := d.Tensor(t)
+	if ct.elems != n {
+		panic(fmt.Sprintf("%s.%s: tensor %v has %d elements, want %d", d.prefix, op, ct.shape, ct.elems, n))
+	}
+	return ct
+}
+
 // InstanceNormActForward normalises x per sample and channel, applies the
-// affine gamma, beta and max(z, slope·z), writing y and stats.
+// affine gamma, beta and max(z, slope·z), writing y and stats. x and y may
+// be bf16 activations (y may alias x); stats are float32.
 func (d *Device[B]) InstanceNormActForward(x, gamma, beta, y, stats nn.Tensor, eps, slope float32) {
 	const op = "InstanceNormActForward"
 	d.begin(op)
 	d.checkSlope(op, slope)
 	n, v, c := d.normDims(op, x, gamma, beta, stats)
-	yp := d.mustLen(op, y, n*v*c)
+	xt := d.Tensor(x)
+	yt := d.sameLen(op, y, n*v*c)
 	sc, ok := d.need(op, &d.scratch, d.ops.ScratchBytes(n, v, c))
 	if !ok {
 		return
 	}
-	d.check(op, d.ops.InstanceNormActForward(d.ptr(x), d.ptr(gamma), d.ptr(beta), yp, d.ptr(stats), sc, n, v, c, eps, slope))
+	xp, ok := d.wideIn(op, xt, &d.wideA)
+	if !ok {
+		return
+	}
+	yp, ok := d.wideOut(op, yt, &d.wideC)
+	if !ok {
+		return
+	}
+	d.check(op, d.ops.InstanceNormActForward(xp, d.ptr(gamma), d.ptr(beta), yp, d.ptr(stats), sc, n, v, c, eps, slope))
+	d.narrow(op, yt, yp)
 }
 
-// InstanceNormActBackward computes dx, dgamma and dbeta from dy.
+// InstanceNormActBackward computes dx, dgamma and dbeta from dy. x may be
+// a bf16 activation; dy and dx are float32.
 func (d *Device[B]) InstanceNormActBackward(x, gamma, beta, stats, dy, dx, dgamma, dbeta nn.Tensor, slope float32) {
 	const op = "InstanceNormActBackward"
 	d.begin(op)
@@ -54,23 +76,44 @@ func (d *Device[B]) InstanceNormActBackward(x, gamma, beta, stats, dy, dx, dgamm
 	if !ok {
 		return
 	}
-	d.check(op, d.ops.InstanceNormActBackward(d.ptr(x), d.ptr(gamma), d.ptr(beta), d.ptr(stats), dyp, dxp, dgp, dbp, sc, n, v, c, slope))
+	xp, ok := d.wideIn(op, d.Tensor(x), &d.wideA)
+	if !ok {
+		return
+	}
+	d.check(op, d.ops.InstanceNormActBackward(xp, d.ptr(gamma), d.ptr(beta), d.ptr(stats), dyp, dxp, dgp, dbp, sc, n, v, c, slope))
 }
 
-// ActForward computes y = max(x, slope·x) (y may alias x).
+// ActForward computes y = max(x, slope·x) (y may alias x). x and y may be
+// bf16 activations.
 func (d *Device[B]) ActForward(x, y nn.Tensor, slope float32) {
 	const op = "ActForward"
 	d.begin(op)
 	d.checkSlope(op, slope)
 	xt := d.Tensor(x)
-	d.check(op, d.ops.ActForward(xt.ptr, d.mustLen(op, y, xt.elems), xt.elems, slope))
+	yt := d.sameLen(op, y, xt.elems)
+	xp, ok := d.wideIn(op, xt, &d.wideA)
+	if !ok {
+		return
+	}
+	yp, ok := d.wideOut(op, yt, &d.wideC)
+	if !ok {
+		return
+	}
+	d.check(op, d.ops.ActForward(xp, yp, xt.elems, slope))
+	d.narrow(op, yt, yp)
 }
 
-// ActBackward computes dx = dy where y > 0 and slope·dy elsewhere.
+// ActBackward computes dx = dy where y > 0 and slope·dy elsewhere. y may
+// be a bf16 activation; dy and dx are float32.
 func (d *Device[B]) ActBackward(y, dy, dx nn.Tensor, slope float32) {
 	const op = "ActBackward"
 	d.begin(op)
 	d.checkSlope(op, slope)
 	yt := d.Tensor(y)
-	d.check(op, d.ops.ActBackward(yt.ptr, d.mustLen(op, dy, yt.elems), d.mustLen(op, dx, yt.elems), yt.elems, slope))
+	dyp, dxp := d.mustLen(op, dy, yt.elems), d.mustLen(op, dx, yt.elems)
+	yp, ok := d.wideIn(op, yt, &d.wideA)
+	if !ok {
+		return
+	}
+	d.check(op, d.ops.ActBackward(yp, dyp, dxp, yt.elems, slope))
 }

@@ -18,7 +18,7 @@ func (d *Device[B]) SumSquares(ts []nn.Tensor) []float64 {
 	}
 	need := 0
 	for _, t := range ts {
-		need = max(need, d.ops.FlatScratchBytes(d.Tensor(t).elems))
+		need = max(need, d.ops.FlatScratchBytes(d.f32(t).elems))
 	}
 	small, ok := d.need(op, &d.small, 8*len(ts))
 	if !ok {
@@ -29,7 +29,7 @@ func (d *Device[B]) SumSquares(ts []nn.Tensor) []float64 {
 		return out
 	}
 	for i, t := range ts {
-		ct := d.Tensor(t)
+		ct := d.f32(t)
 		d.check(op, d.ops.SumSquares(ct.ptr, d.machine.Offset(small, 8*i), sc, ct.elems))
 	}
 	host := make([]byte, 8*len(ts))
@@ -43,7 +43,7 @@ func (d *Device[B]) SumSquares(ts []nn.Tensor) []float64 {
 func (d *Device[B]) SGDUpdate(w, g, buf nn.Tensor, a nn.SGDArgs) {
 	const op = "SGDUpdate"
 	d.begin(op)
-	wt := d.Tensor(w)
+	wt := d.f32(w)
 	gp := d.mustLen(op, g, wt.elems)
 	var bp B
 	if a.Momentum != 0 {
@@ -59,6 +59,6 @@ func (d *Device[B]) AdamWUpdate(w, g, m, v nn.Tensor, a nn.AdamWArgs) {
 	if a.Step < 1 {
 		panic(fmt.Sprintf("%s.%s: step %d, want >= 1", d.prefix, op, a.Step))
 	}
-	wt := d.Tensor(w)
+	wt := d.f32(w)
 	d.check(op, d.ops.AdamWUpdate(wt.ptr, d.mustLen(op, g, wt.elems), d.mustLen(op, m, wt.elems), d.mustLen(op, v, wt.elems), wt.elems, a))
 }

@@ -39,6 +39,7 @@ func geoms(s [4]int) []struct {
 }
 
 var opTests = []opTest{
+	{"BF16Activations", bf16Activations},
 	{"AllocUploadDownload", func(k *checker, s [4]int) {
 		shape := act(s, 3)
 		z := k.dev.Alloc(shape)

@@ -1,0 +1,49 @@
+package core
+
+// bf16 activation storage (Options.BF16Activations): the tensors of
+// AllocActivation hold bfloat16, and the ops nn applies to activations
+// accept them where nn passes them — Conv3DForward (x, y),
+// Conv3DBackwardData (dy, dx: the transposed convolution's forward),
+// Conv3DBackwardWeight (x, dy: the transposed convolution's input),
+// AddChannelBias, ConcatChannels, InstanceNormActForward (x, y),
+// InstanceNormActBackward (x), ActForward (x, y) and ActBackward (y).
+// Every other operand, and every other op, takes float32 only (Device.f32
+// panics otherwise).
+//
+// The convolutions read and write bf16 activations as they are where
+// cuDNN or the bf16 GEMMs take bf16 anyway (conv_dnn.go, conv_bf16.go).
+// Where an op has no bf16 kernel, its bf16 operands are widened into a
+// float32 copy (exact), the float32 op runs, and its bf16 outputs are
+// rounded once from the float32 result: the op's result is the float32
+// op's on the bf16 values, rounded to bf16 — the same as a fused kernel
+// computing in float32 gives.
+
+// wideIn returns a float32 pointer to t's values: t's own for a float32
+// tensor, a widened copy in buf for a bf16 one.
+func (d *Device[B]) wideIn(op string, t *Tensor[B], buf *buffer[B]) (B, bool) {
+	if !t.bf16 {
+		return t.ptr, true
+	}
+	p, ok := d.need(op, buf, 4*t.elems)
+	if ok {
+		d.check(op, d.ops.BF16ToF32(t.ptr, p, t.elems))
+	}
+	return p, ok
+}
+
+// wideOut returns where an op writes t's values in float32: t itself for a
+// float32 tensor, buf for a bf16 one (then narrow rounds them into t).
+func (d *Device[B]) wideOut(op string, t *Tensor[B], buf *buffer[B]) (B, bool) {
+	if !t.bf16 {
+		return t.ptr, true
+	}
+	return d.need(op, buf, 4*t.elems)
+}
+
+// narrow rounds the float32 values at p (from wideOut) into t when t is
+// bf16.
+func (d *Device[B]) narrow(op string, t *Tensor[B], p B) {
+	if t.bf16 {
+		d.check(op, d.ops.F32ToBF16(p, t.ptr, t.elems))
+	}
+}

@@ -1,0 +1,257 @@
+//go:build cgo
+
+package core_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/voxtrain/voxtrain/gpu/internal/core"
+	"github.com/voxtrain/voxtrain/gpu/internal/devcheck"
+	"github.com/voxtrain/voxtrain/gpu/internal/dnn"
+	"github.com/voxtrain/voxtrain/internal/geom"
+	"github.com/voxtrain/voxtrain/kernels/emu"
+	"github.com/voxtrain/voxtrain/nn"
+)
+
+// bf16ActOptions are the emulated device's options in bf16 mode with bf16
+// activation storage.
+func bf16ActOptions(ws int) core.Options {
+	return core.Options{Chunk: 37, ConvWorkspace: ws, BF16: true, BF16Activations: true,
+		Name: fmt.Sprintf("emulated CUDA device (bf16, bf16 activations, workspace %d)", ws)}
+}
+
+// TestBF16ActivationsUnderEmulation runs every op nn applies to
+// activations with bf16 operands against the CPU's float32 ops on the
+// same values, with many-tile and one-tile convolutions.
+func TestBF16ActivationsUnderEmulation(t *testing.T) {
+	for _, ws := range []int{4 << 10, 0} {
+		dev := newEmuDevice(bf16ActOptions(ws))
+		devcheck.Ops(t, dev, devcheck.Options{Seed: 6, Tol: devcheck.BF16, Only: []string{"BF16Activations"}})
+	}
+}
+
+// TestActivationBytes: bf16 activations only with both options; without
+// them AllocActivation is Alloc.
+func TestActivationBytes(t *testing.T) {
+	for _, tc := range []struct {
+		o    core.Options
+		want int
+	}{
+		{core.Options{}, 4},
+		{core.Options{BF16Activations: true}, 4},
+		{core.Options{BF16: true}, 4},
+		{core.Options{BF16: true, BF16Activations: true}, 2},
+	} {
+		dev := newEmuDevice(tc.o)
+		if got := dev.ActivationBytes(); got != tc.want {
+			t.Errorf("%+v: ActivationBytes %d, want %d", tc.o, got, tc.want)
+		}
+		x := dev.AllocActivation(nn.Shape{3, 5})
+		if got := dev.Tensor(x).BF16(); got != (tc.want == 2) {
+			t.Errorf("%+v: AllocActivation gave a bf16 tensor: %v", tc.o, got)
+		}
+		if cur, _ := dev.MemoryInUse(); cur != int64(15*tc.want) {
+			t.Errorf("%+v: MemoryInUse %d for 15 elements, want %d", tc.o, cur, 15*tc.want)
+		}
+		dev.Free(x)
+		if cur, _ := dev.MemoryInUse(); cur != 0 {
+			t.Errorf("%+v: MemoryInUse %d after Free", tc.o, cur)
+		}
+	}
+}
+
+// TestBF16OperandMisuse: an op given a bf16 tensor where it takes float32
+// panics naming the op.
+func TestBF16OperandMisuse(t *testing.T) {
+	dev := newEmuDevice(bf16ActOptions(0))
+	a := dev.AllocActivation(nn.Shape{1, 2, 2, 2, 3})
+	f := dev.Alloc(nn.Shape{1, 2, 2, 2, 3})
+	lab := dev.Alloc(nn.Shape{1, 2, 2, 2})
+	for _, tc := range []struct {
+		name, want string
+		f          func()
+	}{
+		{"Add", "gpu.Add: tensor (1, 2, 2, 2, 3) is bfloat16", func() { dev.Add(f, a) }},
+		{"Softmax", "gpu.Softmax: tensor (1, 2, 2, 2, 3) is bfloat16", func() { dev.Softmax(a, f) }},
+		{"SoftmaxLoss", "gpu.SoftmaxLoss: tensor (1, 2, 2, 2, 3) is bfloat16", func() { dev.SoftmaxLoss(a, lab, f) }},
+		{"ActBackward dy", "gpu.ActBackward: tensor (1, 2, 2, 2, 3) is bfloat16", func() { dev.ActBackward(f, a, f, 0.01) }},
+		{"SplitChannels", "gpu.SplitChannels: tensor", func() {
+			dev.SplitChannels(a, dev.Alloc(nn.Shape{1, 2, 2, 2, 1}), dev.Alloc(nn.Shape{1, 2, 2, 2, 2}))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func() {
+				r := recover()
+				s, _ := r.(string)
+				if r == nil || !strings.Contains(s, tc.want) {
+					t.Errorf("panic %v, want one containing %q", r, tc.want)
+				}
+			}()
+			tc.f()
+		})
+	}
+}
+
+// TestUNetStepBF16ActivationsUnderEmulation is TestUNetStepBF16UnderEmulation
+// with bf16 activation storage: the step against the CPU's float32 one
+// within bf16 tolerances.
+func TestUNetStepBF16ActivationsUnderEmulation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow under emulation; skipped with -short")
+	}
+	dev := newEmuDevice(bf16ActOptions(64 << 10))
+	devcheck.UNetStep(t, dev, emuStepCase("sgd"), devcheck.BF16)
+}
+
+// TestBF16ActivationsHalveStepMemory: the peak tensor memory of a
+// training step (MemoryInUse: weights, workspace, batch, loss buffers)
+// falls with bf16 activations against bf16 mode with float32 ones, by
+// at least what the workspace saves (WorkspaceBytes): nothing else
+// allocates more. (This small U-Net's weights and optimiser state are a
+// large share of its peak; at nnU-Net's sizes the workspace dominates.)
+func TestBF16ActivationsHalveStepMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow under emulation; skipped with -short")
+	}
+	sc := emuStepCase("sgd")
+	peak := func(o core.Options) (peak, workspace int64) {
+		dev := newEmuDevice(o)
+		m, err := nn.NewUNet(dev, sc.Model, sc.Seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := nn.NewLearner(m, sc.Batch, sc.Patch, sc.Loss, sc.Optim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := m.Config()
+		xs, ys := devcheck.Batch(sc.Seed, sc.Batch, cfg.InChannels, cfg.NumClasses, sc.Patch)
+		x, y := dev.Alloc(l.WS.InputShape()), dev.Alloc(l.WS.LabelShape())
+		if err := dev.Upload(dev.ComputeStream(), x, xs); err != nil {
+			t.Fatal(err)
+		}
+		if err := dev.Upload(dev.ComputeStream(), y, ys); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Step(x, y, 0.01); err != nil {
+			t.Fatal(err)
+		}
+		if err := dev.Err(); err != nil {
+			t.Fatal(err)
+		}
+		ws, err := m.WorkspaceBytes(sc.Batch, sc.Patch, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, p := dev.MemoryInUse()
+		return p, ws
+	}
+	wide, wsWide := peak(core.Options{Chunk: 37, ConvWorkspace: 64 << 10, BF16: true})
+	narrow, wsNarrow := peak(bf16ActOptions(64 << 10))
+	t.Logf("peak tensor memory of a step: %d bytes with float32 activations, %d with bf16 (%.0f %%); workspace %d → %d bytes",
+		wide, narrow, 100*float64(narrow)/float64(wide), wsWide, wsNarrow)
+	if !(wsNarrow < wsWide) || wide-narrow < wsWide-wsNarrow {
+		t.Errorf("peak tensor memory %d bytes with bf16 activations, %d without: want a saving of at least the workspace's %d − %d bytes", narrow, wide, wsWide, wsNarrow)
+	}
+}
+
+// bf16ActDNNDevice is dnnDevice in bf16 with bf16 activations.
+func bf16ActDNNDevice() (*emuDevice, *fakeDNN) {
+	dev := newEmuDevice(core.Options{BF16: true, BF16Activations: true, ConvWorkspace: 4 << 10,
+		Name: "emulated CUDA device, fake cuDNN, bf16, bf16 activations"})
+	f := newFakeDNN()
+	dev.UseDNN(dnn.New[*emu.Buffer](f, dnn.Options{}), dnn.BF16)
+	return dev, f
+}
+
+// TestBF16ActivationsDNNUnderEmulation: through the fake cuDNN, the
+// activation ops with bf16 operands match the CPU, cuDNN computed every
+// convolution, and it read and wrote bf16 activations as they are: a
+// forward from one bf16 activation into another converts only the
+// weights.
+func TestBF16ActivationsDNNUnderEmulation(t *testing.T) {
+	skipUnderRace(t)
+	dev, f := bf16ActDNNDevice()
+	devcheck.Ops(t, dev, devcheck.Options{Seed: 8, Tol: devcheck.BF16, Only: []string{"BF16Activations"}})
+	if dev.be.gemms != 0 {
+		t.Errorf("%d GEMMs issued: some convolution did not go to cuDNN", dev.be.gemms)
+	}
+	g := geom.Conv{N: 1, InD: 4, InH: 5, InW: 6, InC: 3, OutC: 4, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}
+	x, y := dev.AllocActivation(g.InShape()), dev.AllocActivation(g.OutShape())
+	w := dev.Alloc(g.WeightShape())
+	before := dev.be.l.Launched()
+	runs := f.runs[4]
+	dev.Conv3DForward(g, x, w, nil, y)
+	after := dev.be.l.Launched()
+	if got := after["f32_to_bf16"] - before["f32_to_bf16"]; got != 1 {
+		t.Errorf("%d f32_to_bf16 launches for a bf16 → bf16 forward, want 1 (the weights)", got)
+	}
+	if got := after["bf16_to_f32"] - before["bf16_to_f32"]; got != 0 {
+		t.Errorf("%d bf16_to_f32 launches for a bf16 → bf16 forward, want none", got)
+	}
+	if f.runs[4] != runs+1 {
+		t.Errorf("cuDNN runs %d → %d, want one more", runs, f.runs[4])
+	}
+	if err := dev.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUNetStepBF16ActivationsDNNUnderEmulation is
+// TestUNetStepBF16ActivationsUnderEmulation with every convolution
+// through the fake cuDNN.
+func TestUNetStepBF16ActivationsDNNUnderEmulation(t *testing.T) {
+	skipUnderRace(t)
+	if testing.Short() {
+		t.Skip("slow under emulation; skipped with -short")
+	}
+	dev, f := bf16ActDNNDevice()
+	devcheck.UNetStep(t, dev, emuStepCase("sgd"), devcheck.BF16)
+	if dev.be.gemms != 0 || f.runs[4] == 0 {
+		t.Errorf("%d GEMMs, cuDNN runs %v: the step's convolutions did not all go to cuDNN", dev.be.gemms, f.runs)
+	}
+}
+
+// TestBF16ActivationsOwnConvReadsBF16: the own bf16 convolutions use a
+// bf16 activation as a GEMM operand as it is where the matrix is the
+// tensor itself — a 1×1×1 convolution's input, the transposed
+// convolution's input (backward-data's dy) — and round a bf16 output
+// once per tile: nothing is widened.
+func TestBF16ActivationsOwnConvReadsBF16(t *testing.T) {
+	dev := newEmuDevice(bf16ActOptions(0)) // one tile
+	head := geom.Conv{N: 1, InD: 4, InH: 5, InW: 6, InC: 8, OutC: 3, KD: 1, KH: 1, KW: 1, SD: 1, SH: 1, SW: 1}
+	up := geom.Conv{N: 1, InD: 4, InH: 6, InW: 6, InC: 4, OutC: 8, KD: 2, KH: 2, KW: 2, SD: 2, SH: 2, SW: 2}
+	for _, tc := range []struct {
+		name string
+		run  func()
+		f2h  int // f32_to_bf16 launches: the weights, then each output tile
+	}{
+		{"1x1x1 forward bf16 → bf16", func() {
+			dev.Conv3DForward(head, dev.AllocActivation(head.InShape()), dev.Alloc(head.WeightShape()), dev.Alloc(nn.Shape{3}), dev.AllocActivation(head.OutShape()))
+		}, 2},
+		{"1x1x1 forward bf16 → float32", func() {
+			dev.Conv3DForward(head, dev.AllocActivation(head.InShape()), dev.Alloc(head.WeightShape()), nil, dev.Alloc(head.OutShape()))
+		}, 1},
+		{"1x1x1 backward-weight bf16 x", func() {
+			dev.Conv3DBackwardWeight(head, dev.AllocActivation(head.InShape()), dev.Alloc(head.OutShape()), dev.Alloc(head.WeightShape()), nil)
+		}, 1}, // dy's tile
+		{"transposed conv's forward bf16 dy", func() {
+			dev.Conv3DBackwardData(up, dev.AllocActivation(up.OutShape()), dev.Alloc(up.WeightShape()), dev.Alloc(up.InShape()))
+		}, 1},
+	} {
+		before := dev.be.l.Launched()
+		tc.run()
+		after := dev.be.l.Launched()
+		if got := after["f32_to_bf16"] - before["f32_to_bf16"]; got != tc.f2h {
+			t.Errorf("%s: %d f32_to_bf16 launches, want %d", tc.name, got, tc.f2h)
+		}
+		if got := after["bf16_to_f32"] - before["bf16_to_f32"]; got != 0 {
+			t.Errorf("%s: %d bf16_to_f32 launches, want none", tc.name, got)
+		}
+	}
+	if err := dev.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
