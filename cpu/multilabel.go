@@ -39,9 +39,9 @@ func firstBadBits(op string, bads []badLabel, c int, ignore bool) error {
 }
 
 // SigmoidMultiLabelLoss writes probs = σ(logits) and returns the sums of
-// the multi-label loss against bit-packed labels: CE is Σ BCEWithLogits
-// over voxels and channels, the Dice sums are σ's per channel. With
-// ignore, voxels labelled 255 add to no sum.
+// the multi-label loss against bit-packed labels, per sample and channel:
+// CE is Σ BCEWithLogits over voxels, the Dice sums are σ's. With ignore,
+// voxels labelled 255 add to no sum.
 func (d *Device) SigmoidMultiLabelLoss(logits, labels, probs nn.Tensor, ignore bool) (nn.SegStats, error) {
 	const op = "SigmoidMultiLabelLoss"
 	n, v, c := labelDims(op, logits, labels)
@@ -49,14 +49,14 @@ func (d *Device) SigmoidMultiLabelLoss(logits, labels, probs nn.Tensor, ignore b
 	ls := cpuTensor(labels).data
 	ps := mustLen(op, probs, len(zs))
 	nch := chunks(v)
-	// per chunk: bce, counted voxels, then intersect[c], psum[c], tsum[c]
-	w := 2 + 3*c
+	// per chunk: counted voxels, then bce[c], intersect[c], psum[c], tsum[c]
+	w := 1 + 4*c
 	part := make([]float64, n*nch*w)
 	bads := make([]badLabel, n*nch)
 	d.parallel(n*nch, func(i int) {
 		b, k := i/nch, i%nch
 		p := part[i*w : (i+1)*w]
-		inter, psum, tsum := p[2:2+c], p[2+c:2+2*c], p[2+2*c:]
+		bce, inter, psum, tsum := p[1:1+c], p[1+c:1+2*c], p[1+2*c:1+3*c], p[1+3*c:]
 		for vox := b*v + k*chunkVoxels; vox < b*v+min(v, (k+1)*chunkVoxels); vox++ {
 			z := zs[vox*c : (vox+1)*c]
 			pr := ps[vox*c : (vox+1)*c]
@@ -73,17 +73,17 @@ func (d *Device) SigmoidMultiLabelLoss(logits, labels, probs nn.Tensor, ignore b
 				}
 				continue
 			}
-			p[1]++
+			p[0]++
 			for j, x := range z {
 				q := float64(pr[j])
 				psum[j] += q
 				zf := float64(x)
 				if bits>>j&1 != 0 {
-					p[0] += softplus(-zf)
+					bce[j] += softplus(-zf)
 					inter[j] += q
 					tsum[j]++
 				} else {
-					p[0] += softplus(zf)
+					bce[j] += softplus(zf)
 				}
 			}
 		}
@@ -92,18 +92,18 @@ func (d *Device) SigmoidMultiLabelLoss(logits, labels, probs nn.Tensor, ignore b
 		return nn.SegStats{}, err
 	}
 	st := nn.SegStats{N: n, C: c, Voxels: v,
-		CE: make([]float64, n), Intersect: make([]float64, n*c),
+		CE: make([]float64, n*c), Intersect: make([]float64, n*c),
 		PredSum: make([]float64, n*c), TargetSum: make([]float64, n*c),
 		Counted: make([]float64, n)}
 	for b := 0; b < n; b++ {
 		for k := 0; k < nch; k++ {
 			p := part[(b*nch+k)*w : (b*nch+k+1)*w]
-			st.CE[b] += p[0]
-			st.Counted[b] += p[1]
+			st.Counted[b] += p[0]
 			for j := 0; j < c; j++ {
-				st.Intersect[b*c+j] += p[2+j]
-				st.PredSum[b*c+j] += p[2+c+j]
-				st.TargetSum[b*c+j] += p[2+2*c+j]
+				st.CE[b*c+j] += p[1+j]
+				st.Intersect[b*c+j] += p[1+c+j]
+				st.PredSum[b*c+j] += p[1+2*c+j]
+				st.TargetSum[b*c+j] += p[1+3*c+j]
 			}
 		}
 	}
@@ -112,7 +112,7 @@ func (d *Device) SigmoidMultiLabelLoss(logits, labels, probs nn.Tensor, ignore b
 
 // SigmoidMultiLabelLossBackward writes
 //
-//	dlogits[n,v,c] = bceScale[n]·(p − t) + (alpha[n·C+c]·t + beta[n·C+c])·p·(1 − p)
+//	dlogits[n,v,c] = bceScale[n·C+c]·(p − t) + (alpha[n·C+c]·t + beta[n·C+c])·p·(1 − p)
 //
 // with p = probs and t bit c of the label, and zero at ignored voxels
 // (and at invalid labels, which SigmoidMultiLabelLoss reported).
@@ -122,7 +122,7 @@ func (d *Device) SigmoidMultiLabelLossBackward(probs, labels nn.Tensor, bceScale
 	ps := cpuTensor(probs).data
 	ls := cpuTensor(labels).data
 	ds := mustLen(op, dlogits, len(ps))
-	if len(bceScale) != n || len(alpha) != n*c || len(beta) != n*c {
+	if len(bceScale) != n*c || len(alpha) != n*c || len(beta) != n*c {
 		panic(fmt.Sprintf("cpu.%s: %d bce scales, %d alphas, %d betas for %d samples of %d channels", op, len(bceScale), len(alpha), len(beta), n, c))
 	}
 	nch := chunks(v)
@@ -139,27 +139,27 @@ func (d *Device) SigmoidMultiLabelLossBackward(probs, labels nn.Tensor, bceScale
 			for j, p := range pr {
 				t := float32(bits >> j & 1)
 				g := alpha[b*c+j]*t + beta[b*c+j]
-				dz[j] = bceScale[b]*(p-t) + g*p*(1-p)
+				dz[j] = bceScale[b*c+j]*(p-t) + g*p*(1-p)
 			}
 		}
 	})
 }
 
-// SegCountsMultiLabel returns per-channel TP, FP and FN voxel counts of
-// σ(logits) > 0.5 (logits > 0) against the labels' bits, leaving out
-// voxels labelled 255 with ignore.
+// SegCountsMultiLabel returns TP, FP and FN voxel counts of σ(logits) >
+// 0.5 (logits > 0) against the labels' bits per sample and channel
+// ([n·C+c]), leaving out voxels labelled 255 with ignore.
 func (d *Device) SegCountsMultiLabel(logits, labels nn.Tensor, ignore bool) (tp, fp, fn []int64, err error) {
 	const op = "SegCountsMultiLabel"
 	n, v, c := labelDims(op, logits, labels)
 	zs := cpuTensor(logits).data
 	ls := cpuTensor(labels).data
-	total := n * v
-	nch := chunks(total)
-	part := make([]int64, nch*3*c)
-	bads := make([]badLabel, nch)
-	d.parallel(nch, func(i int) {
+	nch := chunks(v)
+	part := make([]int64, n*nch*3*c)
+	bads := make([]badLabel, n*nch)
+	d.parallel(n*nch, func(i int) {
+		b, k := i/nch, i%nch
 		p := part[i*3*c : (i+1)*3*c]
-		for vox := i * chunkVoxels; vox < min(total, (i+1)*chunkVoxels); vox++ {
+		for vox := b*v + k*chunkVoxels; vox < b*v+min(v, (k+1)*chunkVoxels); vox++ {
 			if ignore && ls[vox] == ignoreByte {
 				continue
 			}
@@ -186,12 +186,13 @@ func (d *Device) SegCountsMultiLabel(logits, labels nn.Tensor, ignore bool) (tp,
 	if err := firstBadBits(op, bads, c, ignore); err != nil {
 		return nil, nil, nil, err
 	}
-	tp, fp, fn = make([]int64, c), make([]int64, c), make([]int64, c)
-	for i := 0; i < nch; i++ {
+	tp, fp, fn = make([]int64, n*c), make([]int64, n*c), make([]int64, n*c)
+	for i := 0; i < n*nch; i++ {
+		b := i / nch
 		for j := 0; j < c; j++ {
-			tp[j] += part[i*3*c+j]
-			fp[j] += part[i*3*c+c+j]
-			fn[j] += part[i*3*c+2*c+j]
+			tp[b*c+j] += part[i*3*c+j]
+			fp[b*c+j] += part[i*3*c+c+j]
+			fn[b*c+j] += part[i*3*c+2*c+j]
 		}
 	}
 	return tp, fp, fn, nil

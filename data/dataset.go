@@ -32,6 +32,12 @@ type Case struct {
 	// manifest's (its offset or translation), not its file's affine:
 	// Verify compares the two files' spacing only.
 	Placed bool
+	// Unknown has bit c set for each multi-label class (output channel)
+	// c the case does not annotate — a manifest crop's unlisted classes
+	// with unlisted_classes: unknown — whose target is then unknown
+	// everywhere in the case: the loss and the validation scores leave it
+	// out. 0: every class is known (any other dataset).
+	Unknown uint8
 }
 
 // Files returns the case's files, images first.
@@ -89,6 +95,26 @@ type Dataset struct {
 	// Warnings are what the description allows but a user should hear
 	// of (a manifest's overlapping crops); Verify logs them.
 	Warnings []string
+}
+
+// HasUnknown reports whether any case leaves classes unknown
+// (Case.Unknown): the multi-label loss must then allow them
+// (nn.Criterion.AllowUnknown).
+func (d *Dataset) HasUnknown() bool { return d.unknownClasses() != nil }
+
+// unknownClasses returns every case's Case.Unknown by index, nil when
+// every case knows every class.
+func (d *Dataset) unknownClasses() []uint8 {
+	var out []uint8
+	for i, c := range d.Cases {
+		if c.Unknown != 0 && out == nil {
+			out = make([]uint8, len(d.Cases))
+		}
+		if out != nil {
+			out[i] = c.Unknown
+		}
+	}
+	return out
 }
 
 // Index returns the position of the case with this ID, or -1.

@@ -347,7 +347,8 @@ func (l *Loader) stream(name string, smp *caseSampler, t task, salt uint64, o St
 		startEpoch: o.StartEpoch, startStep: o.StartStep, epochs: o.Epochs,
 		depth: max(1, l.pool.Workers()) * l.cfg.PrefetchFactor, held: l.opt.Held,
 		channels: l.channels, patch: l.opt.Patch, alloc: l.opt.Alloc,
-		skip: l.cfg.OnError == "skip", quar: l.quar, auto: auto, sameEveryEpoch: name == "val"})
+		skip: l.cfg.OnError == "skip", quar: l.quar, auto: auto, sameEveryEpoch: name == "val",
+		unknown: l.ds.unknownClasses()})
 }
 
 // LoadCase returns case c whole, decoded and preprocessed, read on a pool

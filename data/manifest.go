@@ -51,8 +51,20 @@ import (
 //	        labels: {mito: crop1/mito.zarr, er: crop1/er.zarr}
 //
 // Its case's label is their bit-packed bytes (volume.PackedPath: bit c
-// where class c's array is non-zero; a class not listed is absent), and
-// the class weights count a voxel in every class it belongs to.
+// where class c's array is non-zero), and the class weights count a voxel
+// in every class it belongs to. A class a crop does not list reads as
+// absent everywhere in it by default; EM crops annotate different subsets
+// of the classes, and training an unannotated class as absent teaches
+// false negatives, so
+//
+//	unlisted_classes: unknown                 # default: absent
+//
+// makes it unknown in that crop instead, as cellmap-data does (its
+// target is NaN there): the case's Case.Unknown has its bit, the loss
+// leaves that class out of the crop's patches (no BCE term, no Dice
+// sum, zero gradient) and validation scores it NaN for that case, left
+// out of the mean. Either way a class counts towards the class weights
+// only in the crops that list it (an unlisted class has no voxels).
 //
 // A crop's mask (any format, one channel of the label's shape and
 // spacing) marks where its labels hold: every label voxel where the mask
@@ -83,10 +95,11 @@ import (
 
 // manifest is the YAML document.
 type manifest struct {
-	Classes        map[string]int   `yaml:"classes"`
-	ClassWeighting *bool            `yaml:"class_weighting"`
-	Spacing        []float64        `yaml:"spacing"`
-	Volumes        []manifestVolume `yaml:"volumes"`
+	Classes         map[string]int   `yaml:"classes"`
+	ClassWeighting  *bool            `yaml:"class_weighting"`
+	UnlistedClasses string           `yaml:"unlisted_classes"`
+	Spacing         []float64        `yaml:"spacing"`
+	Volumes         []manifestVolume `yaml:"volumes"`
 }
 
 type manifestVolume struct {
@@ -215,6 +228,17 @@ func loadManifest(path string, ignore int, multi bool) (*Dataset, error) {
 	}
 	root := filepath.Dir(path)
 	ds := &Dataset{Root: root, Format: "manifest", Channels: 0}
+	unknown := false
+	switch m.UnlistedClasses {
+	case "", "absent":
+	case "unknown":
+		if !multi {
+			return nil, bad("unlisted_classes: unknown applies to per-class labels (model.targets multi_label, each crop's labels: {class: array}); a label map annotates every class")
+		}
+		unknown = true
+	default:
+		return nil, bad("unlisted_classes: %q, want absent (a class a crop does not list is absent there; the default) or unknown (left out of that crop's loss and scores)", m.UnlistedClasses)
+	}
 	if multi {
 		// Bit c is channel c: the classes must number 0..K−1 with K ≤ 7.
 		if len(m.Classes) == 0 {
@@ -280,6 +304,13 @@ func loadManifest(path string, ignore int, multi bool) (*Dataset, error) {
 				return nil, bad("volumes[%d].crops[%d]: %v", i, j, err)
 			}
 			pc.where = fmt.Sprintf("volumes[%d].crops[%d] (%s)", i, j, cs.ID)
+			if unknown {
+				for name, bit := range m.Classes {
+					if _, listed := c.Labels[name]; !listed {
+						cs.Unknown |= 1 << bit
+					}
+				}
+			}
 			if ds.LabelNames != nil && !multi {
 				for v, n := range pc.counts {
 					if _, ok := ds.LabelNames[v]; n > 0 && !ok && (ignore <= 0 || v != ignore) {
@@ -321,7 +352,8 @@ func loadManifest(path string, ignore int, multi bool) (*Dataset, error) {
 // With multi (model.targets multi_label) the crop's labels (class name →
 // binary array, classes giving each name's bit) are read as one
 // bit-packed label (volume.PackedPath), a class the crop does not list
-// reading as absent everywhere, and its counts are per class: counts[c+1]
+// reading as absent everywhere (its Case.Unknown, set by the caller, says
+// whether that means unknown), and its counts are per class: counts[c+1]
 // the voxels of class c (so classWeights counts a voxel in every class it
 // belongs to).
 func placeCrop(root string, rv *rawVolume, c manifestCrop, ignore int, classes map[string]int, multi bool) (placedCrop, Case, error) {
@@ -604,13 +636,6 @@ func overlaps(crops []placedCrop) []string {
 	return out
 }
 
-// classWeights are cellmap-data's sampling weights (CellMapMultiDataset's
-// dataset_weights), one per crop: a class c's weight is 1 − N_c/N (N_c
-// its voxels over all crops, N all classes' voxels; 0.1 when c is the only
-// class present), and a crop's weight is Σ_c n_c·w_c over the foreground
-// classes (label values > 0) it holds. A crop without foreground weighs 0
-// and is never drawn for training, as in cellmap. The ignore label
-// (ignore > 0) is no class: its voxels count nowhere.
 // classCounts turns the counts of bit-packed bytes into counts per class,
 // class c at index c+1 as classWeights reads them: a voxel counts in every
 // class whose bit it has; ignored voxels (255) in none.
@@ -629,6 +654,16 @@ func classCounts(bytes []int64) []int64 {
 	return out
 }
 
+// classWeights are cellmap-data's sampling weights (CellMapMultiDataset's
+// dataset_weights), one per crop: a class c's weight is 1 − N_c/N (N_c
+// its voxels over all crops, N all classes' voxels; 0.1 when c is the only
+// class present), and a crop's weight is Σ_c n_c·w_c over the foreground
+// classes (label values > 0) it holds. A crop without foreground weighs 0
+// and is never drawn for training, as in cellmap. The ignore label
+// (ignore > 0) is no class: its voxels count nowhere. A multi-label class
+// counts only in the crops that list it, as cellmap sums a class's counts
+// over the datasets that have it: an unlisted class has no bit in the
+// packed label, so no voxels there (absent or unknown alike).
 func classWeights(crops []placedCrop, ignore int) []float64 {
 	total := make([]float64, 256)
 	sum := 0.0

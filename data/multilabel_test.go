@@ -2,6 +2,7 @@ package data
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -177,6 +178,84 @@ func TestManifestMultiLabel(t *testing.T) {
 	sameBatchesEverywhere(t, cfg, opt, []string{"gz", "cache"}, []int{1, 3}, 2, 4, nil)
 }
 
+// TestManifestUnknownClasses: with unlisted_classes: unknown the class a
+// crop does not list (m2 has no er) is unknown in its case, and every
+// batch slot drawn from it carries that mask (the same for 1 and 3
+// workers); the class weights are those of the default (absent), which
+// already count er only in m1, the crop that lists it. The default
+// leaves every class known.
+func TestManifestUnknownClasses(t *testing.T) {
+	fx := newMultiFixture(t, "")
+	path := filepath.Join(fx.dir, "manifest.yaml")
+	cfg := filled(config.Data{Manifest: path, Fold: -1, Workers: workers(2), Normalization: config.StringList{"none"}, MultiLabel: true})
+	absent, err := OpenDataset(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if absent.HasUnknown() || absent.Cases[0].Unknown != 0 || absent.Cases[1].Unknown != 0 {
+		t.Fatalf("default (absent): unknown classes %b, %b", absent.Cases[0].Unknown, absent.Cases[1].Unknown)
+	}
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append([]byte("unlisted_classes: unknown\n"), orig...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := OpenDataset(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ds.HasUnknown() || ds.Cases[0].Unknown != 0 || ds.Cases[1].Unknown != 1<<classBits["er"] {
+		t.Fatalf("unknown classes %03b (m1), %03b (m2), want 000 and 100 (er)", ds.Cases[0].Unknown, ds.Cases[1].Unknown)
+	}
+	for k := range ds.Cases {
+		if ds.Cases[k].Weight != absent.Cases[k].Weight || ds.Cases[k].Weight <= 0 {
+			t.Errorf("crop %d: weight %g with unknown classes, %g with absent ones", k, ds.Cases[k].Weight, absent.Cases[k].Weight)
+		}
+	}
+	var ref [][]uint8
+	for _, w := range []int{1, 3} {
+		c := cfg
+		c.Workers = workers(w)
+		l, err := Open(c, Options{Seed: 3, Iterations: 4, Patch: [3]int{8, 8, 8}, Batch: 2, Logger: discard()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := l.Train(StreamOptions{Epochs: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got [][]uint8
+		masked := 0
+		for i := 0; i < s.BatchesPerEpoch(); i++ {
+			b, err := s.Next(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, sm := range b.Samples {
+				if b.Unknown[k] != ds.Cases[sm.Case].Unknown {
+					t.Errorf("workers %d batch %d slot %d (case %d): unknown %03b, want %03b", w, i, k, sm.Case, b.Unknown[k], ds.Cases[sm.Case].Unknown)
+				}
+				if b.Unknown[k] != 0 {
+					masked++
+				}
+			}
+			got = append(got, append([]uint8(nil), b.Unknown...))
+			b.Release()
+		}
+		l.Close()
+		if masked == 0 {
+			t.Fatalf("workers %d: no patch was drawn from m2", w)
+		}
+		if ref == nil {
+			ref = got
+		} else if fmt.Sprint(got) != fmt.Sprint(ref) {
+			t.Errorf("workers %d: masks %v, workers 1 %v", w, got, ref)
+		}
+	}
+}
+
 // TestManifestMultiLabelErrors: what a multi-label manifest gets wrong
 // is named with the manifest, the crop and the file.
 func TestManifestMultiLabelErrors(t *testing.T) {
@@ -198,6 +277,8 @@ func TestManifestMultiLabelErrors(t *testing.T) {
 		{"{mito: 0, mito_membrane: 1, er: 2}", "{a: 0, b: 1, c: 2, d: 3, e: 4, f: 5, g: 6, h: 7, mito: 8, mito_membrane: 9, er: 10}", true, []string{"at most 7"}},
 		{"labels: {mito: crops/m1/mito.zarr,", "label: crops/m1/mito.zarr\n        labels: {", true, []string{"label: model.targets multi_label reads one binary array per class"}},
 		{"", "", false, []string{"labels: one binary array per class", "set model.targets: multi_label and loss.name: dice_bce"}},
+		{"classes: {", "unlisted_classes: maybe\nclasses: {", true, []string{`unlisted_classes: "maybe", want absent`}},
+		{"classes: {", "unlisted_classes: unknown\nclasses: {", false, []string{"unlisted_classes: unknown applies to per-class labels"}},
 	} {
 		m := strings.Replace(string(orig), tc.from, tc.to, 1)
 		if err := os.WriteFile(path, []byte(m), 0o644); err != nil {

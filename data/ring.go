@@ -62,6 +62,11 @@ type Batch struct {
 	// Samples describes each slot: after a skipped case was replaced,
 	// Samples[i].Case is the case actually used.
 	Samples []Sample
+	// Unknown holds each slot's unknown classes, the Case.Unknown of the
+	// case its patch was drawn from (a patch lies inside one case, so the
+	// mask is exact for every voxel of the slot): for the loss
+	// (nn.Criterion.SetUnknown). Valid with the batch, until Release.
+	Unknown []uint8
 
 	imgBuf, lblBuf []float32 // the whole buffer (capacity batch size)
 	r              *ring
@@ -151,7 +156,7 @@ func newRing(alloc Allocator, count, batch, channels int, patch [3]int) (*ring, 
 			return nil, fmt.Errorf("allocate batch buffer %d of %d: %w", i+1, count, err)
 		}
 		b := &Batch{imgBuf: img, lblBuf: lbl, C: channels, Patch: patch, r: r,
-			ready: make(chan struct{}, 1), Samples: make([]Sample, 0, batch)}
+			ready: make(chan struct{}, 1), Samples: make([]Sample, 0, batch), Unknown: make([]uint8, 0, batch)}
 		r.all = append(r.all, b)
 		r.free <- b
 	}

@@ -47,6 +47,9 @@ type streamOptions struct {
 	// sameEveryEpoch seeds samples as if every epoch were epoch 0
 	// (validation patches do not change between validations).
 	sameEveryEpoch bool
+	// unknown is each case's unknown classes (Case.Unknown, by dataset
+	// index; nil: none), copied into Batch.Unknown.
+	unknown []uint8
 }
 
 // BatchStream delivers the batches of one sampler, in sequence order, from the
@@ -189,6 +192,10 @@ func (s *BatchStream) fill(b *Batch, e, step int, samples []Sample, seq int64) {
 	b.Epoch, b.Step, b.Seq = e, step, seq
 	b.LastInEpoch = step == s.sampler.Batches()-1
 	b.Samples = append(b.Samples[:0], samples[lo:hi]...)
+	// Set per slot once its case is final (makeSample: a skipped case is
+	// replaced).
+	b.Unknown = b.Unknown[:b.N]
+	clear(b.Unknown)
 	vox := s.patch[0] * s.patch[1] * s.patch[2]
 	b.Image = b.imgBuf[:b.N*s.channels*vox]
 	b.Label = b.lblBuf[:b.N*vox]
@@ -292,6 +299,9 @@ func (s *BatchStream) makeSample(w *worker, b *Batch, slot int) error {
 			}
 			if err == nil {
 				w.samples.Add(1)
+				if s.unknown != nil {
+					b.Unknown[slot] = s.unknown[smp.Case]
+				}
 				return nil
 			}
 			if !s.skip {

@@ -124,7 +124,7 @@ func digestRun(t *testing.T, s *BatchStream) (string, []*Batch) {
 		binary.Write(h, binary.LittleEndian, b.Image)
 		binary.Write(h, binary.LittleEndian, b.Label)
 		m := &Batch{Epoch: b.Epoch, Step: b.Step, Seq: b.Seq, N: b.N, LastInEpoch: b.LastInEpoch,
-			Samples: append([]Sample(nil), b.Samples...)}
+			Samples: append([]Sample(nil), b.Samples...), Unknown: append([]uint8(nil), b.Unknown...)}
 		meta = append(meta, m)
 		b.Release()
 	}
@@ -134,10 +134,12 @@ func digestRun(t *testing.T, s *BatchStream) (string, []*Batch) {
 func TestStreamDeterministicAcrossWorkerCounts(t *testing.T) {
 	var ref string
 	var refMeta []*Batch
+	// Cases 1 and 3 leave classes unknown: each slot's mask is its case's.
+	unknown := []uint8{0, 0b10, 0, 0b101, 0}
 	for _, workers := range []int{1, 2, 8, 0} {
 		p := newPool(workers, poolOptions{})
 		f := &fakeTask{jitter: 2 * time.Millisecond}
-		s := fakeStream(t, p, f, fakeSampler(5, 3, 4), 3, nil)
+		s := fakeStream(t, p, f, fakeSampler(5, 3, 4), 3, func(o *streamOptions) { o.unknown = unknown })
 		d, meta := digestRun(t, s)
 		s.Close()
 		p.Close()
@@ -155,6 +157,26 @@ func TestStreamDeterministicAcrossWorkerCounts(t *testing.T) {
 			if fmt.Sprint(meta[i].Samples) != fmt.Sprint(refMeta[i].Samples) {
 				t.Errorf("workers %d batch %d: samples %v, want %v", workers, i, meta[i].Samples, refMeta[i].Samples)
 			}
+			if fmt.Sprint(meta[i].Unknown) != fmt.Sprint(refMeta[i].Unknown) {
+				t.Errorf("workers %d batch %d: unknown classes %v, want %v", workers, i, meta[i].Unknown, refMeta[i].Unknown)
+			}
+		}
+		masked := 0
+		for i, b := range meta {
+			if len(b.Unknown) != b.N {
+				t.Fatalf("workers %d batch %d: %d unknown masks for %d samples", workers, i, len(b.Unknown), b.N)
+			}
+			for k, sm := range b.Samples {
+				if b.Unknown[k] != unknown[sm.Case] {
+					t.Errorf("workers %d batch %d slot %d (case %d): unknown %b, want %b", workers, i, k, sm.Case, b.Unknown[k], unknown[sm.Case])
+				}
+				if b.Unknown[k] != 0 {
+					masked++
+				}
+			}
+		}
+		if masked == 0 {
+			t.Fatalf("workers %d: no slot drew a case with unknown classes", workers)
 		}
 	}
 }

@@ -122,7 +122,7 @@ func (m *Model) Evaluate(ctx context.Context, o EvalOptions) (*Scores, error) {
 					bits[i] = ds.RegionBits[l]
 				}
 			}
-			sc, err = ScoreCaseMultiLabel(cs.ID, bits, ref, classes, o.Validation.HD95, m.Config.Loss.Ignore() >= 0)
+			sc, err = ScoreCaseMultiLabel(cs.ID, bits, ref, classes, o.Validation.HD95, m.Config.Loss.Ignore() >= 0, cs.Unknown)
 		} else {
 			sc, err = ScoreCase(cs.ID, labels, ref, classes, o.Validation.HD95, m.Config.Loss.Ignore())
 		}

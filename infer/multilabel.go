@@ -104,8 +104,11 @@ func SegmentMultiLabel(ctx context.Context, net *DeviceNet, vol *data.Volume, v 
 // references, every channel (bit) c of classes its own label c+1 in the
 // result (evaluation's labels are 1-based): TP, FP, FN, TN, Dice and IoU
 // of bit c, and HD95 when asked; with ignore, voxels whose reference is
-// 255 count in none of them, as the multi-label loss leaves them out.
-func ScoreCaseMultiLabel(id string, pred []uint8, v *data.Volume, classes int, hd95, ignore bool) (evaluation.Case, error) {
+// 255 count in none of them, as the multi-label loss leaves them out. A
+// class whose bit unknown has set (data.Case.Unknown: the case's crop does
+// not annotate it) has every metric NaN, so the means over cases (nanmean)
+// leave the case out for that class, as cellmap-data's NaN targets are.
+func ScoreCaseMultiLabel(id string, pred []uint8, v *data.Volume, classes int, hd95, ignore bool, unknown uint8) (evaluation.Case, error) {
 	ref := v.Label
 	if len(pred) != len(ref) {
 		return evaluation.Case{}, fmt.Errorf("case %s: prediction has %d voxels, reference %d", id, len(pred), len(ref))
@@ -114,6 +117,11 @@ func ScoreCaseMultiLabel(id string, pred []uint8, v *data.Volume, classes int, h
 	for c := range classes {
 		var tp, fp, fn, tn int64
 		bit := uint8(1) << c
+		if unknown&bit != 0 {
+			nan := math.NaN()
+			cs.Metrics = append(cs.Metrics, evaluation.Metrics{Dice: nan, IoU: nan, FP: nan, TP: nan, FN: nan, TN: nan, NPred: nan, NRef: nan, HD95: nan})
+			continue
+		}
 		for i, r := range ref {
 			if ignore && r == volume.IgnoreByte {
 				continue

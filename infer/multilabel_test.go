@@ -49,7 +49,7 @@ func TestScoreCaseMultiLabel(t *testing.T) {
 	pred := []uint8{3, 1, 0, 2, 3, 1}
 	ref := []uint8{3, 0, 1, 2, 2, 255}
 	v := &data.Volume{Label: ref, Shape: [3]int{1, 2, 3}, Spacing: [3]float64{1, 1, 1}}
-	cs, err := ScoreCaseMultiLabel("x", pred, v, 2, false, true)
+	cs, err := ScoreCaseMultiLabel("x", pred, v, 2, false, true, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestScoreCaseMultiLabel(t *testing.T) {
 	}
 	// Without ignore, 255 holds every bit: voxel 5 is a TP of bit 0 and
 	// an FN of bit 1.
-	cs, err = ScoreCaseMultiLabel("x", pred, v, 2, false, false)
+	cs, err = ScoreCaseMultiLabel("x", pred, v, 2, false, false, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,5 +143,39 @@ func TestSummariseChannels(t *testing.T) {
 	}
 	if dice, _ := ChannelMeans(s, manifest); len(dice) != 2 {
 		t.Errorf("manifest ChannelMeans %v", dice)
+	}
+}
+
+// TestScoreCaseMultiLabelUnknown: a class the case's crop does not
+// annotate (its bit in unknown) scores NaN in every metric, whatever the
+// voxels say, the other class as without it; the summary's mean of that
+// class is then the other cases' (nanmean), not pulled down by the
+// unannotated one.
+func TestScoreCaseMultiLabelUnknown(t *testing.T) {
+	pred := []uint8{3, 1, 0, 2, 3, 1}
+	ref := []uint8{3, 0, 1, 2, 2, 0}
+	v := &data.Volume{Label: ref, Shape: [3]int{1, 2, 3}, Spacing: [3]float64{1, 1, 1}}
+	known, err := ScoreCaseMultiLabel("known", pred, v, 2, true, false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Class 0 unknown in this case; its prediction misses class 0 entirely.
+	cut := []uint8{2, 0, 0, 2, 2, 0}
+	part, err := ScoreCaseMultiLabel("part", cut, v, 2, true, false, 0b01)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := part.Metrics[0]
+	for name, x := range map[string]float64{"Dice": m.Dice, "IoU": m.IoU, "TP": m.TP, "FP": m.FP, "FN": m.FN, "TN": m.TN, "NPred": m.NPred, "NRef": m.NRef, "HD95": m.HD95} {
+		if !math.IsNaN(x) {
+			t.Errorf("unknown class 0: %s %v, want NaN", name, x)
+		}
+	}
+	if part.Metrics[1] != known.Metrics[1] {
+		t.Errorf("known class 1: %+v, want %+v as without the mask", part.Metrics[1], known.Metrics[1])
+	}
+	s := SummariseMultiLabel([]string{"a", "b"}, true, []evaluation.Case{known, part})
+	if d := s.Mean[0].Dice; d != known.Metrics[0].Dice {
+		t.Errorf("class 0's mean Dice %v, want the annotating case's %v alone", d, known.Metrics[0].Dice)
 	}
 }

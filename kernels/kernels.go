@@ -125,7 +125,7 @@ var (
 
 	kSigmoidMultiLabelLoss    = Kernel{"loss", "sigmoid_multi_label_loss", "pppppiiii", gridChunks, 5 * 8 * Block}
 	kSigmoidMultiLabelLossBwd = Kernel{"loss", "sigmoid_multi_label_loss_bwd", "ppppppiiii", gridStride + ", work n·v·c (elements)", 0}
-	kSegCountsMultiLabel      = Kernel{"loss", "seg_counts_multi_label", "ppppiii", gridStride + ", work nvox", 3 * 4 * 256}
+	kSegCountsMultiLabel      = Kernel{"loss", "seg_counts_multi_label", "ppppiiii", gridStride + ", work nvox", 3 * 4 * 256}
 
 	kSGD   = Kernel{"optim", "sgd_update", "pppifffif", gridStride + ", work n", 0}
 	kAdamW = Kernel{"optim", "adamw_update", "ppppifffffff", gridStride + ", work n", 0}

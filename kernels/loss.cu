@@ -28,7 +28,8 @@
 //                             channel) the BCE sum, the counted voxels,
 //                             Σσ·t, Σσ and Σt
 //   reduce_chunks_f64         (reduce.cu, w = 5C) the same per sample
-// then the host adds the BCE over channels (in channel order) for SegStats.
+// whose BCE sums stay per sample and channel in SegStats, so that a class a
+// sample's crop does not annotate can be left out of the loss on the host.
 //
 // The exponentials and logarithms are evaluated in double, as package cpu
 // does, so probabilities agree with the CPU device to the last float bit
@@ -399,12 +400,13 @@ VT_KERNEL sigmoid_multi_label_loss(const float* logits, const float* labels, flo
 
 // sigmoid_multi_label_loss_bwd: for each element (voxel, channel j) of
 // sample n, with p = probs and t = bit j of the label,
-//   dlogits = bce_scale[n]·(p − t) + (alpha[n,j]·t + beta[n,j])·p·(1 − p),
+//   dlogits = bce_scale[n,j]·(p − t) + (alpha[n,j]·t + beta[n,j])·p·(1 − p),
 // the gradient of bce_scale times the summed BCE plus, through σ, of
 // ∂L/∂p = alpha·t + beta (soft Dice's, from SegStats on the host), in
 // cpu.Device.SigmoidMultiLabelLossBackward's float order. Ignored voxels
-// (255 with ignore) and badly labelled ones get 0. bce_scale (nb), alpha,
-// beta (nb*c) are device arrays. dlogits may alias probs. Launch: 1-D,
+// (255 with ignore) and badly labelled ones get 0. bce_scale, alpha, beta
+// (nb*c: per sample and channel, so that a class the sample's crop does not
+// annotate gets 0) are device arrays. dlogits may alias probs. Launch: 1-D,
 // grid-stride, work nb*v*c (one thread per element).
 VT_KERNEL sigmoid_multi_label_loss_bwd(const float* probs, const float* labels, const float* bce_scale,
                                        const float* alpha, const float* beta, float* dlogits, int nb, int v,
@@ -424,24 +426,27 @@ VT_KERNEL sigmoid_multi_label_loss_bwd(const float* probs, const float* labels, 
         const float t = vt_bit(bits, j) ? 1.0f : 0.0f;
         const float g = alpha[n * c + j] * t + beta[n * c + j];
         const float p = probs[i];
-        dlogits[i] = bce_scale[n] * (p - t) + g * p * (1.0f - p);
+        dlogits[i] = bce_scale[n * c + j] * (p - t) + g * p * (1.0f - p);
     }
 }
 
-// seg_counts_multi_label: per-channel true positives, false positives and
-// false negatives of σ(logits) > 0.5 (logits > 0) against the labels' bits
-// over nvox voxels (all samples): counts[j] += TP_j, counts[c + j] += FP_j,
-// counts[2c + j] += FN_j; counts (3c) must be zeroed first. Ignored voxels
-// (255 with ignore) are not counted; other labels that are not a byte of c
-// bits lower *bad. Launch: 1-D, grid-stride, work nvox, static shared
-// 3 KiB.
+// seg_counts_multi_label: true positives, false positives and false
+// negatives of σ(logits) > 0.5 (logits > 0) against the labels' bits per
+// sample and channel, over nvox voxels of samples of v voxels: for voxel
+// vox of sample n = vox / v, counts[3c·n + j] += TP_j, counts[3c·n + c + j]
+// += FP_j, counts[3c·n + 2c + j] += FN_j; counts (3c·nvox/v) must be
+// zeroed first. Per sample, so that the classes a sample's crop does not
+// annotate can be left out on the host. Ignored voxels (255 with ignore)
+// are not counted; other labels that are not a byte of c bits lower *bad.
+// Launch: 1-D, grid-stride, work nvox, static shared 3 KiB.
 VT_KERNEL seg_counts_multi_label(const float* logits, const float* labels, unsigned long long* counts, int* bad,
-                                 int nvox, int c, int ignore)
+                                 int nvox, int v, int c, int ignore)
 {
     __shared__ unsigned int cnt[3 * VT_MAX_COUNT_CLASSES];
-    const bool local = c <= VT_MAX_COUNT_CLASSES;
+    const int slots = 3 * c * (nvox / v);
+    const bool local = slots <= 3 * VT_MAX_COUNT_CLASSES;
     if (local) {
-        for (int i = threadIdx.x; i < 3 * c; i += VT_BLOCK) {
+        for (int i = threadIdx.x; i < slots; i += VT_BLOCK) {
             cnt[i] = 0;
         }
     }
@@ -457,16 +462,17 @@ VT_KERNEL seg_counts_multi_label(const float* logits, const float* labels, unsig
             continue;
         }
         const float* z = logits + vox * c;
+        const int base = 3 * c * (int)(vox / v);
         for (int j = 0; j < c; j++) {
             const bool pred = z[j] > 0.0f;
             const bool t = vt_bit(bits, j);
             int slot = -1;
             if (pred && t) {
-                slot = j;
+                slot = base + j;
             } else if (pred) {
-                slot = c + j;
+                slot = base + c + j;
             } else if (t) {
-                slot = 2 * c + j;
+                slot = base + 2 * c + j;
             }
             if (slot < 0) {
                 continue;
@@ -480,7 +486,7 @@ VT_KERNEL seg_counts_multi_label(const float* logits, const float* labels, unsig
     }
     __syncthreads();
     if (local) {
-        for (int i = threadIdx.x; i < 3 * c; i += VT_BLOCK) {
+        for (int i = threadIdx.x; i < slots; i += VT_BLOCK) {
             if (cnt[i] != 0) {
                 atomicAdd(&counts[i], (unsigned long long)cnt[i]);
             }

@@ -249,20 +249,18 @@ func (o Ops[B]) SigmoidMultiLabelLoss(logits, labels, probs, out, bad, scratch B
 }
 
 // MultiLabelStatsFromOut turns SigmoidMultiLabelLoss's out (downloaded)
-// into nn.SegStats: CE[n] the BCE summed over the channels in channel
-// order, Counted[n] the voxels counted (the same in every channel).
+// into nn.SegStats: CE[n·C+c] the BCE of sample n and channel c,
+// Counted[n] the voxels counted (the same in every channel).
 func MultiLabelStatsFromOut(out []float64, n, v, c int) (nn.SegStats, error) {
 	if len(out) != SigmoidMultiLabelLossOutLen(n, c) {
 		return nn.SegStats{}, fmt.Errorf("kernels.MultiLabelStatsFromOut: %d values, want %d for n=%d c=%d", len(out), SigmoidMultiLabelLossOutLen(n, c), n, c)
 	}
 	st := nn.SegStats{N: n, C: c, Voxels: v,
-		CE: make([]float64, n), Counted: make([]float64, n), Intersect: make([]float64, n*c),
+		CE: make([]float64, n*c), Counted: make([]float64, n), Intersect: make([]float64, n*c),
 		PredSum: make([]float64, n*c), TargetSum: make([]float64, n*c)}
 	for b := 0; b < n; b++ {
 		s := out[b*5*c : (b+1)*5*c]
-		for _, x := range s[:c] {
-			st.CE[b] += x
-		}
+		copy(st.CE[b*c:(b+1)*c], s[:c])
 		st.Counted[b] = s[c]
 		copy(st.Intersect[b*c:(b+1)*c], s[2*c:3*c])
 		copy(st.PredSum[b*c:(b+1)*c], s[3*c:4*c])
@@ -273,7 +271,8 @@ func MultiLabelStatsFromOut(out []float64, n, v, c int) (nn.SegStats, error) {
 
 // SigmoidMultiLabelLossBackward writes dlogits (n, v, c) from probs and
 // bit-packed labels (see nn.MultiLabelLossDevice) with device arrays
-// bceScale (n) and alpha, beta (n·c floats); zero at ignored voxels.
+// bceScale, alpha and beta (n·c floats each: per sample and channel);
+// zero at ignored voxels.
 // dlogits may be probs.
 func (o Ops[B]) SigmoidMultiLabelLossBackward(probs, labels, bceScale, alpha, beta, dlogits B, n, v, c int, ignore bool) error {
 	if err := checkSizes("SigmoidMultiLabelLossBackward", []int{n, v, c}); err != nil {
@@ -283,26 +282,27 @@ func (o Ops[B]) SigmoidMultiLabelLossBackward(probs, labels, bceScale, alpha, be
 }
 
 // SegCountsMultiLabelLen is the uint64 counters SegCountsMultiLabel writes
-// for c channels: TP, FP, FN of each.
-func SegCountsMultiLabelLen(c int) int { return 3 * c }
+// for n samples of c channels: TP, FP, FN of each channel, per sample.
+func SegCountsMultiLabelLen(n, c int) int { return 3 * n * c }
 
-// SegCountsMultiLabel writes counts (SegCountsMultiLabelLen(c) uint64s:
-// TP[c], FP[c], FN[c]) of logits > 0 (nvox voxels, c channels) against the
-// bits of bit-packed labels, leaving out voxels labelled 255 with ignore;
-// bad as in SigmoidMultiLabelLoss.
-func (o Ops[B]) SegCountsMultiLabel(logits, labels, counts, bad B, nvox, c int, ignore bool) error {
+// SegCountsMultiLabel writes counts (SegCountsMultiLabelLen(n, c) uint64s:
+// per sample TP[c], FP[c], FN[c]) of logits > 0 (n samples of v voxels, c
+// channels) against the bits of bit-packed labels, leaving out voxels
+// labelled 255 with ignore; bad as in SigmoidMultiLabelLoss.
+func (o Ops[B]) SegCountsMultiLabel(logits, labels, counts, bad B, n, v, c int, ignore bool) error {
 	const op = "SegCountsMultiLabel"
-	if err := checkSizes(op, []int{nvox, c}); err != nil {
+	if err := checkSizes(op, []int{n, v, c}); err != nil {
 		return err
 	}
-	if c <= 0 {
-		return fmt.Errorf("kernels.%s: %d channels", op, c)
+	if c <= 0 || v <= 0 {
+		return fmt.Errorf("kernels.%s: %d channels of %d voxels", op, c, v)
 	}
-	if err := o.Launcher.Launch(kFillI32, gridFor(2*3*c), counts, i32(2*3*c), int32(0)); err != nil {
+	m := SegCountsMultiLabelLen(n, c)
+	if err := o.Launcher.Launch(kFillI32, gridFor(2*m), counts, i32(2*m), int32(0)); err != nil {
 		return err
 	}
 	if err := o.Launcher.Launch(kFillI32, Dim3{X: 1}, bad, int32(1), int32(NoBadLabel)); err != nil {
 		return err
 	}
-	return o.launch1(kSegCountsMultiLabel, nvox, logits, labels, counts, bad, i32(nvox), i32(c), b2i(ignore))
+	return o.launch1(kSegCountsMultiLabel, n*v, logits, labels, counts, bad, i32(n*v), i32(v), i32(c), b2i(ignore))
 }

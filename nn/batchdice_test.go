@@ -79,16 +79,25 @@ func TestBatchDiceOverRanks(t *testing.T) {
 		labels  int // labels are drawn from [0, labels)
 		// ignore255 sets every 5th voxel to 255 (dice_bce's ignore byte).
 		ignore255 bool
+		// unknown, per sample of the whole batch, the classes its crop
+		// does not annotate (nil: none; the criteria then AllowUnknown).
+		unknown []uint8
 	}{
-		{"dice_ce", loss("dice_ce", func(l *config.Loss) { l.BatchDice = true }), 3, 3, false},
-		{"dice with background", loss("dice", func(l *config.Loss) { l.BatchDice, l.DoBackground = true, true }), 3, 3, false},
-		{"dice_bce", loss("dice_bce", func(l *config.Loss) { l.BatchDice = true }), 2, 4, false},
+		{"dice_ce", loss("dice_ce", func(l *config.Loss) { l.BatchDice = true }), 3, 3, false, nil},
+		{"dice with background", loss("dice", func(l *config.Loss) { l.BatchDice, l.DoBackground = true, true }), 3, 3, false, nil},
+		{"dice_bce", loss("dice_bce", func(l *config.Loss) { l.BatchDice = true }), 2, 4, false, nil},
 		// With an ignore label the ranks keep different numbers of voxels:
 		// the cross-entropy's mean must be over the global batch's kept
 		// voxels, with per-sample and with batch Dice.
-		{"dice_ce, ignore label", loss("dice_ce", func(l *config.Loss) { l.IgnoreLabel = new(int); *l.IgnoreLabel = 3 }), 3, 4, false},
-		{"dice_ce, ignore label, batch Dice", loss("dice_ce", func(l *config.Loss) { l.BatchDice, l.IgnoreLabel = true, new(int); *l.IgnoreLabel = 3 }), 3, 4, false},
-		{"dice_bce, ignore", loss("dice_bce", func(l *config.Loss) { l.IgnoreLabel = new(int); *l.IgnoreLabel = 255 }), 2, 4, true},
+		{"dice_ce, ignore label", loss("dice_ce", func(l *config.Loss) { l.IgnoreLabel = new(int); *l.IgnoreLabel = 3 }), 3, 4, false, nil},
+		{"dice_ce, ignore label, batch Dice", loss("dice_ce", func(l *config.Loss) { l.BatchDice, l.IgnoreLabel = true, new(int); *l.IgnoreLabel = 3 }), 3, 4, false, nil},
+		{"dice_bce, ignore", loss("dice_bce", func(l *config.Loss) { l.IgnoreLabel = new(int); *l.IgnoreLabel = 255 }), 2, 4, true, nil},
+		// Unknown classes: the ranks know different numbers of (sample,
+		// class) pairs, so the BCE's count and the per-sample Dice's mean
+		// are the global batch's only when summed over the ranks; with
+		// batch Dice class 1 is unknown in all of rank 0's samples.
+		{"dice_bce, unknown classes", loss("dice_bce", nil), 3, 8, false, []uint8{0b010, 0b011, 0, 0b100}},
+		{"dice_bce, unknown classes, batch Dice, ignore", loss("dice_bce", func(l *config.Loss) { l.BatchDice, l.IgnoreLabel = true, new(int); *l.IgnoreLabel = 255 }), 3, 8, true, []uint8{0b010, 0b110, 0, 0b001}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dev := cpu.New(cpu.Options{Threads: 1})
@@ -127,6 +136,9 @@ func TestBatchDiceOverRanks(t *testing.T) {
 					outs[i] = upload(t, dev, s, z[i][lo*per:(lo+n)*per])
 				}
 				per := 8 * 8 * 8
+				if tc.unknown != nil {
+					crit.SetUnknown(tc.unknown[lo : lo+n])
+				}
 				v, err := crit.Compute(outs, upload(t, dev, nn.Shape{n, 8, 8, 8}, lab[lo*per:(lo+n)*per]))
 				if err != nil {
 					t.Error(err)
@@ -144,6 +156,11 @@ func TestBatchDiceOverRanks(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Cleanup(c.Free)
+				if tc.unknown != nil {
+					if err := c.AllowUnknown(); err != nil {
+						t.Fatal(err)
+					}
+				}
 				return c
 			}
 			want, wantG := compute(newCrit(ranks*b), 0, ranks*b)
@@ -174,10 +191,12 @@ func TestBatchDiceOverRanks(t *testing.T) {
 			// Per output of non-zero weight (two): the kept-voxel count with
 			// an ignore label, the Dice sums with batch Dice.
 			calls := 0
-			if tc.cfg.Ignore() >= 0 {
+			// With unknown classes the count always, and the per-sample
+			// Dice's known pairs without batch Dice.
+			if tc.cfg.Ignore() >= 0 || tc.unknown != nil {
 				calls += 2
 			}
-			if tc.cfg.BatchDice {
+			if tc.cfg.BatchDice || tc.unknown != nil {
 				calls += 2
 			}
 			var meanCE, aloneCE float64
@@ -197,7 +216,7 @@ func TestBatchDiceOverRanks(t *testing.T) {
 			}
 			if wantCE := want.CE + want.BCE; !near(meanCE, wantCE, 1e-9) {
 				t.Errorf("mean of the ranks' cross-entropies %v, want the whole batch's %v", meanCE, wantCE)
-			} else if tc.cfg.Ignore() >= 0 && near(aloneCE, wantCE, 1e-4) {
+			} else if (tc.cfg.Ignore() >= 0 || tc.unknown != nil) && near(aloneCE, wantCE, 1e-4) {
 				t.Errorf("without the reducer the ranks' cross-entropies average to %v, the whole batch's %v: the test cannot tell them apart", aloneCE, wantCE)
 			}
 			if !near(mean, want.Total, 1e-9) {

@@ -155,8 +155,10 @@ type Stream interface {
 // softmax-based segmentation losses (cross-entropy, soft Dice) and their
 // gradients are computed on the host. Indexing: [n] or [n*C+c].
 type SegStats struct {
-	N, C      int
-	CE        []float64 // Σ over voxels of −log softmax(logits)[label], per sample
+	N, C int
+	// CE is Σ over voxels of −log softmax(logits)[label] per sample ([n]);
+	// the multi-label op's is the BCE per sample and channel ([n·C+c]).
+	CE        []float64
 	Intersect []float64 // Σ p_c·[label = c]
 	PredSum   []float64 // Σ p_c
 	TargetSum []float64 // Σ [label = c]
@@ -196,19 +198,23 @@ type IgnoreLossDevice interface {
 // without it.
 type MultiLabelLossDevice interface {
 	// SigmoidMultiLabelLoss writes probs = σ(logits) and returns the sums
-	// against the labels' bits t: CE[n] is Σ over counted voxels and
-	// channels of BCEWithLogits, softplus(z) − t·z; Intersect, PredSum
-	// and TargetSum are Σ σ·t, Σ σ and Σ t per sample and channel;
-	// Counted[n] the voxels not ignored.
+	// against the labels' bits t, every one per sample and channel
+	// ([n·C+c]), so that a class a sample's crop does not annotate can be
+	// left out of each (Criterion.SetUnknown): CE is Σ over counted
+	// voxels of BCEWithLogits, softplus(z) − t·z; Intersect, PredSum and
+	// TargetSum are Σ σ·t, Σ σ and Σ t; Counted[n] the voxels not
+	// ignored (per sample).
 	SigmoidMultiLabelLoss(logits, labels, probs Tensor, ignore bool) (SegStats, error)
 	// SigmoidMultiLabelLossBackward writes dlogits for a loss whose
-	// gradient is bceScale[n] times that of the summed BCE (σ − t in the
-	// logits) plus, through σ, ∂L/∂p[n,v,c] = alpha[n·C+c]·t + beta[n·C+c];
-	// zero at ignored voxels.
+	// gradient is bceScale[n·C+c] times that of the summed BCE of sample n
+	// and channel c (σ − t in the logits) plus, through σ, ∂L/∂p[n,v,c] =
+	// alpha[n·C+c]·t + beta[n·C+c]; zero at ignored voxels (and where
+	// the three coefficients of (n, c) are zero).
 	SigmoidMultiLabelLossBackward(probs, labels Tensor, bceScale, alpha, beta []float32, dlogits Tensor, ignore bool)
-	// SegCountsMultiLabel returns per-channel TP, FP and FN counts of
-	// σ(logits) > 0.5 against the labels' bits (ignored voxels count in
-	// none), nnU-Net's region evaluation.
+	// SegCountsMultiLabel returns TP, FP and FN counts of σ(logits) > 0.5
+	// against the labels' bits per sample and channel ([n·C+c]; ignored
+	// voxels count in none), nnU-Net's region evaluation; per sample, so
+	// that the classes a sample's crop does not annotate can be left out.
 	SegCountsMultiLabel(logits, labels Tensor, ignore bool) (tp, fp, fn []int64, err error)
 }
 

@@ -43,26 +43,31 @@ func TestLossGradients(t *testing.T) {
 		ds      bool
 		ignore  bool // a quarter of the labels are loss.ignore_label (= classes)
 		bits    bool // bit-packed multi-label bytes (dice_bce)
+		// unknown are the two samples' unknown classes (dice_bce; nil:
+		// none).
+		unknown []uint8
 	}{
-		{"ce", loss("ce", nil), 3, false, false, false},
-		{"dice per sample", loss("dice", nil), 3, false, false, false},
-		{"dice batch with bg", loss("dice", func(l *config.Loss) { l.BatchDice, l.DoBackground = true, true }), 3, false, false, false},
-		{"dice_ce", loss("dice_ce", nil), 2, false, false, false},
-		{"dice_ce deep supervision", loss("dice_ce", nil), 3, true, false, false},
-		{"cldice", loss("cldice", func(l *config.Loss) { l.CEWeight = ptr(0.3) }), 2, false, false, false},
-		{"cldice 3 classes", loss("cldice", func(l *config.Loss) { l.SkeletonIters = 2 }), 3, false, false, false},
-		{"bce", loss("bce", func(l *config.Loss) { l.PosWeight = 2 }), 1, false, false, false},
-		{"bce deep supervision", loss("bce", nil), 1, true, false, false},
-		{"bce + cldice", loss("bce", func(l *config.Loss) { l.PosWeight, l.ClDiceWeight, l.SkeletonIters = 3, ptr(0.5), 2 }), 1, false, false, false},
-		{"bce + cldice deep supervision", loss("bce", func(l *config.Loss) { l.ClDiceWeight = ptr(1.0) }), 1, true, false, false},
-		{"ce ignore", loss("ce", func(l *config.Loss) { l.IgnoreLabel = ptr(3) }), 3, false, true, false},
-		{"dice batch with bg ignore", loss("dice", func(l *config.Loss) { l.BatchDice, l.DoBackground, l.IgnoreLabel = true, true, ptr(3) }), 3, false, true, false},
-		{"dice_ce ignore 255", loss("dice_ce", func(l *config.Loss) { l.IgnoreLabel = ptr(255) }), 2, false, true, false},
-		{"dice_ce deep supervision ignore", loss("dice_ce", func(l *config.Loss) { l.IgnoreLabel = ptr(3) }), 3, true, true, false},
-		{"dice_bce", loss("dice_bce", nil), 3, false, false, true},
-		{"dice_bce batch dice one class", loss("dice_bce", func(l *config.Loss) { l.BatchDice = true }), 1, false, false, true},
-		{"dice_bce ignore 255", loss("dice_bce", func(l *config.Loss) { l.IgnoreLabel, l.CEWeight = ptr(255), ptr(0.7) }), 3, false, true, true},
-		{"dice_bce deep supervision ignore", loss("dice_bce", func(l *config.Loss) { l.IgnoreLabel, l.BatchDice = ptr(255), true }), 2, true, true, true},
+		{"ce", loss("ce", nil), 3, false, false, false, nil},
+		{"dice per sample", loss("dice", nil), 3, false, false, false, nil},
+		{"dice batch with bg", loss("dice", func(l *config.Loss) { l.BatchDice, l.DoBackground = true, true }), 3, false, false, false, nil},
+		{"dice_ce", loss("dice_ce", nil), 2, false, false, false, nil},
+		{"dice_ce deep supervision", loss("dice_ce", nil), 3, true, false, false, nil},
+		{"cldice", loss("cldice", func(l *config.Loss) { l.CEWeight = ptr(0.3) }), 2, false, false, false, nil},
+		{"cldice 3 classes", loss("cldice", func(l *config.Loss) { l.SkeletonIters = 2 }), 3, false, false, false, nil},
+		{"bce", loss("bce", func(l *config.Loss) { l.PosWeight = 2 }), 1, false, false, false, nil},
+		{"bce deep supervision", loss("bce", nil), 1, true, false, false, nil},
+		{"bce + cldice", loss("bce", func(l *config.Loss) { l.PosWeight, l.ClDiceWeight, l.SkeletonIters = 3, ptr(0.5), 2 }), 1, false, false, false, nil},
+		{"bce + cldice deep supervision", loss("bce", func(l *config.Loss) { l.ClDiceWeight = ptr(1.0) }), 1, true, false, false, nil},
+		{"ce ignore", loss("ce", func(l *config.Loss) { l.IgnoreLabel = ptr(3) }), 3, false, true, false, nil},
+		{"dice batch with bg ignore", loss("dice", func(l *config.Loss) { l.BatchDice, l.DoBackground, l.IgnoreLabel = true, true, ptr(3) }), 3, false, true, false, nil},
+		{"dice_ce ignore 255", loss("dice_ce", func(l *config.Loss) { l.IgnoreLabel = ptr(255) }), 2, false, true, false, nil},
+		{"dice_ce deep supervision ignore", loss("dice_ce", func(l *config.Loss) { l.IgnoreLabel = ptr(3) }), 3, true, true, false, nil},
+		{"dice_bce", loss("dice_bce", nil), 3, false, false, true, nil},
+		{"dice_bce batch dice one class", loss("dice_bce", func(l *config.Loss) { l.BatchDice = true }), 1, false, false, true, nil},
+		{"dice_bce ignore 255", loss("dice_bce", func(l *config.Loss) { l.IgnoreLabel, l.CEWeight = ptr(255), ptr(0.7) }), 3, false, true, true, nil},
+		{"dice_bce deep supervision ignore", loss("dice_bce", func(l *config.Loss) { l.IgnoreLabel, l.BatchDice = ptr(255), true }), 2, true, true, true, nil},
+		{"dice_bce unknown classes", loss("dice_bce", nil), 3, false, false, true, []uint8{0b010, 0b101}},
+		{"dice_bce unknown classes batch dice ignore", loss("dice_bce", func(l *config.Loss) { l.IgnoreLabel, l.BatchDice = ptr(255), true }), 3, true, true, true, []uint8{0b110, 0b100}},
 	}
 	for ci, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -95,6 +100,12 @@ func TestLossGradients(t *testing.T) {
 				}
 			}
 			labels := upload(t, dev, nn.Shape{n, size[0], size[1], size[2]}, lab)
+			if c.unknown != nil {
+				if err := crit.AllowUnknown(); err != nil {
+					t.Fatal(err)
+				}
+				crit.SetUnknown(c.unknown)
+			}
 			loss := func() float64 {
 				v, err := crit.Compute(logits, labels)
 				if err != nil {

@@ -64,6 +64,61 @@ type Criterion struct {
 	// job (SetBatchReducer); sumRanks nil: a process alone.
 	ranks    int
 	sumRanks func(xs []float64) error
+	// partial says samples may have unknown classes (AllowUnknown), and
+	// unknown is each sample's, for the next Compute (SetUnknown; nil:
+	// every class known).
+	partial bool
+	unknown []uint8
+}
+
+// AllowUnknown lets a multi-label criterion (loss dice_bce) take samples
+// whose crops do not annotate every class (SetUnknown), as cellmap's
+// crops are: an unknown (sample, class) is left out of the BCE's mean
+// (its term and its count), of the Dice sums and of the per-sample Dice's
+// mean, and gets a zero gradient. In a data-parallel job the counts these
+// means divide by then differ between ranks, so they are summed over the
+// ranks (SetBatchReducer) as the ignore label's count is: the BCE's count
+// of kept elements, the per-sample Dice's count of known (sample, class)
+// pairs, and with batch_dice each class's number of samples that know it
+// (a class no sample of the global batch knows is left out of the mean
+// over classes). Every rank must call it alike, before the first Compute.
+func (c *Criterion) AllowUnknown() error {
+	if c.cfg.Name != "dice_bce" {
+		return fmt.Errorf("loss.name: %s; classes a crop does not annotate (a manifest's unlisted_classes: unknown) are left out of the multi-label loss dice_bce only", c.cfg.Name)
+	}
+	c.partial = true
+	return nil
+}
+
+// SetUnknown sets each sample's unknown classes for the next Compute:
+// bit c of unknown[n] set means sample n's crop does not annotate class
+// (channel) c (data.Batch.Unknown). nil means every class is known. The
+// criterion keeps the slice until the next SetUnknown.
+func (c *Criterion) SetUnknown(unknown []uint8) { c.unknown = unknown }
+
+// known returns which (sample, class) pairs count, [n·C+c], for the
+// unknown classes of SetUnknown; nil when every pair does.
+func (c *Criterion) known(n, k int) ([]bool, error) {
+	some := false
+	for _, u := range c.unknown {
+		some = some || u != 0
+	}
+	if !some {
+		return nil, nil
+	}
+	if !c.partial {
+		return nil, fmt.Errorf("loss: samples with unknown classes, but the criterion does not allow them (AllowUnknown)")
+	}
+	if len(c.unknown) != n {
+		return nil, fmt.Errorf("loss: unknown classes of %d samples for a batch of %d", len(c.unknown), n)
+	}
+	known := make([]bool, n*k)
+	for s, u := range c.unknown {
+		for ch := 0; ch < k; ch++ {
+			known[s*k+ch] = u>>ch&1 == 0
+		}
+	}
+	return known, nil
 }
 
 // SetBatchReducer makes the batch Dice (loss.batch_dice) of a
@@ -76,8 +131,10 @@ type Criterion struct {
 // globalCount), so that mean is the global batch's too. Every rank must
 // call Compute at the same steps, so that the calls of sum match: per
 // output of non-zero weight, highest resolution first, the count (with an
-// ignore label), the Dice sums (with batch_dice) and clDice's four sums
-// (with a clDice weight). An error from sum fails Compute.
+// ignore label or AllowUnknown), the known pairs of the per-sample Dice
+// (AllowUnknown without batch_dice), the Dice sums (with batch_dice) and
+// clDice's four sums (with a clDice weight). An error from sum fails
+// Compute.
 //
 // The gradient each rank then writes is ranks times the global Dice's
 // gradient with respect to its own outputs, because the job averages its
@@ -101,7 +158,7 @@ func (c *Criterion) SetBatchReducer(ranks int, sum func(xs []float64) error) {
 // label — and so needs SetBatchReducer in a data-parallel job.
 func (c *Criterion) HasBatchTerms() bool {
 	_, _, wCl := c.cfg.TermWeights()
-	return c.cfg.BatchDice || c.ignore >= 0 || wCl > 0
+	return c.cfg.BatchDice || c.ignore >= 0 || wCl > 0 || c.partial
 }
 
 // NewCriterion allocates a criterion for network outputs (logits) of the
@@ -343,7 +400,7 @@ func (c *Criterion) softmax(logits, labels Tensor, o *lossOut) (LossValue, error
 	alpha := make([]float32, n*k)
 	beta := make([]float32, n*k)
 	if wDice > 0 {
-		d, a, b, err := c.softDice(st, c.cfg.DoBackground)
+		d, a, b, err := c.softDice(st, c.cfg.DoBackground, nil)
 		if err != nil {
 			return LossValue{}, err
 		}
@@ -377,32 +434,57 @@ func (c *Criterion) softmax(logits, labels Tensor, o *lossOut) (LossValue, error
 // output against bit-packed labels and writes its gradient, scaled by the
 // output's weight: BCE with logits averaged over the voxels not ignored
 // and the channels, plus soft Dice on σ(logits) of every channel (no
-// background channel to leave out), the ignored voxels in no sum.
+// background channel to leave out), the ignored voxels in no sum. The
+// (sample, class) pairs SetUnknown marks unknown are in neither term
+// (cellmap-data's NaN targets, which its losses leave out) and get a zero
+// gradient.
 func (c *Criterion) multiLabel(logits, labels Tensor, o *lossOut) (LossValue, error) {
 	st, err := c.mdev.SigmoidMultiLabelLoss(logits, labels, o.probs, c.ignore >= 0)
 	if err != nil {
 		return LossValue{}, err
 	}
 	n, k := st.N, st.C
+	if len(st.CE) != n*k {
+		return LossValue{}, fmt.Errorf("the %s device's multi-label loss gave %d BCE sums for %d samples of %d channels, want one per sample and channel", c.dev.Name(), len(st.CE), n, k)
+	}
+	known, err := c.known(n, k)
+	if err != nil {
+		return LossValue{}, err
+	}
 	wBCE, wDice, _ := c.cfg.TermWeights()
 	var v LossValue
 	// nnU-Net averages over every element without an ignore label and
 	// over the kept voxels (not times channels) with one; here it is the
 	// mean over kept elements either way, so one setting of the weights
-	// means the same with and without ignored voxels.
+	// means the same with and without ignored voxels (and unknown
+	// classes).
 	var count float64
-	for _, m := range st.Counted {
-		count += m * float64(k)
+	for s, m := range st.Counted {
+		for ch := 0; ch < k; ch++ {
+			if known == nil || known[s*k+ch] {
+				count += m
+			}
+		}
 	}
-	var bceScale []float32
-	if v.BCE, bceScale, err = c.voxelMean(st, count, o.weight*wBCE); err != nil {
+	count, ranks, err := c.globalCount(st, count)
+	if err != nil {
 		return LossValue{}, err
+	}
+	bceScale := make([]float32, n*k)
+	if count > 0 {
+		w := o.weight * wBCE * ranks / count
+		for i := range bceScale {
+			if known == nil || known[i] {
+				v.BCE += ranks * st.CE[i] / count
+				bceScale[i] = float32(w)
+			}
+		}
 	}
 	v.Total += wBCE * v.BCE
 	alpha := make([]float32, n*k)
 	beta := make([]float32, n*k)
 	if wDice > 0 {
-		d, a, b, err := c.softDice(st, true)
+		d, a, b, err := c.softDice(st, true, known)
 		if err != nil {
 			return LossValue{}, err
 		}
@@ -447,25 +529,51 @@ func (c *Criterion) voxelMean(st SegStats, count, w float64) (float64, []float32
 // ignore label every rank counts the same voxels and the mean of the
 // ranks' means is the global one already: count as given, factor 1.
 func (c *Criterion) globalCount(st SegStats, count float64) (float64, float64, error) {
-	if c.sumRanks == nil || st.Counted == nil || c.ignore < 0 {
+	if c.sumRanks == nil || st.Counted == nil || (c.ignore < 0 && !c.partial) {
 		return count, 1, nil
 	}
 	xs := []float64{count}
 	if err := c.sumRanks(xs); err != nil {
-		return 0, 0, fmt.Errorf("the ignore label's voxel count over the ranks: %w", err)
+		return 0, 0, fmt.Errorf("the loss's voxel count over the ranks: %w", err)
 	}
 	return xs[0], float64(c.ranks), nil
 }
 
 // softDice returns the soft Dice loss of st and its gradient coefficients
 // (see diceTerms): per sample, or with loss.batch_dice over the batch —
-// the job's global batch when the criterion has a batch reducer.
-func (c *Criterion) softDice(st SegStats, doBG bool) (loss float64, a, b []float64, err error) {
+// the job's global batch when the criterion has a batch reducer. known,
+// when not nil, says which (sample, class) pairs count ([n·C+c]).
+func (c *Criterion) softDice(st SegStats, doBG bool, known []bool) (loss float64, a, b []float64, err error) {
+	n, k := st.N, st.C
+	c0 := 1
+	if doBG {
+		c0 = 0
+	}
 	if !c.cfg.BatchDice {
-		loss, a, b = diceTerms(st, false, doBG, c.cfg.Smooth, nil, 1)
+		pairs, scale := float64(n*(k-c0)), 1.0
+		if c.partial {
+			// The known pairs differ between samples, so between ranks:
+			// a job's mean runs over all of theirs (see AllowUnknown).
+			pairs = 0
+			for s := 0; s < n; s++ {
+				for ch := c0; ch < k; ch++ {
+					if known == nil || known[s*k+ch] {
+						pairs++
+					}
+				}
+			}
+			if c.sumRanks != nil {
+				xs := []float64{pairs}
+				if err := c.sumRanks(xs); err != nil {
+					return 0, nil, nil, fmt.Errorf("per-sample Dice's known pairs over the ranks: %w", err)
+				}
+				pairs, scale = xs[0], float64(c.ranks)
+			}
+		}
+		loss, a, b = diceTerms(st, false, doBG, c.cfg.Smooth, nil, known, pairs, scale)
 		return loss, a, b, nil
 	}
-	sums := batchSums(st)
+	sums := batchSums(st, known, c.partial)
 	scale := 1.0
 	if c.sumRanks != nil {
 		if err := c.sumRanks(sums); err != nil {
@@ -473,20 +581,32 @@ func (c *Criterion) softDice(st SegStats, doBG bool) (loss float64, a, b []float
 		}
 		scale = float64(c.ranks)
 	}
-	loss, a, b = diceTerms(st, true, doBG, c.cfg.Smooth, sums, scale)
+	loss, a, b = diceTerms(st, true, doBG, c.cfg.Smooth, sums, known, 0, scale)
 	return loss, a, b, nil
 }
 
 // batchSums returns the batch's per-class sums of st: intersections,
-// then prediction sums, then target sums, C values each.
-func batchSums(st SegStats) []float64 {
+// then prediction sums, then target sums, C values each, over the known
+// (sample, class) pairs (known nil: all); with partial then C more, each
+// class's count of samples that know it.
+func batchSums(st SegStats, known []bool, partial bool) []float64 {
 	n, k := st.N, st.C
-	sums := make([]float64, 3*k)
+	m := 3 * k
+	if partial {
+		m = 4 * k
+	}
+	sums := make([]float64, m)
 	for c := 0; c < k; c++ {
 		for s := 0; s < n; s++ {
+			if known != nil && !known[s*k+c] {
+				continue
+			}
 			sums[c] += st.Intersect[s*k+c]
 			sums[k+c] += st.PredSum[s*k+c]
 			sums[2*k+c] += st.TargetSum[s*k+c]
+			if partial {
+				sums[3*k+c]++
+			}
 		}
 	}
 	return sums
@@ -494,9 +614,13 @@ func batchSums(st SegStats) []float64 {
 
 // diceTerms returns the Dice loss 1 − mean(dc) and its gradient
 // coefficients: ∂loss/∂p[n,v,c] = a[n·C+c]·[label = c] + b[n·C+c]. With
-// batch, the dc of each class is that of sums (batchSums' layout), and
-// the coefficients are scaled by gradScale (see SetBatchReducer).
-func diceTerms(st SegStats, batch, doBG bool, smooth float64, sums []float64, gradScale float64) (loss float64, a, b []float64) {
+// batch, the dc of each class is that of sums (batchSums' layout; with
+// its counts of knowing samples, a class none knows is left out of the
+// mean over classes). Without, the mean runs over pairs (sample, class)
+// terms: the known pairs (known nil: all), in a job all ranks'. The
+// coefficients are scaled by gradScale (see SetBatchReducer, AllowUnknown)
+// and are zero for unknown pairs. With nothing to average the loss is 0.
+func diceTerms(st SegStats, batch, doBG bool, smooth float64, sums []float64, known []bool, pairs, gradScale float64) (loss float64, a, b []float64) {
 	n, k := st.N, st.C
 	a, b = make([]float64, n*k), make([]float64, n*k)
 	c0 := 1
@@ -508,28 +632,49 @@ func diceTerms(st SegStats, batch, doBG bool, smooth float64, sums []float64, gr
 		return term{2*inter + smooth, max(psum+tsum+smooth, 1e-8)}
 	}
 	if batch {
-		m := float64(k - c0)
+		live := func(c int) bool { return len(sums) < 4*k || sums[3*k+c] > 0 }
+		m := 0.0
 		for c := c0; c < k; c++ {
+			if live(c) {
+				m++
+			}
+		}
+		if m == 0 {
+			return 0, a, b
+		}
+		for c := c0; c < k; c++ {
+			if !live(c) {
+				continue
+			}
 			t := dc(sums[c], sums[k+c], sums[2*k+c])
 			loss += t.num / t.den / m
 			for s := 0; s < n; s++ {
+				if known != nil && !known[s*k+c] {
+					continue
+				}
 				a[s*k+c] = -2 / (t.den * m) * gradScale
 				b[s*k+c] = t.num / (t.den * t.den * m) * gradScale
 			}
 		}
 		return 1 - loss, a, b
 	}
-	m := float64(n * (k - c0))
+	if pairs == 0 {
+		return 0, a, b
+	}
+	m := pairs
 	for s := 0; s < n; s++ {
 		for c := c0; c < k; c++ {
 			i := s*k + c
+			if known != nil && !known[i] {
+				continue
+			}
 			t := dc(st.Intersect[i], st.PredSum[i], st.TargetSum[i])
 			loss += t.num / t.den / m
-			a[i] = -2 / (t.den * m)
-			b[i] = t.num / (t.den * t.den * m)
+			a[i] = -2 / (t.den * m) * gradScale
+			b[i] = t.num / (t.den * t.den * m) * gradScale
 		}
 	}
-	return 1 - loss, a, b
+	return 1 - gradScale*loss, a, b
 }
 
 // clDice computes the clDice loss of the probabilities in o.probs and

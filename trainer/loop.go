@@ -139,6 +139,9 @@ func (t *trainer) trainStep(ctx context.Context, step int) error {
 	if t.opt.BeforeStep != nil {
 		t.opt.BeforeStep(t.state.Step, t.model)
 	}
+	// Each sample's classes its crop does not annotate are left out of
+	// the loss (all known but with a manifest's unlisted_classes: unknown).
+	t.learner.Loss.SetUnknown(cur.unknown)
 	sr, err := t.learner.Step(x, y, lr)
 	t.feed.done(cur)
 	if err != nil {

@@ -28,6 +28,9 @@ type fetched struct {
 	wait        time.Duration // spent waiting for the data stream
 	err         error
 	samples     []data.Sample // with keepSamples
+	// unknown is each sample's unknown classes (data.Batch.Unknown),
+	// copied: the host batch goes back to its ring before the step ends.
+	unknown []uint8
 }
 
 func newPrefetcher(batches *data.BatchStream, dev nn.Device) *prefetcher {
@@ -43,6 +46,7 @@ func (p *prefetcher) fetch(ctx context.Context) {
 		return
 	}
 	p.next.epoch, p.next.step = hb.Epoch, hb.Step
+	p.next.unknown = append([]uint8(nil), hb.Unknown...)
 	if p.keepSamples {
 		p.next.samples = append([]data.Sample(nil), hb.Samples...)
 	}

@@ -345,6 +345,17 @@ func (t *trainer) openData() error {
 	if t.model.Config().InChannels != loader.Channels() {
 		return fmt.Errorf("model.in_channels is %d but the dataset's cases have %d channels", t.model.Config().InChannels, loader.Channels())
 	}
+	if loader.Dataset().HasUnknown() {
+		// Crops that leave classes unknown (a manifest's unlisted_classes:
+		// unknown): the loss leaves them out per sample, and in a job its
+		// counts are then summed over the ranks too.
+		if err := t.learner.Loss.AllowUnknown(); err != nil {
+			return err
+		}
+		if t.job.size() > 1 {
+			t.learner.Loss.SetBatchReducer(t.job.size(), t.job.sumDiceSums)
+		}
+	}
 	t.iters = loader.TrainBatchesPerEpoch()
 	return nil
 }

@@ -112,6 +112,8 @@ func (v *validator) patches(ctx context.Context) (PatchScores, error) {
 		if err != nil {
 			return PatchScores{}, fmt.Errorf("validation batch %d: %w", i, err)
 		}
+		// Copied: the buffer goes back to its ring before the loss.
+		unknown := append([]uint8(nil), b.Unknown...)
 		cs := dev.ComputeStream()
 		err = dev.Upload(cs, v.image, b.Image)
 		if err == nil {
@@ -127,6 +129,7 @@ func (v *validator) patches(ctx context.Context) (PatchScores, error) {
 			return PatchScores{}, fmt.Errorf("validation upload: %w", err)
 		}
 		out := v.model.Forward(v.ws, v.image)
+		v.crit.SetUnknown(unknown)
 		lv, err := v.crit.Compute(out, v.label)
 		if err != nil {
 			return PatchScores{}, fmt.Errorf("validation loss: %w", err)
@@ -134,8 +137,12 @@ func (v *validator) patches(ctx context.Context) (PatchScores, error) {
 		var t, f, g []int64
 		if md, ok := dev.(nn.MultiLabelLossDevice); ok && multi {
 			// Each channel is its own class: σ > 0.5 against its bit
-			// (the criterion already refused a device without this op).
+			// (the criterion already refused a device without this op),
+			// counted per sample, a sample's unknown classes in none.
 			t, f, g, err = md.SegCountsMultiLabel(out[0], v.label, v.loss.Ignore() >= 0)
+			if err == nil {
+				t, f, g = knownCounts(t, f, g, out[0].Shape()[0], unknown)
+			}
 		} else if ig, ok := dev.(nn.IgnoreLossDevice); ok && v.loss.Ignore() >= 0 {
 			// The ignored voxels count in no metric (nnU-Net's evaluation);
 			// the criterion already refused a device without this op.
@@ -190,6 +197,25 @@ func (v *validator) patches(ctx context.Context) (PatchScores, error) {
 	return sc, nil
 }
 
+// knownCounts sums per-(sample, class) counts of n samples ([s·C+c]) over
+// the samples, leaving out each sample's unknown classes (bit c of
+// unknown[s]; a sample past its end knows every class): C values each.
+func knownCounts(tp, fp, fn []int64, n int, unknown []uint8) (t, f, g []int64) {
+	k := len(tp) / n
+	t, f, g = make([]int64, k), make([]int64, k), make([]int64, k)
+	for s := 0; s < n; s++ {
+		for c := 0; c < k; c++ {
+			if s < len(unknown) && unknown[s]>>c&1 != 0 {
+				continue
+			}
+			t[c] += tp[s*k+c]
+			f[c] += fp[s*k+c]
+			g[c] += fn[s*k+c]
+		}
+	}
+	return t, f, g
+}
+
 // preparePatches makes the validation stream, workspace and loss.
 func (v *validator) preparePatches() error {
 	if v.ws != nil {
@@ -215,6 +241,14 @@ func (v *validator) preparePatches() error {
 		s.Close()
 		ws.Free()
 		return err
+	}
+	if v.loader.Dataset().HasUnknown() {
+		if err := crit.AllowUnknown(); err != nil {
+			s.Close()
+			ws.Free()
+			crit.Free()
+			return err
+		}
 	}
 	if crit.HasBatchTerms() && v.job.size() > 1 {
 		// The validation loss's batch Dice is the global batch's too, as
@@ -267,7 +301,8 @@ func (v *validator) sliding(ctx context.Context) (*infer.Scores, error) {
 			if err != nil {
 				return nil, fmt.Errorf("validation case %s: %w", id, err)
 			}
-			cs, err = infer.ScoreCaseMultiLabel(id, pred, vol, v.model.Config().NumClasses, v.cfg.HD95, v.loss.Ignore() >= 0)
+			// A class the case's crop does not annotate scores NaN.
+			cs, err = infer.ScoreCaseMultiLabel(id, pred, vol, v.model.Config().NumClasses, v.cfg.HD95, v.loss.Ignore() >= 0, ds.Cases[c].Unknown)
 			if err != nil {
 				return nil, err
 			}

@@ -80,31 +80,32 @@ func (d *Device[B]) SigmoidMultiLabelLossBackward(probs, labels nn.Tensor, bceSc
 	d.begin(op)
 	n, v, c := d.labelDims(op, probs, labels)
 	dp := d.mustLen(op, dlogits, n*v*c)
-	if len(bceScale) != n || len(alpha) != n*c || len(beta) != n*c {
+	if len(bceScale) != n*c || len(alpha) != n*c || len(beta) != n*c {
 		panic(fmt.Sprintf("%s.%s: coefficient lengths %d, %d, %d for N=%d C=%d", d.prefix, op, len(bceScale), len(alpha), len(beta), n, c))
 	}
-	small, ok := d.need(op, &d.small, 4*(n+2*n*c))
+	small, ok := d.need(op, &d.small, 4*3*n*c)
 	if !ok || !d.write(op, small, f32Bytes(bceScale, alpha, beta)) {
 		return
 	}
-	ap := d.machine.Offset(small, 4*n)
-	bp := d.machine.Offset(small, 4*(n+n*c))
+	ap := d.machine.Offset(small, 4*n*c)
+	bp := d.machine.Offset(small, 4*2*n*c)
 	d.check(op, d.ops.SigmoidMultiLabelLossBackward(d.ptr(probs), d.ptr(labels), small, ap, bp, dp, n, v, c, ignore))
 }
 
-// SegCountsMultiLabel returns per-channel TP, FP and FN counts of
-// σ(logits) > 0.5 against the labels' bits (nn.MultiLabelLossDevice).
+// SegCountsMultiLabel returns TP, FP and FN counts of σ(logits) > 0.5
+// against the labels' bits per sample and channel
+// (nn.MultiLabelLossDevice).
 func (d *Device[B]) SegCountsMultiLabel(logits, labels nn.Tensor, ignore bool) (tp, fp, fn []int64, err error) {
 	const op = "SegCountsMultiLabel"
 	d.begin(op)
 	n, v, c := d.labelDims(op, logits, labels)
-	cnt := kernels.SegCountsMultiLabelLen(c)
+	cnt := kernels.SegCountsMultiLabelLen(n, c)
 	small, ok := d.need(op, &d.small, 8*cnt+8)
 	if !ok {
 		return nil, nil, nil, d.Err()
 	}
 	bad := d.machine.Offset(small, 8*cnt)
-	d.check(op, d.ops.SegCountsMultiLabel(d.ptr(logits), d.ptr(labels), small, bad, n*v, c, ignore))
+	d.check(op, d.ops.SegCountsMultiLabel(d.ptr(logits), d.ptr(labels), small, bad, n, v, c, ignore))
 	host := make([]byte, 8*cnt+4)
 	if !d.read(op, host, small) {
 		return nil, nil, nil, d.Err()
@@ -116,9 +117,12 @@ func (d *Device[B]) SegCountsMultiLabel(logits, labels nn.Tensor, ignore bool) (
 		return nil, nil, nil, err
 	}
 	u := func(i int) int64 { return int64(binary.LittleEndian.Uint64(host[8*i:])) }
-	tp, fp, fn = make([]int64, c), make([]int64, c), make([]int64, c)
-	for j := 0; j < c; j++ {
-		tp[j], fp[j], fn[j] = u(j), u(c+j), u(2*c+j)
+	tp, fp, fn = make([]int64, n*c), make([]int64, n*c), make([]int64, n*c)
+	for b := 0; b < n; b++ {
+		for j := 0; j < c; j++ {
+			k := 3*c*b + j
+			tp[b*c+j], fp[b*c+j], fn[b*c+j] = u(k), u(k+c), u(k+2*c)
+		}
 	}
 	return tp, fp, fn, nil
 }

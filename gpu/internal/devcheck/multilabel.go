@@ -59,8 +59,11 @@ func multiLabelLoss(k *checker, s [4]int) {
 		if got.N != want.N || got.C != want.C || got.Voxels != want.Voxels {
 			k.t.Errorf("SegStats header (%d, %d, %d), cpu (%d, %d, %d)", got.N, got.C, got.Voxels, want.N, want.C, want.Voxels)
 		}
-		bs := k.uniform(s[0], 0.1, 1)
+		// Per sample and channel; sample 0's last channel unknown (all
+		// three zero: a zero gradient).
+		bs := k.uniform(s[0]*c, 0.1, 1)
 		al, be := k.uniform(s[0]*c, -1, 1), k.uniform(s[0]*c, -1, 1)
+		bs[c-1], al[c-1], be[c-1] = 0, 0, 0
 		dl := k.both(shape, k.uniform(shape.Len(), 5, 6)) // stale values are overwritten
 		mdev.SigmoidMultiLabelLossBackward(probs.dev, labels.dev, bs, al, be, dl.dev, ignore)
 		k.ref.SigmoidMultiLabelLossBackward(probs.ref, labels.ref, bs, al, be, dl.ref, ignore)
@@ -98,13 +101,18 @@ func multiLabelLoss(k *checker, s [4]int) {
 // multiLabelCriterion runs nn's dice_bce Criterion (nnU-Net's
 // DC_and_BCE_loss on sigmoid outputs) on three deep-supervised outputs of
 // 3 channels on both devices, per-sample and batch Dice, with and without
-// ignored voxels, and compares the loss and the gradient of each output.
+// ignored voxels and unknown classes (each sample's crop leaving one class
+// out), and compares the loss and the gradient of each output.
 func multiLabelCriterion(k *checker, s [4]int) {
 	const c = 3
 	half := func(x [4]int) [4]int { return [4]int{x[0], (x[1] + 1) / 2, (x[2] + 1) / 2, (x[3] + 1) / 2} }
 	sizes := [][4]int{s, half(s), half(half(s))}
 	per := lab(s).Len() / s[0]
-	for _, tc := range []struct{ batch, ignore bool }{{false, false}, {true, true}, {false, true}} {
+	unknown := make([]uint8, s[0])
+	for b := range unknown {
+		unknown[b] = 1 << (b % c)
+	}
+	for _, tc := range []struct{ batch, ignore, unknown bool }{{false, false, false}, {true, true, false}, {false, true, false}, {false, false, true}, {true, true, true}} {
 		cfg := Loss("dice_bce", tc.batch)
 		// nnU-Net's weights give the lowest output 0: weigh all three.
 		cfg.DeepSupervisionWeights = []float64{4, 2, 1}
@@ -119,13 +127,19 @@ func multiLabelCriterion(k *checker, s [4]int) {
 			outs = append(outs, k.both(act(z, c), k.uniform(act(z, c).Len(), -4, 4)))
 		}
 		labels := k.both(lab(s), k.multiLabels(lab(s).Len(), per, c, tc.ignore))
-		tag := fmt.Sprintf("(batch Dice %v, ignore %v)", tc.batch, tc.ignore)
+		tag := fmt.Sprintf("(batch Dice %v, ignore %v, unknown classes %v)", tc.batch, tc.ignore, tc.unknown)
 		run := func(dev nn.Device, side func(pair) nn.Tensor) (nn.LossValue, []nn.Tensor) {
 			crit, err := nn.NewCriterion(dev, cfg, shapes)
 			if err != nil {
 				k.t.Fatalf("%s: %v", dev.Name(), err)
 			}
 			k.t.Cleanup(crit.Free)
+			if tc.unknown {
+				if err := crit.AllowUnknown(); err != nil {
+					k.t.Fatal(err)
+				}
+				crit.SetUnknown(unknown)
+			}
 			var ts []nn.Tensor
 			for _, o := range outs {
 				ts = append(ts, side(o))
