@@ -26,6 +26,7 @@ func bf16ActOptions(ws int) core.Options {
 // activations with bf16 operands against the CPU's float32 ops on the
 // same values, with many-tile and one-tile convolutions.
 func TestBF16ActivationsUnderEmulation(t *testing.T) {
+	skipUnderRace(t)
 	for _, ws := range []int{4 << 10, 0} {
 		dev := newEmuDevice(bf16ActOptions(ws))
 		devcheck.Ops(t, dev, devcheck.Options{Seed: 6, Tol: devcheck.BF16, Only: []string{"BF16Activations"}})
@@ -98,6 +99,7 @@ func TestBF16OperandMisuse(t *testing.T) {
 // with bf16 activation storage: the step against the CPU's float32 one
 // within bf16 tolerances.
 func TestUNetStepBF16ActivationsUnderEmulation(t *testing.T) {
+	skipUnderRace(t)
 	if testing.Short() {
 		t.Skip("slow under emulation; skipped with -short")
 	}
@@ -112,6 +114,7 @@ func TestUNetStepBF16ActivationsUnderEmulation(t *testing.T) {
 // allocates more. (This small U-Net's weights and optimiser state are a
 // large share of its peak; at nnU-Net's sizes the workspace dominates.)
 func TestBF16ActivationsHalveStepMemory(t *testing.T) {
+	skipUnderRace(t)
 	if testing.Short() {
 		t.Skip("slow under emulation; skipped with -short")
 	}

@@ -15,9 +15,10 @@ import (
 	"github.com/voxtrain/voxtrain/kernels/emu"
 )
 
-// skipUnderRace skips a cuDNN emulation test under the race detector:
-// they are numeric and run on one goroutine (the engine's own locking is
-// raced in package dnn), and `make slow` runs them without it.
+// skipUnderRace skips a cuDNN or bf16-activation emulation test under the
+// race detector: they are numeric and run on one goroutine (the engine's
+// own locking is raced in package dnn), and `make slow` runs them without
+// it (-run 'DNN|BF16Activations').
 func skipUnderRace(t *testing.T) {
 	if testutil.Race {
 		t.Skip("numeric emulation on one goroutine: run by make slow without -race")
