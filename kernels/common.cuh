@@ -108,6 +108,33 @@ __device__ __forceinline__ unsigned short vt_bf16(float x)
     return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
+// vt_ld returns element i of a float32 or bfloat16 array as a float: a
+// bf16 value is widened exactly (its bits become the float's upper half).
+// With vt_st, it lets one kernel body serve float32 and bf16 storage
+// (templates over the element type, instantiated by extern "C" entry
+// points per type), with the same float32 arithmetic in between.
+__device__ __forceinline__ float vt_ld(const float* p, long long i)
+{
+    return p[i];
+}
+
+__device__ __forceinline__ float vt_ld(const unsigned short* p, long long i)
+{
+    return __uint_as_float((unsigned int)p[i] << 16);
+}
+
+// vt_st stores v as element i of a float32 array, or rounded to bfloat16
+// (vt_bf16) into a bf16 array.
+__device__ __forceinline__ void vt_st(float* p, long long i, float v)
+{
+    p[i] = v;
+}
+
+__device__ __forceinline__ void vt_st(unsigned short* p, long long i, float v)
+{
+    p[i] = vt_bf16(v);
+}
+
 // vt_h4 is four bfloat16s (unsigned shorts) moved as one 8-byte store:
 // CUDA's ushort4 under nvcc, an 8-byte-aligned struct that may alias
 // unsigned short in the emulation. Only for addresses that are multiples

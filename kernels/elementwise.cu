@@ -11,6 +11,13 @@
 // The arithmetic is written as package cpu writes it (same float32
 // operations in the same order), so with PTX built with -fmad=false the
 // results are bit-identical to the CPU device.
+//
+// The _bf16 twins (activations, channel bias, concat) serve bf16 activation
+// storage: the same template as the float32 kernel, instantiated with bf16
+// (unsigned short) activations, so each computes the float32 kernel's
+// result on the widened values and rounds it once to nearest even (vt_ld,
+// vt_st) — what widening, the float32 kernel and rounding compute, in one
+// pass over memory.
 #include "common.cuh"
 
 // fill_f32: x[i] = v for i < n. Work: n.
@@ -57,35 +64,73 @@ VT_KERNEL add_f32(float* dst, const float* src, int n)
 
 // act_forward: y = max(x, slope·x) (LeakyReLU; slope 0 is ReLU), see
 // vt_act. y may alias x. Work: n.
-VT_KERNEL act_forward(const float* x, float* y, int n, float slope)
+template <typename T>
+__device__ __forceinline__ void act_forward_t(const T* x, T* y, int n, float slope)
 {
     for (long long i = vt_gid(); i < n; i += vt_gstride()) {
-        y[i] = vt_act(x[i], slope);
+        vt_st(y, i, vt_act(vt_ld(x, i), slope));
     }
+}
+
+VT_KERNEL act_forward(const float* x, float* y, int n, float slope)
+{
+    act_forward_t(x, y, n, slope);
+}
+
+// act_forward_bf16: act_forward for bf16 x and y (y may alias x).
+VT_KERNEL act_forward_bf16(const unsigned short* x, unsigned short* y, int n, float slope)
+{
+    act_forward_t(x, y, n, slope);
 }
 
 // act_backward: dx = dy·(1 or slope by the sign bit of the forward's output
 // y, which is the input's for 0 <= slope <= 1). dx may alias dy. Work: n.
-VT_KERNEL act_backward(const float* y, const float* dy, float* dx, int n, float slope)
+template <typename T>
+__device__ __forceinline__ void act_backward_t(const T* y, const float* dy, float* dx, int n, float slope)
 {
     for (long long i = vt_gid(); i < n; i += vt_gstride()) {
-        dx[i] = vt_act_grad(dy[i], y[i], slope);
+        dx[i] = vt_act_grad(dy[i], vt_ld(y, i), slope);
     }
+}
+
+VT_KERNEL act_backward(const float* y, const float* dy, float* dx, int n, float slope)
+{
+    act_backward_t(y, dy, dx, n, slope);
+}
+
+// act_backward_bf16: act_backward for a bf16 y (dy, dx float32).
+VT_KERNEL act_backward_bf16(const unsigned short* y, const float* dy, float* dx, int n, float slope)
+{
+    act_backward_t(y, dy, dx, n, slope);
 }
 
 // add_channel_bias: t[r][c] += bias[c] for a channels-last tensor of rows
 // voxels (all samples) and c channels. Work: rows*c.
-VT_KERNEL add_channel_bias(float* t, const float* bias, int rows, int c)
+template <typename T>
+__device__ __forceinline__ void add_channel_bias_t(T* t, const float* bias, int rows, int c)
 {
     const long long n = (long long)rows * c;
     for (long long i = vt_gid(); i < n; i += vt_gstride()) {
-        t[i] += bias[(int)i % c];
+        vt_st(t, i, vt_ld(t, i) + bias[(int)i % c]);
     }
+}
+
+VT_KERNEL add_channel_bias(float* t, const float* bias, int rows, int c)
+{
+    add_channel_bias_t(t, bias, rows, c);
+}
+
+// add_channel_bias_bf16: add_channel_bias for a bf16 t (bias float32), the
+// sum rounded to bf16.
+VT_KERNEL add_channel_bias_bf16(unsigned short* t, const float* bias, int rows, int c)
+{
+    add_channel_bias_t(t, bias, rows, c);
 }
 
 // concat_channels: dst[v] = (a[v][0..ca), b[v][0..cb)) for each of voxels
 // voxels. Work: voxels*(ca+cb).
-VT_KERNEL concat_channels(const float* a, const float* b, float* dst, int voxels, int ca, int cb)
+template <typename T>
+__device__ __forceinline__ void concat_channels_t(const T* a, const T* b, T* dst, int voxels, int ca, int cb)
 {
     const int c = ca + cb;
     const long long n = (long long)voxels * c;
@@ -94,6 +139,20 @@ VT_KERNEL concat_channels(const float* a, const float* b, float* dst, int voxels
         const int j = (int)i % c;
         dst[i] = j < ca ? a[v * ca + j] : b[v * cb + (j - ca)];
     }
+}
+
+VT_KERNEL concat_channels(const float* a, const float* b, float* dst, int voxels, int ca, int cb)
+{
+    concat_channels_t(a, b, dst, voxels, ca, cb);
+}
+
+// concat_channels_bf16: concat_channels for bf16 a, b and dst: the bits
+// are copied (as widening and rounding would give, but for signalling-NaN
+// patterns, which rounding would quiet).
+VT_KERNEL concat_channels_bf16(const unsigned short* a, const unsigned short* b, unsigned short* dst, int voxels,
+                               int ca, int cb)
+{
+    concat_channels_t(a, b, dst, voxels, ca, cb);
 }
 
 // split_channels: the adjoint of concat_channels; a receives the first ca

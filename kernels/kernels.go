@@ -96,6 +96,12 @@ var (
 	kChannelAffineAdd = Kernel{"elementwise", "channel_affine_add", "ppppiii", gridStride + ", work n·v·c", 0}
 	kDownsampleLabels = Kernel{"elementwise", "downsample_labels", "ppiiiiiii", gridStride + ", work n·od·oh·ow", 0}
 	kOneHot           = Kernel{"elementwise", "one_hot", "pppii", gridStride + ", work nvox", 0}
+	// The _bf16 twins for bf16 activation storage: same parameters, the
+	// activation operands bf16 (see elementwise.cu).
+	kActForwardBF16     = Kernel{"elementwise", "act_forward_bf16", "ppif", gridStride + ", work n", 0}
+	kActBackwardBF16    = Kernel{"elementwise", "act_backward_bf16", "pppif", gridStride + ", work n", 0}
+	kAddChannelBiasBF16 = Kernel{"elementwise", "add_channel_bias_bf16", "ppii", gridStride + ", work rows·c", 0}
+	kConcatChannelsBF16 = Kernel{"elementwise", "concat_channels_bf16", "pppiii", gridStride + ", work voxels·(ca+cb)", 0}
 
 	kVol2Col = Kernel{"conv", "vol2col", "pp" + strings.Repeat("i", 15), gridStride + ", work rows·K", 0}
 	kCol2Vol = Kernel{"conv", "col2vol", "pp" + strings.Repeat("i", 17), gridStride + ", work vcount·InC", 0}
@@ -115,6 +121,11 @@ var (
 	kINBwdFinish  = Kernel{"norm", "instnorm_bwd_finish", "pppppiiii", gridStride + ", work n·c", 0}
 	kINBwdAffine  = Kernel{"norm", "instnorm_bwd_affine", "pppii", gridStride + ", work c", 0}
 	kINBwdApply   = Kernel{"norm", "instnorm_bwd_apply", "pppppppiiif", gridStride + ", work n·v·c", 0}
+	// The _bf16 twins read a bf16 x (and write a bf16 y), see norm.cu.
+	kINFwdPartialBF16 = Kernel{"norm", "instnorm_fwd_partial_bf16", "ppiii", gridChunks, 2 * 8 * Block}
+	kINFwdApplyBF16   = Kernel{"norm", "instnorm_fwd_apply_bf16", "pppppiiif", gridStride + ", work n·v·c", 0}
+	kINBwdPartialBF16 = Kernel{"norm", "instnorm_bwd_partial_bf16", "ppppppiiif", gridChunks, 2 * 8 * Block}
+	kINBwdApplyBF16   = Kernel{"norm", "instnorm_bwd_apply_bf16", "pppppppiiif", gridStride + ", work n·v·c", 0}
 
 	kSoftmax         = Kernel{"loss", "softmax", "ppii", gridStride + ", work nvox (voxels)", 0}
 	kSoftmaxFwd      = Kernel{"loss", "softmax_fwd", "ppppppiiii", gridChunks, 8 * Block}
@@ -147,9 +158,11 @@ var table = []Kernel{
 	kFill, kFillI32, kCopy, kScale, kAdd, kActForward, kActBackward, kAddChannelBias,
 	kConcatChannels, kSplitChannels, kNCDHWToNDHWC, kNDHWCToNCDHW, kChannelAffineAdd,
 	kDownsampleLabels, kOneHot,
+	kActForwardBF16, kActBackwardBF16, kAddChannelBiasBF16, kConcatChannelsBF16,
 	kVol2Col, kCol2Vol, kVol2ColBF16,
 	kChannelSumPartial, kSumSqPartial, kReduceChunksF64, kReduceChunksF32,
 	kINFwdPartial, kINFwdStats, kINFwdApply, kINBwdPartial, kINBwdFinish, kINBwdAffine, kINBwdApply,
+	kINFwdPartialBF16, kINFwdApplyBF16, kINBwdPartialBF16, kINBwdApplyBF16,
 	kSoftmax, kSoftmaxFwd, kSegStatsPartial, kSoftmaxLossBwd, kSigmoidBCE, kSegCounts,
 	kSigmoidMultiLabelLoss, kSigmoidMultiLabelLossBwd, kSegCountsMultiLabel,
 	kSkelErode, kSkelDilate, kSkelInit, kSkelStep, kSkelBwdStep, kSkelDilateBwd, kSkelErodeBwd, kSkelAccum,

@@ -19,22 +19,44 @@
 // Sums are double, added in a fixed order (see common.cuh), so the
 // statistics match the CPU device's to double rounding and the elementwise
 // passes repeat its float32 arithmetic exactly.
+//
+// bf16 activation storage: the kernels that read x (and write y) have a
+// _bf16 twin for x (and y) stored as bfloat16 (unsigned short), dy, dx,
+// stats and the parameters staying float32. Both are instantiations of one
+// template over x's element type (vt_ld widens a bf16 value exactly, vt_st
+// rounds y to nearest even), so a _bf16 kernel computes exactly what the
+// float32 kernel computes on the widened values, with y rounded once: the
+// result of widening x into float32, running the float32 kernels and
+// rounding y, without the float32 copies. The stats, finish and affine
+// kernels read no activation and serve both.
 #include "common.cuh"
 
 // instnorm_fwd_partial: part[(n*gridDim.x + k)*2c + j] = Σx and
 // part[... + c + j] = Σx² over the voxels of chunk k of sample n. Launch:
 // grid (ceil(v/chunk), nb), block VT_BLOCK, static shared memory 4 KiB.
-VT_KERNEL instnorm_fwd_partial(const float* x, double* part, int v, int c, int chunk)
+template <typename T>
+__device__ __forceinline__ void instnorm_fwd_partial_t(const T* x, double* part, int v, int c, int chunk)
 {
     const long long n = blockIdx.y;
     const long long lo = (long long)blockIdx.x * chunk;
     const long long hi = lo + chunk < v ? lo + chunk : v;
-    const float* xn = x + n * v * c;
+    const T* xn = x + n * v * c;
     vt_chunk_channel_sums<2>(lo, hi, c, [=](long long vox, int j, double* acc) {
-        const double f = (double)xn[vox * c + j];
+        const double f = (double)vt_ld(xn, vox * c + j);
         acc[0] += f;
         acc[1] += f * f;
     }, part + (n * gridDim.x + blockIdx.x) * 2 * c);
+}
+
+VT_KERNEL instnorm_fwd_partial(const float* x, double* part, int v, int c, int chunk)
+{
+    instnorm_fwd_partial_t(x, part, v, c, chunk);
+}
+
+// instnorm_fwd_partial_bf16: instnorm_fwd_partial for a bf16 x.
+VT_KERNEL instnorm_fwd_partial_bf16(const unsigned short* x, double* part, int v, int c, int chunk)
+{
+    instnorm_fwd_partial_t(x, part, v, c, chunk);
 }
 
 // instnorm_fwd_stats: for each (n, j), adds the nchunks partials in order
@@ -65,8 +87,9 @@ VT_KERNEL instnorm_fwd_stats(const double* part, float* stats, int nb, int v, in
 // instnorm_fwd_apply: y = act(z) (vt_act) with
 // z = (x - mean)·(rstd·gamma) + beta. y may alias x. Launch: 1-D,
 // grid-stride, work nb*v*c.
-VT_KERNEL instnorm_fwd_apply(const float* x, const float* gamma, const float* beta, const float* stats, float* y,
-                             int nb, int v, int c, float slope)
+template <typename T>
+__device__ __forceinline__ void instnorm_fwd_apply_t(const T* x, const float* gamma, const float* beta,
+                                                     const float* stats, T* y, int nb, int v, int c, float slope)
 {
     const long long total = (long long)nb * v * c;
     const int per = v * c;
@@ -75,8 +98,22 @@ VT_KERNEL instnorm_fwd_apply(const float* x, const float* gamma, const float* be
         const int s = (((int)i / per) * c + j) * 2;
         const float mean = stats[s];
         const float scale = stats[s + 1] * gamma[j];
-        y[i] = vt_act((x[i] - mean) * scale + beta[j], slope);
+        vt_st(y, i, vt_act((vt_ld(x, i) - mean) * scale + beta[j], slope));
     }
+}
+
+VT_KERNEL instnorm_fwd_apply(const float* x, const float* gamma, const float* beta, const float* stats, float* y,
+                             int nb, int v, int c, float slope)
+{
+    instnorm_fwd_apply_t(x, gamma, beta, stats, y, nb, v, c, slope);
+}
+
+// instnorm_fwd_apply_bf16: instnorm_fwd_apply for bf16 x and y (y rounded
+// to nearest even; y may alias x).
+VT_KERNEL instnorm_fwd_apply_bf16(const unsigned short* x, const float* gamma, const float* beta,
+                                  const float* stats, unsigned short* y, int nb, int v, int c, float slope)
+{
+    instnorm_fwd_apply_t(x, gamma, beta, stats, y, nb, v, c, slope);
 }
 
 // instnorm_bwd_partial: part[(n*gridDim.x + k)*2c + j] = Σg and
@@ -84,8 +121,10 @@ VT_KERNEL instnorm_fwd_apply(const float* x, const float* gamma, const float* be
 // g = dy·act'(z) and z = (x - mean)·(rstd·gamma) + beta recomputed as the
 // forward computed it. Launch: grid (ceil(v/chunk), nb), block VT_BLOCK,
 // static shared memory 4 KiB.
-VT_KERNEL instnorm_bwd_partial(const float* x, const float* gamma, const float* beta, const float* dy,
-                               const float* stats, double* part, int v, int c, int chunk, float slope)
+template <typename T>
+__device__ __forceinline__ void instnorm_bwd_partial_t(const T* x, const float* gamma, const float* beta,
+                                                       const float* dy, const float* stats, double* part, int v,
+                                                       int c, int chunk, float slope)
 {
     const long long n = blockIdx.y;
     const long long lo = (long long)blockIdx.x * chunk;
@@ -94,12 +133,26 @@ VT_KERNEL instnorm_bwd_partial(const float* x, const float* gamma, const float* 
     const float* st = stats + n * c * 2;
     vt_chunk_channel_sums<2>(lo, hi, c, [=](long long vox, int j, double* acc) {
         const long long i = off + vox * c + j;
-        const float xi = x[i];
+        const float xi = vt_ld(x, i);
         const float z = (xi - st[2 * j]) * (st[2 * j + 1] * gamma[j]) + beta[j];
         const double g = (double)vt_act_grad(dy[i], z, slope);
         acc[0] += g;
         acc[1] += g * (double)xi;
     }, part + (n * gridDim.x + blockIdx.x) * 2 * c);
+}
+
+VT_KERNEL instnorm_bwd_partial(const float* x, const float* gamma, const float* beta, const float* dy,
+                               const float* stats, double* part, int v, int c, int chunk, float slope)
+{
+    instnorm_bwd_partial_t(x, gamma, beta, dy, stats, part, v, c, chunk, slope);
+}
+
+// instnorm_bwd_partial_bf16: instnorm_bwd_partial for a bf16 x.
+VT_KERNEL instnorm_bwd_partial_bf16(const unsigned short* x, const float* gamma, const float* beta,
+                                    const float* dy, const float* stats, double* part, int v, int c, int chunk,
+                                    float slope)
+{
+    instnorm_bwd_partial_t(x, gamma, beta, dy, stats, part, v, c, chunk, slope);
 }
 
 // instnorm_bwd_finish: for each (n, j), adds the nchunks partials in order
@@ -153,17 +206,34 @@ VT_KERNEL instnorm_bwd_affine(const double* tot, float* dgamma, float* dbeta, in
 // instnorm_bwd_apply: dx = (A·g + B·(x - mean)) + C with instnorm_bwd_finish's
 // coefficients and g = dy·act'(z), z recomputed as in instnorm_bwd_partial.
 // dx may alias dy. Launch: 1-D, grid-stride, work nb*v*c.
-VT_KERNEL instnorm_bwd_apply(const float* x, const float* gamma, const float* beta, const float* dy,
-                             const float* stats, const float* coef, float* dx, int nb, int v, int c, float slope)
+template <typename T>
+__device__ __forceinline__ void instnorm_bwd_apply_t(const T* x, const float* gamma, const float* beta,
+                                                     const float* dy, const float* stats, const float* coef,
+                                                     float* dx, int nb, int v, int c, float slope)
 {
     const long long total = (long long)nb * v * c;
     const int per = v * c;
     for (long long i = vt_gid(); i < total; i += vt_gstride()) {
         const int j = (int)i % c;
         const int s = ((int)i / per) * c + j;
-        const float xc = x[i] - stats[s * 2];
+        const float xc = vt_ld(x, i) - stats[s * 2];
         const float scale = stats[s * 2 + 1] * gamma[j];
         const float g = vt_act_grad(dy[i], xc * scale + beta[j], slope);
         dx[i] = coef[s * 3] * g + coef[s * 3 + 1] * xc + coef[s * 3 + 2];
     }
+}
+
+VT_KERNEL instnorm_bwd_apply(const float* x, const float* gamma, const float* beta, const float* dy,
+                             const float* stats, const float* coef, float* dx, int nb, int v, int c, float slope)
+{
+    instnorm_bwd_apply_t(x, gamma, beta, dy, stats, coef, dx, nb, v, c, slope);
+}
+
+// instnorm_bwd_apply_bf16: instnorm_bwd_apply for a bf16 x (dy, dx float32;
+// dx may alias dy).
+VT_KERNEL instnorm_bwd_apply_bf16(const unsigned short* x, const float* gamma, const float* beta, const float* dy,
+                                  const float* stats, const float* coef, float* dx, int nb, int v, int c,
+                                  float slope)
+{
+    instnorm_bwd_apply_t(x, gamma, beta, dy, stats, coef, dx, nb, v, c, slope);
 }

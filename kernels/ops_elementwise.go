@@ -42,6 +42,24 @@ func (o Ops[B]) ActBackward(y, dy, dx B, n int, slope float32) error {
 	return o.launchFlat("ActBackward", kActBackward, n, y, dy, dx, i32(n), slope)
 }
 
+// ActForwardBF16 is ActForward for bfloat16 x and y (n uint16s each; y
+// may be x): y rounded to nearest even.
+func (o Ops[B]) ActForwardBF16(x, y B, n int, slope float32) error {
+	if err := checkSlope("ActForwardBF16", slope); err != nil {
+		return err
+	}
+	return o.launchFlat("ActForwardBF16", kActForwardBF16, n, x, y, i32(n), slope)
+}
+
+// ActBackwardBF16 is ActBackward for a bfloat16 y (n uint16s); dy and dx
+// are float32 (dx may be dy).
+func (o Ops[B]) ActBackwardBF16(y, dy, dx B, n int, slope float32) error {
+	if err := checkSlope("ActBackwardBF16", slope); err != nil {
+		return err
+	}
+	return o.launchFlat("ActBackwardBF16", kActBackwardBF16, n, y, dy, dx, i32(n), slope)
+}
+
 // checkSlope rejects slopes for which y's sign no longer tells z's.
 func checkSlope(op string, slope float32) error {
 	if !(slope >= 0 && slope <= 1) {
@@ -58,12 +76,29 @@ func (o Ops[B]) AddChannelBias(t, bias B, rows, c int) error {
 	return o.launch1(kAddChannelBias, rows*c, t, bias, i32(rows), i32(c))
 }
 
+// AddChannelBiasBF16 is AddChannelBias for a bfloat16 t (rows·c uint16s;
+// bias float32): each sum rounded to nearest even.
+func (o Ops[B]) AddChannelBiasBF16(t, bias B, rows, c int) error {
+	if err := checkSizes("AddChannelBiasBF16", []int{rows, c}); err != nil {
+		return err
+	}
+	return o.launch1(kAddChannelBiasBF16, rows*c, t, bias, i32(rows), i32(c))
+}
+
 // ConcatChannels writes dst (voxels, ca+cb) = concat(a (voxels, ca), b (voxels, cb)).
 func (o Ops[B]) ConcatChannels(a, b, dst B, voxels, ca, cb int) error {
 	if err := checkSizes("ConcatChannels", []int{voxels, ca + cb}); err != nil {
 		return err
 	}
 	return o.launch1(kConcatChannels, voxels*(ca+cb), a, b, dst, i32(voxels), i32(ca), i32(cb))
+}
+
+// ConcatChannelsBF16 is ConcatChannels for bfloat16 a, b and dst (uint16s).
+func (o Ops[B]) ConcatChannelsBF16(a, b, dst B, voxels, ca, cb int) error {
+	if err := checkSizes("ConcatChannelsBF16", []int{voxels, ca + cb}); err != nil {
+		return err
+	}
+	return o.launch1(kConcatChannelsBF16, voxels*(ca+cb), a, b, dst, i32(voxels), i32(ca), i32(cb))
 }
 
 // SplitChannels is ConcatChannels' adjoint: a and b receive the first ca

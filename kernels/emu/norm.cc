@@ -15,4 +15,8 @@ static const bool registered_norm = (
     cuda_emu::add("instnorm_bwd_finish", &vt_norm::instnorm_bwd_finish),
     cuda_emu::add("instnorm_bwd_affine", &vt_norm::instnorm_bwd_affine),
     cuda_emu::add("instnorm_bwd_apply", &vt_norm::instnorm_bwd_apply),
+    cuda_emu::add("instnorm_fwd_partial_bf16", &vt_norm::instnorm_fwd_partial_bf16),
+    cuda_emu::add("instnorm_fwd_apply_bf16", &vt_norm::instnorm_fwd_apply_bf16),
+    cuda_emu::add("instnorm_bwd_partial_bf16", &vt_norm::instnorm_bwd_partial_bf16),
+    cuda_emu::add("instnorm_bwd_apply_bf16", &vt_norm::instnorm_bwd_apply_bf16),
     true);

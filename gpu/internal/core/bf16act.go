@@ -12,11 +12,16 @@ package core
 //
 // The convolutions read and write bf16 activations as they are where
 // cuDNN or the bf16 GEMMs take bf16 anyway (conv_dnn.go, conv_bf16.go).
-// Where an op has no bf16 kernel, its bf16 operands are widened into a
-// float32 copy (exact), the float32 op runs, and its bf16 outputs are
-// rounded once from the float32 result: the op's result is the float32
-// op's on the bf16 values, rounded to bf16 — the same as a fused kernel
-// computing in float32 gives.
+// The instance norm (x and y both bf16, or x for the backward), the
+// activation (likewise), the channel bias and the concatenation of three
+// bf16 tensors have bf16 kernels (the _bf16 twins in kernels/norm.cu and
+// elementwise.cu), which read and write bf16 once and compute in float32.
+// Where an op has no bf16 kernel — the other mixes of element types, and
+// a bf16 dy's bias gradient in Conv3DBackwardWeight — its bf16 operands
+// are widened into a float32 copy (exact), the float32 op runs, and its
+// bf16 outputs are rounded once from the float32 result. Both give the
+// float32 op's result on the bf16 values, rounded to bf16 (to nearest
+// even), bit for bit.
 
 // wideIn returns a float32 pointer to t's values: t's own for a float32
 // tensor, a widened copy in buf for a bf16 one.

@@ -4,6 +4,7 @@ package core_test
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 
@@ -105,6 +106,93 @@ func TestUNetStepBF16ActivationsUnderEmulation(t *testing.T) {
 	}
 	dev := newEmuDevice(bf16ActOptions(64 << 10))
 	devcheck.UNetStep(t, dev, emuStepCase("sgd"), devcheck.BF16)
+	castsOnlyInConvs(t, dev.be)
+}
+
+// castsOnlyInConvs fails t when any op but the convolutions launched a
+// float32 ↔ bf16 conversion: in a bf16-activation U-Net step, the norm,
+// activation, bias and concat ops read and write the bf16 activations
+// directly. (The convolutions still convert the weights and the float32
+// gradients where their GEMMs or cuDNN take bf16, and widen bf16 results
+// into float32 gradients.)
+func castsOnlyInConvs(t *testing.T, be *emuBackend) {
+	t.Helper()
+	var names []string
+	for k := range be.casts {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		t.Logf("%5d launches: %s", be.casts[k], k)
+		if !strings.HasPrefix(k, "Conv3D") {
+			t.Errorf("%s launched %d times: the op widens or rounds activations outside the convolutions", k, be.casts[k])
+		}
+	}
+	if len(names) == 0 {
+		t.Error("no conversions counted at all: the bf16 step converted no weights, so the count is broken")
+	}
+}
+
+// TestBF16ActivationsDirectKernels: the activation ops with every
+// activation operand bf16, as nn passes them, run the _bf16 kernels and
+// convert nothing; a float32 operand among bf16 ones still goes through
+// float32 copies.
+func TestBF16ActivationsDirectKernels(t *testing.T) {
+	dev := newEmuDevice(bf16ActOptions(0))
+	shape := nn.Shape{1, 2, 3, 4, 5}
+	act := func(c int) nn.Tensor { return dev.AllocActivation(nn.Shape{1, 2, 3, 4, c}) }
+	x, y := act(5), act(5)
+	f, dy := dev.Alloc(shape), dev.Alloc(shape)
+	gamma, beta, bias := dev.Alloc(nn.Shape{5}), dev.Alloc(nn.Shape{5}), dev.Alloc(nn.Shape{5})
+	dg, db := dev.Alloc(nn.Shape{5}), dev.Alloc(nn.Shape{5})
+	stats := dev.Alloc(nn.Shape{1, 5, 2})
+	for i, p := range []nn.Tensor{x, y, f, dy, gamma, beta, bias, stats} {
+		v := make([]float32, p.Shape().Len())
+		for j := range v {
+			v[j] = float32((i+j)%7) - 2.5
+		}
+		if err := dev.Upload(dev.ComputeStream(), p, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		run     func()
+		kernels []string // launched at least once
+		casts   int      // f32_to_bf16 + bf16_to_f32 launches
+	}{
+		{"InstanceNormActForward bf16 → bf16", func() { dev.InstanceNormActForward(x, gamma, beta, y, stats, 1e-5, 0.01) },
+			[]string{"instnorm_fwd_partial_bf16", "instnorm_fwd_apply_bf16"}, 0},
+		{"InstanceNormActForward in place", func() { dev.InstanceNormActForward(y, gamma, beta, y, stats, 1e-5, 0.01) },
+			[]string{"instnorm_fwd_partial_bf16", "instnorm_fwd_apply_bf16"}, 0},
+		{"InstanceNormActBackward bf16 x", func() { dev.InstanceNormActBackward(x, gamma, beta, stats, dy, dy, dg, db, 0.01) },
+			[]string{"instnorm_bwd_partial_bf16", "instnorm_bwd_apply_bf16"}, 0},
+		{"ConcatChannels bf16", func() { dev.ConcatChannels(act(2), act(3), act(5)) }, []string{"concat_channels_bf16"}, 0},
+		{"AddChannelBias bf16", func() { dev.AddChannelBias(x, bias) }, []string{"add_channel_bias_bf16"}, 0},
+		{"ActForward bf16 in place", func() { dev.ActForward(x, x, 0.01) }, []string{"act_forward_bf16"}, 0},
+		{"ActBackward bf16 y", func() { dev.ActBackward(x, dy, dy, 0.01) }, []string{"act_backward_bf16"}, 0},
+		// Mixes keep the widen path.
+		{"InstanceNormActForward bf16 → float32", func() { dev.InstanceNormActForward(x, gamma, beta, f, stats, 1e-5, 0.01) },
+			[]string{"instnorm_fwd_partial", "instnorm_fwd_apply"}, 1},
+		{"ConcatChannels bf16 + float32 → bf16", func() { dev.ConcatChannels(act(2), dev.Alloc(nn.Shape{1, 2, 3, 4, 3}), act(5)) },
+			[]string{"concat_channels"}, 2},
+		{"ActForward float32 → bf16", func() { dev.ActForward(f, y, 0.01) }, []string{"act_forward"}, 1},
+	} {
+		before := dev.be.l.Launched()
+		tc.run()
+		after := dev.be.l.Launched()
+		if got := after["f32_to_bf16"] + after["bf16_to_f32"] - before["f32_to_bf16"] - before["bf16_to_f32"]; got != tc.casts {
+			t.Errorf("%s: %d conversion launches, want %d", tc.name, got, tc.casts)
+		}
+		for _, k := range tc.kernels {
+			if after[k] == before[k] {
+				t.Errorf("%s: %s not launched", tc.name, k)
+			}
+		}
+	}
+	if err := dev.Err(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestBF16ActivationsHalveStepMemory: the peak tensor memory of a
@@ -215,6 +303,7 @@ func TestUNetStepBF16ActivationsDNNUnderEmulation(t *testing.T) {
 	if dev.be.gemms != 0 || f.runs[4] == 0 {
 		t.Errorf("%d GEMMs, cuDNN runs %v: the step's convolutions did not all go to cuDNN", dev.be.gemms, f.runs)
 	}
+	castsOnlyInConvs(t, dev.be)
 }
 
 // TestBF16ActivationsOwnConvReadsBF16: the own bf16 convolutions use a

@@ -57,7 +57,9 @@ func (d *Device[B]) NDHWCToNCDHW(src, dst nn.Tensor) {
 }
 
 // ConcatChannels writes dst = concat(a, b) along the channel axis. Any of
-// them may be bf16 activations.
+// them may be bf16 activations: all three bf16 (the U-Net's skip
+// connections) copy the bf16 values directly, other mixes go through
+// float32 copies.
 func (d *Device[B]) ConcatChannels(a, b, dst nn.Tensor) {
 	const op = "ConcatChannels"
 	d.begin(op)
@@ -66,6 +68,10 @@ func (d *Device[B]) ConcatChannels(a, b, dst nn.Tensor) {
 	at := d.Tensor(a)
 	bt := d.shaped(op, b, nn.Shape{n, dd, h, w, cb})
 	dt := d.shaped(op, dst, nn.Shape{n, dd, h, w, ca + cb})
+	if at.bf16 && bt.bf16 && dt.bf16 {
+		d.check(op, d.ops.ConcatChannelsBF16(at.ptr, bt.ptr, dt.ptr, n*dd*h*w, ca, cb))
+		return
+	}
 	ap, ok := d.wideIn(op, at, &d.wideA)
 	if !ok {
 		return
@@ -104,15 +110,14 @@ func (d *Device[B]) AddChannelBias(t, bias nn.Tensor) {
 }
 
 // addBias adds bias[c] (float32 at bp) to every element of channel c of
-// t, of either element type.
+// t, of either element type (a bf16 t in place, each sum rounded).
 func (d *Device[B]) addBias(op string, t *Tensor[B], bp B) {
 	c := t.shape[len(t.shape)-1]
-	p, ok := d.wideIn(op, t, &d.wideA)
-	if !ok {
+	if t.bf16 {
+		d.check(op, d.ops.AddChannelBiasBF16(t.ptr, bp, t.elems/c, c))
 		return
 	}
-	d.check(op, d.ops.AddChannelBias(p, bp, t.elems/c, c))
-	d.narrow(op, t, p)
+	d.check(op, d.ops.AddChannelBias(t.ptr, bp, t.elems/c, c))
 }
 
 // ChannelSum writes dst[c] = Σ over all other axes of t[..., c].

@@ -32,11 +32,20 @@ type emuBackend struct {
 	failLaunchCount int
 	skipKernels     bool           // count launches without running them
 	skipped         map[string]int // launches not run, by kernel
+	casts           map[string]int // f32_to_bf16 and bf16_to_f32 launches, by "op kernel"
 }
 
 var _ core.Backend[*emu.Buffer] = (*emuBackend)(nil)
 
 func (b *emuBackend) Launch(k kernels.Kernel, grid kernels.Dim3, args ...any) error {
+	if k.Module == "cast" {
+		b.mu.Lock()
+		if b.casts == nil {
+			b.casts = map[string]int{}
+		}
+		b.casts[b.op+" "+k.Name]++
+		b.mu.Unlock()
+	}
 	if k.Name == b.failLaunch {
 		b.failLaunchCount++
 		return fmt.Errorf("injected failure of %s", k.Name)

@@ -37,7 +37,9 @@ func (d *Device[B]) sameLen(op string, t nn.Tensor, n int) *Tensor[B] {
 
 // InstanceNormActForward normalises x per sample and channel, applies the
 // affine gamma, beta and max(z, slope·z), writing y and stats. x and y may
-// be bf16 activations (y may alias x); stats are float32.
+// be bf16 activations (y may alias x); stats are float32. Both bf16 (as nn
+// passes them) run the bf16 kernels, which read x and write y as they are;
+// one of them bf16 goes through float32 copies (bf16act.go).
 func (d *Device[B]) InstanceNormActForward(x, gamma, beta, y, stats nn.Tensor, eps, slope float32) {
 	const op = "InstanceNormActForward"
 	d.begin(op)
@@ -47,6 +49,10 @@ func (d *Device[B]) InstanceNormActForward(x, gamma, beta, y, stats nn.Tensor, e
 	yt := d.sameLen(op, y, n*v*c)
 	sc, ok := d.need(op, &d.scratch, d.ops.ScratchBytes(n, v, c))
 	if !ok {
+		return
+	}
+	if xt.bf16 && yt.bf16 {
+		d.check(op, d.ops.InstanceNormActForwardBF16(xt.ptr, d.ptr(gamma), d.ptr(beta), yt.ptr, d.ptr(stats), sc, n, v, c, eps, slope))
 		return
 	}
 	xp, ok := d.wideIn(op, xt, &d.wideA)
@@ -62,7 +68,8 @@ func (d *Device[B]) InstanceNormActForward(x, gamma, beta, y, stats nn.Tensor, e
 }
 
 // InstanceNormActBackward computes dx, dgamma and dbeta from dy. x may be
-// a bf16 activation; dy and dx are float32.
+// a bf16 activation, which the bf16 kernels read as it is; dy and dx are
+// float32.
 func (d *Device[B]) InstanceNormActBackward(x, gamma, beta, stats, dy, dx, dgamma, dbeta nn.Tensor, slope float32) {
 	const op = "InstanceNormActBackward"
 	d.begin(op)
@@ -76,21 +83,26 @@ func (d *Device[B]) InstanceNormActBackward(x, gamma, beta, stats, dy, dx, dgamm
 	if !ok {
 		return
 	}
-	xp, ok := d.wideIn(op, d.Tensor(x), &d.wideA)
-	if !ok {
+	if xt := d.Tensor(x); xt.bf16 {
+		d.check(op, d.ops.InstanceNormActBackwardBF16(xt.ptr, d.ptr(gamma), d.ptr(beta), d.ptr(stats), dyp, dxp, dgp, dbp, sc, n, v, c, slope))
 		return
 	}
-	d.check(op, d.ops.InstanceNormActBackward(xp, d.ptr(gamma), d.ptr(beta), d.ptr(stats), dyp, dxp, dgp, dbp, sc, n, v, c, slope))
+	d.check(op, d.ops.InstanceNormActBackward(d.ptr(x), d.ptr(gamma), d.ptr(beta), d.ptr(stats), dyp, dxp, dgp, dbp, sc, n, v, c, slope))
 }
 
 // ActForward computes y = max(x, slope·x) (y may alias x). x and y may be
-// bf16 activations.
+// bf16 activations: both bf16 (as nn passes them) run the bf16 kernel, one
+// of them goes through a float32 copy.
 func (d *Device[B]) ActForward(x, y nn.Tensor, slope float32) {
 	const op = "ActForward"
 	d.begin(op)
 	d.checkSlope(op, slope)
 	xt := d.Tensor(x)
 	yt := d.sameLen(op, y, xt.elems)
+	if xt.bf16 && yt.bf16 {
+		d.check(op, d.ops.ActForwardBF16(xt.ptr, yt.ptr, xt.elems, slope))
+		return
+	}
 	xp, ok := d.wideIn(op, xt, &d.wideA)
 	if !ok {
 		return
@@ -104,16 +116,17 @@ func (d *Device[B]) ActForward(x, y nn.Tensor, slope float32) {
 }
 
 // ActBackward computes dx = dy where y > 0 and slope·dy elsewhere. y may
-// be a bf16 activation; dy and dx are float32.
+// be a bf16 activation (read as it is by the bf16 kernel); dy and dx are
+// float32.
 func (d *Device[B]) ActBackward(y, dy, dx nn.Tensor, slope float32) {
 	const op = "ActBackward"
 	d.begin(op)
 	d.checkSlope(op, slope)
 	yt := d.Tensor(y)
 	dyp, dxp := d.mustLen(op, dy, yt.elems), d.mustLen(op, dx, yt.elems)
-	yp, ok := d.wideIn(op, yt, &d.wideA)
-	if !ok {
+	if yt.bf16 {
+		d.check(op, d.ops.ActBackwardBF16(yt.ptr, dyp, dxp, yt.elems, slope))
 		return
 	}
-	d.check(op, d.ops.ActBackward(yp, dyp, dxp, yt.elems, slope))
+	d.check(op, d.ops.ActBackward(yt.ptr, dyp, dxp, yt.elems, slope))
 }
