@@ -52,3 +52,20 @@ func (d *Device[B]) narrow(op string, t *Tensor[B], p B) {
 		d.check(op, d.ops.F32ToBF16(p, t.ptr, t.elems))
 	}
 }
+
+// widened runs f, an op's float32 kernel reading x and writing y, on
+// float32 views of them (wideIn, wideOut; x's in wideA, y's in wideC) and
+// rounds y back when it is bf16: the path of an op given a bf16/float32
+// mix its bf16 kernel does not take.
+func (d *Device[B]) widened(op string, xt, yt *Tensor[B], f func(xp, yp B)) {
+	xp, ok := d.wideIn(op, xt, &d.wideA)
+	if !ok {
+		return
+	}
+	yp, ok := d.wideOut(op, yt, &d.wideC)
+	if !ok {
+		return
+	}
+	f(xp, yp)
+	d.narrow(op, yt, yp)
+}

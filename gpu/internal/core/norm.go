@@ -55,16 +55,9 @@ func (d *Device[B]) InstanceNormActForward(x, gamma, beta, y, stats nn.Tensor, e
 		d.check(op, d.ops.InstanceNormActForwardBF16(xt.ptr, d.ptr(gamma), d.ptr(beta), yt.ptr, d.ptr(stats), sc, n, v, c, eps, slope))
 		return
 	}
-	xp, ok := d.wideIn(op, xt, &d.wideA)
-	if !ok {
-		return
-	}
-	yp, ok := d.wideOut(op, yt, &d.wideC)
-	if !ok {
-		return
-	}
-	d.check(op, d.ops.InstanceNormActForward(xp, d.ptr(gamma), d.ptr(beta), yp, d.ptr(stats), sc, n, v, c, eps, slope))
-	d.narrow(op, yt, yp)
+	d.widened(op, xt, yt, func(xp, yp B) {
+		d.check(op, d.ops.InstanceNormActForward(xp, d.ptr(gamma), d.ptr(beta), yp, d.ptr(stats), sc, n, v, c, eps, slope))
+	})
 }
 
 // InstanceNormActBackward computes dx, dgamma and dbeta from dy. x may be
@@ -103,16 +96,9 @@ func (d *Device[B]) ActForward(x, y nn.Tensor, slope float32) {
 		d.check(op, d.ops.ActForwardBF16(xt.ptr, yt.ptr, xt.elems, slope))
 		return
 	}
-	xp, ok := d.wideIn(op, xt, &d.wideA)
-	if !ok {
-		return
-	}
-	yp, ok := d.wideOut(op, yt, &d.wideC)
-	if !ok {
-		return
-	}
-	d.check(op, d.ops.ActForward(xp, yp, xt.elems, slope))
-	d.narrow(op, yt, yp)
+	d.widened(op, xt, yt, func(xp, yp B) {
+		d.check(op, d.ops.ActForward(xp, yp, xt.elems, slope))
+	})
 }
 
 // ActBackward computes dx = dy where y > 0 and slope·dy elsewhere. y may
