@@ -298,3 +298,43 @@ func TestPartialReadsOfManyBlocks(t *testing.T) {
 		}
 	}
 }
+
+// A damaged local chunk read in part without a cache (its layout, then
+// its blocks' range) fails the read with an error naming the chunk file —
+// never a panic, never an allocation the file does not justify: shorter
+// than a blosc header, a header claiming another decoded size, a stream
+// size past the file's end, a block starting past it, the starts of more
+// blocks than the first read holds cut off.
+func TestPartialLocalReadsOfDamagedChunks(t *testing.T) {
+	le := binary.LittleEndian
+	for _, tc := range []struct {
+		name   string
+		blocks int // block size of the array written
+		edit   func([]byte) []byte
+		want   string
+	}{
+		{"short", 256, func(b []byte) []byte { return b[:10] }, "shorter than the 16-byte header"},
+		{"decoded size", 256, func(b []byte) []byte { le.PutUint32(b[4:], 999); return b }, "decoded bytes"},
+		{"stream size", 256, func(b []byte) []byte { le.PutUint32(b[12:], uint32(len(b)+1)); return b }, "the stream has"},
+		{"block start", 256, func(b []byte) []byte { le.PutUint32(b[bloscHeader:], uint32(len(b)+100)); return b }, "past the"},
+		{"starts cut off", 4, func(b []byte) []byte { return b[:headBytes+8] }, "the stream has"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "a.zarr")
+			shape := [3]int{16, 16, 16}
+			writeBloscArray(t, dir, shape, shape, tc.blocks, bloscShuffle, 5)
+			chunk := filepath.Join(dir, "0.0.0")
+			editFile(t, chunk, tc.edit)
+			f, err := OpenWith(dir, Options{CacheBytes: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			b := volume.Box{Hi: [3]int{1, 2, 16}} // the first block(s) only
+			err = f.ReadRegion(b, [][]float32{make([]float32, b.Voxels())})
+			if err == nil || !strings.Contains(err.Error(), chunk) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want one naming %s and saying %q", err, chunk, tc.want)
+			}
+		})
+	}
+}
