@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -346,12 +348,17 @@ func RegionsClassOrder(dir string) ([]int, error) {
 // labelNames reads MSD {"0": "background"} and nnU-Net v2
 // {"background": 0} label maps; a list of one entry names that label, as
 // nnU-Net reads it outside regions (longer lists, regions, are skipped).
+// A value named by two keys takes the first of them in sorted order, the
+// same name every run.
 func (m *datasetJSON) labelNames() map[int]string {
 	if len(m.Labels) == 0 {
 		return nil
 	}
 	out := map[int]string{}
-	for k, raw := range m.Labels {
+	keys := slices.Sorted(maps.Keys(m.Labels))
+	slices.Reverse(keys) // later keys are overwritten by earlier ones
+	for _, k := range keys {
+		raw := m.Labels[k]
 		if strings.EqualFold(k, "ignore") {
 			continue // not a class
 		}

@@ -387,3 +387,19 @@ func TestNNUNetListsOfOneEntry(t *testing.T) {
 		t.Errorf("lists of one entry under multi_label: err = %v", err)
 	}
 }
+
+// A label value two dataset.json keys name takes the first key in sorted
+// order, every run (a map's order would pick either).
+func TestLabelNamedTwiceTakesOneName(t *testing.T) {
+	meta := `{"channel_names":{"0":"MRI"},"labels":{"background":0,"zz":2,"Anterior":1,"bg":0,"Posterior":[2]},"file_ending":".nii.gz"}`
+	dir := nnunetRaw(t, 2, ".nii.gz", meta)
+	for range 20 {
+		ds, err := OpenDataset(filled(config.Data{Dataset: dir, Fold: -1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ds.LabelNames[0] != "background" || ds.LabelNames[1] != "Anterior" || ds.LabelNames[2] != "Posterior" {
+			t.Fatalf("label names %v, want 0 background, 1 Anterior, 2 Posterior", ds.LabelNames)
+		}
+	}
+}
