@@ -33,19 +33,29 @@ func (d *Device[B]) labelDims(op string, t, labels nn.Tensor) (n, v, c int) {
 // badLabel turns a bad-label cell into the CPU device's error message,
 // reading the offending label back (k classes).
 func (d *Device[B]) badLabel(op string, cell int32, labels nn.Tensor, k int) error {
+	l, err := d.labelAt(op, cell, labels)
+	if err != nil || cell == kernels.NoBadLabel {
+		return err
+	}
+	return fmt.Errorf("%s: label %v at flat voxel %d is not a class index in [0, %d)", op, l, cell, k)
+}
+
+// labelAt reads back the label at a kernel's bad-label cell; no error
+// and no read for kernels.NoBadLabel, an error for a cell outside
+// labels or a failed read.
+func (d *Device[B]) labelAt(op string, cell int32, labels nn.Tensor) (float32, error) {
 	if cell == kernels.NoBadLabel {
-		return nil
+		return 0, nil
 	}
 	lt := d.f32(labels)
 	if cell < 0 || int(cell) >= lt.elems {
-		return fmt.Errorf("%s: the kernel reported an invalid label at voxel %d of %d", op, cell, lt.elems)
+		return 0, fmt.Errorf("%s: the kernel reported an invalid label at voxel %d of %d", op, cell, lt.elems)
 	}
 	var b [4]byte
 	if !d.read(op, b[:], d.machine.Offset(lt.ptr, 4*int(cell))) {
-		return d.Err()
+		return 0, d.Err()
 	}
-	l := math.Float32frombits(binary.LittleEndian.Uint32(b[:]))
-	return fmt.Errorf("%s: label %v at flat voxel %d is not a class index in [0, %d)", op, l, cell, k)
+	return math.Float32frombits(binary.LittleEndian.Uint32(b[:])), nil
 }
 
 // The CUDA device leaves an ignore label out of the loss and the counts.

@@ -7,7 +7,6 @@ package core
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 
 	"github.com/voxtrain/voxtrain/kernels"
 	"github.com/voxtrain/voxtrain/nn"
@@ -20,18 +19,10 @@ var _ nn.MultiLabelLossDevice = (*Device[int])(nil)
 // device's error message (cpu's firstBadBits), reading the offending label
 // back (c channels).
 func (d *Device[B]) badBits(op string, cell int32, labels nn.Tensor, c int, ignore bool) error {
-	if cell == kernels.NoBadLabel {
-		return nil
+	l, err := d.labelAt(op, cell, labels)
+	if err != nil || cell == kernels.NoBadLabel {
+		return err
 	}
-	lt := d.f32(labels)
-	if cell < 0 || int(cell) >= lt.elems {
-		return fmt.Errorf("%s: the kernel reported an invalid label at voxel %d of %d", op, cell, lt.elems)
-	}
-	var b [4]byte
-	if !d.read(op, b[:], d.machine.Offset(lt.ptr, 4*int(cell))) {
-		return d.Err()
-	}
-	l := math.Float32frombits(binary.LittleEndian.Uint32(b[:]))
 	ig := ""
 	if ignore {
 		ig = " or 255 (ignore)"
