@@ -64,16 +64,11 @@ cuda-check:
 # folds, validation, post-processing, ensemble prediction, evaluation),
 # nn's training on the demo data, and the
 # trainer's SIGKILL-during-saves test (50 kills of a training process),
-# the gzip decoder's full equivalence matrices (skipped under -race), and
-# the CUDA device's cuDNN path over the fake cuDNN and its bf16 activation
-# storage (numeric emulation on one goroutine, skipped under -race).
+# and the gzip decoder's full equivalence matrices (skipped under -race).
 slow:
 	$(GO) test -count=1 -timeout 20m -run '^(TestDemo|TestDemoTrainingLearns|TestSIGKILLDuringSaves|TestWorkflowEndToEnd)$$' -v ./cmd/train ./nn ./trainer \
 		| grep -E '^(=== RUN|--- |ok|FAIL|PASS)|demo|kills|loss|Dice'
 	$(GO) test -count=1 -run '^(TestMatrix|TestLarge)$$' ./internal/inflate
-ifeq ($(CGO),1)
-	$(GO) test -count=1 -run 'DNN|BF16Activations' ./gpu/internal/core
-endif
 
 # Run each fuzz target for FUZZTIME (go test -fuzz takes one target at a time).
 fuzz:

@@ -2,12 +2,15 @@
 // (C++20), with no CUDA toolkit.
 //
 // Model: a launch runs the grid's blocks one after another (x fastest, then
-// y, z). Within a block every CUDA thread is a std::thread, so code between
-// two __syncthreads() really runs concurrently, and __syncthreads() is a
-// barrier across the block's threads. The same blockDim threads are reused
-// for every block of the launch; a barrier at the end of each block keeps
-// blocks apart. Because blocks never overlap, __shared__ is plain `static`
-// storage. threadIdx/blockIdx/blockDim/gridDim are thread_local.
+// y, z). Within a block every CUDA thread is a fiber (fiber.cc): a
+// cooperative thread with its own stack on the launching OS thread. Each
+// runs until it reaches a __syncthreads() or the end of the kernel; when
+// every thread of the block has, the next round starts, so __syncthreads()
+// is a real barrier. Rounds alternate the order the threads run in, so a
+// missing barrier shows as a stale shared-memory read in one of the orders.
+// Because blocks never overlap, __shared__ is plain `static` storage.
+// threadIdx/blockIdx/blockDim/gridDim are thread_local, set by the
+// scheduler before it switches to a thread.
 //
 // The barrier also checks the CUDA rule that every thread of a block reaches
 // the same __syncthreads() calls: a thread that leaves the kernel (or the
@@ -25,15 +28,11 @@
 
 #include <atomic>
 #include <bit>
-#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
-#include <system_error>
-#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -44,6 +43,8 @@
 // code does not fuse on amd64, so the emulation rounds as they do. (cgo does
 // not accept -ffp-contract=off as a flag.)
 #pragma GCC optimize("fp-contract=off")
+
+#include "fiber.h"
 
 #define __global__
 #define __device__
@@ -65,64 +66,6 @@ inline thread_local dim3 gridDim{1, 1, 1};
 
 namespace cuda_emu {
 
-// What a thread arrives at the block barrier for.
-enum Arrival { kSync = 1, kBlockEnd = 2 };
-
-// Barrier is a reusable barrier for one block's threads that breaks, rather
-// than deadlocks, when threads arrive for different reasons.
-class Barrier {
-public:
-    explicit Barrier(int n) : n_(n) {}
-
-    void arrive(Arrival why)
-    {
-        std::unique_lock<std::mutex> lk(mu_);
-        if (broken_) {
-            return;
-        }
-        if (count_ == 0) {
-            why_ = why;
-        } else if (why != why_) {
-            broken_ = true;
-            cv_.notify_all();
-            return;
-        }
-        if (++count_ == n_) {
-            count_ = 0;
-            gen_++;
-            cv_.notify_all();
-            return;
-        }
-        const unsigned long long gen = gen_;
-        cv_.wait(lk, [&] { return gen_ != gen || broken_; });
-    }
-
-    // brk releases every waiting thread and makes later arrivals return at once.
-    void brk()
-    {
-        std::lock_guard<std::mutex> lk(mu_);
-        broken_ = true;
-        cv_.notify_all();
-    }
-
-    bool broken()
-    {
-        std::lock_guard<std::mutex> lk(mu_);
-        return broken_;
-    }
-
-private:
-    std::mutex mu_;
-    std::condition_variable cv_;
-    const int n_;
-    int count_ = 0;
-    Arrival why_ = kSync;
-    unsigned long long gen_ = 0;
-    bool broken_ = false;
-};
-
-inline thread_local Barrier* current_barrier = nullptr;
-
 // run_grid runs body() once per CUDA thread of every block of the grid and
 // returns "" or an error message.
 template <typename Body>
@@ -135,41 +78,8 @@ std::string run_grid(dim3 grid, dim3 block, Body body)
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 || grid.z > 65535 || grid.x > 0x7fffffffu) {
         return "invalid grid dimensions";
     }
-    Barrier bar((int)nt);
-    std::vector<std::thread> threads;
-    threads.reserve(nt);
-    std::string err;
-    try {
-        for (unsigned int t = 0; t < nt; t++) {
-            threads.emplace_back([&, t] {
-                threadIdx = uint3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
-                blockDim = block;
-                gridDim = grid;
-                current_barrier = &bar;
-                for (unsigned int z = 0; z < grid.z; z++) {
-                    for (unsigned int y = 0; y < grid.y; y++) {
-                        for (unsigned int x = 0; x < grid.x; x++) {
-                            blockIdx = uint3{x, y, z};
-                            body();
-                            bar.arrive(kBlockEnd);
-                        }
-                    }
-                }
-                current_barrier = nullptr;
-            });
-        }
-    } catch (const std::system_error& e) {
-        // Threads already started wait for the missing ones: release them.
-        err = std::string("cannot start emulation threads: ") + e.what();
-        bar.brk();
-    }
-    for (auto& th : threads) {
-        th.join();
-    }
-    if (err.empty() && bar.broken()) {
-        err = "divergent __syncthreads: threads of a block reached different barriers";
-    }
-    return err;
+    const Geometry g{grid.x, grid.y, grid.z, block.x, block.y, block.z};
+    return run_blocks(g, [](void* b) { (*static_cast<Body*>(b))(); }, &body);
 }
 
 // launch runs kernel k on grid × block with the given arguments (converted
@@ -247,7 +157,7 @@ bool add(const char* name, void (*k)(A...))
 // __syncthreads waits until every thread of the block has arrived.
 inline void __syncthreads()
 {
-    cuda_emu::current_barrier->arrive(cuda_emu::kSync);
+    cuda_emu::arrive(cuda_emu::kSync);
 }
 
 inline unsigned int __float_as_uint(float f) { return std::bit_cast<unsigned int>(f); }

@@ -3,12 +3,14 @@
 //
 // The .cc files of this package compile the very .cu sources of package
 // kernels with g++ (C++20), after cuda_emu.h: a launch runs the grid's
-// blocks one after another, each CUDA thread of a block is a std::thread,
-// __syncthreads is a barrier across them (which also reports threads that
-// reach different barriers), __shared__ is static storage and atomics are
-// std::atomic_ref. Launcher implements kernels.Launcher over buffers in C
-// memory (Buffer), so the launch recipes of kernels.Ops — the exact launch
-// sequences package gpu runs — are what the tests exercise.
+// blocks one after another, each CUDA thread of a block is a fiber on the
+// launching OS thread (fiber.cc), __syncthreads is a barrier across them
+// (which also reports threads that reach different barriers, and alternates
+// the order threads run in so a missing barrier shows), __shared__ is static
+// storage and atomics are std::atomic_ref. Launcher implements
+// kernels.Launcher over buffers in C memory (Buffer), so the launch recipes
+// of kernels.Ops — the exact launch sequences package gpu runs — are what
+// the tests exercise.
 //
 // Buffers start filled with 0xFF bytes (NaN as float32 and float64), as
 // uninitialised device memory would be garbage, and carry guard bytes on

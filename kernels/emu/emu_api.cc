@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <iterator>
+#include <mutex>
 
 #include "cuda_emu.h"
 

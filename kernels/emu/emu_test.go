@@ -58,6 +58,30 @@ func TestEmulationBarrier(t *testing.T) {
 	}
 }
 
+// TestEmulationMissingBarrierShows checks that a kernel reading another
+// thread's shared-memory write without a barrier between them gets stale
+// values: the emulation runs a block's threads one after another, in an
+// order that alternates between blocks, so such a read cannot happen to work
+// in every block.
+func TestEmulationMissingBarrierShows(t *testing.T) {
+	const blocks = 2
+	out := scratch(t, 4*blocks*kernels.Block)
+	must(t, launcher.Launch(selftest("nobarrier", "p"), kernels.Dim3{X: blocks}, out))
+	got := out.I32()
+	for b := 0; b < blocks; b++ {
+		stale := 0
+		for i := 0; i < kernels.Block; i++ {
+			if got[b*kernels.Block+i] != int32((i+1)%kernels.Block+1000*b) {
+				stale++
+			}
+		}
+		t.Logf("block %d: %d of %d threads read a stale neighbour", b, stale, kernels.Block)
+		if b == 0 && stale == 0 {
+			t.Errorf("block 0 ran without a barrier and every thread read its neighbour's new value")
+		}
+	}
+}
+
 // TestEmulationDivergentSync checks that threads reaching different
 // __syncthreads are reported instead of deadlocking.
 func TestEmulationDivergentSync(t *testing.T) {

@@ -1,7 +1,7 @@
 // selftest.cc — kernels that exercise the emulation itself (not part of
 // voxtrain's GPU code; registered under names starting "emu_selftest_",
 // which package kernels does not list). TestEmulation* use them to check
-// that the barrier really synchronises, that divergent __syncthreads and
+// that the barrier really synchronises, that a missing one shows, that divergent __syncthreads and
 // out-of-bounds writes are reported, and that atomics are atomic.
 #include "cuda_emu.h"
 
@@ -15,6 +15,18 @@ __global__ void emu_selftest_barrier(int* out)
     const int t = threadIdx.x;
     s[t] = t + 1000 * (int)blockIdx.x;
     __syncthreads();
+    const int nb = (t + 1) % (int)blockDim.x;
+    out[blockIdx.x * blockDim.x + t] = s[nb];
+    __syncthreads();
+}
+
+// emu_selftest_barrier without its first barrier: invalid CUDA, whose reads
+// the emulation's alternating thread order makes come out wrong.
+__global__ void emu_selftest_nobarrier(int* out)
+{
+    __shared__ int s[1024];
+    const int t = threadIdx.x;
+    s[t] = t + 1000 * (int)blockIdx.x;
     const int nb = (t + 1) % (int)blockDim.x;
     out[blockIdx.x * blockDim.x + t] = s[nb];
     __syncthreads();
@@ -49,6 +61,7 @@ __global__ void emu_selftest_atomics(int* counter, int* lowest)
 
 static const bool registered_selftest = (
     cuda_emu::add("emu_selftest_barrier", &vt_selftest::emu_selftest_barrier),
+    cuda_emu::add("emu_selftest_nobarrier", &vt_selftest::emu_selftest_nobarrier),
     cuda_emu::add("emu_selftest_divergent", &vt_selftest::emu_selftest_divergent),
     cuda_emu::add("emu_selftest_oob", &vt_selftest::emu_selftest_oob),
     cuda_emu::add("emu_selftest_atomics", &vt_selftest::emu_selftest_atomics),

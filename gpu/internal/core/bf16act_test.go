@@ -27,7 +27,6 @@ func bf16ActOptions(ws int) core.Options {
 // activations with bf16 operands against the CPU's float32 ops on the
 // same values, with many-tile and one-tile convolutions.
 func TestBF16ActivationsUnderEmulation(t *testing.T) {
-	skipUnderRace(t)
 	for _, ws := range []int{4 << 10, 0} {
 		dev := newEmuDevice(bf16ActOptions(ws))
 		devcheck.Ops(t, dev, devcheck.Options{Seed: 6, Tol: devcheck.BF16, Only: []string{"BF16Activations"}})
@@ -100,7 +99,6 @@ func TestBF16OperandMisuse(t *testing.T) {
 // with bf16 activation storage: the step against the CPU's float32 one
 // within bf16 tolerances.
 func TestUNetStepBF16ActivationsUnderEmulation(t *testing.T) {
-	skipUnderRace(t)
 	if testing.Short() {
 		t.Skip("slow under emulation; skipped with -short")
 	}
@@ -202,7 +200,6 @@ func TestBF16ActivationsDirectKernels(t *testing.T) {
 // allocates more. (This small U-Net's weights and optimiser state are a
 // large share of its peak; at nnU-Net's sizes the workspace dominates.)
 func TestBF16ActivationsHalveStepMemory(t *testing.T) {
-	skipUnderRace(t)
 	if testing.Short() {
 		t.Skip("slow under emulation; skipped with -short")
 	}
@@ -267,7 +264,6 @@ func bf16ActDNNDevice() (*emuDevice, *fakeDNN) {
 // forward from one bf16 activation into another converts only the
 // weights.
 func TestBF16ActivationsDNNUnderEmulation(t *testing.T) {
-	skipUnderRace(t)
 	dev, f := bf16ActDNNDevice()
 	devcheck.Ops(t, dev, devcheck.Options{Seed: 8, Tol: devcheck.BF16, Only: []string{"BF16Activations"}})
 	if dev.be.gemms != 0 {
@@ -298,7 +294,6 @@ func TestBF16ActivationsDNNUnderEmulation(t *testing.T) {
 // TestUNetStepBF16ActivationsUnderEmulation with every convolution
 // through the fake cuDNN.
 func TestUNetStepBF16ActivationsDNNUnderEmulation(t *testing.T) {
-	skipUnderRace(t)
 	if testing.Short() {
 		t.Skip("slow under emulation; skipped with -short")
 	}

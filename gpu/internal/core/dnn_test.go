@@ -11,19 +11,8 @@ import (
 	"github.com/voxtrain/voxtrain/gpu/internal/core"
 	"github.com/voxtrain/voxtrain/gpu/internal/devcheck"
 	"github.com/voxtrain/voxtrain/gpu/internal/dnn"
-	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/kernels/emu"
 )
-
-// skipUnderRace skips a cuDNN or bf16-activation emulation test under the
-// race detector: they are numeric and run on one goroutine (the engine's
-// own locking is raced in package dnn), and `make slow` runs them without
-// it (-run 'DNN|BF16Activations').
-func skipUnderRace(t *testing.T) {
-	if testutil.Race {
-		t.Skip("numeric emulation on one goroutine: run by make slow without -race")
-	}
-}
 
 // dnnDevice returns an emulated device whose convolutions go through a
 // fake cuDNN with the given engine options.
@@ -43,7 +32,6 @@ func dnnDevice(p dnn.Precision, o dnn.Options) (*emuDevice, *fakeDNN, *dnn.Engin
 // by the fake library as cuDNN checks it. No GEMM may be issued: cuDNN
 // computed every convolution.
 func TestConvDNNUnderEmulation(t *testing.T) {
-	skipUnderRace(t)
 	for _, tc := range []struct {
 		p    dnn.Precision
 		tol  devcheck.Tolerances
@@ -81,7 +69,6 @@ func TestConvDNNUnderEmulation(t *testing.T) {
 // algorithm that fits the workspace limit; a limit below its need takes
 // the next; a choice is timed once per problem and pass, then reused.
 func TestDNNChoice(t *testing.T) {
-	skipUnderRace(t)
 	dev, f, _ := dnnDevice(dnn.FP32, dnn.Options{Deterministic: true})
 	devcheck.Ops(t, dev, devcheck.Options{Seed: 8, Only: []string{"Conv3D"}})
 	if f.runs[1] == 0 || len(f.runs) != 1 {
@@ -108,7 +95,6 @@ func TestDNNChoice(t *testing.T) {
 // and every result still matches the CPU. Here cuDNN supports no problem
 // with fewer than 4 input channels or 4 output channels.
 func TestDNNFallback(t *testing.T) {
-	skipUnderRace(t)
 	dev, f, e := dnnDevice(dnn.BF16, dnn.Options{})
 	f.unsupported = func(p *dnn.Problem) bool { return p.X.Dims[1] < 4 || p.Y.Dims[1] < 4 }
 	devcheck.Ops(t, dev, devcheck.Options{Seed: 10, Tol: devcheck.BF16, Only: []string{"Conv3D"}})
@@ -138,7 +124,6 @@ func TestDNNFallback(t *testing.T) {
 // accumulated over the samples — and the results match the CPU, with no
 // own convolution.
 func TestDNNPerSample(t *testing.T) {
-	skipUnderRace(t)
 	for _, p := range []dnn.Precision{dnn.FP32, dnn.BF16} {
 		tol := devcheck.FP32
 		if p == dnn.BF16 {
@@ -162,7 +147,6 @@ func TestDNNPerSample(t *testing.T) {
 // TestDNNDiskCache: a second engine on the same cache file (the next run)
 // times nothing: every choice comes from the file.
 func TestDNNDiskCache(t *testing.T) {
-	skipUnderRace(t)
 	file := filepath.Join(t.TempDir(), "sub", "cudnn.json")
 	o := dnn.Options{CacheFile: file, GPU: "emulated GPU"}
 	dev, f, e := dnnDevice(dnn.TF32, o)
@@ -197,7 +181,6 @@ func TestDNNDiskCache(t *testing.T) {
 // TestUNetStepDNNUnderEmulation is TestUNetStepBF16UnderEmulation with
 // every convolution through the fake cuDNN.
 func TestUNetStepDNNUnderEmulation(t *testing.T) {
-	skipUnderRace(t)
 	if testing.Short() {
 		t.Skip("slow under emulation; skipped with -short")
 	}
