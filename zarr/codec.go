@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"sync"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/s2"
@@ -94,15 +95,14 @@ type zstdCodec struct{}
 func (zstdCodec) name() string { return "zstd" }
 
 func (zstdCodec) decode(src []byte, size int, exact bool) ([]byte, error) {
-	return zstdInto(src, make([]byte, 0, size), exact)
+	return zstdInto(src, make([]byte, 0, size+zstdSlack), size, exact)
 }
 
-// zstdInto decodes one zstd stream into dst's spare capacity (appending
-// to dst[:0]), which bounds what it may hold: a frame that says it holds
-// more, or wants a window larger than it needs, is refused before
-// decoding.
-func zstdInto(src, dst []byte, exact bool) ([]byte, error) {
-	size := cap(dst)
+// zstdInto decodes one zstd stream of at most size bytes (exactly size
+// when exact) into dst's capacity (appending to dst[:0]; at least size,
+// zstdSlack more for speed): a frame that says it holds more, or wants a
+// window larger than it needs, is refused before decoding.
+func zstdInto(src, dst []byte, size int, exact bool) ([]byte, error) {
 	// The frame header says how much the frame holds and how large a
 	// window it needs: refuse a frame that wants more than the chunk.
 	var h zstd.Header
@@ -125,14 +125,34 @@ func zstdInto(src, dst []byte, exact bool) ([]byte, error) {
 	return out, nil
 }
 
-// zstdExact decodes a zstd stream that must fill dst (a blosc split)
-// straight into dst: no buffer of its own, no copy.
+// zstdSlack is the spare capacity past the decoded bytes that lets the
+// zstd decoder take its fast path on every block: with less, it decodes
+// the frame's last block (of up to 128 KiB) with bounded copies, about
+// three times slower (klauspost/compress useSafeDecodeSync: it needs
+// compressedBlockOverAlloc = 32 bytes beyond what the block produces).
+const zstdSlack = 32
+
+// zstdScratch holds decode buffers with zstdSlack spare bytes.
+var zstdScratch sync.Pool
+
+// zstdExact decodes a zstd stream that must fill dst (a blosc split). It
+// decodes into a pooled buffer with zstdSlack spare bytes and copies: the
+// fast path may write those bytes, which in dst belong to a neighbour, and
+// the copy costs a tenth of what the slow path would.
 func zstdExact(src, dst []byte) error {
-	out, err := zstdInto(src, dst[:0:len(dst)], true)
-	if err == nil && len(dst) > 0 && &out[0] != &dst[0] {
-		copy(dst, out) // DecodeAll grew a new buffer (it never should)
+	need := len(dst) + zstdSlack
+	bp, _ := zstdScratch.Get().(*[]byte)
+	if bp == nil || cap(*bp) < need {
+		b := make([]byte, 0, need)
+		bp = &b
 	}
-	return err
+	defer zstdScratch.Put(bp)
+	out, err := zstdInto(src, (*bp)[:0:need], len(dst), true)
+	if err != nil {
+		return err
+	}
+	copy(dst, out)
+	return nil
 }
 
 // lz4Codec is numcodecs' LZ4: the decoded size (4 bytes, little-endian),

@@ -139,6 +139,14 @@ func (t dtype) at(src []byte, i int) float32 {
 	}
 }
 
+// u8Float[v] is float32(v): the uint8 conversion as a table.
+var u8Float = func() (t [256]float32) {
+	for i := range t {
+		t[i] = float32(i)
+	}
+	return t
+}()
+
 // convert writes n elements of src, starting at element s and s+ss apart,
 // to dst as float32, d apart. The common cases (contiguous little-endian
 // runs) have their own loops: this is the inner loop of every read.
@@ -147,8 +155,11 @@ func (t dtype) convert(dst []float32, d int, src []byte, s, ss, n int) {
 		dst = dst[:n]
 		switch {
 		case t.kind == 'u' && t.size == 1, t.kind == 'b':
+			// A table load is about a third faster than the int-to-float
+			// conversion, and uint8 volumes (EM, CT scrolls) are the
+			// common large case.
 			for i, v := range src[s : s+n] {
-				dst[i] = float32(v)
+				dst[i] = u8Float[v]
 			}
 			return
 		case t.kind == 'i' && t.size == 1:
