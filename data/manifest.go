@@ -92,6 +92,26 @@ import (
 // spacing instead (there must be one: the raw is never resampled), the
 // labels at other spacings resampled onto it. Overlaps are found between
 // crops on the same level only.
+//
+// Units: each file's header states the unit of its spacing and origin
+// where its format says (volume.Header.Unit: OME-NGFF's axes "unit", N5's
+// units, NIfTI's xyzt_units, NRRD's space units, ImageJ's and OME-TIFF's),
+// and a crop is placed and resampled in the raw's unit: a label (and its
+// mask) in micrometres on a raw in nanometres has its spacing and origin
+// multiplied by 1000 first, so it lands on the voxels the same crop
+// written in nanometres would, and is on the raw's 8 nm level when it is
+// at 0.008 µm. The manifest's own spacing and translation are in the
+// raw's unit. A unit that is not a length (a typo, "second") is an error
+// naming the file and the unit. When the raw or the crop states no unit
+// (a MetaImage, a plain TIFF, a NIfTI file whose xyzt_units is 0, an
+// OME-Zarr without "unit"), the crop's numbers are taken to be in the
+// raw's unit, as they were before units were read, with no warning: such
+// a format cannot state a unit, a crop exported into it from a cellmap
+// store carries the raw's numbers (as cellmap's own tools write them),
+// and refusing it would leave no way to use it — the manifest has no key
+// to declare a unit. A crop misplaced by a unit it does not state shows
+// as a crop outside the raw or covering no whole voxel of it, errors that
+// print both spacings with their units.
 
 // manifest is the YAML document.
 type manifest struct {
@@ -286,6 +306,9 @@ func loadManifest(path string, ignore int, multi bool) (*Dataset, error) {
 		if err != nil {
 			return nil, bad("volumes[%d].raw: %v", i, err)
 		}
+		if _, err := volume.UnitScale(rh.Unit, ""); err != nil {
+			return nil, bad("volumes[%d].raw %s: %v", i, raw, err)
+		}
 		rv := &rawVolume{path: raw, hdr: rh, opened: map[int]rawGrid{}, spacing: m.Spacing}
 		if volume.FormatName(raw) == "zarr" {
 			if rv.levels, err = zarr.ImageLevels(raw); err != nil {
@@ -400,13 +423,20 @@ func placeCrop(root string, rv *rawVolume, c manifestCrop, ignore int, classes m
 		return pc, Case{}, fmt.Errorf("label: %w", err)
 	}
 	defer func() { lf.Close() }()
-	lh := lf.Header()
-	if lh.Channels != 1 {
-		return pc, Case{}, fmt.Errorf("label %s: %d channels, want one label map", label, lh.Channels)
+	lfh := lf.Header()
+	if lfh.Channels != 1 {
+		return pc, Case{}, fmt.Errorf("label %s: %d channels, want one label map", label, lfh.Channels)
+	}
+	// lh is the label's geometry in the raw's unit (see Units above): what
+	// placing it, choosing its level and resampling it compare with the
+	// raw's numbers.
+	lh, err := lfh.InUnit(rv.hdr.Unit)
+	if err != nil {
+		return pc, Case{}, fmt.Errorf("label %s: %w", first, err)
 	}
 	g, err := rv.grid(lh.Spacing)
 	if err != nil {
-		return pc, Case{}, fmt.Errorf("label %s at spacing %v: %w", label, lh.Spacing, err)
+		return pc, Case{}, fmt.Errorf("label %s at spacing %v: %w", label, spacingText(lfh, lh), err)
 	}
 	pc.raw = g.path
 	rh := g.hdr
@@ -417,10 +447,16 @@ func placeCrop(root string, rv *rawVolume, c manifestCrop, ignore int, classes m
 		if err != nil {
 			return pc, Case{}, fmt.Errorf("mask: %w", err)
 		}
-		mh := mf.Header()
+		mfh := mf.Header()
+		// In the label's unit (the raw's, when the raw states one).
+		mh, err := mfh.InUnit(lh.Unit)
+		if err != nil {
+			mf.Close()
+			return pc, Case{}, fmt.Errorf("mask %s: %w", mask, err)
+		}
 		if !sameSpacings(lh.Spacing, mh.Spacing) {
 			mf.Close()
-			return pc, Case{}, fmt.Errorf("mask %s: spacing %v differs from the label's %v (%s)", mask, mh.Spacing, lh.Spacing, label)
+			return pc, Case{}, fmt.Errorf("mask %s: spacing %v %s differs from the label's %v %s (%s)", mask, mfh.Spacing, volume.UnitName(mfh.Unit), lfh.Spacing, volume.UnitName(lfh.Unit), label)
 		}
 		ml, err := volume.Masked(lf, mf, uint8(ignore))
 		if err != nil {
@@ -440,7 +476,7 @@ func placeCrop(root string, rv *rawVolume, c manifestCrop, ignore int, classes m
 			return pc, Case{}, fmt.Errorf("offset %v: want [z, y, x] voxels", c.Offset)
 		}
 		if resample {
-			return pc, Case{}, fmt.Errorf("offset %v: counts voxels of the raw, and the label %s (spacing %v) is not on the raw's grid (%s, spacing %v): place it by translation or by its own origin", c.Offset, label, lh.Spacing, g.path, rh.Spacing)
+			return pc, Case{}, fmt.Errorf("offset %v: counts voxels of the raw, and the label %s (spacing %v) is not on the raw's grid (%s, spacing %v%s): place it by translation or by its own origin", c.Offset, label, spacingText(lfh, lh), g.path, rh.Spacing, unitSuffix(rh.Unit))
 		}
 	case c.Translation != nil:
 		if len(c.Translation) != 3 {
@@ -473,16 +509,22 @@ func placeCrop(root string, rv *rawVolume, c manifestCrop, ignore int, classes m
 		}
 	default:
 		if box, err = coveredBox(rh, lh, at); err != nil {
-			return pc, Case{}, fmt.Errorf("%s %v: the label %s (spacing %v, shape %v) on the raw %s (spacing %v): %w", placeKey(c), at, label, lh.Spacing, lh.Shape, g.path, rh.Spacing, err)
+			return pc, Case{}, fmt.Errorf("%s %v: the label %s (spacing %v, shape %v) on the raw %s (spacing %v%s): %w", placeKey(c), at, label, spacingText(lfh, lh), lh.Shape, g.path, rh.Spacing, unitSuffix(rh.Unit), err)
 		}
 	}
 	if !volume.Whole(rh.Shape).Contains(box) || box.Lo[0] < 0 || box.Lo[1] < 0 || box.Lo[2] < 0 {
-		return pc, Case{}, fmt.Errorf("the crop %s (box %v..%v) is not inside the raw %s (box [0 0 0]..%v)", label, box.Lo, box.Hi, g.path, rh.Shape)
+		return pc, Case{}, fmt.Errorf("the crop %s (box %v..%v; spacing %s) is not inside the raw %s (box [0 0 0]..%v; spacing %v%s)", label, box.Lo, box.Hi, spacingText(lfh, lh), g.path, rh.Shape, rh.Spacing, unitSuffix(rh.Unit))
 	}
 	if resample {
 		// The case's label is the crop read on the raw's grid over box.
 		ro := origin(rh.Affine)
 		r := volume.Resampling{Shape: box.Size(), Spacing: rh.Spacing, At: at}
+		if f, _ := volume.UnitScale(lfh.Unit, rh.Unit); f != 1 {
+			// The label's file is in another unit: the resampling
+			// converts its spacing (only then: the paths of crops in
+			// the raw's unit stay as they were).
+			r.Unit = rh.Unit
+		}
 		for a := range 3 {
 			r.Origin[a] = ro[a] + float64(box.Lo[a])*rh.Spacing[a]
 		}
@@ -515,6 +557,24 @@ func placeCrop(root string, rv *rawVolume, c manifestCrop, ignore int, classes m
 		}
 	}
 	return pc, cs, nil
+}
+
+// spacingText is a label's spacing for messages: as its file gives it
+// and, when that is in another unit than the raw's, as compared (lh,
+// converted), so that a crop misplaced by a unit is seen to be.
+func spacingText(file, lh volume.Header) string {
+	if f, _ := volume.UnitScale(file.Unit, lh.Unit); f == 1 {
+		return fmt.Sprint(file.Spacing) + unitSuffix(file.Unit)
+	}
+	return fmt.Sprintf("%v %s = %v %s", file.Spacing, file.Unit, lh.Spacing, lh.Unit)
+}
+
+// unitSuffix is " unit" for messages, "" for no unit.
+func unitSuffix(u string) string {
+	if u == "" {
+		return ""
+	}
+	return " " + u
 }
 
 // coveredBox is the box of the raw's voxels (header rh) that a label

@@ -15,10 +15,16 @@ import (
 )
 
 // writeGrid writes a one-level OME-Zarr image as writeImage does, at the
-// given spacing.
+// given spacing, its axes without a unit.
 func writeGrid(t *testing.T, dir string, shape [3]int, spacing, origin [3]float64, labels bool, value func(z, y, x int) float32) {
 	t.Helper()
-	spec := zarr.ImageSpec{Shape: shape, Chunks: [3]int{8, 8, 8}, DType: "float32", Spacing: spacing, Origin: origin, Compressor: "zlib"}
+	writeGridUnit(t, dir, shape, spacing, origin, "", labels, value)
+}
+
+// writeGridUnit is writeGrid with unit on the spatial axes.
+func writeGridUnit(t *testing.T, dir string, shape [3]int, spacing, origin [3]float64, unit string, labels bool, value func(z, y, x int) float32) {
+	t.Helper()
+	spec := zarr.ImageSpec{Shape: shape, Chunks: [3]int{8, 8, 8}, DType: "float32", Spacing: spacing, Origin: origin, Unit: unit, Compressor: "zlib"}
 	if labels {
 		spec.DType = "uint8"
 	}
@@ -336,7 +342,7 @@ func TestManifestTargetSpacing(t *testing.T) {
 func TestManifestResolutionErrors(t *testing.T) {
 	dir, _ := resFixture(t, append(resCrops[:3:3], resCrop{file: "crops/tiny.zarr", shape: [3]int{1, 4, 4}, spacing: [3]float64{4, 4, 4}, origin: [3]float64{30, 50, 62}}))
 	for _, tc := range []struct{ manifest, want string }{
-		{"volumes:\n  - raw: raw.zarr\n    crops:\n      - label: crops/tiny.zarr\n", "crops[0] (tiny): the label's origin [30 50 62]: the label " + filepath.Join(dir, "crops/tiny.zarr") + " (spacing [4 4 4], shape [1 4 4]) on the raw " + filepath.Join(dir, "raw.zarr") + " (spacing [8 8 8]): axis 0"},
+		{"volumes:\n  - raw: raw.zarr\n    crops:\n      - label: crops/tiny.zarr\n", "crops[0] (tiny): the label's origin [30 50 62]: the label " + filepath.Join(dir, "crops/tiny.zarr") + " (spacing [4 4 4], shape [1 4 4]) on the raw " + filepath.Join(dir, "raw.zarr") + " (spacing [8 8 8] nanometer): axis 0"},
 		{"volumes:\n  - raw: raw.zarr\n    crops:\n      - label: crops/at4.zarr\n        offset: [1, 1, 1]\n", "crops[0] (at4): offset [1 1 1]"},
 		{"spacing: [12, 12, 12]\nvolumes:\n  - raw: raw.zarr\n    crops:\n      - label: crops/at8.zarr\n", "crops[0] (at8): label " + filepath.Join(dir, "crops/at8.zarr") + " at spacing [8 8 8]: spacing [12 12 12]: the raw " + filepath.Join(dir, "raw.zarr") + " has no multiscale level at it (levels: s0 [8 8 8], s1 [16 16 16]"},
 		{"spacing: [16, 16, 16]\nvolumes:\n  - raw: raw.zarr/s0\n    crops:\n      - label: crops/at8.zarr\n", "spacing [16 16 16]: the raw " + filepath.Join(dir, "raw.zarr/s0") + " is at [8 8 8]"},

@@ -353,16 +353,33 @@ func checkCase(c Case, channels int, o VerifyOptions) (problems, warnings []stri
 // geometryMismatch compares the label's spacing and affine with the first
 // image's (v, as decodeCase read it); "" when they agree within the
 // tolerances.
+//
+// Units: when both files state one (volume.Header.Unit) the label's
+// spacing and affine are converted into the image's before comparing —
+// a label in micrometres on an image in nanometres is on its grid when
+// its numbers are a thousandth; a unit that is not a length is a problem
+// naming both files. When either states none they are compared as they
+// are, as a dataset manifest takes them (see loadManifest).
 func geometryMismatch(c Case, v *Volume) string {
 	hi := volume.Header{Spacing: v.Spacing, Affine: v.Affine}
-	hl, err := header(c.Label)
+	// The unit is the image's header's (v holds its numbers only).
+	ih, err := header(c.Images[0])
 	if err != nil {
 		return err.Error()
 	}
+	hi.Unit = ih.Unit
+	hf, err := header(c.Label)
+	if err != nil {
+		return err.Error()
+	}
+	hl, err := hf.InUnit(hi.Unit)
+	if err != nil {
+		return fmt.Sprintf("%s (image %s in %s, label %s in %s): %v", c.Label, c.Images[0], volume.UnitName(hi.Unit), c.Label, volume.UnitName(hf.Unit), err)
+	}
 	for a := range hi.Spacing {
 		if math.Abs(hi.Spacing[a]-hl.Spacing[a]) > spacingTol*max(math.Abs(hi.Spacing[a]), math.Abs(hl.Spacing[a])) {
-			return fmt.Sprintf("%s: voxel spacing %v differs from its image's %v (%s): image and label are not on the same grid",
-				c.Label, hl.Spacing, hi.Spacing, c.Images[0])
+			return fmt.Sprintf("%s: voxel spacing %v%s differs from its image's %v%s (%s): image and label are not on the same grid",
+				c.Label, hf.Spacing, unitSuffix(hf.Unit), hi.Spacing, unitSuffix(hi.Unit), c.Images[0])
 		}
 	}
 	if c.Placed {

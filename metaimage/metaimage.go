@@ -8,8 +8,11 @@
 // orders, zlib-compressed data, HeaderSize (−1: the data is the end of the
 // file), ElementSpacing, Offset and TransformMatrix. MetaIO, like ITK,
 // works in LPS coordinates; the affine is turned into the RAS+ one package
-// volume uses by negating its first two rows. Not supported: data split
-// over several files (ElementDataFile LIST or a pattern).
+// volume uses by negating its first two rows. MetaIO has no unit field
+// (ITK takes millimetres by convention, other writers their own), so the
+// header's Unit is "": a dataset manifest takes the file to be in the
+// unit of the volume it is compared with. Not supported: data split over
+// several files (ElementDataFile LIST or a pattern).
 package metaimage
 
 import (

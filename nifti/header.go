@@ -195,6 +195,22 @@ func (h *Header) SpaceUnits() string {
 	return "unknown"
 }
 
+// SpatialUnit returns the spatial unit of xyzt_units as UDUNITS-2 and
+// OME-NGFF name it ("meter", "millimeter", "micrometer"; see
+// volume.Header.Unit), "" when the code is 0 (unknown) or one the
+// standard does not define.
+func (h *Header) SpatialUnit() string {
+	switch h.XYZTUnits & 0x07 {
+	case UnitsMeter:
+		return "meter"
+	case UnitsMM:
+		return "millimeter"
+	case UnitsMicron:
+		return "micrometer"
+	}
+	return ""
+}
+
 // TimeUnits returns the name of the temporal unit ("s", "ms", "us", "hz",
 // "ppm", "rad/s" or "unknown").
 func (h *Header) TimeUnits() string {

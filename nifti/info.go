@@ -29,8 +29,12 @@ type Info struct {
 	Sform      [4][4]Float  `json:"sform"`
 	Affine     *[4][4]Float `json:"affine"`
 	Shape      []int        `json:"shape"`
-	RawSHA256  string       `json:"raw_sha256"`
-	Stats      *StatsJSON   `json:"stats"`
+	// Unit is the spatial unit of pixdim and the affines as
+	// Header.SpatialUnit names it ("millimeter"; "" for xyzt_units 0):
+	// the key every format's `train info --json` has.
+	Unit      string     `json:"unit"`
+	RawSHA256 string     `json:"raw_sha256"`
+	Stats     *StatsJSON `json:"stats"`
 }
 
 // StatsJSON is Info's "stats" object.
@@ -78,6 +82,7 @@ func (r *Reader) Inspect(path string) (*Info, *Header, error) {
 		SformCode:    h.SformCode,
 		Sform:        toFloats(h.SformAffine()),
 		Shape:        h.Shape(),
+		Unit:         h.SpatialUnit(),
 		RawSHA256:    hex.EncodeToString(sum[:]),
 	}
 	for i, v := range h.Pixdim {

@@ -23,7 +23,8 @@ type volumeFile struct {
 
 // OpenVolume opens a NIfTI file for the data pipeline (see volume.File):
 // (x, y, z[, t]) becomes (D, H, W) = (z, y, x) with t channels, the
-// voxel size and affine come from the header.
+// voxel size and affine come from the header, their unit from
+// xyzt_units (Header.SpatialUnit).
 func OpenVolume(path string) (volume.File, error) {
 	var r Reader
 	f, err := r.Open(path)
@@ -37,7 +38,8 @@ func OpenVolume(path string) (volume.File, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	v := &volumeFile{f: f, hdr: volume.Header{Shape: shape, Channels: channels,
-		Spacing: [3]float64{float64(h.Pixdim[3]), float64(h.Pixdim[2]), float64(h.Pixdim[1])}}}
+		Spacing: [3]float64{float64(h.Pixdim[3]), float64(h.Pixdim[2]), float64(h.Pixdim[1])},
+		Unit:    h.SpatialUnit()}}
 	if a, err := h.Affine(); err == nil {
 		v.hdr.Affine = volume.Affine(a)
 	}

@@ -7,8 +7,10 @@
 // uint64, float and double; encodings raw, gzip, bzip2 and ascii; both
 // endiannesses; line skip and byte skip; space directions and origin in
 // any of the anatomical spaces, turned into the RAS+ affine package volume
-// uses. Not supported: the "block" type, hex encoding, and data split
-// over several files (a "data file" list or pattern).
+// uses; the spatial unit from "space units" (or the spatial axes'
+// "units"), which must agree across the spatial axes. Not supported: the
+// "block" type, hex encoding, and data split over several files (a "data
+// file" list or pattern).
 package nrrd
 
 import (
@@ -287,7 +289,62 @@ func (h *Header) Spec(path string) (*rawvol.Spec, error) {
 	if err := h.geometry(s, dim, spatial, bad); err != nil {
 		return nil, err
 	}
+	if g.Unit, err = h.unit(spatial, bad); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// unit reads the spatial unit (volume.Header.Unit's spelling): "space
+// units" ("mm" "mm" "mm", one per world axis, as Slicer and ITK write
+// it), else the spatial axes' entries of the per-axis "units". Every
+// spatial unit must be the same; "???" and "" are no unit, as the NRRD
+// format writes an unknown one.
+func (h *Header) unit(spatial []int, bad func(string, string, ...any) error) (string, error) {
+	field := "space units"
+	v, ok := h.field(field)
+	var us []string
+	if ok {
+		us = quoted(v)
+	} else if v, ok = h.field("units"); ok {
+		field = "units"
+		all := quoted(v)
+		for _, ax := range spatial {
+			if ax < len(all) {
+				us = append(us, all[ax])
+			}
+		}
+	}
+	unit := ""
+	for i, u := range us {
+		if u == "???" {
+			u = ""
+		}
+		n := volume.NormalizeUnit(u)
+		if i == 0 {
+			unit = n
+		} else if n != unit {
+			return "", bad(field, "%q: the spatial axes disagree on their unit (voxtrain reads one unit for every spatial axis)", v)
+		}
+	}
+	return unit, nil
+}
+
+// quoted returns the double-quoted strings of a NRRD field ("mm" "mm").
+func quoted(s string) []string {
+	var out []string
+	for {
+		i := strings.IndexByte(s, '"')
+		if i < 0 {
+			return out
+		}
+		j := strings.IndexByte(s[i+1:], '"')
+		if j < 0 {
+			return out
+		}
+		out = append(out, s[i+1:i+1+j])
+		s = s[i+j+2:]
+	}
 }
 
 // channelAxis finds the 4D file's channel axis (−1 for a 2D or 3D file):

@@ -60,12 +60,12 @@ type Folder struct {
 // OpenFolder opens a folder whose files are 2-D TIFF images as one
 // volume: the files in natural order (slice2 before slice10: runs of
 // digits compare as numbers) are its planes. Every slice's IFDs are read
-// and checked against the first slice's shape, channels, sample type and
-// spacing; voxels are read when a region needs them, from the slices it
-// spans only. Spacing along H and W is the first slice's (ImageJ
-// resolution, OME PhysicalSize); along D it is the first slice's ImageJ
-// spacing= or OME PhysicalSizeZ, else 1. Dot files are skipped; any
-// other file or folder is an error naming it.
+// and checked against the first slice's shape, channels, sample type,
+// spacing and unit; voxels are read when a region needs them, from the
+// slices it spans only. Spacing along H and W is the first slice's
+// (ImageJ resolution, OME PhysicalSize); along D it is the first slice's
+// ImageJ spacing= or OME PhysicalSizeZ, else 1. Dot files are skipped;
+// any other file or folder is an error naming it.
 func OpenFolder(dir string) (volume.File, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -105,6 +105,8 @@ func OpenFolder(dir string) (volume.File, error) {
 			return nil, fmt.Errorf("tiff: %s: samples of type %v, but %s has %v", p, t.typ, fo.slices[0].path, f.typ)
 		case t.hdr.Spacing != f.hdr.Spacing:
 			return nil, fmt.Errorf("tiff: %s: spacing (D, H, W) %v, but %s has %v", p, t.hdr.Spacing, fo.slices[0].path, f.hdr.Spacing)
+		case t.hdr.Unit != f.hdr.Unit:
+			return nil, fmt.Errorf("tiff: %s: spacing in %s, but %s's is in %s", p, volume.UnitName(t.hdr.Unit), fo.slices[0].path, volume.UnitName(f.hdr.Unit))
 		}
 	}
 	first := fo.slices[0].t

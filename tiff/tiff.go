@@ -8,7 +8,10 @@
 // compression none, LZW, deflate (both codes), PackBits and zstd, with
 // predictor 2 (horizontal differencing) or 3 (floating point). Spacing
 // comes from ImageJ metadata (XResolution, YResolution and "spacing=") or
-// from OME-XML's PhysicalSizeX/Y/Z; ImageJ and OME channels stored as
+// from OME-XML's PhysicalSizeX/Y/Z, their unit from ImageJ's unit= (and
+// yunit=, zunit=; "micron", "µm", "um") or OME's PhysicalSizeXUnit, … (µm,
+// the OME schema's default, when a PhysicalSize has none), the same for
+// every axis that states one; ImageJ and OME channels stored as
 // pages are read as channels. The affine is the diagonal of the spacing:
 // a TIFF has no orientation. Only the IFDs are read on open; a region
 // reads the strips or tiles it overlaps, in the pages it spans.
@@ -23,6 +26,7 @@ package tiff
 import (
 	"encoding/binary"
 	"fmt"
+	"html"
 	"os"
 	"regexp"
 	"strconv"
@@ -276,7 +280,7 @@ func sampleType(bps, format uint64) (rawvol.Type, error) {
 }
 
 var (
-	reOMEAttr = regexp.MustCompile(`\b(PhysicalSize[XYZ]|Size[CZT]|DimensionOrder)="([^"]*)"`)
+	reOMEAttr = regexp.MustCompile(`\b(PhysicalSize[XYZ](?:Unit)?|Size[CZT]|DimensionOrder)="([^"]*)"`)
 	reIJLine  = regexp.MustCompile(`(?m)^(\w+)=(.*)$`)
 )
 
@@ -295,6 +299,19 @@ func (t *File) stack(w, h int) error {
 		}
 		if s, err := strconv.ParseFloat(kv["spacing"], 64); err == nil && s > 0 {
 			t.hdr.Spacing[0] = s
+		}
+		// unit= is x's (and every axis's); ImageJ writes yunit= and
+		// zunit= only where they differ.
+		units := [3]string{kv["unit"], kv["unit"], kv["unit"]}
+		keys := [3]string{"unit", "unit", "unit"}
+		for i, k := range []string{"zunit", "yunit"} {
+			if u, ok := kv[k]; ok {
+				units[i], keys[i] = u, k
+			}
+		}
+		var err error
+		if t.hdr.Unit, err = t.sameUnit(units, keys, unescapeImageJ); err != nil {
+			return err
 		}
 		c, _ := strconv.Atoi(kv["channels"])
 		z, _ := strconv.Atoi(kv["slices"])
@@ -318,10 +335,22 @@ func (t *File) stack(w, h int) error {
 			}
 		}
 		t.hdr.Spacing = [3]float64{1, 1, 1}
+		// A PhysicalSize without its Unit is in µm, the OME schema's
+		// default; an axis without a PhysicalSize has no unit to agree.
+		var units, keys [3]string
 		for i, k := range []string{"PhysicalSizeZ", "PhysicalSizeY", "PhysicalSizeX"} {
+			keys[i] = k + "Unit"
 			if s, err := strconv.ParseFloat(kv[k], 64); err == nil && s > 0 {
 				t.hdr.Spacing[i] = s
+				units[i] = "µm"
+				if u, ok := kv[k+"Unit"]; ok {
+					units[i] = u
+				}
 			}
+		}
+		var err error
+		if t.hdr.Unit, err = t.sameUnit(units, keys, html.UnescapeString); err != nil {
+			return err
 		}
 		c, _ := strconv.Atoi(kv["SizeC"])
 		z, _ := strconv.Atoi(kv["SizeZ"])
@@ -362,6 +391,44 @@ func (t *File) stack(w, h int) error {
 	}
 	t.hdr.Affine[3][3] = 1
 	return nil
+}
+
+// sameUnit is the unit (volume.NormalizeUnit's spelling) of the spatial
+// axes (D, H, W) given as units, each decoded by unescape: the ones
+// stated must agree, an error naming the metadata keys otherwise.
+func (t *File) sameUnit(units, keys [3]string, unescape func(string) string) (string, error) {
+	unit, from := "", -1
+	for i, u := range units {
+		n := volume.NormalizeUnit(unescape(u))
+		switch {
+		case n == "":
+		case from < 0:
+			unit, from = n, i
+		case n != unit:
+			return "", t.r.errf("the spatial axes disagree on their unit: %s %q, %s %q (voxtrain reads one unit for every axis)", keys[from], units[from], keys[i], u)
+		}
+	}
+	return unit, nil
+}
+
+// unescapeImageJ decodes the \uXXXX escapes ImageJ writes for the
+// characters of its description beyond ASCII (unit=\u00B5m for µm).
+func unescapeImageJ(s string) string {
+	if !strings.Contains(s, `\u`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+6 <= len(s) && s[i+1] == 'u' {
+			if r, err := strconv.ParseUint(s[i+2:i+6], 16, 16); err == nil {
+				b.WriteRune(rune(r))
+				i += 5
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // Header implements volume.File.

@@ -114,9 +114,15 @@ func Packed(files map[int]File, names map[int]string) (File, error) {
 		} else if h.Shape != shape {
 			return nil, fmt.Errorf("class %d (%s): shape %v differs from class %d's (%s) %v", c, names[c], h.Shape, p.bits[0], names[p.bits[0]], shape)
 		} else {
+			// Compared in the first class's unit (one stated unit each:
+			// the other's spacing is converted).
+			hu, err := h.InUnit(p.hdr.Unit)
+			if err != nil {
+				return nil, fmt.Errorf("class %d (%s): %w", c, names[c], err)
+			}
 			for a := range 3 {
-				if math.Abs(h.Spacing[a]-p.hdr.Spacing[a]) > 1e-3*math.Abs(p.hdr.Spacing[a]) {
-					return nil, fmt.Errorf("class %d (%s): spacing %v differs from class %d's (%s) %v", c, names[c], h.Spacing, p.bits[0], names[p.bits[0]], p.hdr.Spacing)
+				if math.Abs(hu.Spacing[a]-p.hdr.Spacing[a]) > 1e-3*math.Abs(p.hdr.Spacing[a]) {
+					return nil, fmt.Errorf("class %d (%s): spacing %v %s differs from class %d's (%s) %v %s", c, names[c], h.Spacing, UnitName(h.Unit), p.bits[0], names[p.bits[0]], p.hdr.Spacing, UnitName(p.hdr.Unit))
 				}
 			}
 		}

@@ -11,7 +11,7 @@ import (
 // file's, by nearest neighbour: a dataset manifest's label crop annotated
 // at another resolution than the raw volume it trains with (package
 // data), as cellmap's crops at 4, 8 or 16 nm in a raw at 8 nm. It is named
-// by a path, "FILE#resample=shape=D,H,W&spacing=…&origin=…&at=…", so that
+// by a path, "FILE#resample=shape=D,H,W&spacing=…&origin=…&at=…[&unit=U]", so that
 // everything that opens case files by path (Open, the chunk cache's
 // handles, the verification, the caches' stat of FilePath) reads the
 // resampled labels without knowing about resampling. FILE is any path
@@ -36,8 +36,14 @@ type Resampling struct {
 	Spacing, Origin [3]float64
 	// At is the world position of the source file's voxel (0, 0, 0)
 	// (where a manifest placed the crop); the source's spacing is its
-	// header's.
+	// header's, converted into Unit.
 	At [3]float64
+	// Unit is the length unit of Spacing, Origin and At (Header.Unit's
+	// spelling; "": unstated, the source's numbers are taken as they
+	// are). A source whose header states another unit has its spacing
+	// converted into this one: a label crop in micrometres read on a raw
+	// volume's grid in nanometres.
+	Unit string
 }
 
 // ResampledPath names the file at path read on r's grid (see Resampled).
@@ -49,8 +55,14 @@ func ResampledPath(path string, r Resampling) string {
 		}
 		return strings.Join(s, ",")
 	}
-	return fmt.Sprintf("%s%sshape=%d,%d,%d&spacing=%s&origin=%s&at=%s", path, resampleTag,
+	p := fmt.Sprintf("%s%sshape=%d,%d,%d&spacing=%s&origin=%s&at=%s", path, resampleTag,
 		r.Shape[0], r.Shape[1], r.Shape[2], f(r.Spacing), f(r.Origin), f(r.At))
+	if r.Unit != "" {
+		// Last and only when stated: the paths of resamplings without a
+		// unit (and the caches keyed by them) stay as they were.
+		p += "&unit=" + r.Unit
+	}
+	return p
 }
 
 // SplitResample splits a resampled file's path into its file's path and
@@ -63,11 +75,22 @@ func SplitResample(path string) (base string, r Resampling, ok bool, err error) 
 	}
 	base, spec := path[:i], path[i+len(resampleTag):]
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%s: resample %q: %s (want shape=D,H,W&spacing=z,y,x&origin=z,y,x&at=z,y,x)", path, spec, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%s: resample %q: %s (want shape=D,H,W&spacing=z,y,x&origin=z,y,x&at=z,y,x[&unit=U])", path, spec, fmt.Sprintf(format, args...))
 	}
 	seen := map[string]bool{}
 	for _, kv := range strings.Split(spec, "&") {
 		k, v, found := strings.Cut(kv, "=")
+		if k == "unit" && found {
+			if seen[k] {
+				return "", r, false, bad("%s twice", k)
+			}
+			seen[k] = true
+			if _, ok := UnitMeters(v); !ok {
+				return "", r, false, bad("unit %q is not a length unit", v)
+			}
+			r.Unit = v
+			continue
+		}
 		parts := strings.Split(v, ",")
 		if !found || len(parts) != 3 {
 			return "", r, false, bad("%q is not key=a,b,c", kv)
@@ -119,13 +142,17 @@ func SplitResample(path string) (base string, r Resampling, ok bool, err error) 
 }
 
 // Resampled returns f read on r's grid by nearest neighbour: a volume of
-// r.Shape and r.Spacing whose affine is axis-aligned at r.Origin, whose
+// r.Shape and r.Spacing (in r.Unit, f's spacing converted into it when
+// both state units) whose affine is axis-aligned at r.Origin, whose
 // voxel i reads f's voxel nearest to it. Every target voxel must map
 // inside f (a grid that reaches past f's edge is an error). Reads are
 // lazy: a box reads only the box of f its voxels map to. Closing the
 // resampled file closes f.
 func Resampled(f File, r Resampling) (File, error) {
-	h := f.Header()
+	h, err := f.Header().InUnit(r.Unit)
+	if err != nil {
+		return nil, fmt.Errorf("resampling: %w", err)
+	}
 	if err := CheckShape(r.Shape); err != nil {
 		return nil, fmt.Errorf("resampling: %w", err)
 	}
@@ -144,7 +171,7 @@ func Resampled(f File, r Resampling) (File, error) {
 			}
 		}
 	}
-	rs.hdr = Header{Shape: r.Shape, Channels: h.Channels, Spacing: r.Spacing}
+	rs.hdr = Header{Shape: r.Shape, Channels: h.Channels, Spacing: r.Spacing, Unit: h.Unit}
 	for i := range 3 {
 		rs.hdr.Affine[i][i] = r.Spacing[2-i]
 		rs.hdr.Affine[i][3] = r.Origin[2-i]

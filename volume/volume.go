@@ -74,7 +74,8 @@ func CheckShape(shape [3]int) error {
 }
 
 // Affine maps voxel indices (x, y, z, 1) = (W, H, D, 1) to world
-// coordinates in millimetres (RAS+, as NIfTI and nibabel).
+// coordinates (RAS+, as NIfTI and nibabel), in the unit of the Header it
+// belongs to (NIfTI's are millimetres mostly, OME-Zarr's nanometres).
 type Affine [4][4]float64
 
 // Header is a volume file's geometry.
@@ -84,10 +85,17 @@ type Header struct {
 	// Channels is the number of volumes the file holds (a 4th axis of
 	// channels or modalities; 1 for a 3D file).
 	Channels int
-	// Spacing is the voxel size along (D, H, W), in the file's units.
+	// Spacing is the voxel size along (D, H, W), in Unit.
 	Spacing [3]float64
-	// Affine is the voxel-to-world matrix.
+	// Affine is the voxel-to-world matrix, in Unit.
 	Affine Affine
+	// Unit is the length unit of Spacing and Affine as the file states
+	// it, spelt as UDUNITS-2 and OME-NGFF do ("nanometer", "micrometer",
+	// "millimeter", …; see NormalizeUnit), or as written when it is no
+	// length unit NormalizeUnit knows. "": the format does not say (a
+	// MetaImage, a plain TIFF, a NIfTI file whose xyzt_units is 0). The
+	// numbers are never converted on reading; InUnit converts them.
+	Unit string
 }
 
 // File is an open volume file. Its header is read; voxels are read on

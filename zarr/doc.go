@@ -9,8 +9,16 @@
 // (t=1, c, z, y, x). A time axis must have one point. Spacing and the
 // affine's translation come from OME-NGFF's scale and translation (the
 // dataset's, then the multiscale's) or N5's pixelResolution/resolution,
-// in the store's units as written (not converted to millimetres); the
+// in the store's unit as written (not converted to millimetres); the
 // affine is axis-aligned, as OME-NGFF has no orientation.
+//
+// Units: the header's Unit is the spatial axes' OME-NGFF "unit" (0.4 and
+// 0.5), or N5's pixelResolution "unit" or "units" list (n5-viewer,
+// BigDataViewer: ["nm", "nm", "nm"]), spelt as volume.NormalizeUnit does
+// ("nm" → "nanometer"); "" when the store says none. z, y and x must
+// state the same unit (or none): a store whose spatial axes disagree is
+// an error naming its metadata file and the axes. A time axis's unit is
+// not looked at. CreateImage writes ImageSpec.Unit on every spatial axis.
 //
 // Multiscale images: Open reads level 0; OpenWith reads Options.Level, or
 // the level ChooseLevel picks for Options.TargetSpacing; naming the level's

@@ -105,6 +105,8 @@ type Level struct {
 	Path    string
 	Shape   [3]int
 	Spacing [3]float64
+	// Unit is Spacing's (volume.Header.Unit): the image's, every level's.
+	Unit string
 }
 
 // Levels lists a store's multiscale levels, finest first (one level for
@@ -140,7 +142,7 @@ func (n *node) levels() ([]Level, error) {
 		if err != nil {
 			return nil, err
 		}
-		return []Level{{Path: ".", Shape: f.hdr.Shape, Spacing: f.hdr.Spacing}}, nil
+		return []Level{{Path: ".", Shape: f.hdr.Shape, Spacing: f.hdr.Spacing, Unit: f.hdr.Unit}}, nil
 	}
 	var out []Level
 	g := *n
@@ -150,7 +152,7 @@ func (n *node) levels() ([]Level, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Level{Path: d.Path, Shape: f.hdr.Shape, Spacing: f.hdr.Spacing})
+		out = append(out, Level{Path: d.Path, Shape: f.hdr.Shape, Spacing: f.hdr.Spacing, Unit: f.hdr.Unit})
 	}
 	return out, nil
 }
@@ -409,6 +411,23 @@ func (n *node) open(level int, cacheBytes int64) (*file, error) {
 	if m.n5 {
 		spacing = n5Resolution(m)
 	}
+	var units []string // per array axis, as written
+	switch {
+	case n.ms != nil:
+		units = make([]string, len(m.shape))
+		for i, a := range n.ms.Axes {
+			units[i] = a.Unit
+		}
+	case m.n5:
+		units = n5Units(m)
+	}
+	unitFile := m.file
+	if n.ms != nil {
+		unitFile = n.msFile
+	}
+	if h.Unit, err = spatialUnit(units, roles, unitFile); err != nil {
+		return nil, err
+	}
 	for k, ax := range roles.spatial {
 		h.Shape[k] = 1
 		if ax >= 0 {
@@ -468,6 +487,65 @@ func n5Resolution(m *arrayMeta) [3]float64 {
 		}
 	}
 	return sp
+}
+
+// n5Units reads the unit of an N5 array's axes, per array axis (slowest
+// first, as the array's shape): pixelResolution's "unit" (n5-viewer's,
+// one for every axis), else the "units" list BigDataViewer and
+// n5-viewer write beside "resolution" (fastest axis first, as N5 lists
+// everything). nil when neither is there.
+func n5Units(m *arrayMeta) []string {
+	n := len(m.shape)
+	if raw, ok := m.attrs["pixelResolution"]; ok {
+		var pr struct {
+			Unit string `json:"unit"`
+		}
+		if json.Unmarshal(raw, &pr) == nil && pr.Unit != "" {
+			out := make([]string, n)
+			for i := range out {
+				out[i] = pr.Unit
+			}
+			return out
+		}
+	}
+	var us []string
+	if raw, ok := m.attrs["units"]; !ok || json.Unmarshal(raw, &us) != nil || len(us) != n {
+		return nil
+	}
+	out := make([]string, n)
+	for i, u := range us {
+		out[n-1-i] = u
+	}
+	return out
+}
+
+// spatialUnit is the unit of the spatial axes (volume.NormalizeUnit's
+// spelling) of an array whose axes have units (per array axis; nil: none
+// written). The spatial axes must agree — a voxel size in nanometres
+// along z and micrometres along x would be read wrongly in any one unit —
+// and an axis that states none beside one that does is as ambiguous:
+// both are errors naming file and axes. A time axis's unit is not a
+// spatial one and is not looked at.
+func spatialUnit(units []string, r axisRoles, file string) (string, error) {
+	if units == nil {
+		return "", nil
+	}
+	unit, first := "", -1
+	for k, ax := range r.spatial {
+		if ax < 0 {
+			continue
+		}
+		u := volume.NormalizeUnit(units[ax])
+		if first < 0 {
+			unit, first = u, k
+			continue
+		}
+		if u != unit {
+			return "", fmt.Errorf("%s: the spatial axes disagree on their unit: %s is in %q, %s in %q (voxtrain reads one unit for z, y and x)",
+				file, "zyx"[first:first+1], units[r.spatial[first]], "zyx"[k:k+1], units[ax])
+		}
+	}
+	return unit, nil
 }
 
 // file is an open array as a volume.File.

@@ -40,8 +40,12 @@ and min/max/mean of the scaled data.
 
 With --json it prints one JSON object per line and file, with the keys file,
 nifti_version, dim, pixdim, qfac_stored, datatype, bitpix, vox_offset,
-scl_slope, scl_inter, qform_code, sform_code, qform, sform, affine, shape,
-raw_sha256 and stats {min, max, mean, sum}. pixdim is as nibabel reads it
+scl_slope, scl_inter, qform_code, sform_code, qform, sform, affine, shape, unit,
+raw_sha256 and stats {min, max, mean, sum}. unit is the spatial unit of
+pixdim and the affines as UDUNITS-2 and OME-NGFF spell it ("millimeter",
+"micrometer", "meter"; "" when xyzt_units says none); other formats
+(NRRD, MetaImage, TIFF, Zarr, N5) print file, format, shape, spacing,
+unit, affine, float32_sha256 and stats, unit under the same key. pixdim is as nibabel reads it
 (pixdim[0], the qfac, is ±1: a stored 0 reads as 1); qfac_stored is
 pixdim[0] as the file stores it. Non-finite numbers are null; qform is null
 when the quaternion is invalid; stats is null for complex data.`,

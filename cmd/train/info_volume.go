@@ -15,13 +15,16 @@ import (
 // volumeInfo is `train info --json` for a file of another format than
 // NIfTI (NRRD, MetaImage, TIFF, ...): the keys of nifti.Info that apply,
 // in the same conventions — shape as nibabel orders it (x, y, z, then
-// channels), pixdim's spatial sizes as spacing (x, y, z), the RAS+ affine —
-// and the format's name.
+// channels), pixdim's spatial sizes as spacing (x, y, z), their unit, the
+// RAS+ affine — and the format's name.
 type volumeInfo struct {
-	File     string            `json:"file"`
-	Format   string            `json:"format"`
-	Shape    []int             `json:"shape"`
-	Spacing  [3]nifti.Float    `json:"spacing"`
+	File    string         `json:"file"`
+	Format  string         `json:"format"`
+	Shape   []int          `json:"shape"`
+	Spacing [3]nifti.Float `json:"spacing"`
+	// Unit is Spacing's and Affine's (volume.Header.Unit: "nanometer",
+	// …; "" when the file does not say), under the key NIfTI's has.
+	Unit     string            `json:"unit"`
 	Affine   [4][4]nifti.Float `json:"affine"`
 	SHA256   string            `json:"float32_sha256"`
 	Stats    nifti.StatsJSON   `json:"stats"`
@@ -51,7 +54,8 @@ func inspectVolume(path string) (*volumeInfo, error) {
 	}
 	info := &volumeInfo{File: path, Format: volume.FormatName(path), channels: h.Channels,
 		Shape:   []int{h.Shape[2], h.Shape[1], h.Shape[0]},
-		Spacing: [3]nifti.Float{nifti.Float(h.Spacing[2]), nifti.Float(h.Spacing[1]), nifti.Float(h.Spacing[0])}}
+		Spacing: [3]nifti.Float{nifti.Float(h.Spacing[2]), nifti.Float(h.Spacing[1]), nifti.Float(h.Spacing[0])},
+		Unit:    h.Unit}
 	if h.Channels > 1 {
 		info.Shape = append(info.Shape, h.Channels)
 	}
@@ -81,7 +85,7 @@ func printVolumeInfo(w io.Writer, info *volumeInfo) {
 	row := func(k, f string, a ...any) { fmt.Fprintf(w, "  %-16s"+f+"\n", append([]any{k}, a...)...) }
 	row("format", "%s", info.Format)
 	row("shape", "%v (x, y, z%s)", info.Shape, map[bool]string{true: ", channels", false: ""}[info.channels > 1])
-	row("voxel size", "%.6g × %.6g × %.6g", float64(info.Spacing[0]), float64(info.Spacing[1]), float64(info.Spacing[2]))
+	row("voxel size", "%.6g × %.6g × %.6g %s", float64(info.Spacing[0]), float64(info.Spacing[1]), float64(info.Spacing[2]), unitText(info.Unit))
 	printMatrix(w, "affine (RAS+)", info.Affine)
 	var a nifti.Matrix4
 	for i := range a {
@@ -92,4 +96,12 @@ func printVolumeInfo(w io.Writer, info *volumeInfo) {
 	row("orientation", "%s", nifti.Orientation(a))
 	row("data", "min %s  max %s  mean %s", fmtF(info.Stats.Min), fmtF(info.Stats.Max), fmtF(info.Stats.Mean))
 	row("float32_sha256", "%s", info.SHA256)
+}
+
+// unitText is a header's unit in the table: "(unit not stated)" for "".
+func unitText(u string) string {
+	if u == "" {
+		return "(unit not stated)"
+	}
+	return u
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -66,6 +67,42 @@ func TestInfoOtherFormats(t *testing.T) {
 				got.SHA != f.SHA || got.Stats.Sum != f.Sum {
 				t.Errorf("%s: format %s shape %v sha %s sum %v; want %s %v %s %v", path, got.Format, got.Shape, got.SHA, got.Stats.Sum, pkg, want, f.SHA, f.Sum)
 			}
+		}
+	}
+}
+
+// TestInfoUnit: `train info` prints each file's spatial unit, under the
+// key "unit" in every format's JSON (as the file states it, normalised;
+// "" where the format has no unit), and beside the voxel size in the
+// table.
+func TestInfoUnit(t *testing.T) {
+	for path, want := range map[string]string{
+		filepath.Join("..", "..", "testdata", "demo", "imagesTr", "hippocampus_001.nii.gz"): "millimeter",
+		filepath.Join("..", "..", "zarr", "testdata", "v2", "ome04.ome.zarr"):               "millimeter",
+		filepath.Join("..", "..", "zarr", "testdata", "v2", "n5_raw_u2.n5"):                 "millimeter",
+		filepath.Join("..", "..", "tiff", "testdata", "imagej_uint16.tif"):                  "micrometer",
+		filepath.Join("..", "..", "metaimage", "testdata", "float32.mha"):                   "",
+	} {
+		out, errb, err := runCmd(t, "info", "--json", path)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", path, err, errb)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+			t.Fatalf("%s: %v: %s", path, err, out)
+		}
+		if u, ok := got["unit"].(string); !ok || u != want {
+			t.Errorf("%s: unit %v, want %q", path, got["unit"], want)
+		}
+		if want == "" || strings.HasSuffix(path, ".nii.gz") {
+			continue
+		}
+		out, errb, err = runCmd(t, "info", path)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", path, err, errb)
+		}
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("%s: the table does not print the unit %s:\n%s", path, want, out)
 		}
 	}
 }

@@ -440,7 +440,9 @@ func predictBlocksRun(ctx context.Context, opts *PredictOptions) error {
 		row := 2 - a // world row of axis a (z is the third)
 		origin[a] = A[row][0]*ijk[0] + A[row][1]*ijk[1] + A[row][2]*ijk[2] + A[row][3]
 	}
-	labelSpec := zarr.ImageSpec{Name: "labels", Shape: roi.Size(), Chunks: opts.Block, DType: "uint8", Spacing: spacing, Origin: origin}
+	// In the input's unit: an OME-Zarr in nanometres gives labels in
+	// nanometres, which a viewer overlays on it.
+	labelSpec := zarr.ImageSpec{Name: "labels", Shape: roi.Size(), Chunks: opts.Block, DType: "uint8", Spacing: spacing, Origin: origin, Unit: in.hdr.Unit}
 	probSpec := labelSpec
 	probSpec.Name, probSpec.DType, probSpec.Channels = "probabilities", "float32", max(ens.Classes, 1)
 	probDir := filepath.Join(store, "probabilities")

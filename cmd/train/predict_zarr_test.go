@@ -28,13 +28,13 @@ import (
 var updateOMEZarr = flag.Bool("update-ome-zarr", false, "rewrite testdata/blocks.ome.zarr (then rerun testdata/check_ome_zarr.py)")
 
 // writeZarrInput writes a float32 OME-Zarr volume of shape, chunks of 16,
-// spacing (2, 0.8, 0.8) and origin (10, −5, 3): a smooth blob plus
+// spacing (2, 0.8, 0.8) µm and origin (10, −5, 3): a smooth blob plus
 // noise, so the tiny network's labels vary across it.
 func writeZarrInput(t *testing.T, shape [3]int) (string, []float32) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "in.ome.zarr")
 	w, err := zarr.CreateImage(dir, zarr.ImageSpec{Name: "image", Shape: shape, Chunks: [3]int{16, 16, 16}, DType: "float32",
-		Spacing: [3]float64{2, 0.8, 0.8}, Origin: [3]float64{10, -5, 3}})
+		Spacing: [3]float64{2, 0.8, 0.8}, Origin: [3]float64{10, -5, 3}, Unit: "micrometer"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,8 +167,8 @@ func TestPredictBlocksOMEZarr(t *testing.T) {
 	// The store, read back.
 	h, labels := readStore(t, out)
 	rs := roi.Size()
-	if h.Shape != rs || h.Channels != 1 || h.Spacing != [3]float64{2, 0.8, 0.8} {
-		t.Fatalf("labels: shape %v, %d channels, spacing %v; want %v, 1, [2 0.8 0.8]", h.Shape, h.Channels, h.Spacing, rs)
+	if h.Shape != rs || h.Channels != 1 || h.Spacing != [3]float64{2, 0.8, 0.8} || h.Unit != "micrometer" {
+		t.Fatalf("labels: shape %v, %d channels, spacing %v %s; want %v, 1, [2 0.8 0.8] micrometer (the input's)", h.Shape, h.Channels, h.Spacing, h.Unit, rs)
 	}
 	if ox, oy, oz := h.Affine[0][3], h.Affine[1][3], h.Affine[2][3]; math.Abs(ox-(3+0.8*8)) > 1e-9 || oy != -5 || math.Abs(oz-(10+2*4)) > 1e-9 {
 		t.Errorf("origin (x, y, z) = (%v, %v, %v), want (9.4, -5, 18): the ROI's first voxel", ox, oy, oz)
