@@ -73,7 +73,8 @@ type Options struct {
 	// operands (weights, vol2col matrix, output gradient), accumulating in
 	// float32 into float32 results: bf16 mixed precision. Weights,
 	// activations, gradients and optimiser state stay float32 (the
-	// master copy) unless BF16Activations; every other op is float32.
+	// master copy) unless BF16Activations (and BF16Gradients); every
+	// other op computes in float32.
 	// bf16 keeps float32's exponent range, so gradients need no loss
 	// scaling.
 	BF16 bool
