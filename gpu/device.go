@@ -27,6 +27,11 @@ const SyncEnv = "VOXTRAIN_CUDA_SYNC"
 // activations float32 in math mode bf16 (Options.FloatActivations).
 const BF16ActivationsEnv = "VOXTRAIN_BF16_ACTIVATIONS"
 
+// BF16GradientsEnv names the environment variable that, set to 0, keeps
+// the gradients of bf16 activations float32 in math mode bf16
+// (Options.FloatGradients).
+const BF16GradientsEnv = "VOXTRAIN_BF16_GRADIENTS"
+
 // Options configure a Device.
 type Options struct {
 	// Ordinal is the GPU's index among the visible devices (see
@@ -50,6 +55,13 @@ type Options struct {
 	// escape hatch, also set by VOXTRAIN_BF16_ACTIVATIONS=0. No effect
 	// in the other modes, whose activations are float32.
 	FloatActivations bool
+	// FloatGradients keeps the gradients of those activations (the
+	// workspace's gradient buffers) float32 where by default, with bf16
+	// activations, they are bfloat16 too
+	// (core.Options.BF16Gradients): the escape hatch, also set by
+	// VOXTRAIN_BF16_GRADIENTS=0. No effect where activations are float32
+	// (FloatActivations, other modes).
+	FloatGradients bool
 	// Deterministic admits only cuDNN algorithms that give the same bits
 	// run after run (exact resume on a GPU); the own convolutions always
 	// do.
@@ -184,7 +196,9 @@ func New(o Options) (*Device, error) {
 	d := &Device{cuDevice: dev, funcs: map[string]cu.Function{}, info: info, spin: o.SpinWait,
 		sync: o.SyncEveryOp || os.Getenv(SyncEnv) == "1"}
 	bf16Act := o.Math == MathBF16 && !o.FloatActivations && os.Getenv(BF16ActivationsEnv) != "0"
-	d.core = core.New[cu.DevicePtr](backend{d}, core.Options{ConvWorkspace: o.ConvWorkspace, BF16: o.Math == MathBF16, BF16Activations: bf16Act})
+	bf16Grad := bf16Act && !o.FloatGradients && os.Getenv(BF16GradientsEnv) != "0"
+	d.core = core.New[cu.DevicePtr](backend{d}, core.Options{ConvWorkspace: o.ConvWorkspace, BF16: o.Math == MathBF16,
+		BF16Activations: bf16Act, BF16Gradients: bf16Grad})
 	d.Device = d.core
 	var ctx cu.CUContext
 	retained := false
@@ -394,6 +408,16 @@ func (d *Device) Alloc(shape nn.Shape) nn.Tensor {
 // Alloc's.
 func (d *Device) AllocActivation(shape nn.Shape) nn.Tensor {
 	t := d.core.Tensor(d.core.AllocActivation(shape))
+	t.Fence = d.compute.Record()
+	return t
+}
+
+// AllocActivationGradient returns a zero-filled activation-gradient tensor
+// (nn.ActivationGradientAllocator): bfloat16 where activations are
+// (AllocActivation) unless Options.FloatGradients, else float32. Its zero
+// fill is fenced as Alloc's.
+func (d *Device) AllocActivationGradient(shape nn.Shape) nn.Tensor {
+	t := d.core.Tensor(d.core.AllocActivationGradient(shape))
 	t.Fence = d.compute.Record()
 	return t
 }

@@ -143,16 +143,16 @@ func TestConvBF16(t *testing.T) {
 	}
 }
 
-// TestBF16Activations checks the ops nn applies to activations with
-// bf16 activation operands (math mode bf16's default storage) against the
-// CPU, in one tile and in many.
+// TestBF16Activations checks the ops nn applies to activations and to
+// their gradients with bf16 operands (math mode bf16's default storage)
+// against the CPU, in one tile and in many.
 func TestBF16Activations(t *testing.T) {
 	for _, ws := range []int{0, 64 << 10} {
 		d := open(t, gpu.Options{Math: gpu.MathBF16, ConvWorkspace: ws})
-		if d.ActivationBytes() != 2 {
-			t.Fatalf("math mode bf16: ActivationBytes %d, want 2", d.ActivationBytes())
+		if d.ActivationBytes() != 2 || d.ActivationGradientBytes() != 2 {
+			t.Fatalf("math mode bf16: ActivationBytes %d, ActivationGradientBytes %d, want 2 and 2", d.ActivationBytes(), d.ActivationGradientBytes())
 		}
-		devcheck.Ops(t, d, devcheck.Options{Shape: [4]int{2, 9, 10, 11}, Seed: 6, Tol: devcheck.BF16, Only: []string{"BF16Activations"}})
+		devcheck.Ops(t, d, devcheck.Options{Shape: [4]int{2, 9, 10, 11}, Seed: 6, Tol: devcheck.BF16, Only: []string{"BF16Activations", "BF16Gradients"}})
 	}
 }
 
@@ -202,7 +202,18 @@ func TestUNetStep(t *testing.T) {
 		}, devcheck.BF16)
 	})
 	t.Run("reference U-Net with bf16 mixed precision and bf16 activations", func(t *testing.T) {
+		d := open(t, gpu.Options{Math: gpu.MathBF16, FloatGradients: true})
+		devcheck.UNetStep(t, d, devcheck.StepCase{
+			Loss:  devcheck.Loss("dice_ce", true),
+			Optim: devcheck.Optim("sgd"),
+			Batch: 2, Patch: [3]int{32, 32, 32}, Seed: 1, Steps: 2,
+		}, devcheck.BF16)
+	})
+	t.Run("reference U-Net with bf16 mixed precision, bf16 activations and gradients", func(t *testing.T) {
 		d := open(t, gpu.Options{Math: gpu.MathBF16})
+		if d.ActivationGradientBytes() != 2 {
+			t.Fatalf("math mode bf16: ActivationGradientBytes %d, want 2", d.ActivationGradientBytes())
+		}
 		devcheck.UNetStep(t, d, devcheck.StepCase{
 			Loss:  devcheck.Loss("dice_ce", true),
 			Optim: devcheck.Optim("sgd"),

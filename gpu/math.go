@@ -22,10 +22,12 @@ const (
 	// default (torch.backends.cudnn.allow_tf32).
 	MathTF32
 	// MathBF16 is bf16 mixed precision: the convolutions' GEMMs take
-	// bfloat16 copies of their operands (8-bit mantissa) on tensor cores
-	// and accumulate in float32 into float32 results; weights, activations,
-	// gradients and optimiser state stay float32 (see core.Options.BF16).
-	// bf16 has float32's exponent range, so no loss scaling is needed.
+	// bfloat16 operands (8-bit mantissa) on tensor cores and accumulate in
+	// float32; activations and their gradients are stored as bfloat16
+	// (unless Options.FloatActivations, FloatGradients), weights,
+	// parameter gradients and optimiser state stay float32 (see
+	// core.Options.BF16, BF16Activations, BF16Gradients). bf16 has
+	// float32's exponent range, so no loss scaling is needed.
 	MathBF16
 )
 

@@ -23,8 +23,9 @@ func (d *Device) hostPtr(b []float32) (unsafe.Pointer, bool) {
 }
 
 // Upload copies src into dst on stream s with cuMemcpyHtoDAsync.
-// Into a bf16 activation (AllocActivation in math mode bf16) the values
-// are rounded to bf16 on the host first, into pageable memory.
+// Into a bf16 tensor (AllocActivation, AllocActivationGradient in math
+// mode bf16) the values are rounded to bf16 on the host first, into
+// pageable memory.
 //
 // From pinned memory (PinnedAllocator) the copy is DMA that runs while the
 // host and the other streams go on; src must stay untouched until an event
@@ -43,7 +44,7 @@ func (d *Device) Upload(s nn.Stream, dst nn.Tensor, src []float32) error {
 // valid once an event recorded on s afterwards has completed. Into
 // pageable memory the driver's copy returns only when it is complete, so
 // the device's thread waits for the stream to get there. From a bf16
-// activation the copy goes to pageable memory and is widened into dst on
+// tensor the copy goes to pageable memory and is widened into dst on
 // the device's thread right after it.
 func (d *Device) Download(s nn.Stream, dst []float32, src nn.Tensor) error {
 	return d.transfer(s, src, dst, "Download", func(host unsafe.Pointer, dev cu.DevicePtr, n int64, st cu.Stream) error {

@@ -12,12 +12,13 @@
 // operations in the same order), so with PTX built with -fmad=false the
 // results are bit-identical to the CPU device.
 //
-// The _bf16 twins (activations, channel bias, concat) serve bf16 activation
-// storage: the same template as the float32 kernel, instantiated with bf16
-// (unsigned short) activations, so each computes the float32 kernel's
-// result on the widened values and rounds it once to nearest even (vt_ld,
-// vt_st) — what widening, the float32 kernel and rounding compute, in one
-// pass over memory.
+// The _bf16 twins (activations, channel bias, concat and split, add) serve
+// bf16 activation storage, and the _bf16g one (the activation's backward)
+// bf16 activation gradients too: the same template as the float32 kernel,
+// instantiated with bf16 (unsigned short) operands, so each computes the
+// float32 kernel's result on the widened values and rounds it once to
+// nearest even (vt_ld, vt_st) — what widening, the float32 kernel and
+// rounding compute, in one pass over memory.
 #include "common.cuh"
 
 // fill_f32: x[i] = v for i < n. Work: n.
@@ -55,11 +56,24 @@ VT_KERNEL copy_f32(float* dst, const float* src, int n)
 }
 
 // add_f32: dst[i] += src[i]. Work: n.
-VT_KERNEL add_f32(float* dst, const float* src, int n)
+template <typename T>
+__device__ __forceinline__ void add_t(T* dst, const T* src, int n)
 {
     for (long long i = vt_gid(); i < n; i += vt_gstride()) {
-        dst[i] += src[i];
+        vt_st(dst, i, vt_ld(dst, i) + vt_ld(src, i));
     }
+}
+
+VT_KERNEL add_f32(float* dst, const float* src, int n)
+{
+    add_t(dst, src, n);
+}
+
+// add_bf16: add_f32 for bf16 dst and src (activation gradients), the sum
+// rounded to bf16.
+VT_KERNEL add_bf16(unsigned short* dst, const unsigned short* src, int n)
+{
+    add_t(dst, src, n);
 }
 
 // act_forward: y = max(x, slope·x) (LeakyReLU; slope 0 is ReLU), see
@@ -85,11 +99,12 @@ VT_KERNEL act_forward_bf16(const unsigned short* x, unsigned short* y, int n, fl
 
 // act_backward: dx = dy·(1 or slope by the sign bit of the forward's output
 // y, which is the input's for 0 <= slope <= 1). dx may alias dy. Work: n.
-template <typename T>
-__device__ __forceinline__ void act_backward_t(const T* y, const float* dy, float* dx, int n, float slope)
+// T is y's element type, G the gradients'.
+template <typename T, typename G>
+__device__ __forceinline__ void act_backward_t(const T* y, const G* dy, G* dx, int n, float slope)
 {
     for (long long i = vt_gid(); i < n; i += vt_gstride()) {
-        dx[i] = vt_act_grad(dy[i], vt_ld(y, i), slope);
+        vt_st(dx, i, vt_act_grad(vt_ld(dy, i), vt_ld(y, i), slope));
     }
 }
 
@@ -100,6 +115,14 @@ VT_KERNEL act_backward(const float* y, const float* dy, float* dx, int n, float 
 
 // act_backward_bf16: act_backward for a bf16 y (dy, dx float32).
 VT_KERNEL act_backward_bf16(const unsigned short* y, const float* dy, float* dx, int n, float slope)
+{
+    act_backward_t(y, dy, dx, n, slope);
+}
+
+// act_backward_bf16g: act_backward for bf16 y, dy and dx (activation
+// gradients stored as bf16 too; dx may alias dy), dx rounded to bf16.
+VT_KERNEL act_backward_bf16g(const unsigned short* y, const unsigned short* dy, unsigned short* dx, int n,
+                             float slope)
 {
     act_backward_t(y, dy, dx, n, slope);
 }
@@ -157,7 +180,8 @@ VT_KERNEL concat_channels_bf16(const unsigned short* a, const unsigned short* b,
 
 // split_channels: the adjoint of concat_channels; a receives the first ca
 // channels of src, b the last cb. Work: voxels*(ca+cb).
-VT_KERNEL split_channels(const float* src, float* a, float* b, int voxels, int ca, int cb)
+template <typename T>
+__device__ __forceinline__ void split_channels_t(const T* src, T* a, T* b, int voxels, int ca, int cb)
 {
     const int c = ca + cb;
     const long long n = (long long)voxels * c;
@@ -170,6 +194,19 @@ VT_KERNEL split_channels(const float* src, float* a, float* b, int voxels, int c
             b[v * cb + (j - ca)] = src[i];
         }
     }
+}
+
+VT_KERNEL split_channels(const float* src, float* a, float* b, int voxels, int ca, int cb)
+{
+    split_channels_t(src, a, b, voxels, ca, cb);
+}
+
+// split_channels_bf16: split_channels for bf16 src, a and b (a concat's
+// gradient): the bits are copied, as concat_channels_bf16's.
+VT_KERNEL split_channels_bf16(const unsigned short* src, unsigned short* a, unsigned short* b, int voxels, int ca,
+                              int cb)
+{
+    split_channels_t(src, a, b, voxels, ca, cb);
 }
 
 // ncdhw_to_ndhwc: dst[n][v][c] = src[n][c][v] for nb samples of c channels

@@ -102,17 +102,28 @@ var (
 	kActBackwardBF16    = Kernel{"elementwise", "act_backward_bf16", "pppif", gridStride + ", work n", 0}
 	kAddChannelBiasBF16 = Kernel{"elementwise", "add_channel_bias_bf16", "ppii", gridStride + ", work rows·c", 0}
 	kConcatChannelsBF16 = Kernel{"elementwise", "concat_channels_bf16", "pppiii", gridStride + ", work voxels·(ca+cb)", 0}
+	// ... and for bf16 activation gradients: the add, the split of a
+	// concat's gradient and the activation's backward with bf16 dy, dx.
+	kAddBF16           = Kernel{"elementwise", "add_bf16", "ppi", gridStride + ", work n", 0}
+	kSplitChannelsBF16 = Kernel{"elementwise", "split_channels_bf16", "pppiii", gridStride + ", work voxels·(ca+cb)", 0}
+	kActBackwardBF16G  = Kernel{"elementwise", "act_backward_bf16g", "pppif", gridStride + ", work n", 0}
 
 	kVol2Col = Kernel{"conv", "vol2col", "pp" + strings.Repeat("i", 15), gridStride + ", work rows·K", 0}
 	kCol2Vol = Kernel{"conv", "col2vol", "pp" + strings.Repeat("i", 17), gridStride + ", work vcount·InC", 0}
 	// vol2col_bf16: a thread per row and channel group (4 channels, or 1
 	// when InC is not a multiple of 4).
 	kVol2ColBF16 = Kernel{"conv", "vol2col_bf16", "pp" + strings.Repeat("i", 15), gridStride + ", work rows·InC/4", 0}
+	// vol2col_bf16x: vol2col_bf16 reading a bf16 x. col2vol_bf16: col2vol
+	// into a bf16 dx through a float32 carry between tiles.
+	kVol2ColBF16X = Kernel{"conv", "vol2col_bf16x", "pp" + strings.Repeat("i", 15), gridStride + ", work rows·InC/4", 0}
+	kCol2VolBF16  = Kernel{"conv", "col2vol_bf16", "pppp" + strings.Repeat("i", 19), gridStride + ", work vcount·InC/4", 0}
 
 	kChannelSumPartial = Kernel{"reduce", "channel_sum_partial", "pppiii", gridChunks, 8 * Block}
 	kSumSqPartial      = Kernel{"reduce", "sumsq_partial", "ppii", "ceil(n/chunk): one block per chunk", 8 * Block}
 	kReduceChunksF64   = Kernel{"reduce", "reduce_chunks_f64", "ppiii", gridStride + ", work rows·w", 0}
 	kReduceChunksF32   = Kernel{"reduce", "reduce_chunks_f32", "ppiii", gridStride + ", work rows·w", 0}
+	// channel_sum_partial_bf16: the partial channel sums of a bf16 tensor.
+	kChannelSumPartialBF16 = Kernel{"reduce", "channel_sum_partial_bf16", "pppiii", gridChunks, 8 * Block}
 
 	kINFwdPartial = Kernel{"norm", "instnorm_fwd_partial", "ppiii", gridChunks, 2 * 8 * Block}
 	kINFwdStats   = Kernel{"norm", "instnorm_fwd_stats", "ppiiiif", gridStride + ", work n·c", 0}
@@ -126,6 +137,9 @@ var (
 	kINFwdApplyBF16   = Kernel{"norm", "instnorm_fwd_apply_bf16", "pppppiiif", gridStride + ", work n·v·c", 0}
 	kINBwdPartialBF16 = Kernel{"norm", "instnorm_bwd_partial_bf16", "ppppppiiif", gridChunks, 2 * 8 * Block}
 	kINBwdApplyBF16   = Kernel{"norm", "instnorm_bwd_apply_bf16", "pppppppiiif", gridStride + ", work n·v·c", 0}
+	// The _bf16g twins read bf16 x and dy and write a bf16 dx.
+	kINBwdPartialBF16G = Kernel{"norm", "instnorm_bwd_partial_bf16g", "ppppppiiif", gridChunks, 2 * 8 * Block}
+	kINBwdApplyBF16G   = Kernel{"norm", "instnorm_bwd_apply_bf16g", "pppppppiiif", gridStride + ", work n·v·c", 0}
 
 	kSoftmax         = Kernel{"loss", "softmax", "ppii", gridStride + ", work nvox (voxels)", 0}
 	kSoftmaxFwd      = Kernel{"loss", "softmax_fwd", "ppppppiiii", gridChunks, 8 * Block}
@@ -159,10 +173,11 @@ var table = []Kernel{
 	kConcatChannels, kSplitChannels, kNCDHWToNDHWC, kNDHWCToNCDHW, kChannelAffineAdd,
 	kDownsampleLabels, kOneHot,
 	kActForwardBF16, kActBackwardBF16, kAddChannelBiasBF16, kConcatChannelsBF16,
-	kVol2Col, kCol2Vol, kVol2ColBF16,
-	kChannelSumPartial, kSumSqPartial, kReduceChunksF64, kReduceChunksF32,
+	kAddBF16, kSplitChannelsBF16, kActBackwardBF16G,
+	kVol2Col, kCol2Vol, kVol2ColBF16, kVol2ColBF16X, kCol2VolBF16,
+	kChannelSumPartial, kSumSqPartial, kReduceChunksF64, kReduceChunksF32, kChannelSumPartialBF16,
 	kINFwdPartial, kINFwdStats, kINFwdApply, kINBwdPartial, kINBwdFinish, kINBwdAffine, kINBwdApply,
-	kINFwdPartialBF16, kINFwdApplyBF16, kINBwdPartialBF16, kINBwdApplyBF16,
+	kINFwdPartialBF16, kINFwdApplyBF16, kINBwdPartialBF16, kINBwdApplyBF16, kINBwdPartialBF16G, kINBwdApplyBF16G,
 	kSoftmax, kSoftmaxFwd, kSegStatsPartial, kSoftmaxLossBwd, kSigmoidBCE, kSegCounts,
 	kSigmoidMultiLabelLoss, kSigmoidMultiLabelLossBwd, kSegCountsMultiLabel,
 	kSkelErode, kSkelDilate, kSkelInit, kSkelStep, kSkelBwdStep, kSkelDilateBwd, kSkelErodeBwd, kSkelAccum,

@@ -27,8 +27,11 @@
 // rounds y to nearest even), so a _bf16 kernel computes exactly what the
 // float32 kernel computes on the widened values, with y rounded once: the
 // result of widening x into float32, running the float32 kernels and
-// rounding y, without the float32 copies. The stats, finish and affine
-// kernels read no activation and serve both.
+// rounding y, without the float32 copies. The _bf16g twins of the
+// backward take bf16 activation gradients too (dy read, dx written as
+// bf16; dgamma, dbeta float32): the float32 kernels' result on the widened
+// x and dy, dx rounded once. The stats, finish and affine kernels read no
+// activation and serve all.
 #include "common.cuh"
 
 // instnorm_fwd_partial: part[(n*gridDim.x + k)*2c + j] = Σx and
@@ -121,9 +124,9 @@ VT_KERNEL instnorm_fwd_apply_bf16(const unsigned short* x, const float* gamma, c
 // g = dy·act'(z) and z = (x - mean)·(rstd·gamma) + beta recomputed as the
 // forward computed it. Launch: grid (ceil(v/chunk), nb), block VT_BLOCK,
 // static shared memory 4 KiB.
-template <typename T>
+template <typename T, typename G>
 __device__ __forceinline__ void instnorm_bwd_partial_t(const T* x, const float* gamma, const float* beta,
-                                                       const float* dy, const float* stats, double* part, int v,
+                                                       const G* dy, const float* stats, double* part, int v,
                                                        int c, int chunk, float slope)
 {
     const long long n = blockIdx.y;
@@ -135,7 +138,7 @@ __device__ __forceinline__ void instnorm_bwd_partial_t(const T* x, const float* 
         const long long i = off + vox * c + j;
         const float xi = vt_ld(x, i);
         const float z = (xi - st[2 * j]) * (st[2 * j + 1] * gamma[j]) + beta[j];
-        const double g = (double)vt_act_grad(dy[i], z, slope);
+        const double g = (double)vt_act_grad(vt_ld(dy, i), z, slope);
         acc[0] += g;
         acc[1] += g * (double)xi;
     }, part + (n * gridDim.x + blockIdx.x) * 2 * c);
@@ -151,6 +154,14 @@ VT_KERNEL instnorm_bwd_partial(const float* x, const float* gamma, const float* 
 VT_KERNEL instnorm_bwd_partial_bf16(const unsigned short* x, const float* gamma, const float* beta,
                                     const float* dy, const float* stats, double* part, int v, int c, int chunk,
                                     float slope)
+{
+    instnorm_bwd_partial_t(x, gamma, beta, dy, stats, part, v, c, chunk, slope);
+}
+
+// instnorm_bwd_partial_bf16g: instnorm_bwd_partial for bf16 x and dy.
+VT_KERNEL instnorm_bwd_partial_bf16g(const unsigned short* x, const float* gamma, const float* beta,
+                                     const unsigned short* dy, const float* stats, double* part, int v, int c,
+                                     int chunk, float slope)
 {
     instnorm_bwd_partial_t(x, gamma, beta, dy, stats, part, v, c, chunk, slope);
 }
@@ -206,10 +217,10 @@ VT_KERNEL instnorm_bwd_affine(const double* tot, float* dgamma, float* dbeta, in
 // instnorm_bwd_apply: dx = (A·g + B·(x - mean)) + C with instnorm_bwd_finish's
 // coefficients and g = dy·act'(z), z recomputed as in instnorm_bwd_partial.
 // dx may alias dy. Launch: 1-D, grid-stride, work nb*v*c.
-template <typename T>
+template <typename T, typename G>
 __device__ __forceinline__ void instnorm_bwd_apply_t(const T* x, const float* gamma, const float* beta,
-                                                     const float* dy, const float* stats, const float* coef,
-                                                     float* dx, int nb, int v, int c, float slope)
+                                                     const G* dy, const float* stats, const float* coef,
+                                                     G* dx, int nb, int v, int c, float slope)
 {
     const long long total = (long long)nb * v * c;
     const int per = v * c;
@@ -218,8 +229,8 @@ __device__ __forceinline__ void instnorm_bwd_apply_t(const T* x, const float* ga
         const int s = ((int)i / per) * c + j;
         const float xc = vt_ld(x, i) - stats[s * 2];
         const float scale = stats[s * 2 + 1] * gamma[j];
-        const float g = vt_act_grad(dy[i], xc * scale + beta[j], slope);
-        dx[i] = coef[s * 3] * g + coef[s * 3 + 1] * xc + coef[s * 3 + 2];
+        const float g = vt_act_grad(vt_ld(dy, i), xc * scale + beta[j], slope);
+        vt_st(dx, i, coef[s * 3] * g + coef[s * 3 + 1] * xc + coef[s * 3 + 2]);
     }
 }
 
@@ -234,6 +245,15 @@ VT_KERNEL instnorm_bwd_apply(const float* x, const float* gamma, const float* be
 VT_KERNEL instnorm_bwd_apply_bf16(const unsigned short* x, const float* gamma, const float* beta, const float* dy,
                                   const float* stats, const float* coef, float* dx, int nb, int v, int c,
                                   float slope)
+{
+    instnorm_bwd_apply_t(x, gamma, beta, dy, stats, coef, dx, nb, v, c, slope);
+}
+
+// instnorm_bwd_apply_bf16g: instnorm_bwd_apply for bf16 x, dy and dx (dx
+// rounded to bf16; dx may alias dy).
+VT_KERNEL instnorm_bwd_apply_bf16g(const unsigned short* x, const float* gamma, const float* beta,
+                                   const unsigned short* dy, const float* stats, const float* coef,
+                                   unsigned short* dx, int nb, int v, int c, float slope)
 {
     instnorm_bwd_apply_t(x, gamma, beta, dy, stats, coef, dx, nb, v, c, slope);
 }

@@ -98,3 +98,59 @@ func (o Ops[B]) Col2Vol(g geom.Conv, dcol, dx B, m0, rows int) error {
 	}
 	return o.launch1(kCol2Vol, work, args...)
 }
+
+// Vol2ColBF16X is Vol2ColBF16 for a bfloat16 x (g's input, uint16s).
+func (o Ops[B]) Vol2ColBF16X(g geom.Conv, x, col B, m0, rows int) error {
+	geo, err := convArgs("Vol2ColBF16X", g, m0, rows)
+	if err != nil {
+		return err
+	}
+	work := rows * g.InC
+	if g.InC%4 == 0 {
+		work /= 4
+	}
+	return o.launch1(kVol2ColBF16X, work, append([]any{x, col}, geo...)...)
+}
+
+// Col2VolBF16 is Col2Vol into a bfloat16 dx (uint16s), which gets each
+// element rounded once from the float32 sum Col2Vol would leave in a
+// float32 dx after the last tile. Tiles run in order; a voxel's partial
+// sum waits in a float32 carry until no later tile reaches it: of this
+// tile's voxels (Col2VolRange), those below carried continue the sums the
+// previous tile left in cin (indexed from this tile's first voxel), those
+// from done on (the next tile's first voxel; g's input voxels for the
+// last tile) go to cout (indexed from done), the rest are rounded into
+// dx. Zero dx before the first tile; cin and cout need
+// Col2VolCarry(g, rows)·InC floats each.
+func (o Ops[B]) Col2VolBF16(g geom.Conv, dcol, dx, cin, cout B, m0, rows, carried, done int) error {
+	geo, err := convArgs("Col2VolBF16", g, m0, rows)
+	if err != nil {
+		return err
+	}
+	lo, count := Col2VolRange(g, m0, rows)
+	if carried > lo+count || done < lo {
+		return fmt.Errorf("kernels.Col2VolBF16: carry up to voxel %d, final below %d, for a tile reaching voxels [%d, %d)", carried, done, lo, lo+count)
+	}
+	args := append([]any{dcol, dx, cin, cout}, geo...)
+	args = append(args, i32(lo), i32(count), i32(min(max(carried, lo), lo+count)), i32(min(done, lo+count)))
+	work := count * g.InC
+	if g.InC%4 == 0 {
+		work /= 4
+	}
+	return o.launch1(kCol2VolBF16, work, args...)
+}
+
+// Col2VolCarry returns the most voxels a tile of Col2VolBF16 leaves in its
+// carry for the next, with tiles of rows rows of g's vol2col matrix: what
+// its cin and cout hold (times InC floats).
+func Col2VolCarry(g geom.Conv, rows int) int {
+	m := g.OutVoxels()
+	rows = max(rows, 1)
+	most := 0
+	for m0 := 0; m0+rows < m; m0 += rows {
+		lo, count := Col2VolRange(g, m0, rows)
+		next, _ := Col2VolRange(g, m0+rows, min(rows, m-m0-rows))
+		most = max(most, lo+count-next)
+	}
+	return most
+}

@@ -26,6 +26,12 @@ func (o Ops[B]) Add(dst, src B, n int) error {
 	return o.launchFlat("Add", kAdd, n, dst, src, i32(n))
 }
 
+// AddBF16 is Add for bfloat16 dst and src (n uint16s each): each sum of
+// the widened values rounded to nearest even.
+func (o Ops[B]) AddBF16(dst, src B, n int) error {
+	return o.launchFlat("AddBF16", kAddBF16, n, dst, src, i32(n))
+}
+
 // ActForward computes y = max(x, slope·x) (y may be x).
 func (o Ops[B]) ActForward(x, y B, n int, slope float32) error {
 	if err := checkSlope("ActForward", slope); err != nil {
@@ -58,6 +64,15 @@ func (o Ops[B]) ActBackwardBF16(y, dy, dx B, n int, slope float32) error {
 		return err
 	}
 	return o.launchFlat("ActBackwardBF16", kActBackwardBF16, n, y, dy, dx, i32(n), slope)
+}
+
+// ActBackwardBF16G is ActBackward for bfloat16 y, dy and dx (n uint16s
+// each; dx may be dy): dx rounded to nearest even.
+func (o Ops[B]) ActBackwardBF16G(y, dy, dx B, n int, slope float32) error {
+	if err := checkSlope("ActBackwardBF16G", slope); err != nil {
+		return err
+	}
+	return o.launchFlat("ActBackwardBF16G", kActBackwardBF16G, n, y, dy, dx, i32(n), slope)
 }
 
 // checkSlope rejects slopes for which y's sign no longer tells z's.
@@ -108,6 +123,14 @@ func (o Ops[B]) SplitChannels(src, a, b B, voxels, ca, cb int) error {
 		return err
 	}
 	return o.launch1(kSplitChannels, voxels*(ca+cb), src, a, b, i32(voxels), i32(ca), i32(cb))
+}
+
+// SplitChannelsBF16 is SplitChannels for bfloat16 src, a and b (uint16s).
+func (o Ops[B]) SplitChannelsBF16(src, a, b B, voxels, ca, cb int) error {
+	if err := checkSizes("SplitChannelsBF16", []int{voxels, ca + cb}); err != nil {
+		return err
+	}
+	return o.launch1(kSplitChannelsBF16, voxels*(ca+cb), src, a, b, i32(voxels), i32(ca), i32(cb))
 }
 
 // NCDHWToNDHWC converts src (n, c, v) to dst (n, v, c).

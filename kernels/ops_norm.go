@@ -51,8 +51,16 @@ func (o Ops[B]) InstanceNormActBackwardBF16(x, gamma, beta, stats, dy, dx, dgamm
 	return o.instNormBwd("InstanceNormActBackwardBF16", kINBwdPartialBF16, kINBwdApplyBF16, x, gamma, beta, stats, dy, dx, dgamma, dbeta, scratch, n, v, c, slope)
 }
 
-// instNormBwd is the backward recipe with the kernels that read x of one
-// element type.
+// InstanceNormActBackwardBF16G is InstanceNormActBackward for bfloat16 x,
+// dy and dx (n·v·c uint16s each; dx may be dy), the other operands
+// float32: the float32 recipe's result on x's and dy's values, dx rounded
+// to nearest even.
+func (o Ops[B]) InstanceNormActBackwardBF16G(x, gamma, beta, stats, dy, dx, dgamma, dbeta, scratch B, n, v, c int, slope float32) error {
+	return o.instNormBwd("InstanceNormActBackwardBF16G", kINBwdPartialBF16G, kINBwdApplyBF16G, x, gamma, beta, stats, dy, dx, dgamma, dbeta, scratch, n, v, c, slope)
+}
+
+// instNormBwd is the backward recipe with the kernels that read x (and
+// dy, and write dx) of one element type.
 func (o Ops[B]) instNormBwd(op string, kPartial, kApply Kernel, x, gamma, beta, stats, dy, dx, dgamma, dbeta, scratch B, n, v, c int, slope float32) error {
 	if err := checkSlope(op, slope); err != nil {
 		return err

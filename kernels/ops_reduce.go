@@ -21,12 +21,24 @@ func (o Ops[B]) checkChunked(op string, n, v, c int) error {
 // ChannelSum writes dst[j] (float32) = Σ of channel j of t (rows voxels
 // with c channels, all samples): the bias gradient.
 func (o Ops[B]) ChannelSum(t, dst, scratch B, rows, c int) error {
-	if err := o.checkChunked("ChannelSum", 1, rows, c); err != nil {
+	return o.channelSum("ChannelSum", kChannelSumPartial, t, dst, scratch, rows, c)
+}
+
+// ChannelSumBF16 is ChannelSum for a bfloat16 t (rows·c uint16s): the sums
+// of the widened values (dst float32).
+func (o Ops[B]) ChannelSumBF16(t, dst, scratch B, rows, c int) error {
+	return o.channelSum("ChannelSumBF16", kChannelSumPartialBF16, t, dst, scratch, rows, c)
+}
+
+// channelSum is ChannelSum's recipe with the partial-sum kernel of t's
+// element type.
+func (o Ops[B]) channelSum(op string, kPartial Kernel, t, dst, scratch B, rows, c int) error {
+	if err := o.checkChunked(op, 1, rows, c); err != nil {
 		return err
 	}
 	var null B
 	nch := o.nChunks(rows)
-	if err := o.Launcher.Launch(kChannelSumPartial, o.chunkGrid(1, rows), t, null, scratch, i32(rows), i32(c), i32(o.chunk())); err != nil {
+	if err := o.Launcher.Launch(kPartial, o.chunkGrid(1, rows), t, null, scratch, i32(rows), i32(c), i32(o.chunk())); err != nil {
 		return err
 	}
 	return o.launch1(kReduceChunksF32, c, scratch, dst, int32(1), i32(nch), i32(c))

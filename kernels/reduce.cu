@@ -17,23 +17,38 @@
 //
 // with b == null meaning plain sums. Launch: grid (ceil(v/chunk), nb),
 // block VT_BLOCK, static shared memory 2 KiB.
-VT_KERNEL channel_sum_partial(const float* a, const float* b, double* part, int v, int c, int chunk)
+template <typename T>
+__device__ __forceinline__ void channel_sum_partial_t(const T* a, const T* b, double* part, int v, int c, int chunk)
 {
     const long long n = blockIdx.y;
     const long long lo = (long long)blockIdx.x * chunk;
     const long long hi = lo + chunk < v ? lo + chunk : v;
-    const float* an = a + n * v * c;
-    const float* bn = b != nullptr ? b + n * v * c : nullptr;
+    const T* an = a + n * v * c;
+    const T* bn = b != nullptr ? b + n * v * c : nullptr;
     double* out = part + (n * gridDim.x + blockIdx.x) * c;
     if (bn == nullptr) {
         vt_chunk_channel_sums<1>(lo, hi, c, [=](long long vox, int j, double* acc) {
-            acc[0] += (double)an[vox * c + j];
+            acc[0] += (double)vt_ld(an, vox * c + j);
         }, out);
     } else {
         vt_chunk_channel_sums<1>(lo, hi, c, [=](long long vox, int j, double* acc) {
-            acc[0] += (double)an[vox * c + j] * (double)bn[vox * c + j];
+            acc[0] += (double)vt_ld(an, vox * c + j) * (double)vt_ld(bn, vox * c + j);
         }, out);
     }
+}
+
+VT_KERNEL channel_sum_partial(const float* a, const float* b, double* part, int v, int c, int chunk)
+{
+    channel_sum_partial_t(a, b, part, v, c, chunk);
+}
+
+// channel_sum_partial_bf16: channel_sum_partial for bf16 a and b (a bf16
+// activation gradient's channel sums: a bias gradient), each value widened
+// exactly, so the sums are the float32 kernel's on the widened values.
+VT_KERNEL channel_sum_partial_bf16(const unsigned short* a, const unsigned short* b, double* part, int v, int c,
+                                   int chunk)
+{
+    channel_sum_partial_t(a, b, part, v, c, chunk);
 }
 
 // sumsq_partial: part[k] = Σ x[i]² (double) over the elements

@@ -129,3 +129,111 @@ func TestNarrowActivationWorkspaceTrainsAsTheCPU(t *testing.T) {
 		}
 	}
 }
+
+// gradDevice is actDevice posing as one that stores activation gradients
+// in gradBytes per element too (nn.ActivationGradientAllocator), recording
+// which tensors it made.
+type gradDevice struct {
+	*actDevice
+	gradBytes int
+	grads     map[nn.Tensor]bool
+}
+
+var _ nn.ActivationGradientAllocator = (*gradDevice)(nil)
+
+func newGradDevice(actBytes, gradBytes int) *gradDevice {
+	return &gradDevice{actDevice: newActDevice(actBytes), gradBytes: gradBytes, grads: map[nn.Tensor]bool{}}
+}
+
+func (d *gradDevice) ActivationGradientBytes() int { return d.gradBytes }
+
+func (d *gradDevice) AllocActivationGradient(s nn.Shape) nn.Tensor {
+	d.bytes += int64(d.gradBytes) * int64(s.Len())
+	t := d.Device.Alloc(s)
+	d.grads[t] = true
+	return t
+}
+
+// TestWorkspaceAllocatesGradientsThroughTheDevice: on a device whose
+// activation gradients are narrower, the workspace allocates the two
+// gradient buffers per level through AllocActivationGradient, and the
+// concats' gradients too where they cannot share the concats (activations
+// of another width); with activations and gradients of one width the
+// transposed convs' outputs and the concats' gradients live in gradient
+// buffers and concats again. Logits stay float32; inference asks for no
+// gradient; WorkspaceBytes is what NewWorkspace allocates.
+func TestWorkspaceAllocatesGradientsThroughTheDevice(t *testing.T) {
+	for _, tc := range []struct {
+		actBytes, gradBytes int
+		deep, train         bool
+	}{{2, 2, false, true}, {2, 2, true, true}, {4, 2, true, true}, {2, 2, true, false}} {
+		cfg := model([]int{2, 4, 8}, nil)
+		cfg.DeepSupervision = tc.deep
+		L, convs := len(cfg.Features), cfg.ConvsPerLevel
+		share := tc.actBytes == tc.gradBytes
+		wantGrads, wantActs := 0, (L+L-1)*convs+2*(L-1) // inference: block outputs, up and cat per stage
+		if tc.train {
+			wantGrads = 2 * L // actGrad, actGradSpare
+			wantActs += (L + L - 1) * convs
+			if share {
+				wantActs -= L - 1 // the ups live in actGrad
+			} else {
+				wantGrads += L - 1 // the concats' gradients
+			}
+		}
+		if tc.actBytes == 4 {
+			wantActs = 0 // float32 activations come from Alloc
+		}
+		dev := newGradDevice(tc.actBytes, tc.gradBytes)
+		m, err := nn.NewUNet(dev, cfg, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := [3]int{8, 12, 16}
+		est, err := m.WorkspaceBytes(2, size, tc.train)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := dev.bytes
+		ws, err := m.NewWorkspace(2, size, tc.train)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(dev.grads); got != wantGrads {
+			t.Errorf("%+v: %d tensors from AllocActivationGradient, want %d", tc, got, wantGrads)
+		}
+		if got := len(dev.activations); got != wantActs {
+			t.Errorf("%+v: %d tensors from AllocActivation, want %d", tc, got, wantActs)
+		}
+		for _, o := range ws.Outputs() {
+			if dev.grads[o] || dev.activations[o] {
+				t.Errorf("%+v: logits %v not allocated as float32", tc, o.Shape())
+			}
+		}
+		if got := dev.bytes - before; got != est {
+			t.Errorf("%+v: NewWorkspace allocated %d bytes, WorkspaceBytes said %d", tc, got, est)
+		}
+		ws.Free()
+		m.Free()
+	}
+}
+
+// TestNarrowGradientWorkspaceTrainsAsTheCPU: the workspace of a device
+// with narrower activation gradients — sharing the transposed convs'
+// outputs and the concats with gradient buffers when its activations are
+// as narrow, not when they are float32 — trained on the CPU's float32
+// tensors gives the CPU's weights bit for bit.
+func TestNarrowGradientWorkspaceTrainsAsTheCPU(t *testing.T) {
+	sgd := optim("sgd", nil)
+	want, _ := trainSteps(t, newDev(), sgd, 2)
+	for _, b := range [][2]int{{2, 2}, {4, 2}} {
+		got, _ := trainSteps(t, newGradDevice(b[0], b[1]), sgd, 2)
+		for i := range want {
+			for j := range want[i].Data {
+				if got[i].Data[j] != want[i].Data[j] {
+					t.Fatalf("activations %d bytes, gradients %d: %s[%d] = %v, %v on the CPU", b[0], b[1], want[i].Name, j, got[i].Data[j], want[i].Data[j])
+				}
+			}
+		}
+	}
+}

@@ -68,9 +68,10 @@ type MemoryReporter interface {
 // halving their memory). The Workspace allocates through it the
 // activations — convolution outputs, normalised and activated block
 // outputs, transposed-convolution outputs and concats — when
-// ActivationBytes is below 4; gradients, norm statistics, logits and
-// inputs stay float32 (Alloc). The CPU device does not implement it: it
-// is the float32 reference.
+// ActivationBytes is below 4; their gradients follow
+// ActivationGradientAllocator, and norm statistics, logits and inputs
+// stay float32 (Alloc). The CPU device does not implement it: it is the
+// float32 reference.
 //
 // A narrower activation is accepted by the ops nn applies to it, where nn
 // passes it: Conv3DForward (x, y), Conv3DBackwardData (dy, dx: the
@@ -84,6 +85,38 @@ type ActivationAllocator interface {
 	ActivationBytes() int
 	// AllocActivation returns a zero-filled activation tensor.
 	AllocActivation(shape Shape) Tensor
+}
+
+// ActivationGradientAllocator is implemented by a device that may store
+// the gradients of the activations a U-Net keeps in a narrower type than
+// float32, as PyTorch's autocast keeps the gradient of a bf16 activation
+// in bf16 (the CUDA device in bf16 mode, with bf16 activations). The
+// Workspace allocates through it its activation-gradient buffers — each
+// level's two that the blocks alternate between, the skip connections'
+// and the concats' gradients — when ActivationGradientBytes is below 4.
+// Everything else about gradients stays float32: the loss gradients
+// (dlogits), the parameters' gradients and the optimiser state. Where
+// activations and their gradients have the same element type the
+// Workspace lets tensors of the two kinds that are never alive together
+// share memory (a transposed convolution's output and its level's
+// gradient buffer, a concat and its gradient); where they differ it
+// cannot.
+//
+// A narrower activation gradient is accepted by the ops nn applies to
+// it, where nn passes it (its activations then narrow too): Add (dst and
+// src), InstanceNormActBackward (dy, dx), ActBackward (dy, dx),
+// Conv3DBackwardWeight (dy; x in the transposed convolution's backward),
+// Conv3DBackwardData (dx, from a narrow dy or a float32 dlogits),
+// Conv3DForward (x and y: the transposed convolution's backward),
+// SplitChannels (src, a, b) and ChannelSum (t; dst float32).
+type ActivationGradientAllocator interface {
+	// ActivationGradientBytes returns the bytes per element of
+	// AllocActivationGradient's tensors; 4 means float32, and nn then
+	// allocates with Alloc.
+	ActivationGradientBytes() int
+	// AllocActivationGradient returns a zero-filled activation-gradient
+	// tensor.
+	AllocActivationGradient(shape Shape) Tensor
 }
 
 // Shape is a tensor's dimensions, outermost first.

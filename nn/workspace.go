@@ -77,26 +77,40 @@ func (m *UNet) LevelSizes(size [3]int) ([][3]int, error) {
 // NewWorkspace allocates the buffers for batches of n samples of spatial
 // size (D, H, W); with train false only what inference needs. On a device
 // that stores activations in a narrower type (ActivationAllocator), the
-// activations are allocated through it.
+// activations are allocated through it; on one that stores their
+// gradients in a narrower type (ActivationGradientAllocator), the
+// gradient buffers are.
 func (m *UNet) NewWorkspace(n int, size [3]int, train bool) (*Workspace, error) {
-	allocAct, actBytes := m.activationAlloc()
-	return m.newWorkspace(n, size, train, m.dev.Alloc, allocAct, actBytes)
+	return m.newWorkspace(n, size, train, m.allocators())
 }
 
-// activationAlloc returns how the device allocates activations and the
-// bytes of their elements: its ActivationAllocator when that is narrower
-// than float32, else Alloc.
-func (m *UNet) activationAlloc() (func(Shape) Tensor, int) {
-	if a, ok := m.dev.(ActivationAllocator); ok && a.ActivationBytes() < 4 {
-		return a.AllocActivation, a.ActivationBytes()
+// allocators are how a workspace allocates each kind of tensor: float32
+// ones (inputs, norm statistics, logits), activations and activation
+// gradients, with the bytes per element of the last two.
+type allocators struct {
+	f32, act, grad      func(Shape) Tensor
+	actBytes, gradBytes int
+}
+
+// allocators returns the device's: its ActivationAllocator for
+// activations and its ActivationGradientAllocator for their gradients
+// where these are narrower than float32, else Alloc.
+func (m *UNet) allocators() allocators {
+	a := allocators{f32: m.dev.Alloc, act: m.dev.Alloc, grad: m.dev.Alloc, actBytes: 4, gradBytes: 4}
+	if d, ok := m.dev.(ActivationAllocator); ok && d.ActivationBytes() < 4 {
+		a.act, a.actBytes = d.AllocActivation, d.ActivationBytes()
 	}
-	return m.dev.Alloc, 4
+	if d, ok := m.dev.(ActivationGradientAllocator); ok && d.ActivationGradientBytes() < 4 {
+		a.grad, a.gradBytes = d.AllocActivationGradient, d.ActivationGradientBytes()
+	}
+	return a
 }
 
 // WorkspaceBytes is the memory NewWorkspace would allocate (float32
-// tensors, and activations of the device's ActivationBytes), computed
-// without allocating: so a patch or batch the device cannot hold is
-// refused with a message, not a crash.
+// tensors, activations of the device's ActivationBytes and activation
+// gradients of its ActivationGradientBytes), computed without
+// allocating: so a patch or batch the device cannot hold is refused with
+// a message, not a crash.
 func (m *UNet) WorkspaceBytes(n int, size [3]int, train bool) (int64, error) {
 	var total int64
 	counter := func(elemBytes int) func(Shape) Tensor {
@@ -109,14 +123,14 @@ func (m *UNet) WorkspaceBytes(n int, size [3]int, train bool) (int64, error) {
 			return nil
 		}
 	}
-	_, actBytes := m.activationAlloc()
-	_, err := m.newWorkspace(n, size, train, counter(4), counter(actBytes), actBytes)
+	a := m.allocators()
+	a.f32, a.act, a.grad = counter(4), counter(a.actBytes), counter(a.gradBytes)
+	_, err := m.newWorkspace(n, size, train, a)
 	return total, err
 }
 
-// newWorkspace builds a workspace with alloc for float32 tensors and
-// allocAct for activations of actBytes bytes per element.
-func (m *UNet) newWorkspace(n int, size [3]int, train bool, alloc, allocAct func(Shape) Tensor, actBytes int) (*Workspace, error) {
+// newWorkspace builds a workspace with the allocators a.
+func (m *UNet) newWorkspace(n int, size [3]int, train bool, a allocators) (*Workspace, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("batch size %d, want >= 1", n)
 	}
@@ -124,18 +138,19 @@ func (m *UNet) newWorkspace(n int, size [3]int, train bool, alloc, allocAct func
 	if err != nil {
 		return nil, err
 	}
-	// A float32 tensor and a narrower activation cannot share memory as
-	// one tensor: the sharings between gradients and activations below
-	// only happen when activations are float32.
-	narrow := actBytes < 4
+	// Two tensors of different element types cannot share memory as one
+	// tensor: the sharings between gradients and activations below only
+	// happen when activations and their gradients have the same type
+	// (both float32, or both narrow).
+	share := a.actBytes == a.gradBytes
 	L := len(m.enc)
 	ws := &Workspace{m: m, batch: n, size: size, sizes: sizes, train: train}
 	shape := func(l, c int) Shape { s := sizes[l]; return Shape{n, s[0], s[1], s[2], c} }
-	act := func(l, c int) Tensor { return allocAct(shape(l, c)) } // activations
-	grad := func(l, c int) Tensor { return alloc(shape(l, c)) }   // float32: gradients, logits
+	act := func(l, c int) Tensor { return a.act(shape(l, c)) }   // activations
+	grad := func(l, c int) Tensor { return a.grad(shape(l, c)) } // their gradients
 	in := size
 	if m.cfg.InChannels > 1 {
-		ws.inputNDHWC = alloc(Shape{n, size[0], size[1], size[2], m.cfg.InChannels})
+		ws.inputNDHWC = a.f32(Shape{n, size[0], size[1], size[2], m.cfg.InChannels})
 	}
 	if train {
 		// Allocated first: the forward's transient tensors borrow them
@@ -156,7 +171,7 @@ func (m *UNet) newWorkspace(n int, size [3]int, train bool, alloc, allocAct func
 			if train {
 				bb.convOut = act(l, b.conv.outC)
 			}
-			bb.stats = alloc(Shape{n, b.conv.outC, 2})
+			bb.stats = a.f32(Shape{n, b.conv.outC, 2})
 		}
 		return bb
 	}
@@ -178,8 +193,8 @@ func (m *UNet) newWorkspace(n int, size [3]int, train bool, alloc, allocAct func
 		// The transposed conv's output lives only until the concat (its
 		// backward needs its input, not its output), while the level's
 		// gradient buffer is idle in the forward pass: they share memory
-		// (when both are float32).
-		if train && !narrow && u.outC == m.cfg.Features[l] {
+		// (when of one element type).
+		if train && share && u.outC == m.cfg.Features[l] {
 			ws.up = append(ws.up, ws.actGrad[l])
 		} else {
 			ws.up = append(ws.up, act(l, u.outC))
@@ -193,18 +208,19 @@ func (m *UNet) newWorkspace(n int, size [3]int, train bool, alloc, allocAct func
 	}
 	ws.logits = make([]Tensor, 1+len(m.deepSup))
 	ws.headGeom = m.head.geometry(n, sizes[0])
-	ws.logits[0] = grad(0, m.cfg.NumClasses)
+	logits := func(l int) Tensor { return a.f32(shape(l, m.cfg.NumClasses)) }
+	ws.logits[0] = logits(0)
 	for d, h := range m.deepSup {
 		l := L - 2 - d
 		ws.deepSupGeom = append(ws.deepSupGeom, h.geometry(n, sizes[l]))
-		ws.logits[l] = grad(l, m.cfg.NumClasses)
+		ws.logits[l] = logits(l)
 	}
 	if train {
 		// Two more lifetimes that never overlap (see BackwardReady):
 		//   - a decoder stage's concat is dead once its first block's
 		//     backward-weight has read it, just before the backward-data
-		//     writes the concat's gradient: catGrad is cat (when the
-		//     concat is float32; else catGrad has its own memory);
+		//     writes the concat's gradient: catGrad is cat (when of one
+		//     element type; else catGrad has its own memory);
 		//   - the skip connection's share of the gradient waits from the
 		//     end of the decoder stage at level l to the start of encoder
 		//     level l, a time in which only the level's actGrad is written
@@ -213,10 +229,10 @@ func (m *UNet) newWorkspace(n int, size [3]int, train bool, alloc, allocAct func
 		// finite differences.
 		for l := range L - 1 {
 			ws.skipGrad = append(ws.skipGrad, ws.actGradSpare[l])
-			if narrow {
-				ws.catGrad = append(ws.catGrad, grad(l, 2*m.up[L-2-l].outC))
-			} else {
+			if share {
 				ws.catGrad = append(ws.catGrad, ws.cat[L-2-l])
+			} else {
+				ws.catGrad = append(ws.catGrad, grad(l, 2*m.up[L-2-l].outC))
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package nn_test
 import (
 	"testing"
 
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/cpu"
 	"github.com/voxtrain/voxtrain/nn"
 )
@@ -64,11 +65,19 @@ func TestWorkspaceBytesIsWhatNewWorkspaceAllocates(t *testing.T) {
 // gradient buffers, each concat's gradient in the concat, the skip
 // gradients in the spare buffers (the gradient checks hold the result to
 // finite differences).
+//
+// The same holds on a device whose activations and activation gradients
+// are both narrower (2 bytes, as bf16), at half the bytes; and the
+// sharings are off where only the activations are narrow.
 func TestWorkspaceSharesWhatNeverLivesTogether(t *testing.T) {
-	for _, deep := range []bool{false, true} {
+	for _, tc := range []struct {
+		deep                bool
+		actBytes, gradBytes int
+	}{{false, 4, 4}, {true, 4, 4}, {false, 2, 2}, {true, 2, 2}} {
+		deep := tc.deep
 		cfg := model([]int{4, 8, 16}, nil)
 		cfg.DeepSupervision = deep
-		m, err := nn.NewUNet(newDev(), cfg, 0)
+		m, err := nn.NewUNet(newGradDevice(tc.actBytes, tc.gradBytes), cfg, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +98,7 @@ func TestWorkspaceSharesWhatNeverLivesTogether(t *testing.T) {
 		var want int64
 		L := len(cfg.Features)
 		for l, f := range cfg.Features {
-			unit := int64(4 * n * sizes[l][0] * sizes[l][1] * sizes[l][2] * f)
+			unit := int64(tc.actBytes * n * sizes[l][0] * sizes[l][1] * sizes[l][2] * f)
 			blocks := cfg.ConvsPerLevel // the encoder's
 			if l < L-1 {
 				blocks += cfg.ConvsPerLevel // the decoder stage's
@@ -98,7 +107,49 @@ func TestWorkspaceSharesWhatNeverLivesTogether(t *testing.T) {
 			want += int64(blocks)*unit + 2*unit
 		}
 		if got := train - infer; got != want {
-			t.Errorf("deep supervision %v: training needs %d bytes more than inference, want %d (conv outputs and two gradient buffers per level)", deep, got, want)
+			t.Errorf("%+v: training needs %d bytes more than inference, want %d (conv outputs and two gradient buffers per level)", tc, got, want)
 		}
 	}
 }
+
+// TestWorkspaceBytesNNUNet pins the workspace of nnU-Net's 3d_fullres
+// network (32…320 features, six levels, deep supervision) for a batch of
+// 2×1×128³, the figures docs/GPU.md quotes against PyTorch: float32
+// (8212.6 MiB training, 4805.7 inference); bf16 activations with float32
+// gradients, which cannot share memory with them (6509.1, 2421.2); bf16
+// activations and gradients, sharing again (4124.6, 2421.2).
+func TestWorkspaceBytesNNUNet(t *testing.T) {
+	cfg := model([]int{32, 64, 128, 256, 320, 320}, func(m *config.Model) {
+		m.NumClasses, m.DeepSupervision = 2, true
+	})
+	for _, tc := range []struct {
+		actBytes, gradBytes int
+		train, infer        int64
+	}{
+		{4, 4, 8611500032, 5039132672},
+		{2, 4, 6825316352, 2538770432},
+		{2, 2, 4324954112, 2538770432},
+	} {
+		m, err := nn.NewUNet(newGradDevice(tc.actBytes, tc.gradBytes), cfg, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := [3]int{128, 128, 128}
+		train, err := m.WorkspaceBytes(2, size, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		infer, err := m.WorkspaceBytes(2, size, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("activations %d bytes, gradients %d: training %.1f MiB, inference %.1f MiB", tc.actBytes, tc.gradBytes, mib(train), mib(infer))
+		if train != tc.train || infer != tc.infer {
+			t.Errorf("activations %d bytes, gradients %d: workspace %d bytes (%.1f MiB) training, %d (%.1f MiB) inference; want %d and %d",
+				tc.actBytes, tc.gradBytes, train, mib(train), infer, mib(infer), tc.train, tc.infer)
+		}
+		m.Free()
+	}
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }

@@ -11,4 +11,6 @@ static const bool registered_conv = (
     cuda_emu::add("vol2col", &vt_conv::vol2col),
     cuda_emu::add("col2vol", &vt_conv::col2vol),
     cuda_emu::add("vol2col_bf16", &vt_conv::vol2col_bf16),
+    cuda_emu::add("vol2col_bf16x", &vt_conv::vol2col_bf16x),
+    cuda_emu::add("col2vol_bf16", &vt_conv::col2vol_bf16),
     true);

@@ -19,4 +19,6 @@ static const bool registered_norm = (
     cuda_emu::add("instnorm_fwd_apply_bf16", &vt_norm::instnorm_fwd_apply_bf16),
     cuda_emu::add("instnorm_bwd_partial_bf16", &vt_norm::instnorm_bwd_partial_bf16),
     cuda_emu::add("instnorm_bwd_apply_bf16", &vt_norm::instnorm_bwd_apply_bf16),
+    cuda_emu::add("instnorm_bwd_partial_bf16g", &vt_norm::instnorm_bwd_partial_bf16g),
+    cuda_emu::add("instnorm_bwd_apply_bf16g", &vt_norm::instnorm_bwd_apply_bf16g),
     true);

@@ -1,27 +1,42 @@
 package core
 
 // bf16 activation storage (Options.BF16Activations): the tensors of
-// AllocActivation hold bfloat16, and the ops nn applies to activations
-// accept them where nn passes them — Conv3DForward (x, y),
-// Conv3DBackwardData (dy, dx: the transposed convolution's forward),
-// Conv3DBackwardWeight (x, dy: the transposed convolution's input),
-// AddChannelBias, ConcatChannels, InstanceNormActForward (x, y),
-// InstanceNormActBackward (x), ActForward (x, y) and ActBackward (y).
+// AllocActivation hold bfloat16, and with Options.BF16Gradients so do the
+// tensors of AllocActivationGradient (the gradients of those
+// activations). The ops nn applies to them accept them where nn passes
+// them:
+//
+//   - activations: Conv3DForward (x, y), Conv3DBackwardData (dy, dx: the
+//     transposed convolution's forward), Conv3DBackwardWeight (x; dy in
+//     the transposed convolution's backward), AddChannelBias,
+//     ConcatChannels, InstanceNormActForward (x, y),
+//     InstanceNormActBackward (x), ActForward (x, y), ActBackward (y);
+//   - activation gradients: Add (dst and src), InstanceNormActBackward
+//     (dy, dx), ActBackward (dy, dx), Conv3DBackwardWeight (dy; x in the
+//     transposed convolution's backward), Conv3DBackwardData (dx, from a
+//     bf16 dy or a head's float32 dlogits), Conv3DForward (x and y: the
+//     transposed convolution's backward), SplitChannels (src, a, b) and
+//     ChannelSum (t).
+//
 // Every other operand, and every other op, takes float32 only (Device.f32
 // panics otherwise).
 //
-// The convolutions read and write bf16 activations as they are where
-// cuDNN or the bf16 GEMMs take bf16 anyway (conv_dnn.go, conv_bf16.go).
-// The instance norm (x and y both bf16, or x for the backward), the
-// activation (likewise), the channel bias and the concatenation of three
-// bf16 tensors have bf16 kernels (the _bf16 twins in kernels/norm.cu and
-// elementwise.cu), which read and write bf16 once and compute in float32.
-// Where an op has no bf16 kernel — the other mixes of element types, and
-// a bf16 dy's bias gradient in Conv3DBackwardWeight — its bf16 operands
-// are widened into a float32 copy (exact), the float32 op runs, and its
-// bf16 outputs are rounded once from the float32 result. Both give the
-// float32 op's result on the bf16 values, rounded to bf16 (to nearest
-// even), bit for bit.
+// The convolutions read and write bf16 tensors as they are where cuDNN
+// or the bf16 GEMMs take bf16 anyway (conv_dnn.go, conv_bf16.go: a larger
+// kernel's bf16 input through vol2col_bf16x, its bf16 backward-data
+// output through col2vol_bf16). The instance norm and the activation
+// (forward: x and y both bf16; backward: x bf16 with dy, dx float32, or
+// all three bf16), the channel bias, the concatenation and the split of
+// three bf16 tensors, the sum of two and a bf16 tensor's channel sums
+// have bf16 kernels (the _bf16 and _bf16g twins in kernels/norm.cu,
+// elementwise.cu and reduce.cu), which read and write bf16 once and
+// compute in float32. So as nn passes them no op widens a bf16 tensor
+// into a float32 copy. Only the other mixes of element types, which nn
+// does not pass, go through float32 copies (wideIn, wideOut, widened
+// below): their bf16 operands are widened (exact), the float32 op runs,
+// and their bf16 outputs are rounded once from the float32 result. Both
+// give the float32 op's result on the bf16 values, rounded to bf16 (to
+// nearest even), bit for bit.
 
 // wideIn returns a float32 pointer to t's values: t's own for a float32
 // tensor, a widened copy in buf for a bf16 one.

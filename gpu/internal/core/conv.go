@@ -102,7 +102,8 @@ func (d *Device[B]) rowsPerTile(g geom.Conv) int {
 }
 
 // Conv3DForward computes y = conv(x, w) + b (b may be nil). x and y may
-// be bf16 activations.
+// be bf16 activations, or activation gradients (the transposed
+// convolution's backward: dy in, dx out).
 func (d *Device[B]) Conv3DForward(g geom.Conv, x, w, b, y nn.Tensor) {
 	const op = "Conv3DForward"
 	d.begin(op)
@@ -151,7 +152,8 @@ func (d *Device[B]) Conv3DForward(g geom.Conv, x, w, b, y nn.Tensor) {
 
 // Conv3DBackwardData computes dx from dy (overwriting dx). dy and dx may
 // be bf16 activations (the transposed convolution's forward,
-// nn.ConvTransposeForward).
+// nn.ConvTransposeForward) or activation gradients (a block's input
+// gradient, from a bf16 dy or a head's float32 dlogits).
 func (d *Device[B]) Conv3DBackwardData(g geom.Conv, dy, w, dx nn.Tensor) {
 	const op = "Conv3DBackwardData"
 	d.begin(op)
@@ -186,9 +188,10 @@ func (d *Device[B]) Conv3DBackwardData(g geom.Conv, dy, w, dx nn.Tensor) {
 
 // Conv3DBackwardWeight computes dw and, when db is not nil, db
 // (overwriting both). Tiles accumulate into dw in a fixed order, so the
-// result is the same from run to run. x and dy may be bf16 activations
-// (dy is one in the transposed convolution's backward,
-// nn.ConvTransposeBackward).
+// result is the same from run to run. x and dy may be bf16 activations or
+// activation gradients (in the transposed convolution's backward,
+// nn.ConvTransposeBackward, dy is its input activation and x the output's
+// gradient); a bf16 dy's bias gradient is summed from the bf16 values.
 func (d *Device[B]) Conv3DBackwardWeight(g geom.Conv, x, dy, dw, db nn.Tensor) {
 	const op = "Conv3DBackwardWeight"
 	d.begin(op)
@@ -226,14 +229,6 @@ func (d *Device[B]) Conv3DBackwardWeight(g geom.Conv, x, dy, dw, db nn.Tensor) {
 		}
 	}
 	if db != nil {
-		dyp, ok := d.wideIn(op, dyt, &d.wideB)
-		if !ok {
-			return
-		}
-		sc, ok := d.need(op, &d.scratch, d.ops.ScratchBytes(1, m, g.OutC))
-		if !ok {
-			return
-		}
-		d.check(op, d.ops.ChannelSum(dyp, dbp, sc, m, g.OutC))
+		d.channelSum(op, dyt, dbp, g.OutC)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/voxtrain/voxtrain/internal/geom"
+	"github.com/voxtrain/voxtrain/kernels"
 )
 
 // The bf16 mixed-precision convolutions (Options.BF16) are the GEMMs of
@@ -14,14 +15,17 @@ import (
 // bf16 tensor cores and accumulates in float32 into float32 results. A
 // 1×1×1 convolution's matrix is its input, rounded a tile at a time.
 //
-// Activations stored in bf16 (Options.BF16Activations) are GEMM operands
-// as they are where the matrix is the tensor itself: a 1×1×1
-// convolution's input, the output gradient (the transposed convolution's
-// input). A bf16 output is computed a tile at a time into float32 (bias
-// added there) and rounded once. What still goes through a float32 copy
-// (bf16act.go): a bf16 input of a convolution with a larger kernel,
-// widened for vol2col_bf16, and the bf16 output of a backward-data with a
-// larger kernel (col2vol accumulates in float32 across tiles).
+// Activations and activation gradients stored in bf16
+// (Options.BF16Activations, BF16Gradients) are GEMM operands as they are
+// where the matrix is the tensor itself: a 1×1×1 convolution's input, the
+// output gradient (or the transposed convolution's input). A larger
+// kernel's bf16 input is read by vol2col_bf16x, which writes its bf16
+// matrix directly. A bf16 output is computed a tile at a time into
+// float32 (bias added there) and rounded once; a larger kernel's bf16
+// backward-data output by col2vol_bf16, which keeps the float32 partial
+// sums of the voxels a tile shares with the next in a small carry
+// (col2volCarry) and rounds each voxel once, when no later tile reaches
+// it. Nothing is widened into a float32 copy of a whole tensor.
 
 // gemmH issues one bf16 GEMM, recording a backend failure.
 func (d *Device[B]) gemmH(op string, ta, tb bool, m, n, k int, a B, lda int, b B, ldb int, beta float32, c B, ldc int) {
@@ -41,12 +45,15 @@ func (d *Device[B]) weightsH(op string, g geom.Conv, w B) (B, bool) {
 }
 
 // colH writes rows [m0, m0+r) of the vol2col matrix of x in bf16 to dst.
-func (d *Device[B]) colH(op string, g geom.Conv, x, dst B, m0, r int) {
-	if pointwise(g) {
-		d.check(op, d.ops.F32ToBF16(d.machine.Offset(x, 4*m0*g.InC), dst, r*g.InC))
-		return
+func (d *Device[B]) colH(op string, g geom.Conv, x operand[B], dst B, m0, r int) {
+	switch {
+	case x.bf16:
+		d.check(op, d.ops.Vol2ColBF16X(g, x.p, dst, m0, r))
+	case pointwise(g):
+		d.check(op, d.ops.F32ToBF16(d.machine.Offset(x.p, 4*m0*g.InC), dst, r*g.InC))
+	default:
+		d.check(op, d.ops.Vol2ColBF16(g, x.p, dst, m0, r))
 	}
-	d.check(op, d.ops.Vol2ColBF16(g, x, dst, m0, r))
 }
 
 // dyH writes rows [m0, m0+r) of dy (M × OutC) in bf16 to dst and returns
@@ -59,27 +66,13 @@ func (d *Device[B]) dyH(op string, g geom.Conv, dy operand[B], dst B, m0, r int)
 	return dst
 }
 
-// colSource returns what colH reads for input x: x itself when it is
-// float32 or when the matrix is x (a 1×1×1 convolution), else x widened
-// to float32 in wideA (vol2col_bf16 reads float32).
-func (d *Device[B]) colSource(op string, g geom.Conv, x operand[B]) (operand[B], bool) {
-	if !x.bf16 || pointwise(g) {
-		return x, true
-	}
-	p, ok := d.need(op, &d.wideA, 4*g.InLen())
-	if ok {
-		d.check(op, d.ops.BF16ToF32(x.p, p, g.InLen()))
-	}
-	return operand[B]{p: p}, ok
-}
-
-// colTile returns rows [m0, m0+r) of x's vol2col matrix in bf16: written
-// into dst, or x's own rows for a bf16 input of a 1×1×1 convolution.
+// colTile returns rows [m0, m0+r) of x's vol2col matrix in bf16: x's own
+// rows for a bf16 input of a 1×1×1 convolution, else written into dst.
 func (d *Device[B]) colTile(op string, g geom.Conv, x operand[B], dst B, m0, r int) B {
-	if x.bf16 {
+	if x.bf16 && pointwise(g) {
 		return d.machine.Offset(x.p, 2*m0*g.InC)
 	}
-	d.colH(op, g, x.p, dst, m0, r)
+	d.colH(op, g, x, dst, m0, r)
 	return dst
 }
 
@@ -89,10 +82,6 @@ func (d *Device[B]) forwardBF16(op string, g geom.Conv, x operand[B], w B, y ope
 	k, m := g.PatchLen(), g.OutVoxels()
 	rows := d.rowsPerTile(g)
 	wh, ok := d.weightsH(op, g, w)
-	if !ok {
-		return
-	}
-	x, ok = d.colSource(op, g, x)
 	if !ok {
 		return
 	}
@@ -129,10 +118,6 @@ func (d *Device[B]) forwardBF16(op string, g geom.Conv, x operand[B], w B, y ope
 func (d *Device[B]) backwardWeightBF16(op string, g geom.Conv, x, dy operand[B], dw B) {
 	k, m := g.PatchLen(), g.OutVoxels()
 	rows := d.rowsPerTile(g)
-	x, ok := d.colSource(op, g, x)
-	if !ok {
-		return
-	}
 	colh, ok := d.need(op, &d.convTileBF16, 2*rows*k)
 	if !ok {
 		return
@@ -190,20 +175,46 @@ func (d *Device[B]) backwardDataBF16(op string, g geom.Conv, dy operand[B], w B,
 	if !ok {
 		return
 	}
-	dxw := dx.p // float32 dx: col2vol accumulates across tiles
 	if dx.bf16 {
-		if dxw, ok = d.need(op, &d.wideC, 4*g.InLen()); !ok {
-			return
-		}
+		d.col2volBF16(op, g, rows, wh, dy, dyh, dcol, dx.p)
+		return
 	}
-	d.check(op, d.ops.Fill(dxw, g.InLen(), 0))
+	d.check(op, d.ops.Fill(dx.p, g.InLen(), 0))
 	for m0 := 0; m0 < m; m0 += rows {
 		r := min(rows, m-m0)
 		b := d.dyH(op, g, dy, dyh, m0, r)
 		d.gemmH(op, false, false, k, r, g.OutC, wh, k, b, g.OutC, 0, dcol, k)
-		d.check(op, d.ops.Col2Vol(g, dcol, dxw, m0, r))
+		d.check(op, d.ops.Col2Vol(g, dcol, dx.p, m0, r))
 	}
-	if dx.bf16 {
-		d.check(op, d.ops.F32ToBF16(dxw, dx.p, g.InLen()))
+}
+
+// col2volBF16 is backwardDataBF16's tile loop for a bf16 dx (at dxp):
+// each tile's dcol goes through col2vol_bf16, the voxels the tile shares
+// with the next waiting in one half of col2volCarry while the other
+// holds what the tile before left.
+func (d *Device[B]) col2volBF16(op string, g geom.Conv, rows int, wh B, dy operand[B], dyh, dcol, dxp B) {
+	k, m := g.PatchLen(), g.OutVoxels()
+	half := 4 * kernels.Col2VolCarry(g, rows) * g.InC
+	carry, ok := d.need(op, &d.col2volCarry, 2*half)
+	if !ok {
+		return
+	}
+	cin, cout := carry, d.machine.Offset(carry, half)
+	// bf16 zeros as float32 words, inside the tensor's block (as alloc).
+	d.check(op, d.ops.Fill(dxp, (g.InLen()+1)/2, 0))
+	voxels := g.InLen() / g.InC
+	carried := 0
+	for m0 := 0; m0 < m; m0 += rows {
+		r := min(rows, m-m0)
+		b := d.dyH(op, g, dy, dyh, m0, r)
+		d.gemmH(op, false, false, k, r, g.OutC, wh, k, b, g.OutC, 0, dcol, k)
+		done := voxels
+		if m0+r < m {
+			done, _ = kernels.Col2VolRange(g, m0+r, min(rows, m-m0-r))
+		}
+		d.check(op, d.ops.Col2VolBF16(g, dcol, dxp, cin, cout, m0, r, carried, done))
+		lo, count := kernels.Col2VolRange(g, m0, r)
+		carried = lo + count
+		cin, cout = cout, cin
 	}
 }

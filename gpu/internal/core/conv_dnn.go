@@ -11,10 +11,10 @@ import (
 // shape's algorithm) and the vol2col/GEMM path of conv.go computes only
 // what cuDNN has no algorithm for. In fp32 and tf32 cuDNN reads and
 // writes the float32 tensors themselves. In bf16 it reads and writes bf16
-// activations (Options.BF16Activations) as they are; its float32
-// operands are bfloat16 copies — inputs rounded on the way in (as
-// conv_bf16.go rounds the GEMMs' operands), an output widened to float32
-// on the way out.
+// activations and activation gradients (Options.BF16Activations,
+// BF16Gradients) as they are; its float32 operands are bfloat16 copies —
+// inputs rounded on the way in (as conv_bf16.go rounds the GEMMs'
+// operands), an output widened to float32 on the way out.
 
 // operand is a convolution's activation operand: its pointer and whether
 // it holds bf16.

@@ -73,7 +73,8 @@ type Options struct {
 	// operands (weights, vol2col matrix, output gradient), accumulating in
 	// float32 into float32 results: bf16 mixed precision. Weights,
 	// activations, gradients and optimiser state stay float32 (the
-	// master copy) unless BF16Activations; every other op is float32.
+	// master copy) unless BF16Activations (and BF16Gradients); every
+	// other op computes in float32.
 	// bf16 keeps float32's exponent range, so gradients need no loss
 	// scaling.
 	BF16 bool
@@ -82,9 +83,16 @@ type Options struct {
 	// activated block outputs, transposed-convolution outputs, concats)
 	// as bfloat16, halving their memory, as PyTorch's autocast does.
 	// Everything else stays float32: weights, norm statistics, logits,
-	// losses, gradients (activation gradients included) and optimiser
-	// state. Without BF16 it has no effect.
+	// losses, gradients (activation gradients too unless BF16Gradients)
+	// and optimiser state. Without BF16 it has no effect.
 	BF16Activations bool
+	// BF16Gradients, with BF16 and BF16Activations, stores the gradients
+	// of those activations (the tensors of AllocActivationGradient: the
+	// workspace's gradient buffers) as bfloat16 too, as autocast does
+	// (the gradient of a bf16 tensor is bf16); the loss gradients, the
+	// parameters' gradients and the optimiser state stay float32.
+	// Without both it has no effect.
+	BF16Gradients bool
 }
 
 // DefaultConvWorkspace is the vol2col tile budget when Options leave it 0.
@@ -126,9 +134,13 @@ type Device[B comparable] struct {
 	dnnWork    buffer[B]
 	dnnX, dnnY buffer[B]
 
-	// float32 copies of bf16 activation operands, for the ops that
-	// compute in float32 (see bf16act.go).
+	// float32 copies of bf16 operands, for the op mixes that compute in
+	// float32 (see bf16act.go).
 	wideA, wideB, wideC buffer[B]
+	// col2volCarry holds the float32 partial sums that one tile of a bf16
+	// backward-data leaves to the next (kernels.Col2VolBF16), in two
+	// halves used in turn.
+	col2volCarry buffer[B]
 
 	// op is the operation being issued (begin), for the messages of
 	// operand type checks.
@@ -136,7 +148,8 @@ type Device[B comparable] struct {
 }
 
 // Tensor is a Device's tensor: a shape, a device pointer and an element
-// type, float32 or (AllocActivation in bf16 mode) bfloat16.
+// type, float32 or (AllocActivation, AllocActivationGradient in bf16
+// mode) bfloat16.
 type Tensor[B comparable] struct {
 	shape nn.Shape
 	ptr   B
@@ -292,6 +305,24 @@ func (d *Device[B]) AllocActivation(shape nn.Shape) nn.Tensor {
 	return d.alloc("AllocActivation", shape, d.ActivationBytes() == 2)
 }
 
+// ActivationGradientBytes returns the bytes per element of
+// AllocActivationGradient's tensors (nn.ActivationGradientAllocator): 2
+// with Options.BF16, BF16Activations and BF16Gradients, else 4.
+func (d *Device[B]) ActivationGradientBytes() int {
+	if d.ActivationBytes() == 2 && d.opt.BF16Gradients {
+		return 2
+	}
+	return 4
+}
+
+// AllocActivationGradient returns a zero-filled tensor for the gradient of
+// an activation (nn.ActivationGradientAllocator): bfloat16 with
+// Options.BF16, BF16Activations and BF16Gradients, else float32 (as
+// Alloc).
+func (d *Device[B]) AllocActivationGradient(shape nn.Shape) nn.Tensor {
+	return d.alloc("AllocActivationGradient", shape, d.ActivationGradientBytes() == 2)
+}
+
 // alloc allocates a zero-filled tensor of bf16 or float32 elements.
 func (d *Device[B]) alloc(op string, shape nn.Shape, bf16 bool) *Tensor[B] {
 	for _, s := range shape {
@@ -366,7 +397,7 @@ func (d *Device[B]) ReleaseCached() error { return d.cache.release() }
 // still allocated stay allocated (the backend's context owns them).
 func (d *Device[B]) Close() error {
 	var errs []error
-	for _, b := range []*buffer[B]{&d.scratch, &d.convTile, &d.small, &d.convTileBF16, &d.weightsBF16, &d.dnnWork, &d.dnnX, &d.dnnY, &d.wideA, &d.wideB, &d.wideC} {
+	for _, b := range []*buffer[B]{&d.scratch, &d.convTile, &d.small, &d.convTileBF16, &d.weightsBF16, &d.dnnWork, &d.dnnX, &d.dnnY, &d.wideA, &d.wideB, &d.wideC, &d.col2volCarry} {
 		b.drop(&d.cache)
 	}
 	errs = append(errs, d.cache.release())

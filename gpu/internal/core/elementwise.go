@@ -24,11 +24,19 @@ func (d *Device[B]) Copy(dst, src nn.Tensor) {
 	d.check("Copy", d.ops.Copy(d.mustLen("Copy", dst, s.elems), s.ptr, s.elems))
 }
 
-// Add computes dst += src.
+// Add computes dst += src. Both may be bf16 activation gradients (the
+// U-Net's sum of a deep-supervision head's and the decoder's gradients):
+// the sums are rounded to bf16; a bf16/float32 mix panics.
 func (d *Device[B]) Add(dst, src nn.Tensor) {
-	d.begin("Add")
+	const op = "Add"
+	d.begin(op)
+	if dt, st := d.Tensor(dst), d.Tensor(src); dt.bf16 && st.bf16 {
+		d.sameLen(op, dst, st.elems)
+		d.check(op, d.ops.AddBF16(dt.ptr, st.ptr, st.elems))
+		return
+	}
 	s := d.f32(src)
-	d.check("Add", d.ops.Add(d.mustLen("Add", dst, s.elems), s.ptr, s.elems))
+	d.check(op, d.ops.Add(d.mustLen(op, dst, s.elems), s.ptr, s.elems))
 }
 
 // Scale computes t *= alpha.
@@ -89,15 +97,37 @@ func (d *Device[B]) ConcatChannels(a, b, dst nn.Tensor) {
 }
 
 // SplitChannels writes the first channels of src to a and the rest to b.
+// Any of them may be bf16 activation gradients: all three bf16 (a
+// concat's gradient split into its parts') copy the bf16 values
+// directly, other mixes go through float32 copies.
 func (d *Device[B]) SplitChannels(src, a, b nn.Tensor) {
 	const op = "SplitChannels"
 	d.begin(op)
 	n, dd, h, w, c := d.dims5(op, src)
 	ca := d.lastDim(op, a)
 	cb := c - ca
-	ap := d.mustShape(op, a, nn.Shape{n, dd, h, w, ca})
-	bp := d.mustShape(op, b, nn.Shape{n, dd, h, w, cb})
-	d.check(op, d.ops.SplitChannels(d.ptr(src), ap, bp, n*dd*h*w, ca, cb))
+	st := d.Tensor(src)
+	at := d.shaped(op, a, nn.Shape{n, dd, h, w, ca})
+	bt := d.shaped(op, b, nn.Shape{n, dd, h, w, cb})
+	if st.bf16 && at.bf16 && bt.bf16 {
+		d.check(op, d.ops.SplitChannelsBF16(st.ptr, at.ptr, bt.ptr, n*dd*h*w, ca, cb))
+		return
+	}
+	sp, ok := d.wideIn(op, st, &d.wideA)
+	if !ok {
+		return
+	}
+	ap, ok := d.wideOut(op, at, &d.wideB)
+	if !ok {
+		return
+	}
+	bp, ok := d.wideOut(op, bt, &d.wideC)
+	if !ok {
+		return
+	}
+	d.check(op, d.ops.SplitChannels(sp, ap, bp, n*dd*h*w, ca, cb))
+	d.narrow(op, at, ap)
+	d.narrow(op, bt, bp)
 }
 
 // AddChannelBias adds bias[c] to every element of channel c of t; t may
@@ -120,14 +150,20 @@ func (d *Device[B]) addBias(op string, t *Tensor[B], bp B) {
 	d.check(op, d.ops.AddChannelBias(t.ptr, bp, t.elems/c, c))
 }
 
-// ChannelSum writes dst[c] = Σ over all other axes of t[..., c].
+// ChannelSum writes dst[c] = Σ over all other axes of t[..., c]. t may be
+// a bf16 activation gradient (a transposed convolution's bias gradient),
+// read as it is; dst is float32.
 func (d *Device[B]) ChannelSum(t, dst nn.Tensor) {
 	const op = "ChannelSum"
 	d.begin(op)
-	ct := d.f32(t)
 	c := d.lastDim(op, t)
-	dp := d.mustLen(op, dst, c)
-	rows := ct.elems / c
+	d.channelSum(op, d.Tensor(t), d.mustLen(op, dst, c), c)
+}
+
+// channelSum writes the float32 sums of t's c channels (t of either
+// element type) to dp.
+func (d *Device[B]) channelSum(op string, t *Tensor[B], dp B, c int) {
+	rows := t.elems / c
 	if rows == 0 {
 		d.check(op, d.ops.Fill(dp, c, 0))
 		return
@@ -136,7 +172,11 @@ func (d *Device[B]) ChannelSum(t, dst nn.Tensor) {
 	if !ok {
 		return
 	}
-	d.check(op, d.ops.ChannelSum(ct.ptr, dp, sc, rows, c))
+	if t.bf16 {
+		d.check(op, d.ops.ChannelSumBF16(t.ptr, dp, sc, rows, c))
+		return
+	}
+	d.check(op, d.ops.ChannelSum(t.ptr, dp, sc, rows, c))
 }
 
 // DownsampleLabels resamples a label map to dst's size (nearest-exact).

@@ -61,26 +61,37 @@ func (d *Device[B]) InstanceNormActForward(x, gamma, beta, y, stats nn.Tensor, e
 }
 
 // InstanceNormActBackward computes dx, dgamma and dbeta from dy. x may be
-// a bf16 activation, which the bf16 kernels read as it is; dy and dx are
-// float32.
+// a bf16 activation, and dy and dx bf16 activation gradients (dx may
+// alias dy; dgamma, dbeta float32): x bf16 with dy and dx float32, or all
+// three bf16 (as nn passes them), run bf16 kernels that read and write
+// them as they are; other mixes go through float32 copies of dy and dx.
 func (d *Device[B]) InstanceNormActBackward(x, gamma, beta, stats, dy, dx, dgamma, dbeta nn.Tensor, slope float32) {
 	const op = "InstanceNormActBackward"
 	d.begin(op)
 	d.checkSlope(op, slope)
 	n, v, c := d.normDims(op, x, gamma, beta, stats)
-	dyp := d.mustLen(op, dy, n*v*c)
-	dxp := d.mustLen(op, dx, n*v*c)
+	xt := d.Tensor(x)
+	dyt, dxt := d.sameLen(op, dy, n*v*c), d.sameLen(op, dx, n*v*c)
 	dgp := d.mustLen(op, dgamma, c)
 	dbp := d.mustLen(op, dbeta, c)
 	sc, ok := d.need(op, &d.scratch, d.ops.ScratchBytes(n, v, c))
 	if !ok {
 		return
 	}
-	if xt := d.Tensor(x); xt.bf16 {
-		d.check(op, d.ops.InstanceNormActBackwardBF16(xt.ptr, d.ptr(gamma), d.ptr(beta), d.ptr(stats), dyp, dxp, dgp, dbp, sc, n, v, c, slope))
+	gp, bp, sp := d.ptr(gamma), d.ptr(beta), d.ptr(stats)
+	if xt.bf16 && dyt.bf16 && dxt.bf16 {
+		d.check(op, d.ops.InstanceNormActBackwardBF16G(xt.ptr, gp, bp, sp, dyt.ptr, dxt.ptr, dgp, dbp, sc, n, v, c, slope))
 		return
 	}
-	d.check(op, d.ops.InstanceNormActBackward(d.ptr(x), d.ptr(gamma), d.ptr(beta), d.ptr(stats), dyp, dxp, dgp, dbp, sc, n, v, c, slope))
+	// dy is widened into wideA and dx written to wideC (then rounded into
+	// dx), so dx may alias dy here too.
+	d.widened(op, dyt, dxt, func(dyp, dxp B) {
+		if xt.bf16 {
+			d.check(op, d.ops.InstanceNormActBackwardBF16(xt.ptr, gp, bp, sp, dyp, dxp, dgp, dbp, sc, n, v, c, slope))
+			return
+		}
+		d.check(op, d.ops.InstanceNormActBackward(xt.ptr, gp, bp, sp, dyp, dxp, dgp, dbp, sc, n, v, c, slope))
+	})
 }
 
 // ActForward computes y = max(x, slope·x) (y may alias x). x and y may be
@@ -102,17 +113,25 @@ func (d *Device[B]) ActForward(x, y nn.Tensor, slope float32) {
 }
 
 // ActBackward computes dx = dy where y > 0 and slope·dy elsewhere. y may
-// be a bf16 activation (read as it is by the bf16 kernel); dy and dx are
-// float32.
+// be a bf16 activation and dy, dx bf16 activation gradients (dx may alias
+// dy): y bf16 with dy and dx float32, or all three bf16 (as nn passes
+// them), run bf16 kernels that read and write them as they are; other
+// mixes go through float32 copies of dy and dx.
 func (d *Device[B]) ActBackward(y, dy, dx nn.Tensor, slope float32) {
 	const op = "ActBackward"
 	d.begin(op)
 	d.checkSlope(op, slope)
 	yt := d.Tensor(y)
-	dyp, dxp := d.mustLen(op, dy, yt.elems), d.mustLen(op, dx, yt.elems)
-	if yt.bf16 {
-		d.check(op, d.ops.ActBackwardBF16(yt.ptr, dyp, dxp, yt.elems, slope))
+	dyt, dxt := d.sameLen(op, dy, yt.elems), d.sameLen(op, dx, yt.elems)
+	if yt.bf16 && dyt.bf16 && dxt.bf16 {
+		d.check(op, d.ops.ActBackwardBF16G(yt.ptr, dyt.ptr, dxt.ptr, yt.elems, slope))
 		return
 	}
-	d.check(op, d.ops.ActBackward(yt.ptr, dyp, dxp, yt.elems, slope))
+	d.widened(op, dyt, dxt, func(dyp, dxp B) {
+		if yt.bf16 {
+			d.check(op, d.ops.ActBackwardBF16(yt.ptr, dyp, dxp, yt.elems, slope))
+			return
+		}
+		d.check(op, d.ops.ActBackward(yt.ptr, dyp, dxp, yt.elems, slope))
+	})
 }

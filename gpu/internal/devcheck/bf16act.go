@@ -42,7 +42,15 @@ func narrowActivations(dev nn.Device) nn.ActivationAllocator {
 // tensor holding the same (rounded) values.
 func (k *checker) activation(a nn.ActivationAllocator, shape nn.Shape, data []float32) pair {
 	k.t.Helper()
-	x := a.AllocActivation(shape)
+	return k.narrowTensor(a.AllocActivation, shape, data)
+}
+
+// narrowTensor returns a tensor of the device under test from alloc
+// holding data rounded to its type, and the CPU tensor holding the same
+// (rounded) values.
+func (k *checker) narrowTensor(alloc func(nn.Shape) nn.Tensor, shape nn.Shape, data []float32) pair {
+	k.t.Helper()
+	x := alloc(shape)
 	k.t.Cleanup(func() { k.dev.Free(x) })
 	s := k.dev.ComputeStream()
 	if err := k.dev.Upload(s, x, data); err != nil {

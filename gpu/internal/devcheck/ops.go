@@ -40,6 +40,7 @@ func geoms(s [4]int) []struct {
 
 var opTests = []opTest{
 	{"BF16Activations", bf16Activations},
+	{"BF16Gradients", bf16Gradients},
 	{"AllocUploadDownload", func(k *checker, s [4]int) {
 		shape := act(s, 3)
 		z := k.dev.Alloc(shape)
