@@ -30,9 +30,9 @@ const (
 	guardByte = 0xA5
 )
 
-// Buffer is emulated device memory: a C allocation (kernels run on C
-// threads, and cgo forbids handing them Go memory to keep), or a view into
-// one made by Launcher.Offset. Create it with Alloc or one of the From*
+// Buffer is emulated device memory: a C allocation (a device pointer
+// outlives the cgo call that passes it, and cgo forbids C keeping Go
+// memory), or a view into one made by Launcher.Offset. Create it with Alloc or one of the From*
 // helpers; Free it when done.
 type Buffer struct {
 	ptr     unsafe.Pointer // first data byte
