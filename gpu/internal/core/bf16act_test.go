@@ -207,45 +207,52 @@ func TestBF16ActivationsHalveStepMemory(t *testing.T) {
 	// kind of activation — block, conv and transposed-conv outputs, a
 	// concat — in two thirds of the emulated time of three.
 	sc.Model = devcheck.Model([]int{4, 8}, 3, false)
-	peak := func(o core.Options) (peak, workspace int64) {
-		dev := newEmuDevice(o)
-		m, err := nn.NewUNet(dev, sc.Model, sc.Seed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := nn.NewLearner(m, sc.Batch, sc.Patch, sc.Loss, sc.Optim)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := m.Config()
-		xs, ys := devcheck.Batch(sc.Seed, sc.Batch, cfg.InChannels, cfg.NumClasses, sc.Patch)
-		x, y := dev.Alloc(l.WS.InputShape()), dev.Alloc(l.WS.LabelShape())
-		if err := dev.Upload(dev.ComputeStream(), x, xs); err != nil {
-			t.Fatal(err)
-		}
-		if err := dev.Upload(dev.ComputeStream(), y, ys); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := l.Step(x, y, 0.01); err != nil {
-			t.Fatal(err)
-		}
-		if err := dev.Err(); err != nil {
-			t.Fatal(err)
-		}
-		ws, err := m.WorkspaceBytes(sc.Batch, sc.Patch, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, p := dev.MemoryInUse()
-		return p, ws
-	}
-	wide, wsWide := peak(core.Options{Chunk: 37, ConvWorkspace: 64 << 10, BF16: true})
-	narrow, wsNarrow := peak(bf16ActOptions(64 << 10))
+	w, n := stepMemory(t, sc, core.Options{Chunk: 37, ConvWorkspace: 64 << 10, BF16: true}), stepMemory(t, sc, bf16ActOptions(64<<10))
+	wide, wsWide, narrow, wsNarrow := w.tensors, w.workspace, n.tensors, n.workspace
 	t.Logf("peak tensor memory of a step: %d bytes with float32 activations, %d with bf16 (%.0f %%); workspace %d → %d bytes",
 		wide, narrow, 100*float64(narrow)/float64(wide), wsWide, wsNarrow)
 	if !(wsNarrow < wsWide) || wide-narrow < wsWide-wsNarrow {
 		t.Errorf("peak tensor memory %d bytes with bf16 activations, %d without: want a saving of at least the workspace's %d − %d bytes", narrow, wide, wsWide, wsNarrow)
 	}
+}
+
+// stepMemory is what one training step of sc takes on an emulated device
+// with options o: the peak of its tensors (MemoryInUse), of everything it
+// allocated (PeakAllocated), and the workspace's bytes.
+type stepMem struct{ tensors, all, workspace int64 }
+
+func stepMemory(t *testing.T, sc devcheck.StepCase, o core.Options) stepMem {
+	t.Helper()
+	dev := newEmuDevice(o)
+	m, err := nn.NewUNet(dev, sc.Model, sc.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := nn.NewLearner(m, sc.Batch, sc.Patch, sc.Loss, sc.Optim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := m.Config()
+	xs, ys := devcheck.Batch(sc.Seed, sc.Batch, cfg.InChannels, cfg.NumClasses, sc.Patch)
+	x, y := dev.Alloc(l.WS.InputShape()), dev.Alloc(l.WS.LabelShape())
+	if err := dev.Upload(dev.ComputeStream(), x, xs); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Upload(dev.ComputeStream(), y, ys); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Step(x, y, 0.01); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Err(); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := m.WorkspaceBytes(sc.Batch, sc.Patch, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, p := dev.MemoryInUse()
+	return stepMem{p, dev.PeakAllocated(), ws}
 }
 
 // bf16ActDNNDevice is dnnDevice in bf16 with bf16 activations.

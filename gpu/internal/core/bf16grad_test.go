@@ -250,44 +250,11 @@ func TestBF16GradientsCutStepMemory(t *testing.T) {
 	// rounding save what the tensors save.
 	sc.Model = devcheck.Model([]int{4, 8}, 3, false)
 	sc.Patch = [3]int{8, 16, 16}
-	type mem struct{ tensors, all, workspace int64 }
-	measure := func(o core.Options) mem {
-		dev := newEmuDevice(o)
-		m, err := nn.NewUNet(dev, sc.Model, sc.Seed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := nn.NewLearner(m, sc.Batch, sc.Patch, sc.Loss, sc.Optim)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := m.Config()
-		xs, ys := devcheck.Batch(sc.Seed, sc.Batch, cfg.InChannels, cfg.NumClasses, sc.Patch)
-		x, y := dev.Alloc(l.WS.InputShape()), dev.Alloc(l.WS.LabelShape())
-		if err := dev.Upload(dev.ComputeStream(), x, xs); err != nil {
-			t.Fatal(err)
-		}
-		if err := dev.Upload(dev.ComputeStream(), y, ys); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := l.Step(x, y, 0.01); err != nil {
-			t.Fatal(err)
-		}
-		if err := dev.Err(); err != nil {
-			t.Fatal(err)
-		}
-		ws, err := m.WorkspaceBytes(sc.Batch, sc.Patch, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, p := dev.MemoryInUse()
-		return mem{p, dev.PeakAllocated(), ws}
-	}
 	// One-tile convolutions: a bf16 backward-data's carry between tiles
 	// (a few input planes of float32, small beside nnU-Net's tensors) is
 	// none, so the buffers compare alike.
-	act := measure(bf16ActOptions(0))
-	grad := measure(bf16GradOptions(0))
+	act := stepMemory(t, sc, bf16ActOptions(0))
+	grad := stepMemory(t, sc, bf16GradOptions(0))
 	t.Logf("bf16 activations: peak tensors %d bytes, everything %d, workspace %d; with bf16 gradients too: %d, %d, %d",
 		act.tensors, act.all, act.workspace, grad.tensors, grad.all, grad.workspace)
 	saved := act.workspace - grad.workspace
