@@ -22,6 +22,13 @@
 // MXCSR and the x87 control word); elsewhere ucontext (getcontext makes a
 // system call per fiber, which is slower but portable). Define
 // VT_EMU_UCONTEXT to use ucontext on x86-64 too (to test that path).
+
+// macOS declares the ucontext functions only under _XOPEN_SOURCE, which must
+// come before the first system header.
+#if defined(__APPLE__) && !defined(_XOPEN_SOURCE)
+#define _XOPEN_SOURCE 700
+#endif
+
 #include "cuda_emu.h"
 
 #include <sys/mman.h>
