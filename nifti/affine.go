@@ -218,7 +218,11 @@ func Orientation(m Matrix4) string {
 				if usedWorld[w] {
 					continue
 				}
-				if a := math.Abs(cols[v][w]); a > best {
+				a := math.Abs(cols[v][w])
+				if math.IsNaN(a) {
+					a = 0 // a NaN or infinite matrix entry: no direction
+				}
+				if a > best {
 					best, bv, bw = a, v, w
 				}
 			}
