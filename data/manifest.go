@@ -74,10 +74,12 @@ import (
 // labels; a manifest with masks needs loss.ignore_label set.
 //
 // Crops may be at another resolution than the raw, as cellmap's are (raw
-// at 8 nm, crops at 4, 8 or 16 nm). When raw names an OME-Zarr multiscale
-// image's group, each crop is on the level whose spacing is the label's
-// (within 0.1%): its image is that level's window, read as it is, so the
-// crops of one raw may be on different levels. A crop no level matches,
+// at 8 nm, crops at 4, 8 or 16 nm). When raw names a multiscale image's
+// group (OME-Zarr's, or an N5 group with COSEM multiscales as
+// OpenOrganelle publishes, jrc_hela-2.n5/em/fibsem-uint8), each crop is
+// on the level whose spacing is the label's (within 0.1%): its image is
+// that level's window, read as it is, so the crops of one raw may be on
+// different levels. A crop no level matches,
 // or any crop of a raw that is an array (a level named by path, a NIfTI
 // file), has its label (and mask) read on the raw's grid (level 0 of a
 // group) by nearest neighbour, positions being voxel centres as OME-NGFF
@@ -95,8 +97,8 @@ import (
 //
 // Units: each file's header states the unit of its spacing and origin
 // where its format says (volume.Header.Unit: OME-NGFF's axes "unit", N5's
-// units, NIfTI's xyzt_units, NRRD's space units, ImageJ's and OME-TIFF's),
-// and a crop is placed and resampled in the raw's unit: a label (and its
+// COSEM transform units or units, NIfTI's xyzt_units, NRRD's space
+// units, ImageJ's and OME-TIFF's), and a crop is placed and resampled in the raw's unit: a label (and its
 // mask) in micrometres on a raw in nanometres has its spacing and origin
 // multiplied by 1000 first, so it lands on the voxels the same crop
 // written in nanometres would, and is on the raw's 8 nm level when it is
@@ -201,7 +203,7 @@ func (rv *rawVolume) grid(sp [3]float64) (rawGrid, error) {
 	}
 	if len(rv.levels) == 0 {
 		if rv.spacing != nil && !sameSpacings(rv.hdr.Spacing, want) {
-			return rawGrid{}, fmt.Errorf("spacing %v: the raw %s is at %v and is not an OME-Zarr multiscale image with a level there (the raw is read at its levels, never resampled)", rv.spacing, rv.path, rv.hdr.Spacing)
+			return rawGrid{}, fmt.Errorf("spacing %v: the raw %s is at %v and is not a multiscale image group (OME-Zarr, COSEM N5) with a level there (the raw is read at its levels, never resampled)", rv.spacing, rv.path, rv.hdr.Spacing)
 		}
 		return rv.level(-1)
 	}

@@ -8,21 +8,49 @@
 // them; an unnamed array is (y, x), (z, y, x), (c, z, y, x) or
 // (t=1, c, z, y, x). A time axis must have one point. Spacing and the
 // affine's translation come from OME-NGFF's scale and translation (the
-// dataset's, then the multiscale's) or N5's pixelResolution/resolution,
-// in the store's unit as written (not converted to millimetres); the
-// affine is axis-aligned, as OME-NGFF has no orientation.
+// dataset's, then the multiscale's), an N5 array's COSEM transform (below)
+// or else its pixelResolution/resolution, in the store's unit as written
+// (not converted to millimetres); the affine is axis-aligned, as OME-NGFF
+// has no orientation.
+//
+// COSEM (cosem.go): the N5 volumes OpenOrganelle publishes (Janelia's
+// COSEM / CellMap, written by fibsem-tools, modelled by cellmap-schemas)
+// state their geometry in a "transform" on each level array, {"axes":
+// ["z", "y", "x"], "order": "C", "scale", "translate", "units"}, and a
+// "multiscales" on the group above the levels, [{"datasets": [{"path":
+// "s0", "transform": {…}}, …]}]. Such a group (jrc_hela-2.n5/em/
+// fibsem-uint8) is a multiscale image as an OME-Zarr one is (Open,
+// OpenWith's Level and TargetSpacing, ImageLevels), and an N5 array's
+// own transform is read when it is opened alone. Spacing is scale,
+// origin translate, unit units (normalised; z, y, x must agree), each
+// axis by its name: "order" (or "ordering", as funlib writes it) "C",
+// the default, lists the axes slowest first as numpy indexes the array
+// (z, y, x), "F" fastest first as N5 lists its dimensions (x, y, z). A
+// transform whose lists are not one per dimension, whose numbers are
+// not numbers (scale > 0), whose axes are not x, y, z (or c, t) once
+// each, or whose order is neither is an error naming its attributes.json
+// and key; so is a level whose array's transform disagrees with the
+// group's (both are written, equal, by the reference tools, and either
+// could be the wrong one). Where an array has both a transform and
+// Neuroglancer's pixelResolution, the transform is read, as fibsem-tools'
+// and cellmap's xarray readers read it and pixelResolution is only its
+// spacing copied for Neuroglancer; a Zarr array's "transform" is read
+// only as a level of a COSEM group.
 //
 // Units: the header's Unit is the spatial axes' OME-NGFF "unit" (0.4 and
-// 0.5), or N5's pixelResolution "unit" or "units" list (n5-viewer,
+// 0.5), a COSEM transform's "units", or N5's pixelResolution "unit" or
+// "units" list (n5-viewer,
 // BigDataViewer: ["nm", "nm", "nm"]), spelt as volume.NormalizeUnit does
 // ("nm" → "nanometer"); "" when the store says none. z, y and x must
 // state the same unit (or none): a store whose spatial axes disagree is
 // an error naming its metadata file and the axes. A time axis's unit is
 // not looked at. CreateImage writes ImageSpec.Unit on every spatial axis.
 //
-// Multiscale images: Open reads level 0; OpenWith reads Options.Level, or
-// the level ChooseLevel picks for Options.TargetSpacing; naming the level's
-// array (case.ome.zarr/1) reads it through plain volume.Open.
+// Multiscale images (OME-NGFF, COSEM): Open reads level 0; OpenWith reads
+// Options.Level, or the level ChooseLevel picks for Options.TargetSpacing;
+// naming the level's array (case.ome.zarr/1, case.n5/em/fibsem-uint8/s1)
+// reads it through plain volume.Open; ImageLevels lists a group's levels
+// (path, shape, spacing, origin, unit).
 //
 // Remote stores: a store given as an http:// or https:// URL
 // (https://host/path/case.ome.zarr, …/case.ome.zarr/0) is read over HTTP

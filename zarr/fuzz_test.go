@@ -217,3 +217,52 @@ func FuzzN5LZ4(f *testing.F) {
 		}
 	})
 }
+
+// FuzzN5Attributes fuzzes an N5 array's attributes.json, seeded with
+// the COSEM levels' (transform order C and F, beside pixelResolution)
+// and an n5-viewer one (pixelResolution alone): an error or a volume,
+// never a panic.
+func FuzzN5Attributes(f *testing.F) {
+	for _, p := range []string{"cosem/tiny.n5/em/fibsem-uint8/s0", "cosem/tiny.n5/em/fibsem-uint8-f/s1", "v2/n5_raw_u2.n5"} {
+		b, err := os.ReadFile(filepath.Join("testdata", p, "attributes.json"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	dir := linkChunks(f, "cosem/tiny.n5/em/fibsem-uint8/s0", "attributes.json")
+	f.Fuzz(func(t *testing.T, meta []byte) {
+		if err := os.WriteFile(filepath.Join(dir, "attributes.json"), meta, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if smallChunks(dir) {
+			fuzzRead(t, dir)
+		}
+	})
+}
+
+// FuzzCOSEMMultiscales fuzzes a COSEM group's attributes.json (its
+// multiscales listing the levels and their transforms) over the fixture's
+// levels: listing the levels, choosing one by spacing and reading it are
+// an error or a volume, never a panic.
+func FuzzCOSEMMultiscales(f *testing.F) {
+	for _, p := range []string{"cosem/tiny.n5/em/fibsem-uint8", "cosem/tiny.n5/em/fibsem-uint8-f"} {
+		b, err := os.ReadFile(filepath.Join("testdata", p, "attributes.json"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	dir := linkChunks(f, "cosem/tiny.n5/em/fibsem-uint8", "attributes.json")
+	f.Fuzz(func(t *testing.T, meta []byte) {
+		if err := os.WriteFile(filepath.Join(dir, "attributes.json"), meta, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if ls, err := ImageLevels(dir); err == nil && len(ls) > 0 {
+			if g, err := OpenWith(dir, Options{TargetSpacing: ls[len(ls)-1].Spacing}); err == nil {
+				g.Close()
+			}
+		}
+		fuzzRead(t, dir)
+	})
+}

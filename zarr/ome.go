@@ -6,14 +6,23 @@ import (
 )
 
 // multiscale is one OME-NGFF "multiscales" entry (0.4 in .zattrs, 0.5
-// under zarr.json's attributes.ome).
+// under zarr.json's attributes.ome), or a COSEM one (cosem.go): datasets
+// with a "transform" each and no axes.
 type multiscale struct {
-	Axes     []omeAxis `json:"axes"`
-	Datasets []struct {
-		Path       string         `json:"path"`
-		Transforms []omeTransform `json:"coordinateTransformations"`
-	} `json:"datasets"`
+	Axes       []omeAxis      `json:"axes"`
+	Datasets   []omeDataset   `json:"datasets"`
 	Transforms []omeTransform `json:"coordinateTransformations"`
+	// cosem: the datasets' transforms, not axes and
+	// coordinateTransformations, say where the levels are.
+	cosem bool
+}
+
+// omeDataset is one level of a multiscale: its array's path and its
+// OME-NGFF transformations, or its COSEM transform.
+type omeDataset struct {
+	Path       string          `json:"path"`
+	Transforms []omeTransform  `json:"coordinateTransformations"`
+	Transform  json.RawMessage `json:"transform"`
 }
 
 type omeAxis struct {
@@ -52,7 +61,19 @@ func findMultiscales(attrs map[string]json.RawMessage, file string) (*multiscale
 	if len(ms) == 0 || len(ms[0].Datasets) == 0 {
 		return nil, fmt.Errorf("%s: multiscales lists no dataset", file)
 	}
-	return &ms[0], nil
+	m := &ms[0]
+	// COSEM's multiscales (OpenOrganelle's N5 groups) have no axes: each
+	// dataset's transform names its axes. One with axes is OME-NGFF's,
+	// whatever else its datasets carry.
+	if len(m.Axes) == 0 && len(m.Datasets[0].Transform) > 0 {
+		for i, d := range m.Datasets {
+			if len(d.Transform) == 0 {
+				return nil, fmt.Errorf("%s: multiscales[0].datasets[%d] (%s) has no transform, datasets[0] has one (COSEM lists a transform for every level)", file, i, d.Path)
+			}
+		}
+		m.cosem = true
+	}
+	return m, nil
 }
 
 // scaleTranslation composes a dataset's transformations and then the

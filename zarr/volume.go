@@ -63,8 +63,8 @@ func splitStore(path string) (root, inner string, ok bool) {
 
 // Options choose what Open reads of a store.
 type Options struct {
-	// Level is the multiscale level of an OME-Zarr image (0, the finest,
-	// by default). Ignored when TargetSpacing is set or the path names an
+	// Level is the multiscale level of an OME-Zarr image or a COSEM N5
+	// group (0, the finest, by default). Ignored when TargetSpacing is set or the path names an
 	// array.
 	Level int
 	// TargetSpacing, when non-zero, picks the level with ChooseLevel:
@@ -105,8 +105,20 @@ type Level struct {
 	Path    string
 	Shape   [3]int
 	Spacing [3]float64
+	// Origin is the position of the level's voxel (0, 0, 0) (D, H, W: z,
+	// y, x), in Spacing's unit: its OME-NGFF translation or COSEM
+	// translate. A coarser level's is usually offset from the finest's
+	// by half its extra extent, its voxels centred on the finer voxels
+	// they cover.
+	Origin [3]float64
 	// Unit is Spacing's (volume.Header.Unit): the image's, every level's.
 	Unit string
+}
+
+// levelOf describes the level at path whose header is h.
+func levelOf(path string, h volume.Header) Level {
+	return Level{Path: path, Shape: h.Shape, Spacing: h.Spacing, Unit: h.Unit,
+		Origin: [3]float64{h.Affine[2][3], h.Affine[1][3], h.Affine[0][3]}}
 }
 
 // Levels lists a store's multiscale levels, finest first (one level for
@@ -119,9 +131,10 @@ func Levels(path string) ([]Level, error) {
 	return n.levels()
 }
 
-// ImageLevels lists the levels of path when it names an OME-NGFF
-// multiscale image's group, finest first; nil (and no error) when it
-// names an array, a level of an image included, which is read as it is.
+// ImageLevels lists the levels of path when it names a multiscale
+// image's group (OME-NGFF's, or a COSEM N5 group as OpenOrganelle
+// publishes), finest first; nil (and no error) when it names an array, a
+// level of an image included, which is read as it is.
 // A dataset manifest picks, per label crop, the level of a raw image
 // group at the crop's resolution.
 func ImageLevels(path string) ([]Level, error) {
@@ -142,7 +155,7 @@ func (n *node) levels() ([]Level, error) {
 		if err != nil {
 			return nil, err
 		}
-		return []Level{{Path: ".", Shape: f.hdr.Shape, Spacing: f.hdr.Spacing, Unit: f.hdr.Unit}}, nil
+		return []Level{levelOf(".", f.hdr)}, nil
 	}
 	var out []Level
 	g := *n
@@ -152,7 +165,7 @@ func (n *node) levels() ([]Level, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Level{Path: d.Path, Shape: f.hdr.Shape, Spacing: f.hdr.Spacing, Unit: f.hdr.Unit})
+		out = append(out, levelOf(d.Path, f.hdr))
 	}
 	return out, nil
 }
@@ -217,8 +230,8 @@ func OpenContext(ctx context.Context, path string, opt Options) (volume.File, er
 	return f, nil
 }
 
-// node is what a path resolves to: an array, or an OME image group with
-// its multiscales (and the level the path named, −1 when it named the
+// node is what a path resolves to: an array, or an image group (OME-NGFF
+// or COSEM) with its multiscales (and the level the path named, −1 when it named the
 // group).
 type node struct {
 	src    *source
@@ -262,7 +275,7 @@ func resolve(src *source, path string) (*node, error) {
 			return nil, err
 		}
 		if ms == nil {
-			return nil, fmt.Errorf("%s: a group without OME multiscales: name an array inside it", file)
+			return nil, fmt.Errorf("%s: a group without multiscales (OME-NGFF's or COSEM's): name an array inside it", file)
 		}
 		n.group, n.ms, n.msFile, n.array = dir, ms, file, ""
 		return n, nil
@@ -370,7 +383,34 @@ func (n *node) open(level int, cacheBytes int64) (*file, error) {
 	}
 	var roles axisRoles
 	scale, trans := []float64(nil), []float64(nil)
+	var units []string // per array axis, as written (nil: none)
+	unitFile := m.file
+	// A COSEM transform: a level of a COSEM multiscale image, or an N5
+	// array's own (OpenOrganelle's levels, named by path or copied out of
+	// their group). Where an N5 array also has Neuroglancer's
+	// pixelResolution, the transform is read and pixelResolution is not
+	// looked at: fibsem-tools and cellmap's xarray readers place the
+	// voxels by the transform alone, and it is the one that has the
+	// translation, the axis names and a unit per axis (pixelResolution is
+	// its spacing copied for Neuroglancer, at s0's value on the group),
+	// so reading the spacing of one and the translation of the other
+	// could mix two different grids.
+	var tx *stTransform
+	if n.ms != nil && n.ms.cosem {
+		if tx, unitFile, err = n.cosemLevel(level, m); err != nil {
+			return nil, err
+		}
+	} else if raw, ok := m.attrs["transform"]; ok && m.n5 && n.ms == nil {
+		if tx, err = parseSTTransform(raw, len(m.shape), m.file, "transform"); err != nil {
+			return nil, err
+		}
+	}
 	switch {
+	case tx != nil:
+		if roles, err = rolesFromNames(tx.axes, nil, m.shape, unitFile); err != nil {
+			return nil, err
+		}
+		scale, trans, units = tx.scale, tx.translate, tx.units
 	case n.ms != nil:
 		if len(n.ms.Axes) != len(m.shape) {
 			return nil, fmt.Errorf("%s: %d axes for the %d dimensions of %s", n.msFile, len(n.ms.Axes), len(m.shape), m.file)
@@ -385,6 +425,11 @@ func (n *node) open(level int, cacheBytes int64) (*file, error) {
 		if scale, trans, err = n.ms.scaleTranslation(level, len(m.shape), n.msFile); err != nil {
 			return nil, err
 		}
+		units = make([]string, len(m.shape))
+		for i, a := range n.ms.Axes {
+			units[i] = a.Unit
+		}
+		unitFile = n.msFile
 	case len(m.dimNames) == len(m.shape) && namedAxes(m.dimNames):
 		if roles, err = rolesFromNames(m.dimNames, nil, m.shape, m.file); err != nil {
 			return nil, err
@@ -408,22 +453,9 @@ func (n *node) open(level int, cacheBytes int64) (*file, error) {
 	}
 	spacing := [3]float64{1, 1, 1}
 	var origin [3]float64
-	if m.n5 {
+	if m.n5 && scale == nil {
 		spacing = n5Resolution(m)
-	}
-	var units []string // per array axis, as written
-	switch {
-	case n.ms != nil:
-		units = make([]string, len(m.shape))
-		for i, a := range n.ms.Axes {
-			units[i] = a.Unit
-		}
-	case m.n5:
 		units = n5Units(m)
-	}
-	unitFile := m.file
-	if n.ms != nil {
-		unitFile = n.msFile
 	}
 	if h.Unit, err = spatialUnit(units, roles, unitFile); err != nil {
 		return nil, err

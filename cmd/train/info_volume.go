@@ -10,6 +10,7 @@ import (
 
 	"github.com/voxtrain/voxtrain/nifti"
 	"github.com/voxtrain/voxtrain/volume"
+	"github.com/voxtrain/voxtrain/zarr"
 )
 
 // volumeInfo is `train info --json` for a file of another format than
@@ -24,11 +25,27 @@ type volumeInfo struct {
 	Spacing [3]nifti.Float `json:"spacing"`
 	// Unit is Spacing's and Affine's (volume.Header.Unit: "nanometer",
 	// …; "" when the file does not say), under the key NIfTI's has.
-	Unit     string            `json:"unit"`
-	Affine   [4][4]nifti.Float `json:"affine"`
-	SHA256   string            `json:"float32_sha256"`
-	Stats    nifti.StatsJSON   `json:"stats"`
+	Unit   string            `json:"unit"`
+	Affine [4][4]nifti.Float `json:"affine"`
+	SHA256 string            `json:"float32_sha256"`
+	Stats  nifti.StatsJSON   `json:"stats"`
+	// Levels lists a multiscale image group's levels, finest first
+	// (zarr.ImageLevels: an OME-Zarr image, a COSEM N5 group as
+	// OpenOrganelle publishes); absent for a file or an array. The keys
+	// above describe level 0, which is what the group opens as.
+	Levels   []levelInfo `json:"levels,omitempty"`
 	channels int
+}
+
+// levelInfo is one level of a multiscale group in `train info`: its
+// array's path in the group, and its shape, spacing and origin (of
+// voxel 0) in x, y, z order as the other keys, in unit.
+type levelInfo struct {
+	Path    string         `json:"path"`
+	Shape   [3]int         `json:"shape"`
+	Spacing [3]nifti.Float `json:"spacing"`
+	Origin  [3]nifti.Float `json:"origin"`
+	Unit    string         `json:"unit"`
 }
 
 // inspectVolume reads a whole volume file through package volume and
@@ -76,6 +93,18 @@ func inspectVolume(path string) (*volumeInfo, error) {
 		sum.Write(buf)
 	}
 	info.SHA256 = hex.EncodeToString(sum.Sum(nil))
+	if info.Format == "zarr" {
+		ls, err := zarr.ImageLevels(path)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range ls {
+			info.Levels = append(info.Levels, levelInfo{Path: l.Path, Unit: l.Unit,
+				Shape:   [3]int{l.Shape[2], l.Shape[1], l.Shape[0]},
+				Spacing: [3]nifti.Float{nifti.Float(l.Spacing[2]), nifti.Float(l.Spacing[1]), nifti.Float(l.Spacing[0])},
+				Origin:  [3]nifti.Float{nifti.Float(l.Origin[2]), nifti.Float(l.Origin[1]), nifti.Float(l.Origin[0])}})
+		}
+	}
 	info.Stats = nifti.StatsJSON{Min: nifti.Float(lo), Max: nifti.Float(hi), Mean: nifti.Float(total / float64(n*h.Channels)), Sum: nifti.Float(total)}
 	return info, nil
 }
@@ -96,6 +125,11 @@ func printVolumeInfo(w io.Writer, info *volumeInfo) {
 	row("orientation", "%s", nifti.Orientation(a))
 	row("data", "min %s  max %s  mean %s", fmtF(info.Stats.Min), fmtF(info.Stats.Max), fmtF(info.Stats.Mean))
 	row("float32_sha256", "%s", info.SHA256)
+	for i, l := range info.Levels {
+		row(map[bool]string{true: "levels", false: ""}[i == 0], "%-6s %-12s %.6g × %.6g × %.6g %s  origin (%.6g, %.6g, %.6g)",
+			l.Path, fmt.Sprint(l.Shape), float64(l.Spacing[0]), float64(l.Spacing[1]), float64(l.Spacing[2]), unitText(l.Unit),
+			float64(l.Origin[0]), float64(l.Origin[1]), float64(l.Origin[2]))
+	}
 }
 
 // unitText is a header's unit in the table: "(unit not stated)" for "".
