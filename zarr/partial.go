@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	mbits "math/bits"
 	"os"
 	"strconv"
 	"sync"
@@ -269,23 +270,43 @@ func (a *array) readLocalBlocks(path string, size, b0, b1 int, buf []byte) (foun
 	return true, nil
 }
 
-// Byte windows read from chunk files, of varying sizes: pooled by
-// capacity, grown in 64 KiB steps, rather than one pool per exact size.
-var windowPool sync.Pool // *[]byte
+// Byte windows read from chunk files, of varying sizes: pooled by size
+// class (powers of two from 64 KiB), so that a Get finds a window that
+// fits. (One pool for all sizes, returning a too-small window and
+// allocating a new one, held a growing pile of windows between
+// collections: 60–90 MiB live, and a peak RSS of 150–350 MiB, in the
+// two-thread OME-Zarr benchmark that needs about 20.)
+var windowPools [48]sync.Pool // *[]byte of capacity windowClassBytes(class)
+
+const windowMinShift = 16
+
+// windowClass returns the size class of a window of n bytes.
+func windowClass(n int) int {
+	if n <= 1<<windowMinShift {
+		return 0
+	}
+	return mbits.Len(uint(n-1)) - windowMinShift
+}
 
 func getWindow(n int) *[]byte {
-	if b, ok := windowPool.Get().(*[]byte); ok {
-		if cap(*b) >= n {
-			*b = (*b)[:n]
-			return b
-		}
-		windowPool.Put(b)
+	c := windowClass(n)
+	if c >= len(windowPools) {
+		b := make([]byte, n)
+		return &b
 	}
-	b := make([]byte, n, (n+65535)&^65535)
+	if b, ok := windowPools[c].Get().(*[]byte); ok {
+		*b = (*b)[:n]
+		return b
+	}
+	b := make([]byte, n, 1<<(windowMinShift+c))
 	return &b
 }
 
-func putWindow(b *[]byte) { windowPool.Put(b) }
+func putWindow(b *[]byte) {
+	if c := windowClass(cap(*b)); c < len(windowPools) && cap(*b) == 1<<(windowMinShift+c) {
+		windowPools[c].Put(b)
+	}
+}
 
 // block is a decoded blosc block the cache holds, in blockmem.go's memory,
 // which it goes back to when the cache drops it.

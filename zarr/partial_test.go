@@ -338,3 +338,24 @@ func TestPartialLocalReadsOfDamagedChunks(t *testing.T) {
 		})
 	}
 }
+
+// TestWindowClasses: chunk-file windows come from power-of-two size
+// classes from 64 KiB, so a pooled window always fits a request of its
+// class (the single pool they replaced returned too-small windows and
+// piled up new ones: 60–90 MiB live in the two-thread benchmark).
+func TestWindowClasses(t *testing.T) {
+	for _, n := range []int{0, 1, 4096, 65536, 65537, 131072, 131073, 1 << 20, 3<<20 + 5} {
+		b := getWindow(n)
+		if len(*b) != n {
+			t.Fatalf("getWindow(%d): len %d", n, len(*b))
+		}
+		c := cap(*b)
+		if c < 1<<16 || c&(c-1) != 0 || c < n || (n > 1<<16 && c >= 2*n) {
+			t.Errorf("getWindow(%d): capacity %d, want the power of two ≥ max(n, 64 KiB) below 2n", n, c)
+		}
+		if windowClass(n) != windowClass(c) {
+			t.Errorf("getWindow(%d): capacity %d is in class %d, the request in %d", n, c, windowClass(c), windowClass(n))
+		}
+		putWindow(b)
+	}
+}

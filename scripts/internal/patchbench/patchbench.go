@@ -32,14 +32,16 @@ type Options struct {
 	Dir        string // the folder bench.py make wrote (patches.txt)
 	Threads    int    // patches read at once, and GOMAXPROCS
 	CPUProfile string // a CPU profile's file ("": none)
+	MemProfile string // a heap profile's file, written after the reads ("": none)
 }
 
-// Flags registers -dir, -threads and -cpuprofile on the command line.
+// Flags registers -dir, -threads, -cpuprofile and -memprofile on the command line.
 func Flags() *Options {
 	o := &Options{}
 	flag.StringVar(&o.Dir, "dir", "", "the folder bench.py make wrote")
 	flag.IntVar(&o.Threads, "threads", 2, "patches read at once (and GOMAXPROCS)")
 	flag.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile here")
+	flag.StringVar(&o.MemProfile, "memprofile", "", "write a heap profile here after the reads (what they left allocated)")
 	return o
 }
 
@@ -60,6 +62,15 @@ func Main(name string, o *Options, run func() error) {
 	}
 	err := run()
 	pprof.StopCPUProfile()
+	if err == nil && o.MemProfile != "" {
+		var pf *os.File
+		if pf, err = os.Create(o.MemProfile); err == nil {
+			err = pprof.Lookup("heap").WriteTo(pf, 0)
+			if cerr := pf.Close(); err == nil {
+				err = cerr
+			}
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(1)
