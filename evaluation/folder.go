@@ -142,6 +142,9 @@ func ReadLabelFile(path string) (*LabelFile, error) {
 	if h.Channels != 1 {
 		return nil, fmt.Errorf("%s: %d channels, want a one-channel label map", path, h.Channels)
 	}
+	if err := volume.CheckShape(h.Shape); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	// The whole label map is decoded: it must fit in memory.
 	if err := volume.CheckInMemory(h.Shape, 1); err != nil {
 		return nil, fmt.Errorf("%s: reading the whole label map: %w", path, err)

@@ -7,6 +7,14 @@
 //
 // Arrays are (D, H, W) with W fastest, as everywhere in voxtrain: for a
 // NIfTI file, D, H, W are its z, y, x.
+//
+// Size: two bounds, for two different things. CheckShape is addressing:
+// a volume may have up to MaxVoxels (2^53) voxels, and formats that read
+// by region (Zarr, N5, TIFF, raw NRRD and MetaImage) open such a volume
+// and read boxes of it. CheckInMemory is memory: whoever decodes a whole
+// volume, or a box of one, into a slice refuses more than MaxInMemory
+// (2^31−1) values, with an error (ErrTooLarge) that names the file and
+// says how such a volume is read instead.
 package volume
 
 import (
