@@ -263,6 +263,10 @@ func (a *Augmenter) check(s *Plan, src *Input, dst *Dest) error {
 	if !region.Contains(s.Box) {
 		return fmt.Errorf("augment: Apply: source region [%v, %v) does not contain the sample's box [%v, %v)", region.Lo, region.Hi, s.Box.Lo, s.Box.Hi)
 	}
+	// The region is indexed with int32 (spatial.go's taps).
+	if err := volume.CheckInMemory(src.Shape, 1); err != nil {
+		return fmt.Errorf("augment: Apply: source region %v+%v: %w", src.Origin, src.Shape, err)
+	}
 	n := src.Shape[0] * src.Shape[1] * src.Shape[2]
 	for c, img := range src.Image {
 		if len(img) != n {

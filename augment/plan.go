@@ -180,6 +180,9 @@ func (a *Augmenter) PlanWith(s *Plan, shape, corner [3]int, sp SpatialParams) er
 
 func validAxis(a int) bool { return a >= 0 && a < 3 }
 
+// checkShape checks the shape of the volume a plan is for: only that it
+// is addressable. The volume need not be in memory: Apply reads a source
+// region of it (Input.Origin, Input.Shape), whose size it checks.
 func checkShape(shape [3]int) error {
 	if err := volume.CheckShape(shape); err != nil {
 		return fmt.Errorf("augment: %w", err)

@@ -538,9 +538,14 @@ func placeCrop(root string, rv *rawVolume, c manifestCrop, ignore int, classes m
 		caseLabel = volume.ResampledPath(caseLabel, r)
 	}
 	pc.box = box
+	// The crop's labels are read whole, on the raw's grid, to count its
+	// classes (the raw itself is never read here, whatever its size).
+	if err := volume.CheckInMemory(box.Size(), 1); err != nil {
+		return pc, Case{}, fmt.Errorf("label %s (box %v..%v of the raw %s): %w", first, box.Lo, box.Hi, g.path, err)
+	}
 	lbl := make([]uint8, box.Voxels())
 	if err := lf.ReadLabels(volume.Whole(box.Size()), lbl); err != nil {
-		return pc, Case{}, fmt.Errorf("label: %w", err)
+		return pc, Case{}, fmt.Errorf("label %s: %w", first, err)
 	}
 	pc.counts = make([]int64, 256)
 	for _, v := range lbl {

@@ -30,6 +30,11 @@ func decodeCase(c Case, channels int, v *Volume, bufs *readBufs, planes int) err
 			}
 			defer f.Close()
 			h := f.Header()
+			// The case is decoded whole: a volume too large for that (a
+			// 10^10-voxel store listed as a case) is refused naming it.
+			if err := volume.CheckInMemory(readBox(h.Shape, planes).Size(), h.Channels); err != nil {
+				return fmt.Errorf("case %s: %s: %w", c.ID, path, err)
+			}
 			if fi == 0 {
 				shape = h.Shape
 				v.Shape, v.SourceShape, v.Spacing, v.Affine = h.Shape, h.Shape, h.Spacing, h.Affine

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/voxtrain/voxtrain/preprocess"
+	"github.com/voxtrain/voxtrain/volume"
 )
 
 // resampleCase writes src (a decoded, cropped, normalised case) resampled
@@ -24,6 +25,11 @@ func resampleCase(dst, src *Volume, target [3]float64, order string) error {
 	}
 	to := preprocess.ResampledShape(src.Shape, src.Spacing, target)
 	from := src.Shape
+	// The resampled case is held whole too: a finer target spacing may
+	// grow a case that was decoded past what memory takes.
+	if err := volume.CheckInMemory(to, len(src.Image)); err != nil {
+		return fmt.Errorf("resampled from %v to %v at spacing %v: %w", from, to, target, err)
+	}
 	n := to[0] * to[1] * to[2]
 	dst.Shape, dst.SourceShape, dst.Crop, dst.ResampleOrder = to, src.sourceShape(), src.Crop, order
 	dst.Image = resizeChannels(dst.Image, len(src.Image), n)

@@ -174,8 +174,13 @@ func (cf *chunkedFiles) readImages(box volume.Box, dst [][]float32) error {
 
 // readLabel reads the whole label map a chunk-sized box at a time, so no
 // more than a chunk's float32 values are held besides the map.
-func (cf *chunkedFiles) readLabel() ([]uint8, error) {
+func (cf *chunkedFiles) readLabel(path string) ([]uint8, error) {
 	shape := cf.hdr.Shape
+	// The label is held whole (its foreground index is built on it):
+	// a label too large for memory is refused naming it.
+	if err := volume.CheckInMemory(shape, 1); err != nil {
+		return nil, fmt.Errorf("%s: the whole label map is read: %w", path, err)
+	}
 	lbl := make([]uint8, shape[0]*shape[1]*shape[2])
 	step := cf.chunk
 	for a := range step {
@@ -219,7 +224,7 @@ func (s *gzSource) chunkedMeta(c int) (*caseMeta, error) {
 	m := &caseMeta{shape: h.Shape, srcShape: h.Shape, stats: st, spacing: h.Spacing, affine: h.Affine}
 	grid := &Volume{Shape: h.Shape}
 	if cf.label != nil {
-		if grid.Label, err = cf.readLabel(); err != nil {
+		if grid.Label, err = cf.readLabel(cs.Label); err != nil {
 			return nil, err
 		}
 	}
@@ -233,6 +238,9 @@ func (s *gzSource) chunkedMeta(c int) (*caseMeta, error) {
 			src := grid.Label
 			grid = &Volume{Shape: to}
 			if src != nil {
+				if err := volume.CheckInMemory(to, 1); err != nil {
+					return nil, fmt.Errorf("case %s: %s resampled to %v: %w", cs.ID, cs.Label, to, err)
+				}
 				grid.Label = make([]uint8, to[0]*to[1]*to[2])
 				m.resample.Nearest(grid.Label, src, [3]int{}, to)
 			}

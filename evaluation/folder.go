@@ -145,6 +145,10 @@ func ReadLabelFile(path string) (*LabelFile, error) {
 	if err := volume.CheckShape(h.Shape); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	// The whole label map is decoded: it must fit in memory.
+	if err := volume.CheckInMemory(h.Shape, 1); err != nil {
+		return nil, fmt.Errorf("%s: reading the whole label map: %w", path, err)
+	}
 	lab := make([]uint8, h.Shape[0]*h.Shape[1]*h.Shape[2])
 	if err := f.ReadLabels(volume.Whole(h.Shape), lab); err != nil {
 		return nil, err

@@ -32,6 +32,8 @@ type BlockGrid struct {
 }
 
 // NewBlockGrid plans shape in blocks of block for windows of patch.
+// Only the shape's addressing is bounded, not its memory: a block reads
+// its region, never the volume.
 func NewBlockGrid(shape, block, patch [3]int, overlap float64) (*BlockGrid, error) {
 	if err := volume.CheckShape(shape); err != nil {
 		return nil, fmt.Errorf("infer: blockwise: %w", err)

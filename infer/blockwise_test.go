@@ -126,13 +126,14 @@ func TestPredictBlockMatchesPredict(t *testing.T) {
 }
 
 // TestBlockGridBounded: the region a block reads is at most the block
-// plus patch−1 on each side, also for a volume of a billion voxels, and
+// plus patch−1 on each side, also for volumes of 10^9 to 10^11 voxels, and
 // BlockBytes is within the bound of block and halo alone, independent of
 // the volume's size.
 func TestBlockGridBounded(t *testing.T) {
 	block, patch := [3]int{64, 64, 64}, [3]int{48, 64, 80}
 	var bytes []int64
-	for _, shape := range [][3]int{{200, 300, 250}, {1000, 1000, 1000}} {
+	// Up to an OpenOrganelle s0 (1.2·10^11 voxels) and 2^36: past 2^31.
+	for _, shape := range [][3]int{{200, 300, 250}, {1000, 1000, 1000}, {12000, 1600, 6368}, {4096, 4096, 4096}} {
 		g, err := NewBlockGrid(shape, block, patch, 0.5)
 		if err != nil {
 			t.Fatal(err)
@@ -169,5 +170,71 @@ func TestBlockGridBounded(t *testing.T) {
 	}
 	if _, err := NewBlockGrid([3]int{10, 10, 10}, [3]int{0, 4, 4}, patch, 0.5); err == nil {
 		t.Error("a zero block: no error")
+	}
+}
+
+// TestPredictBlockHugeVolume: a volume of 2^36 voxels is planned in
+// blocks, and its far corner block, read through a reader that makes the
+// voxels up from their coordinates, equals Predict on the 32³ corner
+// sub-volume, whose windows are the huge grid's there (both grids step
+// by 4 from multiples of 4); the block reads only near the corner.
+func TestPredictBlockHugeVolume(t *testing.T) {
+	shape, block, patch := [3]int{4096, 4096, 4096}, [3]int{16, 16, 16}, [3]int{8, 8, 8}
+	value := func(c, z, y, x int) float32 { return float32((z*5+y*3+x*7+c*11)%17) * 0.125 }
+	g, err := NewBlockGrid(shape, block, patch, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.NumBlocks() != 256*256*256 {
+		t.Fatalf("%d blocks, want 256³", g.NumBlocks())
+	}
+	b := g.Box(g.NumBlocks() - 1)
+	if b != (volume.Box{Lo: [3]int{4080, 4080, 4080}, Hi: shape}) {
+		t.Fatalf("last block %v", b)
+	}
+	corner := [3]int{4064, 4064, 4064}
+	read := func(box volume.Box, dst [][]float32) error {
+		if !volume.Whole(shape).Contains(box) || box.Lo[0] < corner[0] || box.Lo[1] < corner[1] || box.Lo[2] < corner[2] {
+			return fmt.Errorf("read %v, want a box inside the corner from %v", box, corner)
+		}
+		s := box.Size()
+		for c := range dst {
+			for z := range s[0] {
+				for y := range s[1] {
+					for x := range s[2] {
+						dst[c][(z*s[1]+y)*s[2]+x] = value(c, box.Lo[0]+z, box.Lo[1]+y, box.Lo[2]+x)
+					}
+				}
+			}
+		}
+		return nil
+	}
+	net := patchMix{inC: 2, outC: 3, p: patch}
+	cfg := Window{Patch: patch, Overlap: 0.5, BatchSize: 2}
+	got, err := PredictBlock(context.Background(), net, g, b, 2, 3, cfg, read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := [3]int{32, 32, 32}
+	img := [][]float32{make([]float32, 32*32*32), make([]float32, 32*32*32)}
+	if err := read(volume.Box{Lo: corner, Hi: shape}, img); err != nil {
+		t.Fatal(err)
+	}
+	want, err := Predict(context.Background(), net, img, sub, 3, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 32 * 32 * 32
+	for c := range 3 {
+		for z := range 16 {
+			for y := range 16 {
+				for x := range 16 {
+					v := ((16+z)*32+16+y)*32 + 16 + x
+					if g, w := got[((c*16+z)*16+y)*16+x], want[c*n+v]; g != w {
+						t.Fatalf("channel %d voxel (%d, %d, %d): %v, the corner's Predict %v", c, 4080+z, 4080+y, 4080+x, g, w)
+					}
+				}
+			}
+		}
 	}
 }

@@ -238,6 +238,12 @@ func CheckCase(c data.Case, channels int) error {
 		}
 		h := f.Header()
 		f.Close()
+		// A case is predicted whole: a volume too large to decode at
+		// once fails here, before any case is predicted, and the error
+		// points to blockwise prediction.
+		if err := volume.CheckInMemory(h.Shape, h.Channels); err != nil {
+			return fmt.Errorf("case %s: %s: %w (here: -o OUT.zarr, with --roi for a part of it)", c.ID, path, err)
+		}
 		if i == 0 {
 			shape = h.Shape
 		} else if h.Shape != shape {

@@ -1,13 +1,17 @@
 package infer
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/voxtrain/voxtrain/data"
 	"github.com/voxtrain/voxtrain/nifti"
+	"github.com/voxtrain/voxtrain/volume"
+	"github.com/voxtrain/voxtrain/zarr"
 )
 
 // writeImage writes a small float32 NIfTI of shape (x, y, z[, t]) at path.
@@ -153,5 +157,19 @@ func TestCheckCase(t *testing.T) {
 		if err := CheckCase(c(tc.files...).Case, tc.channels); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("CheckCase(%v, %d): %v, want %q", tc.files, tc.channels, err, tc.want)
 		}
+	}
+}
+
+// TestCheckCaseTooLarge: a case is predicted whole, so an input of 2^36
+// voxels (a store holding its metadata alone) is refused by CheckCase,
+// before any prediction, naming the file and blockwise prediction.
+func TestCheckCaseTooLarge(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "huge.ome.zarr")
+	if _, err := zarr.CreateImage(path, zarr.ImageSpec{Shape: [3]int{4096, 4096, 4096}, Chunks: [3]int{64, 64, 64}, DType: "uint8", Spacing: [3]float64{1, 1, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	err := CheckCase(data.Case{ID: "huge", Images: []string{path}}, 1)
+	if !errors.Is(err, volume.ErrTooLarge) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "-o OUT.zarr") {
+		t.Errorf("CheckCase: %v, want ErrTooLarge naming %s and blockwise prediction", err, path)
 	}
 }

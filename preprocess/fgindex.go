@@ -49,6 +49,11 @@ func BuildForegroundIndex(label []uint8, shape [3]int, maxPerClass int) (*Foregr
 	if err := volume.CheckShape(shape); err != nil {
 		return nil, fmt.Errorf("preprocess: foreground index: %w", err)
 	}
+	// Locations are int32 (half the memory of int over a label's
+	// foreground): the label, decoded whole, must be indexable by them.
+	if err := volume.CheckInMemory(shape, 1); err != nil {
+		return nil, fmt.Errorf("preprocess: foreground index of a whole label: %w", err)
+	}
 	n := shape[0] * shape[1] * shape[2]
 	if len(label) != n {
 		return nil, fmt.Errorf("preprocess: foreground index: label has %d voxels, shape %v needs %d", len(label), shape, n)

@@ -112,6 +112,7 @@ func OpenFolder(dir string) (volume.File, error) {
 	first := fo.slices[0].t
 	fo.hdr = first.hdr
 	fo.hdr.Shape[0] = len(names)
+	// Read slice by slice: only the addressing of the stack is bounded.
 	if err := volume.CheckShape(fo.hdr.Shape); err != nil {
 		return nil, fmt.Errorf("tiff: %s: %w", dir, err)
 	}
@@ -155,6 +156,9 @@ func (fo *Folder) ReadRegion(box volume.Box, dst [][]float32) error {
 	}
 	if box.Empty() || !volume.Whole(fo.hdr.Shape).Contains(box) {
 		return fmt.Errorf("tiff: %s: region %v outside the volume %v", fo.dir, box, fo.hdr.Shape)
+	}
+	if err := volume.CheckInMemory(box.Size(), fo.hdr.Channels); err != nil {
+		return fmt.Errorf("tiff: %s: region %v..%v: %w", fo.dir, box.Lo, box.Hi, err)
 	}
 	for _, d := range dst {
 		if len(d) != box.Voxels() {
@@ -204,6 +208,9 @@ func (fo *Folder) ReadLabels(box volume.Box, dst []uint8) error {
 	}
 	if len(dst) != box.Voxels() {
 		return fmt.Errorf("tiff: %s: a destination of %d labels for a region of %d", fo.dir, len(dst), box.Voxels())
+	}
+	if err := volume.CheckInMemory(box.Size(), 1); err != nil {
+		return fmt.Errorf("tiff: %s: region %v..%v: %w", fo.dir, box.Lo, box.Hi, err)
 	}
 	f := make([]float32, len(dst))
 	if err := fo.ReadRegion(box, [][]float32{f}); err != nil {

@@ -25,6 +25,9 @@ func (t *File) ReadRegion(box volume.Box, dst [][]float32) error {
 	if box.Empty() || !volume.Whole(t.hdr.Shape).Contains(box) {
 		return t.r.errf("region %v outside the volume %v", box, t.hdr.Shape)
 	}
+	if err := volume.CheckInMemory(box.Size(), t.hdr.Channels); err != nil {
+		return fmt.Errorf("tiff: %s: region %v..%v: %w", t.r.name, box.Lo, box.Hi, err)
+	}
 	for _, d := range dst {
 		if len(d) != box.Voxels() {
 			return t.r.errf("a destination of %d values for a region of %d", len(d), box.Voxels())
@@ -92,6 +95,9 @@ func (t *File) ReadLabels(box volume.Box, dst []uint8) error {
 	}
 	if len(dst) != box.Voxels() {
 		return t.r.errf("a destination of %d labels for a region of %d", len(dst), box.Voxels())
+	}
+	if err := volume.CheckInMemory(box.Size(), 1); err != nil {
+		return fmt.Errorf("tiff: %s: region %v..%v: %w", t.r.name, box.Lo, box.Hi, err)
 	}
 	f := make([]float32, len(dst))
 	if err := t.ReadRegion(box, [][]float32{f}); err != nil {

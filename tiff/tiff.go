@@ -235,6 +235,18 @@ func (t *File) page(m map[uint16]entry, first bool) (page, uint64, uint64, error
 		tw, th = w, min(max(rps, 1), h)
 	}
 	if first {
+		// A strip or tile is decoded whole (ReadRegion reads a region
+		// strip by strip, tile by tile): it, not the stack, must fit in
+		// memory. A stack of any size reads by region.
+		// In float64: a strip of 2^31 rows of 2^31 pixels wraps a uint64.
+		if n := float64(th) * float64(tw) * float64(spp); n > volume.MaxInMemory {
+			kind := "strip"
+			if tiled {
+				kind = "tile"
+			}
+			return p, 0, 0, fmt.Errorf("tiff: %s: a %s of %d×%d pixels × %d samples (%.3g values) is decoded whole, more than 2^31−1 values: %w; rewrite the stack tiled or with fewer RowsPerStrip",
+				r.name, kind, th, tw, spp, n, volume.ErrTooLarge)
+		}
 		t.spp, t.comp, t.pred, t.tiled, t.tileW, t.tileH = int(spp), comp, pred, tiled, int(tw), int(th)
 		switch comp {
 		case 1, 5, 8, 32946, 32773, 50000:
@@ -383,6 +395,9 @@ func (t *File) stack(w, h int) error {
 	t.pageOf = pageOf
 	t.hdr.Shape = [3]int{planes, h, w}
 	t.hdr.Channels = chans
+	// Regions are read strip by strip (tile by tile), so only the
+	// addressing of the stack is bounded; a BigTIFF stack may exceed
+	// 2^31 voxels.
 	if err := volume.CheckShape(t.hdr.Shape); err != nil {
 		return t.r.errf("%v", err)
 	}

@@ -153,6 +153,8 @@ func Resampled(f File, r Resampling) (File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resampling: %w", err)
 	}
+	// Read lazily: only the grid's addressing is bounded here; plan
+	// bounds the source box a read decodes.
 	if err := CheckShape(r.Shape); err != nil {
 		return nil, fmt.Errorf("resampling: %w", err)
 	}
@@ -213,6 +215,11 @@ func (rs *resampled) plan(box Box) (idx [3][]int, src Box, err error) {
 		for k := range idx[a] {
 			idx[a][k] -= src.Lo[a]
 		}
+	}
+	// The source box is decoded whole (a coarser grid's box reads more
+	// voxels of the file than it has).
+	if err := CheckInMemory(src.Size(), rs.hdr.Channels); err != nil {
+		return idx, src, fmt.Errorf("resampling: region %v..%v reads the file's %v..%v: %w", box.Lo, box.Hi, src.Lo, src.Hi, err)
 	}
 	return idx, src, nil
 }

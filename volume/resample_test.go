@@ -1,6 +1,7 @@
 package volume
 
 import (
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -115,5 +116,43 @@ func TestResampledPath(t *testing.T) {
 		if _, err := Open(bad); err == nil {
 			t.Errorf("Open(%s) succeeded", bad)
 		}
+	}
+}
+
+// TestResampledHuge: a 2^36-voxel file resampled onto a grid 8 times
+// coarser is read lazily: a box near its far corner reads the nearest
+// source voxels (at flat offsets past 2^31) from a small source box, and
+// a box whose source box is past what memory takes is refused before the
+// file is read, though the box itself would fit.
+func TestResampledHuge(t *testing.T) {
+	src := &rampFile{shape: [3]int{4096, 4096, 4096}} // spacing (3, 2, 1)
+	r := Resampling{Shape: [3]int{512, 512, 512}, Spacing: [3]float64{24, 16, 8}, At: [3]float64{0, 0, 0}}
+	f, err := Resampled(src, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := Box{Lo: [3]int{510, 510, 510}, Hi: [3]int{512, 512, 512}}
+	dst := [][]float32{make([]float32, 8)}
+	if err := f.ReadRegion(box, dst); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range dst[0] {
+		p := [3]int{box.Lo[0] + i/4, box.Lo[1] + i/2%2, box.Lo[2] + i%2}
+		var j [3]int
+		for a := range 3 {
+			j[a] = nearestIndex(float64(p[a])*r.Spacing[a], 0, src.Header().Spacing[a], 4096)
+		}
+		if want := float32((j[0]*4096+j[1])*4096 + j[2]); v != want {
+			t.Fatalf("voxel %v: %g, want the source's %v, %g", p, v, j, want)
+		}
+	}
+	if s := src.last.Size(); s[0]*s[1]*s[2] > 9*9*9 {
+		t.Errorf("read the source's %v for 2³ voxels", src.last)
+	}
+	read := src.last
+	big := Box{Hi: [3]int{256, 256, 256}}
+	err = f.ReadRegion(big, [][]float32{nil}) // refused before dst is looked at
+	if !errors.Is(err, ErrTooLarge) || src.last != read {
+		t.Errorf("a box whose source box is 2048³: %v (source read %v), want ErrTooLarge before reading", err, src.last)
 	}
 }

@@ -7,6 +7,14 @@
 //
 // Arrays are (D, H, W) with W fastest, as everywhere in voxtrain: for a
 // NIfTI file, D, H, W are its z, y, x.
+//
+// Size: two bounds, for two different things. CheckShape is addressing:
+// a volume may have up to MaxVoxels (2^53) voxels, and formats that read
+// by region (Zarr, N5, TIFF, raw NRRD and MetaImage) open such a volume
+// and read boxes of it. CheckInMemory is memory: whoever decodes a whole
+// volume, or a box of one, into a slice refuses more than MaxInMemory
+// (2^31−1) values, with an error (ErrTooLarge) that names the file and
+// says how such a volume is read instead.
 package volume
 
 import (
@@ -58,8 +66,36 @@ func (b Box) Contains(o Box) bool {
 	return true
 }
 
-// CheckShape reports a shape that is not a volume an index can address: an
-// axis ≤ 0, or more than 2^31−1 voxels (indices are int32 in places).
+// MaxVoxels bounds the voxels of a volume (and its voxels times
+// channels): 2^53. Every count and flat offset of such a volume — a
+// voxel's index, a chunk's origin, a byte offset of 8-byte samples — is
+// exact in an int (64-bit) with room to spare, and exact as a float64 too
+// (JSON numbers, statistics' counts), which a larger count would not be.
+// It is far above any real volume (an OpenOrganelle s0 is about 10^11
+// voxels, 2^37), so it protects arithmetic, not memory: volumes are read
+// by region, and MaxInMemory bounds what is decoded at once.
+const MaxVoxels = 1 << 53
+
+// MaxInMemory bounds the values (voxels × channels) decoded into memory
+// at once, for a whole volume or a box of one: 2^31−1, 8 GiB of float32.
+// Past it a read is refused rather than tried: the data pipeline's
+// whole-case reads keep several copies (decoded, normalised, resampled),
+// and the in-memory structures built over a whole case index it with
+// int32 (the foreground index's locations, augmentation's region
+// indices). A volume larger than this is read by region: a dataset
+// manifest reads the crops of it, and train predict -o OUT.zarr predicts
+// it block by block.
+const MaxInMemory = math.MaxInt32
+
+// ErrTooLarge is wrapped by the errors of CheckInMemory: a read that would
+// decode more than MaxInMemory values at once.
+var ErrTooLarge = errors.New("too large to decode into memory at once")
+
+// CheckShape reports a shape that is not a volume an index can address:
+// an axis ≤ 0, or more than MaxVoxels voxels. It bounds no memory:
+// formats that read by region (Zarr, N5, TIFF, raw NRRD and MetaImage)
+// open volumes of any addressable size, and whoever decodes a whole
+// volume or a box of one checks that with CheckInMemory.
 func CheckShape(shape [3]int) error {
 	for i, n := range shape {
 		if n <= 0 {
@@ -67,10 +103,27 @@ func CheckShape(shape [3]int) error {
 		}
 	}
 	// Multiplied in float64: axes of 2^32 would wrap an int64 product.
-	if float64(shape[0])*float64(shape[1])*float64(shape[2]) > math.MaxInt32 {
-		return fmt.Errorf("volume shape %v has more than 2^31-1 voxels", shape)
+	if float64(shape[0])*float64(shape[1])*float64(shape[2]) > MaxVoxels {
+		return fmt.Errorf("volume shape %v has more than 2^53 voxels", shape)
 	}
 	return nil
+}
+
+// CheckInMemory reports a read of a box of size shape, channels values
+// per voxel, that would decode more than MaxInMemory values into memory
+// at once (an error wrapping ErrTooLarge that says how to read such a
+// volume; the caller adds the file's name). Call it where a whole volume,
+// or a whole requested box, is decoded into one slice.
+func CheckInMemory(shape [3]int, channels int) error {
+	n := float64(shape[0]) * float64(shape[1]) * float64(shape[2]) * float64(max(channels, 1))
+	if n <= MaxInMemory {
+		return nil
+	}
+	what := fmt.Sprintf("%d×%d×%d voxels", shape[0], shape[1], shape[2])
+	if channels > 1 {
+		what += fmt.Sprintf(" × %d channels", channels)
+	}
+	return fmt.Errorf("%s (%.3g values) are %w: more than 2^31−1 values; read such a volume by region instead: as a dataset manifest's raw with label crops placed in it, or predicted block by block with train predict -o OUT.zarr", what, n, ErrTooLarge)
 }
 
 // Affine maps voxel indices (x, y, z, 1) = (W, H, D, 1) to world

@@ -2,6 +2,7 @@ package volume
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -57,16 +58,48 @@ func TestURLsOnlyToFormatsThatReadThem(t *testing.T) {
 	}
 }
 
-// TestCheckShapeOverflow: axes whose product wraps an int64 are still too
-// many voxels.
+// TestCheckShapeOverflow: axes whose product wraps an int64 are too many
+// voxels to address, and so is anything past 2^53; a volume past 2^31
+// voxels (an OpenOrganelle s0, 2^36, 2^53 itself) is addressable.
 func TestCheckShapeOverflow(t *testing.T) {
-	for _, s := range [][3]int{{1 << 32, 1 << 32, 1}, {1 << 31, 1 << 31, 4}, {1 << 16, 1 << 16, 1}} {
+	for _, s := range [][3]int{{1 << 32, 1 << 32, 1}, {1 << 31, 1 << 31, 4}, {1 << 31, 1 << 22, 2}, {1, 0, 1}, {-1, 4, 4}} {
 		if CheckShape(s) == nil {
 			t.Errorf("CheckShape(%v) accepted", s)
 		}
 	}
-	if err := CheckShape([3]int{1 << 10, 1 << 10, 1 << 10}); err != nil {
-		t.Error(err)
+	for _, s := range [][3]int{{1 << 10, 1 << 10, 1 << 10}, {1 << 16, 1 << 16, 1}, {12000, 1600, 6368}, {4096, 4096, 4096}, {1 << 31, 1 << 22, 1}} {
+		if err := CheckShape(s); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestCheckInMemory: up to 2^31−1 values (voxels × channels) may be
+// decoded at once; past that the error wraps ErrTooLarge, gives the
+// shape and says to read by region.
+func TestCheckInMemory(t *testing.T) {
+	for _, c := range []struct {
+		shape    [3]int
+		channels int
+		ok       bool
+	}{
+		{[3]int{1024, 1024, 2047}, 1, true},
+		{[3]int{1, 1, MaxInMemory}, 1, true},
+		{[3]int{1, 1, MaxInMemory + 1}, 1, false},
+		{[3]int{1024, 1024, 1023}, 2, true},
+		{[3]int{1024, 1024, 1024}, 2, false}, // 2^31 values
+		{[3]int{1024, 1024, 1024}, 1, true},
+		{[3]int{1024, 1024, 2048}, 1, false},
+		{[3]int{1 << 32, 1 << 32, 1 << 32}, 1, false}, // wraps an int64
+	} {
+		err := CheckInMemory(c.shape, c.channels)
+		if (err == nil) != c.ok {
+			t.Errorf("CheckInMemory(%v, %d): %v, want ok %v", c.shape, c.channels, err, c.ok)
+			continue
+		}
+		if err != nil && (!errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), fmt.Sprintf("%d×%d×%d voxels", c.shape[0], c.shape[1], c.shape[2])) || !strings.Contains(err.Error(), "by region")) {
+			t.Errorf("CheckInMemory(%v, %d): %q, want ErrTooLarge naming the shape and reading by region", c.shape, c.channels, err)
+		}
 	}
 }
 

@@ -69,6 +69,14 @@
 // ends the GETs in flight and fails the reads waiting on them. Nothing is
 // written over HTTP: CreateImage refuses a URL.
 //
+// Size: an array may have any shape volume.CheckShape addresses (each
+// axis below 2^31, at most 2^53 voxels times channels): OpenOrganelle's
+// s0 levels of 10^11 voxels open, and their regions are read, with every
+// chunk index, origin and offset computed in int. What a read decodes at
+// once is bounded instead: a box of more than 2^31−1 values
+// (volume.CheckInMemory, a whole read of such a volume) is an error naming
+// the array and wrapping volume.ErrTooLarge.
+//
 // Reads are lazy: ReadRegion decodes only the chunks its box overlaps,
 // concurrently, through a byte-bounded LRU cache of decoded chunks that
 // the file's reads share. Nothing of a chunk is trusted: every length in a

@@ -39,6 +39,9 @@ func replaceJSON(old, new string) func([]byte) []byte {
 }
 
 // readErr opens path and reads the whole volume, returning the first error.
+// A volume too large to decode at once is asked for whole all the same
+// (with destinations the read refuses before looking at them), as a
+// careless whole read would.
 func readErr(path string) error {
 	f, err := Open(path)
 	if err != nil {
@@ -48,7 +51,9 @@ func readErr(path string) error {
 	h := f.Header()
 	dst := make([][]float32, h.Channels)
 	for c := range dst {
-		dst[c] = make([]float32, volume.Whole(h.Shape).Voxels())
+		if volume.CheckInMemory(h.Shape, h.Channels) == nil {
+			dst[c] = make([]float32, volume.Whole(h.Shape).Voxels())
+		}
 	}
 	return f.ReadRegion(volume.Whole(h.Shape), dst)
 }

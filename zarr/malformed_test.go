@@ -51,11 +51,20 @@ func TestMalformedStores(t *testing.T) {
         4,`, `"chunks": [
         0,`))
 		}, []string{".zarray", "chunk shape", "axis 0 is 0"}},
-		{"huge shape", "v2/dtype_u1.zarr", func(t *testing.T, d string) {
+		// 2·10^9×7×9 voxels open (read by region) but are not read whole;
+		// 2·10^9×2·10^9×9 are past what an index addresses.
+		{"huge shape read whole", "v2/dtype_u1.zarr", func(t *testing.T, d string) {
 			editFile(t, filepath.Join(d, ".zarray"), replaceJSON(`"shape": [
         6,`, `"shape": [
         2000000000,`))
-		}, []string{".zarray", "2^31-1 voxels"}},
+		}, []string{"dtype_u1.zarr", "2000000000×7×9 voxels", "too large to decode", "by region"}},
+		{"shape past 2^53", "v2/dtype_u1.zarr", func(t *testing.T, d string) {
+			editFile(t, filepath.Join(d, ".zarray"), replaceJSON(`"shape": [
+        6,
+        7,`, `"shape": [
+        2000000000,
+        2000000000,`))
+		}, []string{".zarray", "2^53 voxels"}},
 		{"huge chunk", "v2/dtype_u1.zarr", func(t *testing.T, d string) {
 			editFile(t, filepath.Join(d, ".zarray"), replaceJSON(`"chunks": [
         4,`, `"chunks": [

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -472,8 +471,13 @@ func (n *node) open(level int, cacheBytes int64) (*file, error) {
 	if err := volume.CheckShape(h.Shape); err != nil {
 		return nil, fmt.Errorf("%s: %w", m.file, err)
 	}
-	if h.Channels <= 0 || int64(h.Channels)*int64(h.Shape[0]*h.Shape[1]*h.Shape[2]) > math.MaxInt32 {
-		return nil, fmt.Errorf("%s: %d channels of %v voxels", m.file, h.Channels, h.Shape)
+	// Only addressing is bounded here: a region read decodes only the
+	// chunks it overlaps, so a store of 10^11 voxels (OpenOrganelle's s0)
+	// opens, and whoever reads a whole volume checks its memory
+	// (volume.CheckInMemory). Channels × voxels in float64: it may not
+	// fit an int64.
+	if h.Channels <= 0 || float64(h.Channels)*float64(h.Shape[0])*float64(h.Shape[1])*float64(h.Shape[2]) > volume.MaxVoxels {
+		return nil, fmt.Errorf("%s: %d channels of %v voxels: more than 2^53 values", m.file, h.Channels, h.Shape)
 	}
 	h.Spacing = spacing
 	// Affine maps (x, y, z) = (W, H, D) indices: axis-aligned, as OME-NGFF
@@ -635,9 +639,14 @@ func (f *file) region(box volume.Box, c int) (lo, hi, strides []int) {
 	return lo, hi, strides
 }
 
+// check refuses a box outside the volume, and one too large to decode
+// into memory at once (a whole read of a huge store).
 func (f *file) check(box volume.Box) error {
 	if box.Empty() || !volume.Whole(f.hdr.Shape).Contains(box) {
 		return fmt.Errorf("zarr: %s: region %v outside the volume %v", f.arr.name(), box, f.hdr.Shape)
+	}
+	if err := volume.CheckInMemory(box.Size(), f.hdr.Channels); err != nil {
+		return fmt.Errorf("zarr: %s: region %v..%v of the volume %v: %w", f.arr.name(), box.Lo, box.Hi, f.hdr.Shape, err)
 	}
 	return nil
 }

@@ -86,8 +86,14 @@ func CreateImage(dir string, spec ImageSpec) (*ImageWriter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("zarr: %s: %w", dir, err)
 	}
+	// The image is written block by block (WriteBlock): only its
+	// addressing is bounded, not its memory, so a huge prediction's
+	// labels are written as they are read.
 	if err := volume.CheckShape(spec.Shape); err != nil {
 		return nil, fmt.Errorf("zarr: %s: %w", dir, err)
+	}
+	if float64(max(spec.Channels, 1))*float64(spec.Shape[0])*float64(spec.Shape[1])*float64(spec.Shape[2]) > volume.MaxVoxels {
+		return nil, fmt.Errorf("zarr: %s: %d channels of %v voxels: more than 2^53 values", dir, spec.Channels, spec.Shape)
 	}
 	for i, c := range spec.Chunks {
 		if c <= 0 {

@@ -27,8 +27,12 @@ type volumeInfo struct {
 	// …; "" when the file does not say), under the key NIfTI's has.
 	Unit   string            `json:"unit"`
 	Affine [4][4]nifti.Float `json:"affine"`
-	SHA256 string            `json:"float32_sha256"`
-	Stats  nifti.StatsJSON   `json:"stats"`
+	// SHA256 and Stats describe the voxels; absent (and NotRead says
+	// why) for a volume too large to read whole (volume.CheckInMemory),
+	// whose header is still described.
+	SHA256  string           `json:"float32_sha256,omitempty"`
+	Stats   *nifti.StatsJSON `json:"stats"`
+	NotRead string           `json:"data_not_read,omitempty"`
 	// Levels lists a multiscale image group's levels, finest first
 	// (zarr.ImageLevels: an OME-Zarr image, a COSEM N5 group as
 	// OpenOrganelle publishes); absent for a file or an array. The keys
@@ -51,6 +55,9 @@ type levelInfo struct {
 // inspectVolume reads a whole volume file through package volume and
 // describes it. The checksum is of the float32 voxels, little-endian, in
 // (channel, D, H, W) order, as the formats' conformance fixtures record.
+// A volume too large to read whole (an OpenOrganelle s0 of 10^11 voxels,
+// which a dataset manifest or train predict -o OUT.zarr reads by region)
+// is described by its header and levels only.
 func inspectVolume(path string) (*volumeInfo, error) {
 	f, err := volume.Open(path)
 	if err != nil {
@@ -60,14 +67,6 @@ func inspectVolume(path string) (*volumeInfo, error) {
 	h := f.Header()
 	if err := volume.CheckShape(h.Shape); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	n := h.Shape[0] * h.Shape[1] * h.Shape[2]
-	dst := make([][]float32, h.Channels)
-	for c := range dst {
-		dst[c] = make([]float32, n)
-	}
-	if err := f.ReadRegion(volume.Whole(h.Shape), dst); err != nil {
-		return nil, err
 	}
 	info := &volumeInfo{File: path, Format: volume.FormatName(path), channels: h.Channels,
 		Shape:   []int{h.Shape[2], h.Shape[1], h.Shape[0]},
@@ -81,18 +80,6 @@ func inspectVolume(path string) (*volumeInfo, error) {
 			info.Affine[i][j] = nifti.Float(h.Affine[i][j])
 		}
 	}
-	sum := sha256.New()
-	buf := make([]byte, 4*n)
-	lo, hi, total := math.Inf(1), math.Inf(-1), 0.0
-	for _, ch := range dst {
-		for i, v := range ch {
-			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(v))
-			x := float64(v)
-			lo, hi, total = math.Min(lo, x), math.Max(hi, x), total+x
-		}
-		sum.Write(buf)
-	}
-	info.SHA256 = hex.EncodeToString(sum.Sum(nil))
 	if info.Format == "zarr" {
 		ls, err := zarr.ImageLevels(path)
 		if err != nil {
@@ -105,7 +92,31 @@ func inspectVolume(path string) (*volumeInfo, error) {
 				Origin:  [3]nifti.Float{nifti.Float(l.Origin[2]), nifti.Float(l.Origin[1]), nifti.Float(l.Origin[0])}})
 		}
 	}
-	info.Stats = nifti.StatsJSON{Min: nifti.Float(lo), Max: nifti.Float(hi), Mean: nifti.Float(total / float64(n*h.Channels)), Sum: nifti.Float(total)}
+	if err := volume.CheckInMemory(h.Shape, h.Channels); err != nil {
+		info.NotRead = err.Error()
+		return info, nil
+	}
+	n := h.Shape[0] * h.Shape[1] * h.Shape[2]
+	dst := make([][]float32, h.Channels)
+	for c := range dst {
+		dst[c] = make([]float32, n)
+	}
+	if err := f.ReadRegion(volume.Whole(h.Shape), dst); err != nil {
+		return nil, err
+	}
+	sum := sha256.New()
+	buf := make([]byte, 4*n)
+	lo, hi, total := math.Inf(1), math.Inf(-1), 0.0
+	for _, ch := range dst {
+		for i, v := range ch {
+			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(v))
+			x := float64(v)
+			lo, hi, total = math.Min(lo, x), math.Max(hi, x), total+x
+		}
+		sum.Write(buf)
+	}
+	info.SHA256 = hex.EncodeToString(sum.Sum(nil))
+	info.Stats = &nifti.StatsJSON{Min: nifti.Float(lo), Max: nifti.Float(hi), Mean: nifti.Float(total / float64(n*h.Channels)), Sum: nifti.Float(total)}
 	return info, nil
 }
 
@@ -123,8 +134,12 @@ func printVolumeInfo(w io.Writer, info *volumeInfo) {
 		}
 	}
 	row("orientation", "%s", nifti.Orientation(a))
-	row("data", "min %s  max %s  mean %s", fmtF(info.Stats.Min), fmtF(info.Stats.Max), fmtF(info.Stats.Mean))
-	row("float32_sha256", "%s", info.SHA256)
+	if info.Stats != nil {
+		row("data", "min %s  max %s  mean %s", fmtF(info.Stats.Min), fmtF(info.Stats.Max), fmtF(info.Stats.Mean))
+		row("float32_sha256", "%s", info.SHA256)
+	} else {
+		row("data", "not read: %s", info.NotRead)
+	}
 	for i, l := range info.Levels {
 		row(map[bool]string{true: "levels", false: ""}[i == 0], "%-6s %-12s %.6g × %.6g × %.6g %s  origin (%.6g, %.6g, %.6g)",
 			l.Path, fmt.Sprint(l.Shape), float64(l.Spacing[0]), float64(l.Spacing[1]), float64(l.Spacing[2]), unitText(l.Unit),

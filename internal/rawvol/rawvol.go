@@ -221,9 +221,12 @@ func Open(s Spec) (volume.File, error) {
 	if s.Type.Size() == 0 {
 		return nil, s.errf("no sample type")
 	}
+	// A raw block is read by region (ReadAt of the rows a box needs):
+	// only its addressing is bounded here. A compressed or text block is
+	// decoded from its start, and reader bounds that prefix.
 	n := s.samples()
-	if float64(n) != float64(g.Shape[0])*float64(g.Shape[1])*float64(g.Shape[2])*float64(g.Channels) || n > math.MaxInt32 {
-		return nil, s.errf("%d samples, more than 2^31-1", n)
+	if float64(n) != float64(g.Shape[0])*float64(g.Shape[1])*float64(g.Shape[2])*float64(g.Channels) || n > volume.MaxVoxels {
+		return nil, s.errf("%d samples, more than 2^53", n)
 	}
 	v := &file{s: s, order: binary.ByteOrder(binary.LittleEndian)}
 	if s.BigEndian {
@@ -296,6 +299,14 @@ func (v *file) ReadRegion(box volume.Box, dst [][]float32) error {
 		}
 	}
 	sh := g.Shape
+	// The box, and the rows it spans at the volume's whole width (what
+	// one plane's read holds), are decoded into memory.
+	if err := volume.CheckInMemory(box.Size(), g.Channels); err != nil {
+		return v.s.errf("region %v..%v: %w", box.Lo, box.Hi, err)
+	}
+	if err := volume.CheckInMemory([3]int{1, box.Hi[1] - box.Lo[1], sh[2]}, g.Channels); err != nil {
+		return v.s.errf("region %v..%v reads whole rows of the volume: %w", box.Lo, box.Hi, err)
+	}
 	C := int64(g.Channels)
 	D, H, W := int64(sh[0]), int64(sh[1]), int64(sh[2])
 	rows := int64(box.Hi[1] - box.Lo[1])
@@ -359,6 +370,13 @@ func (v *file) reader(end int64) (func(dst []float32, start int64) error, error)
 			Decode(dst, b, v.s.Type, v.order)
 			return nil
 		}, nil
+	}
+	// Compressed or text data is decoded from its start up to the
+	// region's last sample, into memory.
+	if end > volume.MaxInMemory {
+		return nil, v.s.errf("%v data is decoded from its start, and this region ends at sample %d: more than 2^31−1 samples are %w; store the volume raw (uncompressed) to read it by region", v.s.Encoding, end, volume.ErrTooLarge)
+	}
+	switch v.s.Encoding {
 	case ASCII:
 		vals, err := v.ascii(end)
 		if err != nil {
@@ -465,6 +483,9 @@ func (v *file) ReadLabels(box volume.Box, dst []uint8) error {
 	}
 	if len(dst) != box.Voxels() {
 		return v.s.errf("a destination of %d labels for a region of %d", len(dst), box.Voxels())
+	}
+	if err := volume.CheckInMemory(box.Size(), 1); err != nil {
+		return v.s.errf("region %v..%v: %w", box.Lo, box.Hi, err)
 	}
 	f := make([]float32, len(dst))
 	if err := v.ReadRegion(box, [][]float32{f}); err != nil {
