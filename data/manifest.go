@@ -148,27 +148,31 @@ type placedCrop struct {
 }
 
 // rawGrid is a raw volume's array a crop's box is on: the raw as given,
-// or one level of its multiscale image group.
+// one level of its multiscale image group, or the raw interpolated onto
+// the manifest's spacing (resampledGrid).
 type rawGrid struct {
-	path string
+	path string // what the crops' windows open
+	name string // for messages: path, or what the interpolated grid reads
 	hdr  volume.Header
 }
 
 // rawVolume is a manifest's raw volume: the raw as given, its image
 // group's levels (none for an array), the headers of the levels opened so
-// far, and the manifest's target spacing (nil: none).
+// far, the manifest's target spacing (nil: none) and the grid at it,
+// once found.
 type rawVolume struct {
 	path    string
 	hdr     volume.Header
 	levels  []zarr.Level
 	opened  map[int]rawGrid
 	spacing []float64
+	target  *rawGrid
 }
 
 // level opens level k's header (k < 0: the raw as given).
 func (rv *rawVolume) level(k int) (rawGrid, error) {
 	if k < 0 || len(rv.levels) == 0 {
-		return rawGrid{path: rv.path, hdr: rv.hdr}, nil
+		return rawGrid{path: rv.path, name: rv.path, hdr: rv.hdr}, nil
 	}
 	if g, ok := rv.opened[k]; ok {
 		return g, nil
@@ -186,40 +190,131 @@ func (rv *rawVolume) level(k int) (rawGrid, error) {
 	if err != nil {
 		return rawGrid{}, err
 	}
-	g := rawGrid{path: p, hdr: h}
+	g := rawGrid{path: p, name: p, hdr: h}
 	rv.opened[k] = g
 	return g, nil
 }
 
-// grid chooses the raw array a crop at spacing sp is placed on: the level
-// at the manifest's spacing when it sets one, else the level at sp, else
-// the raw as given (level 0 of an image group), onto which the crop's
-// labels are then resampled.
+// grid chooses the raw array a crop at spacing sp is placed on: the raw
+// at the manifest's spacing when it sets one (targetGrid), else the level
+// at sp, else the raw as given (level 0 of an image group), onto which
+// the crop's labels are then resampled.
 func (rv *rawVolume) grid(sp [3]float64) (rawGrid, error) {
-	want, key := sp, "label spacing"
 	if rv.spacing != nil {
-		copy(want[:], rv.spacing)
-		key = "spacing"
-	}
-	if len(rv.levels) == 0 {
-		if rv.spacing != nil && !sameSpacings(rv.hdr.Spacing, want) {
-			return rawGrid{}, fmt.Errorf("spacing %v: the raw %s is at %v and is not a multiscale image group (OME-Zarr, COSEM N5) with a level there (the raw is read at its levels, never resampled)", rv.spacing, rv.path, rv.hdr.Spacing)
-		}
-		return rv.level(-1)
+		return rv.targetGrid()
 	}
 	for k, l := range rv.levels {
-		if sameSpacings(l.Spacing, want) {
+		if sameSpacings(l.Spacing, sp) {
 			return rv.level(k)
 		}
 	}
-	if rv.spacing != nil {
-		have := make([]string, len(rv.levels))
-		for k, l := range rv.levels {
-			have[k] = fmt.Sprintf("%s %v", l.Path, l.Spacing)
-		}
-		return rawGrid{}, fmt.Errorf("%s %v: the raw %s has no multiscale level at it (levels: %s; the raw is read at its levels, never resampled)", key, rv.spacing, rv.path, strings.Join(have, ", "))
-	}
 	return rv.level(-1)
+}
+
+// targetGrid is the raw at the manifest's spacing: its level there (or
+// the raw as given, when that is its spacing), read as it is; else the
+// raw interpolated onto a grid at that spacing from the level
+// sourceLevel picks (resampledGrid).
+func (rv *rawVolume) targetGrid() (rawGrid, error) {
+	if rv.target != nil {
+		return *rv.target, nil
+	}
+	var want [3]float64
+	copy(want[:], rv.spacing)
+	g, err := func() (rawGrid, error) {
+		if len(rv.levels) == 0 {
+			if sameSpacings(rv.hdr.Spacing, want) {
+				return rv.level(-1)
+			}
+			return rv.resampledGrid(-1, want)
+		}
+		for k, l := range rv.levels {
+			if sameSpacings(l.Spacing, want) {
+				return rv.level(k)
+			}
+		}
+		return rv.resampledGrid(sourceLevel(rv.levels, want), want)
+	}()
+	if err != nil {
+		return rawGrid{}, err
+	}
+	rv.target = &g
+	return g, nil
+}
+
+// sourceLevel is the level a target spacing t no level is at is
+// interpolated from, chosen as cellmap-data's CellMapImage.find_level
+// chooses the level it reads at a target scale
+// (janelia-cellmap/cellmap-data, src/cellmap_data/image.py): going
+// through the levels finest first, the last one before the first level
+// coarser than t on some axis. That is the coarsest level no coarser than
+// t on any axis (on a pyramid of 4, 8 and 16 nm: 4 nm for 6, 8 nm for
+// 12, 16 nm for 20), or the finest when even it is coarser somewhere (2
+// nm: upsampled from 4). Interpolating from the coarsest level that is
+// still fine enough reads the fewest voxels, and its own downsampling
+// (each level averages the one below) has already smoothed what a
+// trilinear read of a much finer level would alias.
+func sourceLevel(levels []zarr.Level, t [3]float64) int {
+	k := 0
+	for i, l := range levels {
+		for a := range 3 {
+			if l.Spacing[a] > t[a] && !sameSpacing(l.Spacing[a], t[a]) {
+				return k
+			}
+		}
+		k = i
+	}
+	return k
+}
+
+// resampledGrid is the raw read at spacing t by trilinear interpolation
+// of its level k (k < 0: the raw as given), clamped at the level's
+// edges: a virtual volume (volume.ResampledPath with Linear) that the
+// crops' windows read as they read a level, lazily, a box decoding only
+// the level's voxels around it.
+//
+// Its grid covers the level's extent. Positions are voxel centres, as
+// OME-NGFF's scale and translation (and COSEM's transform) put them: the
+// level's voxel j on an axis is centred at o + j·s and spans o + (j ±
+// ½)·s, so its n voxels span o − s/2 to o + (n − ½)·s. The grid's first
+// voxel starts at that first face (its centre at o − s/2 + t/2) and it
+// has ⌊n·s/t⌋ voxels, all wholly inside the extent (a part-voxel at the
+// far face is left out, as coveredBox leaves out raw voxels a crop covers
+// in part). That is where an OME-NGFF pyramid puts a level at spacing t
+// (a coarser level's translation is the finer's plus (t − s)/2): a crop
+// placed on such a level's voxels lands on the grid's.
+func (rv *rawVolume) resampledGrid(k int, t [3]float64) (rawGrid, error) {
+	src, err := rv.level(k)
+	if err != nil {
+		return rawGrid{}, err
+	}
+	h := src.hdr
+	fail := func(format string, args ...any) (rawGrid, error) {
+		return rawGrid{}, fmt.Errorf("spacing %v: the raw %s has no level at it, and %s (spacing %v%s) cannot be interpolated onto it: %s", t, rv.path, src.path, h.Spacing, unitSuffix(h.Unit), fmt.Sprintf(format, args...))
+	}
+	if err := axisAligned(h.Affine); err != nil {
+		return fail("its %v", err)
+	}
+	o := origin(h.Affine)
+	r := volume.Resampling{Spacing: t, At: o, Linear: true}
+	for a := range 3 {
+		if step := h.Affine[2-a][2-a]; step <= 0 {
+			return fail("its axis %d runs backwards (affine step %g)", a, step)
+		}
+		s := h.Spacing[a]
+		n := math.Floor(float64(h.Shape[a])*s/t[a] + 1e-6)
+		if n < 1 {
+			return fail("axis %d is %g long (%d voxels of %g), less than one voxel at %g", a, float64(h.Shape[a])*s, h.Shape[a], s, t[a])
+		}
+		r.Shape[a] = int(n)
+		r.Origin[a] = o[a] - s/2 + t[a]/2
+	}
+	p := volume.ResampledPath(src.path, r)
+	vh, err := header(p)
+	if err != nil {
+		return fail("%v", err)
+	}
+	return rawGrid{path: p, name: fmt.Sprintf("%s interpolated to spacing %v%s", src.path, t, unitSuffix(h.Unit)), hdr: vh}, nil
 }
 
 // loadManifest reads a manifest and builds its dataset: one case per crop,
@@ -314,6 +409,13 @@ func loadManifest(path string, ignore int, multi bool) (*Dataset, error) {
 		rv := &rawVolume{path: raw, hdr: rh, opened: map[int]rawGrid{}, spacing: m.Spacing}
 		if volume.FormatName(raw) == "zarr" {
 			if rv.levels, err = zarr.ImageLevels(raw); err != nil {
+				return nil, bad("volumes[%d].raw: %v", i, err)
+			}
+		}
+		if rv.spacing != nil {
+			// Found once per raw, before its crops: a spacing the raw
+			// cannot be read at is the raw's error, not a crop's.
+			if _, err := rv.targetGrid(); err != nil {
 				return nil, bad("volumes[%d].raw: %v", i, err)
 			}
 		}
@@ -440,7 +542,7 @@ func placeCrop(root string, rv *rawVolume, c manifestCrop, ignore int, classes m
 	if err != nil {
 		return pc, Case{}, fmt.Errorf("label %s at spacing %v: %w", label, spacingText(lfh, lh), err)
 	}
-	pc.raw = g.path
+	pc.raw = g.name
 	rh := g.hdr
 	caseLabel := label
 	if c.Mask != "" {
@@ -478,7 +580,7 @@ func placeCrop(root string, rv *rawVolume, c manifestCrop, ignore int, classes m
 			return pc, Case{}, fmt.Errorf("offset %v: want [z, y, x] voxels", c.Offset)
 		}
 		if resample {
-			return pc, Case{}, fmt.Errorf("offset %v: counts voxels of the raw, and the label %s (spacing %v) is not on the raw's grid (%s, spacing %v%s): place it by translation or by its own origin", c.Offset, label, spacingText(lfh, lh), g.path, rh.Spacing, unitSuffix(rh.Unit))
+			return pc, Case{}, fmt.Errorf("offset %v: counts voxels of the raw, and the label %s (spacing %v) is not on the raw's grid (%s, spacing %v%s): place it by translation or by its own origin", c.Offset, label, spacingText(lfh, lh), g.name, rh.Spacing, unitSuffix(rh.Unit))
 		}
 	case c.Translation != nil:
 		if len(c.Translation) != 3 {
@@ -503,7 +605,7 @@ func placeCrop(root string, rv *rawVolume, c manifestCrop, ignore int, classes m
 	case !resample:
 		lo, err := voxelOf(rh, at)
 		if err != nil {
-			return pc, Case{}, fmt.Errorf("%s %v: %w (raw %s)", placeKey(c), at, err, g.path)
+			return pc, Case{}, fmt.Errorf("%s %v: %w (raw %s)", placeKey(c), at, err, g.name)
 		}
 		box.Lo = lo
 		for a := range 3 {
@@ -511,11 +613,11 @@ func placeCrop(root string, rv *rawVolume, c manifestCrop, ignore int, classes m
 		}
 	default:
 		if box, err = coveredBox(rh, lh, at); err != nil {
-			return pc, Case{}, fmt.Errorf("%s %v: the label %s (spacing %v, shape %v) on the raw %s (spacing %v%s): %w", placeKey(c), at, label, spacingText(lfh, lh), lh.Shape, g.path, rh.Spacing, unitSuffix(rh.Unit), err)
+			return pc, Case{}, fmt.Errorf("%s %v: the label %s (spacing %v, shape %v) on the raw %s (spacing %v%s): %w", placeKey(c), at, label, spacingText(lfh, lh), lh.Shape, g.name, rh.Spacing, unitSuffix(rh.Unit), err)
 		}
 	}
 	if !volume.Whole(rh.Shape).Contains(box) || box.Lo[0] < 0 || box.Lo[1] < 0 || box.Lo[2] < 0 {
-		return pc, Case{}, fmt.Errorf("the crop %s (box %v..%v; spacing %s) is not inside the raw %s (box [0 0 0]..%v; spacing %v%s)", label, box.Lo, box.Hi, spacingText(lfh, lh), g.path, rh.Shape, rh.Spacing, unitSuffix(rh.Unit))
+		return pc, Case{}, fmt.Errorf("the crop %s (box %v..%v; spacing %s) is not inside the raw %s (box [0 0 0]..%v; spacing %v%s)", label, box.Lo, box.Hi, spacingText(lfh, lh), g.name, rh.Shape, rh.Spacing, unitSuffix(rh.Unit))
 	}
 	if resample {
 		// The case's label is the crop read on the raw's grid over box.
@@ -541,7 +643,7 @@ func placeCrop(root string, rv *rawVolume, c manifestCrop, ignore int, classes m
 	// The crop's labels are read whole, on the raw's grid, to count its
 	// classes (the raw itself is never read here, whatever its size).
 	if err := volume.CheckInMemory(box.Size(), 1); err != nil {
-		return pc, Case{}, fmt.Errorf("label %s (box %v..%v of the raw %s): %w", first, box.Lo, box.Hi, g.path, err)
+		return pc, Case{}, fmt.Errorf("label %s (box %v..%v of the raw %s): %w", first, box.Lo, box.Hi, g.name, err)
 	}
 	lbl := make([]uint8, box.Voxels())
 	if err := lf.ReadLabels(volume.Whole(box.Size()), lbl); err != nil {

@@ -140,12 +140,20 @@ volumes:
 	}
 	checkResCases(t, cfg, dir, levels, resCrops[:3], []int{1, 1, 1}, []string{s1, s1, s1})
 
-	// A spacing the group has no level at names its levels.
+	// A spacing the group has no level at: the crops are on the group
+	// read at it, interpolated from s0 (the coarsest level no coarser).
 	m = "spacing: [12, 12, 12]\nvolumes:\n  - raw: " + raw + "\n    crops:\n      - {id: at8, label: crops/at8.zarr}\n"
 	if err := os.WriteFile(p, []byte(m), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenDataset(cfg); err == nil || !strings.Contains(err.Error(), "has no multiscale level at it (levels: s0 [8 8 8], s1 [16 16 16]") {
-		t.Errorf("spacing 12 on the N5 group: %v", err)
+	ds, err := OpenDataset(cfg)
+	if err != nil {
+		t.Fatalf("spacing 12 on the N5 group: %v", err)
+	}
+	if img := ds.Cases[0].Images[0]; !strings.HasPrefix(img, filepath.Join(dir, raw)+"#resample=shape=16,21,21&spacing=12,12,12&origin=2,2,2&at=0,0,0&interp=linear#window=") {
+		t.Errorf("spacing 12 on the N5 group: image %s, want a window of s0 interpolated onto the 12 nm grid from its first face", img)
+	}
+	if _, err := ReadCase(cfg, ds.Cases[0], 1); err != nil {
+		t.Fatal(err)
 	}
 }

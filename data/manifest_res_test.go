@@ -344,9 +344,11 @@ func TestManifestResolutionErrors(t *testing.T) {
 	for _, tc := range []struct{ manifest, want string }{
 		{"volumes:\n  - raw: raw.zarr\n    crops:\n      - label: crops/tiny.zarr\n", "crops[0] (tiny): the label's origin [30 50 62]: the label " + filepath.Join(dir, "crops/tiny.zarr") + " (spacing [4 4 4], shape [1 4 4]) on the raw " + filepath.Join(dir, "raw.zarr") + " (spacing [8 8 8] nanometer): axis 0"},
 		{"volumes:\n  - raw: raw.zarr\n    crops:\n      - label: crops/at4.zarr\n        offset: [1, 1, 1]\n", "crops[0] (at4): offset [1 1 1]"},
-		{"spacing: [12, 12, 12]\nvolumes:\n  - raw: raw.zarr\n    crops:\n      - label: crops/at8.zarr\n", "crops[0] (at8): label " + filepath.Join(dir, "crops/at8.zarr") + " at spacing [8 8 8]: spacing [12 12 12]: the raw " + filepath.Join(dir, "raw.zarr") + " has no multiscale level at it (levels: s0 [8 8 8], s1 [16 16 16]"},
-		{"spacing: [16, 16, 16]\nvolumes:\n  - raw: raw.zarr/s0\n    crops:\n      - label: crops/at8.zarr\n", "spacing [16 16 16]: the raw " + filepath.Join(dir, "raw.zarr/s0") + " is at [8 8 8]"},
+		{"spacing: [300, 12, 12]\nvolumes:\n  - raw: raw.zarr\n    crops:\n      - label: crops/at8.zarr\n", "volumes[0].raw: spacing [300 12 12]: the raw " + filepath.Join(dir, "raw.zarr") + " has no level at it, and " + filepath.Join(dir, "raw.zarr") + " (spacing [8 8 8] nanometer) cannot be interpolated onto it: axis 0 is 192 long (24 voxels of 8), less than one voxel at 300"},
+		{"spacing: [16, 16, 16]\nvolumes:\n  - raw: raw.zarr/s0\n    crops:\n      - label: crops/at8.zarr\n        offset: [1, 1, 1]\n", "offset [1 1 1]: counts voxels of the raw, and the label " + filepath.Join(dir, "crops/at8.zarr") + " (spacing [8 8 8]) is not on the raw's grid (" + filepath.Join(dir, "raw.zarr/s0") + " interpolated to spacing [16 16 16] nanometer"},
 		{"spacing: [16, 16]\nvolumes:\n  - raw: raw.zarr\n    crops:\n      - label: crops/at8.zarr\n", "spacing [16 16]: want [z, y, x]"},
+		{"spacing: [0, 8, 8]\nvolumes:\n  - raw: raw.zarr\n    crops:\n      - label: crops/at8.zarr\n", "spacing [0 8 8]: want finite spacings > 0"},
+		{"spacing: [-8, 8, 8]\nvolumes:\n  - raw: raw.zarr\n    crops:\n      - label: crops/at8.zarr\n", "spacing [-8 8 8]: want finite spacings > 0"},
 		{"volumes:\n  - raw: raw.zarr\n    crops:\n      - label: crops/at4.zarr\n        translation: [30, 50, 1000]\n", "is not inside the raw"},
 	} {
 		p := filepath.Join(dir, "bad.yaml")

@@ -31,7 +31,9 @@ func OpenDerived(path string, open func(string) (File, error), own bool) (f File
 	named := func(err error) (File, bool, error) { return fail(fmt.Errorf("%s: %w", path, err)) }
 
 	// The resampling is the outermost suffix: it may resample a masked
-	// label.
+	// label. A window after it (a manifest crop's box of its raw read at
+	// the target spacing) is outermost instead: SplitResample leaves that
+	// path to SplitWindow below.
 	if base, r, ok, err := SplitResample(path); err != nil {
 		return nil, true, err
 	} else if ok {

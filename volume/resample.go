@@ -1,28 +1,40 @@
 package volume
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 )
 
-// A resampled volume is a label map read on another voxel grid than its
-// file's, by nearest neighbour: a dataset manifest's label crop annotated
-// at another resolution than the raw volume it trains with (package
-// data), as cellmap's crops at 4, 8 or 16 nm in a raw at 8 nm. It is named
-// by a path, "FILE#resample=shape=D,H,W&spacing=…&origin=…&at=…[&unit=U]", so that
-// everything that opens case files by path (Open, the chunk cache's
-// handles, the verification, the caches' stat of FilePath) reads the
-// resampled labels without knowing about resampling. FILE is any path
-// Open reads, a masked label's (MaskedPath) too: masking and then
-// resampling is resampling the label and its mask alike.
+// A resampled volume is a volume read on another voxel grid than its
+// file's. A label map is read by nearest neighbour: a dataset manifest's
+// label crop annotated at another resolution than the raw volume it
+// trains with (package data), as cellmap's crops at 4, 8 or 16 nm in a
+// raw at 8 nm. An image is read by trilinear interpolation (Linear): a
+// manifest's raw volume read at a target spacing none of its levels has,
+// as cellmap-data reads its raw arrays (linear for intensities, nearest
+// for labels). It is named by a path,
+// "FILE#resample=shape=D,H,W&spacing=…&origin=…&at=…[&unit=U][&interp=linear]",
+// so that everything that opens case files by path (Open, the chunk
+// cache's handles, the verification, the caches' stat of FilePath) reads
+// the resampled volume without knowing about resampling. FILE is any
+// path Open reads, a masked label's (MaskedPath) too: masking and then
+// resampling is resampling the label and its mask alike. A window of a
+// resampled volume (WindowPath of a ResampledPath: a manifest crop's box
+// of its raw read at the target spacing) has the window outermost.
 //
 // Positions are voxel centres, as NIfTI's affine and OME-NGFF's
 // transformations put them: the target voxel i lies at Origin + i·Spacing
-// and takes the source voxel whose centre is nearest, ties going to the
+// and the source voxel j at At + j·(its spacing). By nearest neighbour it
+// takes the source voxel whose centre is nearest, ties going to the
 // larger index (as xarray's sel(method="nearest"), which cellmap-data
-// reads its arrays with, breaks them).
+// reads its arrays with, breaks them). Linearly it takes, per axis, the
+// two source voxels whose centres bracket its centre, weighted by
+// distance; a centre within half a source voxel of the source's edge
+// (past its first or last voxel's centre) takes that voxel's value, as
+// if the edge voxel were repeated (clamped).
 
 // resampleTag separates a file's path from its resampling.
 const resampleTag = "#resample="
@@ -44,6 +56,9 @@ type Resampling struct {
 	// converted into this one: a label crop in micrometres read on a raw
 	// volume's grid in nanometres.
 	Unit string
+	// Linear reads by trilinear interpolation (an image's intensities)
+	// instead of nearest neighbour (a label map's classes).
+	Linear bool
 }
 
 // ResampledPath names the file at path read on r's grid (see Resampled).
@@ -62,6 +77,10 @@ func ResampledPath(path string, r Resampling) string {
 		// unit (and the caches keyed by them) stay as they were.
 		p += "&unit=" + r.Unit
 	}
+	if r.Linear {
+		// Likewise only when linear: nearest neighbour is the default.
+		p += "&interp=linear"
+	}
 	return p
 }
 
@@ -74,12 +93,28 @@ func SplitResample(path string) (base string, r Resampling, ok bool, err error) 
 		return path, r, false, nil
 	}
 	base, spec := path[:i], path[i+len(resampleTag):]
+	if strings.Contains(spec, windowTag) {
+		// A window of the resampled volume: the window is the outermost
+		// suffix (SplitWindow's), the resampling inside its file.
+		return path, r, false, nil
+	}
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%s: resample %q: %s (want shape=D,H,W&spacing=z,y,x&origin=z,y,x&at=z,y,x[&unit=U])", path, spec, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%s: resample %q: %s (want shape=D,H,W&spacing=z,y,x&origin=z,y,x&at=z,y,x[&unit=U][&interp=linear])", path, spec, fmt.Sprintf(format, args...))
 	}
 	seen := map[string]bool{}
 	for _, kv := range strings.Split(spec, "&") {
 		k, v, found := strings.Cut(kv, "=")
+		if k == "interp" && found {
+			if seen[k] {
+				return "", r, false, bad("%s twice", k)
+			}
+			seen[k] = true
+			if v != "linear" {
+				return "", r, false, bad("interp %q, want linear (nearest neighbour is the default)", v)
+			}
+			r.Linear = true
+			continue
+		}
 		if k == "unit" && found {
 			if seen[k] {
 				return "", r, false, bad("%s twice", k)
@@ -141,13 +176,18 @@ func SplitResample(path string) (base string, r Resampling, ok bool, err error) 
 	return base, r, true, nil
 }
 
-// Resampled returns f read on r's grid by nearest neighbour: a volume of
+// Resampled returns f read on r's grid, by nearest neighbour or, with
+// r.Linear, by trilinear interpolation clamped at f's edges: a volume of
 // r.Shape and r.Spacing (in r.Unit, f's spacing converted into it when
-// both state units) whose affine is axis-aligned at r.Origin, whose
-// voxel i reads f's voxel nearest to it. Every target voxel must map
-// inside f (a grid that reaches past f's edge is an error). Reads are
-// lazy: a box reads only the box of f its voxels map to. Closing the
-// resampled file closes f.
+// both state units) whose affine is axis-aligned at r.Origin. Every
+// target voxel's centre must lie within f's extent (its nearest voxel
+// inside f; a grid that reaches past f's edge is an error). Reads are
+// lazy: a box reads only the box of f its voxels map to (with linear
+// interpolation, the voxels bracketing them: one more on each side at
+// most). A linear resampling of a chunked f (Zarr, N5) is Chunked, its
+// chunks f's scaled onto r's grid, so that readers stepping chunk by
+// chunk read about one of f's chunks at a time. Closing the resampled
+// file closes f.
 func Resampled(f File, r Resampling) (File, error) {
 	h, err := f.Header().InUnit(r.Unit)
 	if err != nil {
@@ -179,8 +219,27 @@ func Resampled(f File, r Resampling) (File, error) {
 		rs.hdr.Affine[i][3] = r.Origin[2-i]
 	}
 	rs.hdr.Affine[3][3] = 1
+	if ck, ok := f.(Chunked); ok && r.Linear {
+		c := ck.ChunkShape()
+		var chunk [3]int
+		for a := range 3 {
+			chunk[a] = max(1, int(math.Round(float64(c[a])/rs.scale[a])))
+		}
+		return &chunkedResampled{resampled: rs, chunk: chunk}, nil
+	}
 	return rs, nil
 }
+
+// chunkedResampled is a linear resampling of a chunked file (see
+// Resampled): a manifest's raw read at its target spacing keeps a chunk
+// shape, as the raw read at one of its levels does, for the readers that
+// tile by it (the gz source's sampled fingerprint, its label reads).
+type chunkedResampled struct {
+	*resampled
+	chunk [3]int
+}
+
+func (c *chunkedResampled) ChunkShape() [3]int { return c.chunk }
 
 type resampled struct {
 	f            File
@@ -241,6 +300,9 @@ func gather[T any](dst, buf []T, idx [3][]int, src Box) {
 }
 
 func (rs *resampled) ReadLabels(box Box, dst []uint8) error {
+	if rs.r.Linear {
+		return errors.New("resampling: a linearly interpolated volume (an image) holds no class indices; labels are resampled by nearest neighbour")
+	}
 	idx, src, err := rs.plan(box)
 	if err != nil {
 		return err
@@ -254,6 +316,9 @@ func (rs *resampled) ReadLabels(box Box, dst []uint8) error {
 }
 
 func (rs *resampled) ReadRegion(box Box, dst [][]float32) error {
+	if rs.r.Linear {
+		return rs.readLinear(box, dst)
+	}
 	idx, src, err := rs.plan(box)
 	if err != nil {
 		return err
@@ -272,3 +337,104 @@ func (rs *resampled) ReadRegion(box Box, dst [][]float32) error {
 }
 
 func (rs *resampled) Close() error { return rs.f.Close() }
+
+// taps are, for one axis of a box, each target voxel's two bracketing
+// source voxels (relative to the source box read) and the upper one's
+// weight.
+type taps struct {
+	lo, hi []int
+	w      []float64
+}
+
+// tap is target voxel i's bracketing source voxels j0 ≤ j1 (j1 = j0 + 1,
+// or j0 on a one-voxel axis) on axis a and j1's weight: its centre's
+// position in source voxels, clamped to the first and last voxels'
+// centres, interpolated between j0 and j1.
+func (rs *resampled) tap(a, i int) (j0, j1 int, w float64) {
+	n := rs.src[a]
+	p := min(max(float64(i)*rs.scale[a]+rs.shift[a], 0), float64(n-1))
+	j0 = int(math.Floor(p))
+	if j0 >= n-1 {
+		// At (or clamped to) the last centre: interpolate from the
+		// voxel before it, with weight 1 on the last.
+		j0 = max(n-2, 0)
+	}
+	j1 = min(j0+1, n-1)
+	if j1 == j0 {
+		return j0, j1, 0
+	}
+	return j0, j1, p - float64(j0)
+}
+
+// planLinear maps box to the source for linear interpolation: per axis,
+// the taps of each target voxel relative to src, the box of the source
+// they fall in (the voxels needed and no more).
+func (rs *resampled) planLinear(box Box) (t [3]taps, src Box, err error) {
+	if box.Empty() || !Whole(rs.hdr.Shape).Contains(box) {
+		return t, src, fmt.Errorf("region %v..%v outside the resampled volume's %v", box.Lo, box.Hi, rs.hdr.Shape)
+	}
+	for a := range 3 {
+		n := box.Hi[a] - box.Lo[a]
+		t[a] = taps{lo: make([]int, n), hi: make([]int, n), w: make([]float64, n)}
+		for k := range n {
+			t[a].lo[k], t[a].hi[k], t[a].w[k] = rs.tap(a, box.Lo[a]+k)
+		}
+		// The map is monotonic: the first and last voxels bound the
+		// source box.
+		src.Lo[a], src.Hi[a] = t[a].lo[0], t[a].hi[n-1]+1
+		for k := range n {
+			t[a].lo[k] -= src.Lo[a]
+			t[a].hi[k] -= src.Lo[a]
+		}
+	}
+	if err := CheckInMemory(src.Size(), rs.hdr.Channels); err != nil {
+		return t, src, fmt.Errorf("resampling: region %v..%v reads the file's %v..%v: %w", box.Lo, box.Hi, src.Lo, src.Hi, err)
+	}
+	return t, src, nil
+}
+
+// readLinear reads box by trilinear interpolation of the source box its
+// voxels fall in. Each step is a + w·(b − a), in float64: a constant
+// region reads exactly its value, a linear ramp its value at each centre
+// (up to rounding).
+func (rs *resampled) readLinear(box Box, dst [][]float32) error {
+	t, src, err := rs.planLinear(box)
+	if err != nil {
+		return err
+	}
+	bufs := make([][]float32, len(dst))
+	for c := range bufs {
+		bufs[c] = make([]float32, src.Voxels())
+	}
+	if err := rs.f.ReadRegion(src, bufs); err != nil {
+		return err
+	}
+	s := src.Size()
+	for c, buf := range bufs {
+		out := dst[c]
+		i := 0
+		for kz := range t[0].lo {
+			z0, z1, wz := t[0].lo[kz], t[0].hi[kz], t[0].w[kz]
+			for ky := range t[1].lo {
+				y0, y1, wy := t[1].lo[ky], t[1].hi[ky], t[1].w[ky]
+				r00 := buf[(z0*s[1]+y0)*s[2]:]
+				r01 := buf[(z0*s[1]+y1)*s[2]:]
+				r10 := buf[(z1*s[1]+y0)*s[2]:]
+				r11 := buf[(z1*s[1]+y1)*s[2]:]
+				for kx := range t[2].lo {
+					x0, x1, wx := t[2].lo[kx], t[2].hi[kx], t[2].w[kx]
+					lerp := func(r []float32) float64 {
+						a := float64(r[x0])
+						return a + wx*(float64(r[x1])-a)
+					}
+					a00, a01, a10, a11 := lerp(r00), lerp(r01), lerp(r10), lerp(r11)
+					a0 := a00 + wy*(a01-a00)
+					a1 := a10 + wy*(a11-a10)
+					out[i] = float32(a0 + wz*(a1-a0))
+					i++
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -156,3 +156,140 @@ func TestResampledHuge(t *testing.T) {
 		t.Errorf("a box whose source box is 2048³: %v (source read %v), want ErrTooLarge before reading", err, src.last)
 	}
 }
+
+// chunkedRamp is a rampFile stored in chunks.
+type chunkedRamp struct{ *rampFile }
+
+func (chunkedRamp) ChunkShape() [3]int { return [3]int{4, 4, 4} }
+
+// TestResampledLinear: a volume read by trilinear interpolation on a
+// finer, a coarser and a non-integer grid covering its extent reads, at
+// each target voxel's centre, the source's linear ramp there (trilinear
+// interpolation is exact on a ramp), its value at the nearest edge
+// centre where the target centre lies beyond the first or last source
+// centre (clamped); a box reads from the source only the voxels that
+// bracket its centres.
+func TestResampledLinear(t *testing.T) {
+	src := &rampFile{shape: [3]int{6, 7, 8}} // spacing (3, 2, 1)
+	h := src.Header()
+	at := [3]float64{10, 20, 30}
+	for _, tc := range []struct {
+		name    string
+		spacing [3]float64
+	}{
+		{"2× finer", [3]float64{1.5, 1, 0.5}},
+		{"coarser", [3]float64{4.5, 3, 1.7}},
+		{"non-integer", [3]float64{2, 1.3, 0.75}},
+	} {
+		// The grid covering the source's extent: its first voxel's
+		// face on the source's first voxel's face.
+		r := Resampling{Spacing: tc.spacing, At: at, Linear: true}
+		for a := range 3 {
+			r.Origin[a] = at[a] - h.Spacing[a]/2 + tc.spacing[a]/2
+			r.Shape[a] = int(math.Floor(float64(h.Shape[a])*h.Spacing[a]/tc.spacing[a] + 1e-9))
+		}
+		f, err := Resampled(src, r)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if g := f.Header(); g.Shape != r.Shape || g.Spacing != tc.spacing || g.Affine[0][3] != r.Origin[2] || g.Affine[1][1] != tc.spacing[1] {
+			t.Fatalf("%s: header %+v", tc.name, g)
+		}
+		if _, ok := f.(Chunked); ok {
+			t.Errorf("%s: a resampling of an unchunked file is Chunked", tc.name)
+		}
+		for _, box := range []Box{Whole(r.Shape), {Lo: [3]int{1, 2, 1}, Hi: [3]int{r.Shape[0] - 1, r.Shape[1], 4}}} {
+			dst := [][]float32{make([]float32, box.Voxels())}
+			if err := f.ReadRegion(box, dst); err != nil {
+				t.Fatal(err)
+			}
+			// c[a]: a centre's position in source voxels, clamped.
+			pos := func(a, i int) float64 {
+				c := (r.Origin[a] + float64(i)*r.Spacing[a] - at[a]) / h.Spacing[a]
+				return math.Min(math.Max(c, 0), float64(h.Shape[a]-1))
+			}
+			i, clamped := 0, 0
+			for z := box.Lo[0]; z < box.Hi[0]; z++ {
+				for y := box.Lo[1]; y < box.Hi[1]; y++ {
+					for x := box.Lo[2]; x < box.Hi[2]; x++ {
+						want := (pos(0, z)*7+pos(1, y))*8 + pos(2, x)
+						if math.Abs(float64(dst[0][i])-want) > 1e-3 {
+							t.Fatalf("%s: voxel (%d %d %d) reads %g, want the ramp's %g", tc.name, z, y, x, dst[0][i], want)
+						}
+						for a, p := range [3]int{z, y, x} {
+							if c := pos(a, p); c == 0 || c == float64(h.Shape[a]-1) {
+								clamped++
+							}
+						}
+						i++
+					}
+				}
+			}
+			// A grid finer than the source on an axis has centres
+			// beyond the first and last source centres there.
+			if finer := tc.spacing[0] < h.Spacing[0] || tc.spacing[1] < h.Spacing[1] || tc.spacing[2] < h.Spacing[2]; finer && box == Whole(r.Shape) && clamped == 0 {
+				t.Errorf("%s: no voxel clamped: the edges are untested", tc.name)
+			}
+			// The source read: the voxels bracketing the box's centres,
+			// one more at most on each side.
+			for a := range 3 {
+				lo, hi := pos(a, box.Lo[a]), pos(a, box.Hi[a]-1)
+				if got := src.last; got.Lo[a] > int(math.Floor(lo)) || got.Lo[a] < int(math.Floor(lo))-1 ||
+					got.Hi[a] < int(math.Ceil(hi))+1 || got.Hi[a] > int(math.Floor(hi))+2 {
+					t.Errorf("%s: box %v read the source's %v, want axis %d to span the centres %g..%g", tc.name, box, got, a, lo, hi)
+				}
+			}
+		}
+		if err := f.ReadLabels(Whole(r.Shape), make([]uint8, Whole(r.Shape).Voxels())); err == nil {
+			t.Errorf("%s: a linear resampling read as labels", tc.name)
+		}
+	}
+	// A chunked file's linear resampling is chunked, its chunks the
+	// file's scaled onto the grid; nearest neighbour's is not.
+	r := Resampling{Shape: [3]int{4, 4, 4}, Spacing: [3]float64{1.5, 4, 1}, At: at, Origin: at, Linear: true}
+	f, err := Resampled(chunkedRamp{src}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck, ok := f.(Chunked); !ok || ck.ChunkShape() != [3]int{8, 2, 4} {
+		t.Errorf("linear resampling of a chunked file: %T %v, want chunks [8 2 4]", f, f)
+	}
+	r.Linear = false
+	if f, err := Resampled(chunkedRamp{src}, r); err != nil {
+		t.Fatal(err)
+	} else if _, ok := f.(Chunked); ok {
+		t.Errorf("nearest resampling of a chunked file is Chunked")
+	}
+}
+
+// TestResampledLinearPath: a linear resampling's path names it (and a
+// nearest one's is as it was), and a window of a resampled volume splits
+// as a window whose file is the resampled volume.
+func TestResampledLinearPath(t *testing.T) {
+	r := Resampling{Shape: [3]int{4, 5, 6}, Spacing: [3]float64{6, 6, 6}, Origin: [3]float64{1, 1, 1}, At: [3]float64{0, 0, 0}, Unit: "nanometer", Linear: true}
+	p := ResampledPath("raw.zarr/s0", r)
+	if !strings.HasSuffix(p, "&unit=nanometer&interp=linear") {
+		t.Errorf("path %s", p)
+	}
+	if base, got, ok, err := SplitResample(p); err != nil || !ok || base != "raw.zarr/s0" || got != r {
+		t.Fatalf("%s: split %q %+v %v %v", p, base, got, ok, err)
+	}
+	r.Linear = false
+	if q := ResampledPath("raw.zarr/s0", r); strings.Contains(q, "interp") {
+		t.Errorf("nearest: %s", q)
+	}
+	w := WindowPath(p, Box{Lo: [3]int{1, 1, 1}, Hi: [3]int{3, 4, 5}})
+	if _, _, ok, err := SplitResample(w); ok || err != nil {
+		t.Errorf("SplitResample(%s): ok %v, %v; want the window outermost", w, ok, err)
+	}
+	if base, box, ok, err := SplitWindow(w); !ok || err != nil || base != p || box.Hi != [3]int{3, 4, 5} {
+		t.Errorf("SplitWindow(%s): %s %v %v %v", w, base, box, ok, err)
+	}
+	if FilePath(w) != "raw.zarr/s0" {
+		t.Errorf("FilePath(%s) = %s", w, FilePath(w))
+	}
+	bad := strings.Replace(p, "interp=linear", "interp=cubic", 1)
+	if _, _, _, err := SplitResample(bad); err == nil || !strings.Contains(err.Error(), "cubic") {
+		t.Errorf("%s: %v", bad, err)
+	}
+}

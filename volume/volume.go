@@ -269,7 +269,8 @@ func Formats() []string {
 // Open opens path with the first registered format that matches it; a
 // window's path (WindowPath) opens its file's window, and a masked
 // label's path (MaskedPath) its label with the mask applied, and a
-// resampled file's path (ResampledPath) its file on the grid it names;
+// resampled file's path (ResampledPath) its file on the grid it names
+// (a window of one, a raw read at a manifest's target spacing, too);
 // a bit-packed or looked-up label's path (PackedPath, LUTPath) its
 // multi-label bytes.
 func Open(path string) (File, error) {
