@@ -89,11 +89,30 @@ import (
 // covers wholly (rounded inward, so that no raw voxel takes a label from
 // outside the crop). Such a crop is placed by translation or its own
 // origin (an offset counts raw voxels and needs the label on the raw's
-// grid); class counts and weights are the resampled labels'. The
-// top-level spacing, when set, puts every crop on the raw level at that
-// spacing instead (there must be one: the raw is never resampled), the
-// labels at other spacings resampled onto it. Overlaps are found between
-// crops on the same level only.
+// grid); class counts and weights are the resampled labels'. Overlaps
+// are found between crops on the same level only.
+//
+// The top-level spacing, when set, puts every crop on the raw at that
+// spacing instead, the labels at other spacings resampled onto it as
+// above. A level at it (within 0.1%), or a raw array at it, is read as it
+// is. Otherwise the raw is read at it by trilinear interpolation, as
+// cellmap-data reads raw intensities at a target scale (its labels by
+// nearest neighbour, as here), so that any resolution can be trained at:
+// 6 or 12 nm on a pyramid of 4, 8 and 16 nm levels, or 16 nm on an 8 nm
+// array. The level read is the one cellmap-data's find_level picks (see
+// sourceLevel: the coarsest no coarser than the spacing on any axis,
+// else the finest), and the raw the crops are windows of is that level
+// interpolated onto a grid at the spacing (volume.ResampledPath with
+// Linear, "LEVEL#resample=…&interp=linear"): positions are voxel centres
+// (OME-NGFF's scale and translation, COSEM's transform), the grid's first
+// voxel starts at the level's first voxel's face and it covers the
+// level's extent with whole voxels (see resampledGrid), a voxel whose
+// centre lies past the level's first or last voxel centre reads that
+// voxel (clamped). It is read lazily as a level is: a patch decodes only
+// the level's chunks under it, with one voxel of margin. A spacing the
+// raw cannot be read at (not > 0, longer than the raw on an axis, a raw
+// whose affine is not axis-aligned) is an error naming the manifest, the
+// raw and spacing.
 //
 // Units: each file's header states the unit of its spacing and origin
 // where its format says (volume.Header.Unit: OME-NGFF's axes "unit", N5's
@@ -473,8 +492,9 @@ func loadManifest(path string, ignore int, multi bool) (*Dataset, error) {
 
 // placeCrop finds a crop's box in its raw volume and reads its label's
 // class counts (through its mask, when it has one), on the raw's grid:
-// the level of the raw's image group at the label's spacing (or the
-// manifest's), else the raw onto which the label is resampled.
+// the level of the raw's image group at the label's spacing, or the raw
+// at the manifest's spacing (targetGrid: a level, or the raw interpolated
+// onto it), else the raw onto which the label is resampled.
 //
 // With multi (model.targets multi_label) the crop's labels (class name →
 // binary array, classes giving each name's bit) are read as one

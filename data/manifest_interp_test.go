@@ -249,12 +249,12 @@ func TestManifestInterpolatedRaw(t *testing.T) {
 // TestManifestInterpolatedRawSameBatches: crops on the raw read at an
 // interpolated spacing (its z-score statistics sampled from the
 // interpolated grid, its labels resampled) give the same batches for 1
-// and 3 workers.
+// and 3 workers, through both sources.
 func TestManifestInterpolatedRawSameBatches(t *testing.T) {
 	_, p, _ := writeInterpFixture(t, 0, [3]float64{6, 6, 6}, "")
 	base := filled(config.Data{Manifest: p, Fold: -1})
 	opt := Options{Seed: 3, Iterations: 2, Patch: [3]int{2, 3, 3}, Batch: 2, Augment: nnunetAug(t)}
-	sameBatchesEverywhere(t, base, opt, []string{"gz"}, []int{1, 3}, 2, 4, nil)
+	sameBatchesEverywhere(t, base, opt, []string{"gz", "cache"}, []int{1, 3}, 2, 4, nil)
 }
 
 // TestManifestInterpolatedRawLazy: a crop's image on the interpolated
@@ -369,5 +369,61 @@ func TestManifestTargetSpacingOnLevel(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestManifestInterpolatedRawMask: a crop's mask on the interpolated raw
+// is resampled onto its grid with its label: the ignore label wherever
+// the mask voxel nearest a grid voxel is 0, through ReadCase and the gz
+// source.
+func TestManifestInterpolatedRawMask(t *testing.T) {
+	const ignore = 200
+	target := [3]float64{6, 6, 6}
+	dir, _, crops := writeInterpFixture(t, 0, target, "")
+	c := crops[1] // at 4 nm
+	keep := func(z, y, x int) float32 { return map[bool]float32{true: 1}[x >= 4] }
+	writeGrid(t, filepath.Join(dir, "crops/mask.zarr"), c.shape, c.spacing, c.origin, true, keep)
+	p := filepath.Join(dir, "mask.yaml")
+	m := "spacing: [6, 6, 6]\nvolumes:\n  - raw: raw.zarr\n    crops:\n      - {id: at4, label: crops/at4.zarr, mask: crops/mask.zarr}\n"
+	if err := os.WriteFile(p, []byte(m), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	masked := func(z, y, x int) float32 {
+		if keep(z, y, x) == 0 {
+			return ignore
+		}
+		return resClass(z, y, x)
+	}
+	o, shape := interpGrid(0, target)
+	_, want := expectPlacement(c, target, o, shape, masked)
+	cfg := filled(config.Data{Manifest: p, Fold: -1, Workers: workers(1), Normalization: config.StringList{"none"}, IgnoreLabel: ignore})
+	ds, err := OpenDataset(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := ReadCase(cfg, ds.Cases[0], 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(cfg, Options{Seed: 1, Iterations: 1, Patch: [3]int{2, 2, 2}, Batch: 1, IgnoreLabel: ignore, Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	g, err := l.LoadCase(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ignored := 0
+	for i := range want {
+		if v.Label[i] != want[i] || g.Label[i] != want[i] {
+			t.Fatalf("voxel %d: ReadCase %d, gz source %d, want %d", i, v.Label[i], g.Label[i], want[i])
+		}
+		if want[i] == ignore {
+			ignored++
+		}
+	}
+	if ignored == 0 || ignored == len(want) {
+		t.Fatalf("%d of %d voxels masked out: the fixture tests nothing", ignored, len(want))
 	}
 }

@@ -135,7 +135,8 @@ func Levels(path string) ([]Level, error) {
 // publishes), finest first; nil (and no error) when it names an array, a
 // level of an image included, which is read as it is.
 // A dataset manifest picks, per label crop, the level of a raw image
-// group at the crop's resolution.
+// group at the crop's resolution, or at its target spacing (interpolating
+// from one of them when none is there).
 func ImageLevels(path string) ([]Level, error) {
 	n, err := resolve(newSource(context.Background(), path, Options{}), path)
 	if err != nil {
