@@ -95,9 +95,12 @@ import (
 // The top-level spacing, when set, puts every crop on the raw at that
 // spacing instead, the labels at other spacings resampled onto it as
 // above. A level at it (within 0.1%), or a raw array at it, is read as it
-// is. Otherwise the raw is read at it by trilinear interpolation, as
-// cellmap-data reads raw intensities at a target scale (its labels by
-// nearest neighbour, as here), so that any resolution can be trained at:
+// is. Otherwise the raw is read at it by trilinear interpolation (labels
+// stay nearest neighbour, as here), so that any resolution can be trained
+// at, as with cellmap-data — which picks the level the same way but reads
+// axis-aligned arrays by nearest neighbour; voxtrain interpolates raw
+// intensities, as nnU-Net resamples images by interpolation and labels by
+// nearest, so a non-integer scale does not duplicate and drop voxels:
 // 6 or 12 nm on a pyramid of 4, 8 and 16 nm levels, or 16 nm on an 8 nm
 // array. The level read is the one cellmap-data's find_level picks (see
 // sourceLevel: the coarsest no coarser than the spacing on any axis,

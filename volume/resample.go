@@ -13,9 +13,10 @@ import (
 // label crop annotated at another resolution than the raw volume it
 // trains with (package data), as cellmap's crops at 4, 8 or 16 nm in a
 // raw at 8 nm. An image is read by trilinear interpolation (Linear): a
-// manifest's raw volume read at a target spacing none of its levels has,
-// as cellmap-data reads its raw arrays (linear for intensities, nearest
-// for labels). It is named by a path,
+// manifest's raw volume read at a target spacing none of its levels has
+// (cellmap-data reads axis-aligned arrays by nearest neighbour; voxtrain
+// interpolates intensities, as nnU-Net resamples images, so a non-integer
+// scale does not duplicate and drop voxels). It is named by a path,
 // "FILE#resample=shape=D,H,W&spacing=…&origin=…&at=…[&unit=U][&interp=linear]",
 // so that everything that opens case files by path (Open, the chunk
 // cache's handles, the verification, the caches' stat of FilePath) reads
