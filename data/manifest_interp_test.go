@@ -396,34 +396,5 @@ func TestManifestInterpolatedRawMask(t *testing.T) {
 	}
 	o, shape := interpGrid(0, target)
 	_, want := expectPlacement(c, target, o, shape, masked)
-	cfg := filled(config.Data{Manifest: p, Fold: -1, Workers: workers(1), Normalization: config.StringList{"none"}, IgnoreLabel: ignore})
-	ds, err := OpenDataset(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := ReadCase(cfg, ds.Cases[0], 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := Open(cfg, Options{Seed: 1, Iterations: 1, Patch: [3]int{2, 2, 2}, Batch: 1, IgnoreLabel: ignore, Logger: discard()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	g, err := l.LoadCase(context.Background(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ignored := 0
-	for i := range want {
-		if v.Label[i] != want[i] || g.Label[i] != want[i] {
-			t.Fatalf("voxel %d: ReadCase %d, gz source %d, want %d", i, v.Label[i], g.Label[i], want[i])
-		}
-		if want[i] == ignore {
-			ignored++
-		}
-	}
-	if ignored == 0 || ignored == len(want) {
-		t.Fatalf("%d of %d voxels masked out: the fixture tests nothing", ignored, len(want))
-	}
+	checkMaskedCase(t, p, want, ignore, [3]int{2, 2, 2})
 }

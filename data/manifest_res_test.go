@@ -383,7 +383,16 @@ func TestManifestResolutionMask(t *testing.T) {
 		return resClass(z, y, x)
 	}
 	_, want := expectPlacement(c, levels[0].spacing, levels[0].origin, levels[0].shape, masked)
-	cfg := filled(config.Data{Manifest: p, Fold: -1, Workers: workers(1), Normalization: config.StringList{"none"}, IgnoreLabel: ignore})
+	checkMaskedCase(t, p, want, ignore, [3]int{4, 4, 4})
+}
+
+// checkMaskedCase reads the manifest p's first case (no normalisation,
+// loss.ignore_label ignore) by ReadCase and by the loader's gz source
+// (patch size patch) and holds both labels to want, which must mask out
+// some voxels but not all (else the fixture tests nothing).
+func checkMaskedCase(t *testing.T, p string, want []uint8, ignore uint8, patch [3]int) {
+	t.Helper()
+	cfg := filled(config.Data{Manifest: p, Fold: -1, Workers: workers(1), Normalization: config.StringList{"none"}, IgnoreLabel: int(ignore)})
 	ds, err := OpenDataset(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -392,7 +401,7 @@ func TestManifestResolutionMask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := Open(cfg, Options{Seed: 1, Iterations: 1, Patch: [3]int{4, 4, 4}, Batch: 1, IgnoreLabel: ignore, Logger: discard()})
+	l, err := Open(cfg, Options{Seed: 1, Iterations: 1, Patch: patch, Batch: 1, IgnoreLabel: int(ignore), Logger: discard()})
 	if err != nil {
 		t.Fatal(err)
 	}
