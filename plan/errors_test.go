@@ -2,10 +2,12 @@ package plan
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/voxtrain/voxtrain/data"
+	"github.com/voxtrain/voxtrain/nifti"
 )
 
 // TestBadInputNamesTheProblem: what cannot be planned is an error that
@@ -58,5 +60,44 @@ func TestNonzeroBox(t *testing.T) {
 	lo, hi = nonzeroBox([][]float32{make([]float32, 60)}, shape)
 	if lo != [3]int{} || hi != shape {
 		t.Errorf("all-zero image: box %v..%v, want the whole %v", lo, hi, shape)
+	}
+}
+
+// TestFingerprintRefusesMixedUnits: cases whose files state different
+// spatial units (one in millimetres, one in micrometres) are refused,
+// naming both, rather than planned from spacings in two units; a case
+// that states no unit goes with the others.
+func TestFingerprintRefusesMixedUnits(t *testing.T) {
+	dir := t.TempDir()
+	write := func(id string, units uint8) data.Case {
+		img := make([]float32, 4*4*4)
+		lab := make([]float32, 4*4*4)
+		for i := range img {
+			img[i] = float32(i%5 + 1)
+		}
+		lab[21] = 1
+		c := data.Case{ID: id, Images: []string{filepath.Join(dir, id+"_0000.nii.gz")}, Label: filepath.Join(dir, id+".nii.gz")}
+		for _, f := range []struct {
+			path string
+			v    []float32
+		}{{c.Images[0], img}, {c.Label, lab}} {
+			h, err := nifti.NewHeader([]int{4, 4, 4}, nifti.Float32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.XYZTUnits = units
+			if err := nifti.WriteFloat32(f.path, h, f.v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return c
+	}
+	mm, um, none := write("mm", nifti.UnitsMM), write("um", nifti.UnitsMicron), write("none", 0)
+	if _, err := Extract(context.Background(), &data.Dataset{Root: dir, Cases: []data.Case{mm, none, mm}}, 0, 1); err != nil {
+		t.Errorf("one unit and a case stating none: %v", err)
+	}
+	_, err := Extract(context.Background(), &data.Dataset{Root: dir, Cases: []data.Case{mm, none, um}}, 0, 1)
+	if err == nil || !strings.Contains(err.Error(), "case um ("+um.Images[0]+") is in micrometer, case mm") || !strings.Contains(err.Error(), "millimeter") {
+		t.Errorf("millimetres and micrometres: err = %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/data"
+	"github.com/voxtrain/voxtrain/volume"
 )
 
 // Fingerprint is a dataset's summary the planner works from, nnU-Net v2's
@@ -78,6 +79,7 @@ const (
 // caseSummary is what one case contributes.
 type caseSummary struct {
 	spacing  [3]float64
+	unit     string // the first image's spatial unit (volume.Header.Unit; "": not stated)
 	cropped  [3]int
 	relSize  float64
 	classes  [256]int64
@@ -167,6 +169,9 @@ func summarizeCase(c data.Case, channels, keep int) (*caseSummary, error) {
 	}
 	lo, hi := nonzeroBox(v.Image, v.Shape)
 	s := &caseSummary{spacing: v.Spacing}
+	if s.unit, err = imageUnit(c); err != nil {
+		return nil, err
+	}
 	vox := 1
 	for a := range 3 {
 		s.cropped[a] = hi[a] - lo[a]
@@ -269,8 +274,48 @@ func summarizeChannel(xs []float32, id string, keep int) channelSummary {
 	return cs
 }
 
+// imageUnit returns the spatial unit the case's first image states.
+func imageUnit(c data.Case) (string, error) {
+	f, err := volume.Open(c.Images[0])
+	if err != nil {
+		return "", err
+	}
+	u := f.Header().Unit
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("%s: %w", c.Images[0], err)
+	}
+	return u, nil
+}
+
+// sameUnits refuses a dataset whose cases state different spatial units:
+// the planner's median spacing, and the target spacing every case is
+// resampled to, are numbers compared across cases (nnU-Net, which reads
+// spacings through SimpleITK in millimetres, never sees this). A case
+// that states no unit is taken to be in the others'.
+func sameUnits(ds *data.Dataset, sums []*caseSummary) error {
+	first := -1
+	for i, s := range sums {
+		if s.unit == "" {
+			continue
+		}
+		if first < 0 {
+			first = i
+			continue
+		}
+		if f, err := volume.UnitScale(s.unit, sums[first].unit); err != nil {
+			return fmt.Errorf("fingerprint: case %s (%s): %w", ds.Cases[i].ID, ds.Cases[i].Images[0], err)
+		} else if f != 1 {
+			return fmt.Errorf("fingerprint: case %s (%s) is in %s, case %s (%s) in %s: a plan's spacings would mix units; write the cases in one unit", ds.Cases[i].ID, ds.Cases[i].Images[0], s.unit, ds.Cases[first].ID, ds.Cases[first].Images[0], sums[first].unit)
+		}
+	}
+	return nil
+}
+
 // combine assembles the fingerprint from the per-case summaries.
 func combine(ds *data.Dataset, sums []*caseSummary) (*Fingerprint, error) {
+	if err := sameUnits(ds, sums); err != nil {
+		return nil, err
+	}
 	fp := &Fingerprint{
 		ForegroundIntensityPropertiesPerChannel: map[string]IntensityStats{},
 		ClassFrequencies:                        map[string]float64{},
