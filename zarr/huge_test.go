@@ -237,3 +237,16 @@ func TestHugeImageWritten(t *testing.T) {
 		}
 	}
 }
+
+// TestImageAxisPastReaderRefused: an image with an axis the reader could
+// not open (more than 2^31−1) is refused by CreateImage, before any block.
+func TestImageAxisPastReaderRefused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "long.ome.zarr")
+	_, err := CreateImage(dir, ImageSpec{Shape: [3]int{1, 1, 1 << 31}, Chunks: [3]int{1, 1, 1 << 20}, DType: "uint8", Spacing: [3]float64{1, 1, 1}})
+	if err == nil || !strings.Contains(err.Error(), "axis 2 is 2147483648") || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("err = %v, want the axis named with the store", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the refused image left %s behind (%v)", dir, err)
+	}
+}

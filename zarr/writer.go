@@ -92,6 +92,13 @@ func CreateImage(dir string, spec ImageSpec) (*ImageWriter, error) {
 	if err := volume.CheckShape(spec.Shape); err != nil {
 		return nil, fmt.Errorf("zarr: %s: %w", dir, err)
 	}
+	for i, n := range spec.Shape {
+		// The reader's bound (checkGrid): an image it could not open is
+		// refused before a block is written, not after a long prediction.
+		if n > math.MaxInt32 {
+			return nil, fmt.Errorf("zarr: %s: shape %v: axis %d is %d, more than 2^31-1", dir, spec.Shape, i, n)
+		}
+	}
 	if float64(max(spec.Channels, 1))*float64(spec.Shape[0])*float64(spec.Shape[1])*float64(spec.Shape[2]) > volume.MaxVoxels {
 		return nil, fmt.Errorf("zarr: %s: %d channels of %v voxels: more than 2^53 values", dir, spec.Channels, spec.Shape)
 	}
