@@ -13,6 +13,9 @@
 #   scripts/gpu_suite.sh BIN OUTDIR [steps...]
 #
 # steps (default: all, in this order): info tests bench ops torch compile demo nccl cli
+# (bf16mem, not in the default list: the nnU-Net 2×128³ bf16 step's memory with
+# bf16 activations and gradients, with float32 gradients, with float32
+# activations, and PyTorch autocast's, issue 12's memory line);
 # (tests: the GPU test suite with the own convolutions, then with cuDNN's;
 # compile: PyTorch with torch.compile; nccl: the demo with NCCL forced at
 # world size 1 and without, for NCCL's cost per step; cli: bench-step, validate and
@@ -140,6 +143,21 @@ for s in "${steps[@]}"; do
 			[ -e "$f" ] && echo "nccl timing ($mode): samples_per_s by epoch: $(grep -o '"samples_per_s":[0-9.e+-]*' "$f" | cut -d: -f2 | tr '\n' ' ')"
 		done | tee "$out/nccl-timing.txt"
 		pack
+		;;
+	bf16mem)
+		# Issue 12's memory line in one place: the nnU-Net 3d_fullres
+		# 2×1×128³ bf16 step with bf16 activations and gradients (the
+		# default), with float32 gradients, with float32 activations,
+		# then PyTorch autocast on the same GPU in the same run (its
+		# peak_mib beside bench-step's peak lines).
+		for mode in default VOXTRAIN_BF16_GRADIENTS=0 VOXTRAIN_BF16_ACTIVATIONS=0; do
+			envs=()
+			[ "$mode" = default ] || envs=("$mode")
+			run "bf16mem-${mode//[^a-zA-Z0-9]/-}" 100 env "${envs[@]}" "$bin/train" bench-step --device cuda,bf16 \
+				--config configs/nnunet_3d_fullres.yaml --batch 2 --patch 128 --steps 5
+		done
+		run bf16mem-torch 120 python3 gpu/testdata/torch_unet_step_cuda.py --steps 5 --warmup 2 \
+			--configs nnunet-2x128 --maths bf16
 		;;
 	cli)
 		run cli-bench-step 150 bash -c "'$bin/train' bench-step --device cuda --batch 2 --patch 64 &&
