@@ -103,7 +103,7 @@ import (
 // nearest, so a non-integer scale does not duplicate and drop voxels:
 // 6 or 12 nm on a pyramid of 4, 8 and 16 nm levels, or 16 nm on an 8 nm
 // array. The level read is the one cellmap-data's find_level picks (see
-// sourceLevel: the coarsest no coarser than the spacing on any axis,
+// targetGrid: the coarsest no coarser than the spacing on any axis,
 // else the finest), and the raw the crops are windows of is that level
 // interpolated onto a grid at the spacing (volume.ResampledPath with
 // Linear, "LEVEL#resample=…&interp=linear"): positions are voxel centres
@@ -225,18 +225,27 @@ func (rv *rawVolume) grid(sp [3]float64) (rawGrid, error) {
 	if rv.spacing != nil {
 		return rv.targetGrid()
 	}
-	for k, l := range rv.levels {
-		if sameSpacings(l.Spacing, sp) {
-			return rv.level(k)
-		}
+	if k, ok := rv.levelAt(sp); ok {
+		return rv.level(k)
 	}
 	return rv.level(-1)
 }
 
+// levelAt returns the level at spacing sp (-1: the raw as given, when it
+// has no levels and is at sp); false when there is none.
+func (rv *rawVolume) levelAt(sp [3]float64) (int, bool) {
+	for k, l := range rv.levels {
+		if sameSpacings(l.Spacing, sp) {
+			return k, true
+		}
+	}
+	return -1, len(rv.levels) == 0 && sameSpacings(rv.hdr.Spacing, sp)
+}
+
 // targetGrid is the raw at the manifest's spacing: its level there (or
 // the raw as given, when that is its spacing), read as it is; else the
-// raw interpolated onto a grid at that spacing from the level
-// sourceLevel picks (resampledGrid).
+// raw interpolated onto a grid at that spacing from the level chosen
+// below (resampledGrid).
 func (rv *rawVolume) targetGrid() (rawGrid, error) {
 	if rv.target != nil {
 		return *rv.target, nil
@@ -244,49 +253,29 @@ func (rv *rawVolume) targetGrid() (rawGrid, error) {
 	var want [3]float64
 	copy(want[:], rv.spacing)
 	g, err := func() (rawGrid, error) {
+		if k, ok := rv.levelAt(want); ok {
+			return rv.level(k)
+		}
 		if len(rv.levels) == 0 {
-			if sameSpacings(rv.hdr.Spacing, want) {
-				return rv.level(-1)
-			}
 			return rv.resampledGrid(-1, want)
 		}
-		for k, l := range rv.levels {
-			if sameSpacings(l.Spacing, want) {
-				return rv.level(k)
-			}
-		}
-		return rv.resampledGrid(sourceLevel(rv.levels, want), want)
+		// The level cellmap-data's CellMapImage.find_level reads at a
+		// target scale (janelia-cellmap/cellmap-data,
+		// src/cellmap_data/image.py: finest first, the last level before
+		// the first coarser than the target on some axis), which is
+		// zarr.ChooseLevel's: the coarsest no coarser than the target on
+		// any axis (4/8/16 nm levels: 4 for 6 nm, 8 for 12, 16 for 20),
+		// else the finest (2 nm: upsampled from 4). It reads the fewest
+		// voxels, and its own downsampling (each level averages the one
+		// below) has smoothed what a trilinear read of a much finer level
+		// would alias.
+		return rv.resampledGrid(zarr.ChooseLevel(rv.levels, want), want)
 	}()
 	if err != nil {
 		return rawGrid{}, err
 	}
 	rv.target = &g
 	return g, nil
-}
-
-// sourceLevel is the level a target spacing t no level is at is
-// interpolated from, chosen as cellmap-data's CellMapImage.find_level
-// chooses the level it reads at a target scale
-// (janelia-cellmap/cellmap-data, src/cellmap_data/image.py): going
-// through the levels finest first, the last one before the first level
-// coarser than t on some axis. That is the coarsest level no coarser than
-// t on any axis (on a pyramid of 4, 8 and 16 nm: 4 nm for 6, 8 nm for
-// 12, 16 nm for 20), or the finest when even it is coarser somewhere (2
-// nm: upsampled from 4). Interpolating from the coarsest level that is
-// still fine enough reads the fewest voxels, and its own downsampling
-// (each level averages the one below) has already smoothed what a
-// trilinear read of a much finer level would alias.
-func sourceLevel(levels []zarr.Level, t [3]float64) int {
-	k := 0
-	for i, l := range levels {
-		for a := range 3 {
-			if l.Spacing[a] > t[a] && !sameSpacing(l.Spacing[a], t[a]) {
-				return k
-			}
-		}
-		k = i
-	}
-	return k
 }
 
 // resampledGrid is the raw read at spacing t by trilinear interpolation
