@@ -37,7 +37,7 @@ func decodeCase(c Case, channels int, v *Volume, bufs *readBufs, planes int) err
 			}
 			if fi == 0 {
 				shape = h.Shape
-				v.Shape, v.SourceShape, v.Spacing, v.Affine = h.Shape, h.Shape, h.Spacing, h.Affine
+				v.Shape, v.SourceShape, v.Spacing, v.Unit, v.Affine = h.Shape, h.Shape, h.Spacing, h.Unit, h.Affine
 				v.Crop, v.ResampleOrder, v.chunk = volume.Box{}, "", [3]int{}
 				if ck, ok := f.(volume.Chunked); ok {
 					v.chunk = ck.ChunkShape()

@@ -32,6 +32,7 @@ func resampleCase(dst, src *Volume, target [3]float64, order string) error {
 	}
 	n := to[0] * to[1] * to[2]
 	dst.Shape, dst.SourceShape, dst.Crop, dst.ResampleOrder = to, src.sourceShape(), src.Crop, order
+	dst.Unit = src.Unit
 	dst.Image = resizeChannels(dst.Image, len(src.Image), n)
 	dst.FG = nil
 	if src.Label == nil {

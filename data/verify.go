@@ -361,13 +361,7 @@ func checkCase(c Case, channels int, o VerifyOptions) (problems, warnings []stri
 // naming both files. When either states none they are compared as they
 // are, as a dataset manifest takes them (see loadManifest).
 func geometryMismatch(c Case, v *Volume) string {
-	hi := volume.Header{Spacing: v.Spacing, Affine: v.Affine}
-	// The unit is the image's header's (v holds its numbers only).
-	ih, err := header(c.Images[0])
-	if err != nil {
-		return err.Error()
-	}
-	hi.Unit = ih.Unit
+	hi := volume.Header{Spacing: v.Spacing, Unit: v.Unit, Affine: v.Affine}
 	hf, err := header(c.Label)
 	if err != nil {
 		return err.Error()

@@ -36,6 +36,10 @@ type Volume struct {
 	// spacing·CropShape/Shape per axis: the target spacing up to the
 	// rounding of the shape (see ResampledShape).
 	Spacing [3]float64
+	// Unit is the first image file's spatial unit (volume.Header.Unit;
+	// "": the file states none), the unit of Spacing and Affine (as read
+	// from the files: a prepared store does not keep it).
+	Unit string
 	// Affine is the first image file's voxel-to-world matrix, updated for
 	// the crop's origin and the resampled grid.
 	Affine volume.Affine

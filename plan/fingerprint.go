@@ -168,10 +168,7 @@ func summarizeCase(c data.Case, channels, keep int) (*caseSummary, error) {
 		return nil, err
 	}
 	lo, hi := nonzeroBox(v.Image, v.Shape)
-	s := &caseSummary{spacing: v.Spacing}
-	if s.unit, err = imageUnit(c); err != nil {
-		return nil, err
-	}
+	s := &caseSummary{spacing: v.Spacing, unit: v.Unit}
 	vox := 1
 	for a := range 3 {
 		s.cropped[a] = hi[a] - lo[a]
@@ -272,19 +269,6 @@ func summarizeChannel(xs []float32, id string, keep int) channelSummary {
 		cs.kept[k] = xs[r.IntN(len(xs))]
 	}
 	return cs
-}
-
-// imageUnit returns the spatial unit the case's first image states.
-func imageUnit(c data.Case) (string, error) {
-	f, err := volume.Open(c.Images[0])
-	if err != nil {
-		return "", err
-	}
-	u := f.Header().Unit
-	if err := f.Close(); err != nil {
-		return "", fmt.Errorf("%s: %w", c.Images[0], err)
-	}
-	return u, nil
 }
 
 // sameUnits refuses a dataset whose cases state different spatial units:
