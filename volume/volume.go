@@ -109,6 +109,19 @@ func CheckShape(shape [3]int) error {
 	return nil
 }
 
+// CheckValues is CheckShape for a volume of channels values per voxel:
+// at least one channel, and at most MaxVoxels values in all (multiplied
+// in float64: the product may not fit an int64).
+func CheckValues(shape [3]int, channels int) error {
+	if err := CheckShape(shape); err != nil {
+		return err
+	}
+	if channels < 1 || float64(channels)*float64(shape[0])*float64(shape[1])*float64(shape[2]) > MaxVoxels {
+		return fmt.Errorf("%d channels of %v voxels: want at least one channel and at most 2^53 values", channels, shape)
+	}
+	return nil
+}
+
 // CheckInMemory reports a read of a box of size shape, channels values
 // per voxel, that would decode more than MaxInMemory values into memory
 // at once (an error wrapping ErrTooLarge that says how to read such a

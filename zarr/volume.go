@@ -469,16 +469,12 @@ func (n *node) open(level int, cacheBytes int64) (*file, error) {
 			}
 		}
 	}
-	if err := volume.CheckShape(h.Shape); err != nil {
-		return nil, fmt.Errorf("%s: %w", m.file, err)
-	}
 	// Only addressing is bounded here: a region read decodes only the
 	// chunks it overlaps, so a store of 10^11 voxels (OpenOrganelle's s0)
 	// opens, and whoever reads a whole volume checks its memory
-	// (volume.CheckInMemory). Channels × voxels in float64: it may not
-	// fit an int64.
-	if h.Channels <= 0 || float64(h.Channels)*float64(h.Shape[0])*float64(h.Shape[1])*float64(h.Shape[2]) > volume.MaxVoxels {
-		return nil, fmt.Errorf("%s: %d channels of %v voxels: more than 2^53 values", m.file, h.Channels, h.Shape)
+	// (volume.CheckInMemory).
+	if err := volume.CheckValues(h.Shape, h.Channels); err != nil {
+		return nil, fmt.Errorf("%s: %w", m.file, err)
 	}
 	h.Spacing = spacing
 	// Affine maps (x, y, z) = (W, H, D) indices: axis-aligned, as OME-NGFF

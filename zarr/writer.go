@@ -89,29 +89,27 @@ func CreateImage(dir string, spec ImageSpec) (*ImageWriter, error) {
 	// The image is written block by block (WriteBlock): only its
 	// addressing is bounded, not its memory, so a huge prediction's
 	// labels are written as they are read.
-	if err := volume.CheckShape(spec.Shape); err != nil {
+	if spec.Channels < 0 {
+		return nil, fmt.Errorf("zarr: %s: %d channels", dir, spec.Channels)
+	}
+	if err := volume.CheckValues(spec.Shape, max(spec.Channels, 1)); err != nil {
 		return nil, fmt.Errorf("zarr: %s: %w", dir, err)
 	}
-	for i, n := range spec.Shape {
-		// The reader's bound (checkGrid): an image it could not open is
-		// refused before a block is written, not after a long prediction.
-		if n > math.MaxInt32 {
-			return nil, fmt.Errorf("zarr: %s: shape %v: axis %d is %d, more than 2^31-1", dir, spec.Shape, i, n)
-		}
-	}
-	if float64(max(spec.Channels, 1))*float64(spec.Shape[0])*float64(spec.Shape[1])*float64(spec.Shape[2]) > volume.MaxVoxels {
-		return nil, fmt.Errorf("zarr: %s: %d channels of %v voxels: more than 2^53 values", dir, spec.Channels, spec.Shape)
-	}
-	for i, c := range spec.Chunks {
-		if c <= 0 {
-			return nil, fmt.Errorf("zarr: %s: chunks %v: axis %d is %d, want > 0", dir, spec.Chunks, i, c)
-		}
+	for i := range 3 {
 		if !(spec.Spacing[i] > 0) || math.IsInf(spec.Spacing[i], 0) || math.IsNaN(spec.Origin[i]) || math.IsInf(spec.Origin[i], 0) {
 			return nil, fmt.Errorf("zarr: %s: spacing %v, origin %v: want finite, positive spacings", dir, spec.Spacing, spec.Origin)
 		}
 	}
-	if spec.Channels < 0 {
-		return nil, fmt.Errorf("zarr: %s: %d channels", dir, spec.Channels)
+	shape, chunks := spec.Shape[:], spec.Chunks[:]
+	if spec.Channels > 0 {
+		shape = append([]int{spec.Channels}, shape...)
+		chunks = append([]int{spec.Channels}, chunks...)
+	}
+	// The reader's grid bounds (an axis past 2^31−1, a chunk past
+	// maxChunkBytes): an image it could not open is refused before a
+	// block is written, not after a long prediction.
+	if err := checkGrid(shape, chunks, size, "zarr: "+dir); err != nil {
+		return nil, err
 	}
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
 		return nil, fmt.Errorf("zarr: %s exists and is not empty", dir)
@@ -120,13 +118,10 @@ func CreateImage(dir string, spec ImageSpec) (*ImageWriter, error) {
 	if err := os.MkdirAll(level, 0o755); err != nil {
 		return nil, fmt.Errorf("zarr: %w", err)
 	}
-	shape, chunks := spec.Shape[:], spec.Chunks[:]
 	axes := []map[string]string{}
 	scale := []float64{spec.Spacing[0], spec.Spacing[1], spec.Spacing[2]}
 	trans := []float64{spec.Origin[0], spec.Origin[1], spec.Origin[2]}
 	if spec.Channels > 0 {
-		shape = append([]int{spec.Channels}, shape...)
-		chunks = append([]int{spec.Channels}, chunks...)
 		axes = append(axes, map[string]string{"name": "c", "type": "channel"})
 		scale = append([]float64{1}, scale...)
 		trans = append([]float64{0}, trans...)
