@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"sync"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/s2"
@@ -132,22 +131,15 @@ func zstdInto(src, dst []byte, size int, exact bool) ([]byte, error) {
 // compressedBlockOverAlloc = 32 bytes beyond what the block produces).
 const zstdSlack = 32
 
-// zstdScratch holds decode buffers with zstdSlack spare bytes.
-var zstdScratch sync.Pool
-
 // zstdExact decodes a zstd stream that must fill dst (a blosc split). It
-// decodes into a pooled buffer with zstdSlack spare bytes and copies: the
+// decodes into a pooled buffer (getBuf) with zstdSlack spare bytes and
+// copies: the
 // fast path may write those bytes, which in dst belong to a neighbour, and
 // the copy costs a tenth of what the slow path would.
 func zstdExact(src, dst []byte) error {
-	need := len(dst) + zstdSlack
-	bp, _ := zstdScratch.Get().(*[]byte)
-	if bp == nil || cap(*bp) < need {
-		b := make([]byte, 0, need)
-		bp = &b
-	}
-	defer zstdScratch.Put(bp)
-	out, err := zstdInto(src, (*bp)[:0:need], len(dst), true)
+	buf := getBuf(len(dst) + zstdSlack) // a blosc array's splits share one size: one pool
+	defer putBuf(buf)
+	out, err := zstdInto(src, buf[:0], len(dst), true)
 	if err != nil {
 		return err
 	}

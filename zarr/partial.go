@@ -276,7 +276,11 @@ func (a *array) readLocalBlocks(path string, size, b0, b1 int, buf []byte) (foun
 // allocating a new one, held a growing pile of windows between
 // collections: 60–90 MiB live, and a peak RSS of 150–350 MiB, in the
 // two-thread OME-Zarr benchmark that needs about 20.)
-var windowPools [48]sync.Pool // *[]byte of capacity windowClassBytes(class)
+var windowPools [windowClasses]sync.Pool // class c: *[]byte of capacity 1<<(windowMinShift+c)
+
+// windowClasses covers windows up to maxChunkBytes (a chunk file holds at
+// most about that); a larger request is allocated, not pooled.
+const windowClasses = 30 - windowMinShift + 1 // maxChunkBytes = 1 << 30
 
 const windowMinShift = 16
 
