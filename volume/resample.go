@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // A resampled volume is a volume read on another voxel grid than its
@@ -324,13 +325,11 @@ func (rs *resampled) ReadRegion(box Box, dst [][]float32) error {
 	if err != nil {
 		return err
 	}
-	bufs := make([][]float32, len(dst))
-	for c := range bufs {
-		bufs[c] = make([]float32, src.Voxels())
-	}
-	if err := rs.f.ReadRegion(src, bufs); err != nil {
+	bufs, err := rs.readSource(src, len(dst))
+	if err != nil {
 		return err
 	}
+	defer putSource(bufs)
 	for c := range dst {
 		gather(dst[c], bufs[c], idx, src)
 	}
@@ -338,6 +337,37 @@ func (rs *resampled) ReadRegion(box Box, dst [][]float32) error {
 }
 
 func (rs *resampled) Close() error { return rs.f.Close() }
+
+// sourcePool holds the buffers region reads decode their source box
+// into: a patch read through a resampling (a manifest's interpolated raw,
+// every training patch) would otherwise allocate — and the collector
+// clear — megabytes per read.
+var sourcePool sync.Pool // *[]float32
+
+// readSource reads box src of the source file, channels channels, into
+// pooled buffers (give them back with putSource).
+func (rs *resampled) readSource(src Box, channels int) ([][]float32, error) {
+	n := src.Voxels()
+	bufs := make([][]float32, channels)
+	for c := range bufs {
+		if p, ok := sourcePool.Get().(*[]float32); ok && cap(*p) >= n {
+			bufs[c] = (*p)[:n]
+		} else {
+			bufs[c] = make([]float32, n) // a smaller pooled one is dropped, not piled up
+		}
+	}
+	if err := rs.f.ReadRegion(src, bufs); err != nil {
+		putSource(bufs)
+		return nil, err
+	}
+	return bufs, nil
+}
+
+func putSource(bufs [][]float32) {
+	for _, b := range bufs {
+		sourcePool.Put(&b)
+	}
+}
 
 // taps are, for one axis of a box, each target voxel's two bracketing
 // source voxels (relative to the source box read) and the upper one's
@@ -403,13 +433,11 @@ func (rs *resampled) readLinear(box Box, dst [][]float32) error {
 	if err != nil {
 		return err
 	}
-	bufs := make([][]float32, len(dst))
-	for c := range bufs {
-		bufs[c] = make([]float32, src.Voxels())
-	}
-	if err := rs.f.ReadRegion(src, bufs); err != nil {
+	bufs, err := rs.readSource(src, len(dst))
+	if err != nil {
 		return err
 	}
+	defer putSource(bufs)
 	s := src.Size()
 	for c, buf := range bufs {
 		out := dst[c]
