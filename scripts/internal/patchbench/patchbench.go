@@ -45,8 +45,9 @@ func Flags() *Options {
 	return o
 }
 
-// Main parses the flags, runs run under the CPU profile asked for, and
-// exits non-zero naming the command when it fails.
+// Main parses the flags, runs run under the CPU profile asked for, writes
+// the heap profile asked for, and exits non-zero naming the command when
+// it fails.
 func Main(name string, o *Options, run func() error) {
 	flag.Parse()
 	runtime.GOMAXPROCS(o.Threads)
@@ -65,6 +66,7 @@ func Main(name string, o *Options, run func() error) {
 	if err == nil && o.MemProfile != "" {
 		var pf *os.File
 		if pf, err = os.Create(o.MemProfile); err == nil {
+			runtime.GC() // the in-use figures as of now, not of the last collection
 			err = pprof.Lookup("heap").WriteTo(pf, 0)
 			if cerr := pf.Close(); err == nil {
 				err = cerr
