@@ -45,7 +45,10 @@ raw_sha256 and stats {min, max, mean, sum}. unit is the spatial unit of
 pixdim and the affines as UDUNITS-2 and OME-NGFF spell it ("millimeter",
 "micrometer", "meter"; "" when xyzt_units says none); other formats
 (NRRD, MetaImage, TIFF, Zarr, N5) print file, format, shape, spacing,
-unit, affine, float32_sha256 and stats, unit under the same key. pixdim is as nibabel reads it
+unit, affine, float32_sha256 and stats, unit under the same key, and for
+a multiscale group (OME-Zarr, COSEM N5) levels, each level's path, shape,
+spacing, origin and unit. A volume too large to read whole prints
+data_not_read (why), stats null and no float32_sha256. pixdim is as nibabel reads it
 (pixdim[0], the qfac, is ±1: a stored 0 reads as 1); qfac_stored is
 pixdim[0] as the file stores it. Non-finite numbers are null; qform is null
 when the quaternion is invalid; stats is null for complex data.`,
