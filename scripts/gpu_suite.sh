@@ -150,10 +150,9 @@ for s in "${steps[@]}"; do
 		# default), with float32 gradients, with float32 activations,
 		# then PyTorch autocast on the same GPU in the same run (its
 		# peak_mib beside bench-step's peak lines).
-		for mode in default VOXTRAIN_BF16_GRADIENTS=0 VOXTRAIN_BF16_ACTIVATIONS=0; do
-			envs=()
-			[ "$mode" = default ] || envs=("$mode")
-			run "bf16mem-${mode//[^a-zA-Z0-9]/-}" 100 env "${envs[@]}" "$bin/train" bench-step --device cuda,bf16 \
+		for mode in "" VOXTRAIN_BF16_GRADIENTS=0 VOXTRAIN_BF16_ACTIVATIONS=0; do
+			tag=${mode:-default}
+			run "bf16mem-${tag//[^a-zA-Z0-9]/-}" 100 env ${mode:+"$mode"} "$bin/train" bench-step --device cuda,bf16 \
 				--config configs/nnunet_3d_fullres.yaml --batch 2 --patch 128 --steps 5
 		done
 		run bf16mem-torch 120 python3 gpu/testdata/torch_unet_step_cuda.py --steps 5 --warmup 2 \
