@@ -48,6 +48,8 @@ endif
 emu:
 ifeq ($(CGO),1)
 	$(GO) test -race -count=1 -v ./kernels/emu | grep -E 'kernel .* vs |^(--- FAIL|FAIL|ok|PASS)|skipped|panic'
+	@echo "the same over ucontext fibers (the path of hosts other than x86-64):"
+	CGO_CXXFLAGS="-O2 -DVT_EMU_UCONTEXT" $(GO) test -count=1 ./kernels/emu
 else
 	@echo "CUDA kernel emulation skipped: it needs cgo and a C++20 compiler (g++ 12 or later)"
 endif

@@ -44,8 +44,6 @@
 // not accept -ffp-contract=off as a flag.)
 #pragma GCC optimize("fp-contract=off")
 
-#include "fiber.h"
-
 #define __global__
 #define __device__
 #define __host__
@@ -66,6 +64,21 @@ inline thread_local dim3 gridDim{1, 1, 1};
 
 namespace cuda_emu {
 
+// What a thread arrives at the block barrier for.
+enum Arrival { kSync = 1, kBlockEnd = 2 };
+
+// run_blocks (fiber.cc) runs body(ctx) once for every CUDA thread of every
+// block of grid × block, blocks one after another, each block's threads
+// as fibers on the calling OS thread; it sets threadIdx, blockIdx,
+// blockDim and gridDim for each. It returns "" or an error message. The
+// geometry must be valid (run_grid checks it).
+std::string run_blocks(dim3 grid, dim3 block, void (*body)(void*), void* ctx);
+
+// arrive (fiber.cc) suspends the calling CUDA thread at the block barrier
+// until every thread of its block has arrived (for the same reason) or the
+// block is abandoned because they arrived for different reasons.
+void arrive(Arrival why);
+
 // run_grid runs body() once per CUDA thread of every block of the grid and
 // returns "" or an error message.
 template <typename Body>
@@ -78,8 +91,7 @@ std::string run_grid(dim3 grid, dim3 block, Body body)
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 || grid.z > 65535 || grid.x > 0x7fffffffu) {
         return "invalid grid dimensions";
     }
-    const Geometry g{grid.x, grid.y, grid.z, block.x, block.y, block.z};
-    return run_blocks(g, [](void* b) { (*static_cast<Body*>(b))(); }, &body);
+    return run_blocks(grid, block, [](void* b) { (*static_cast<Body*>(b))(); }, &body);
 }
 
 // launch runs kernel k on grid × block with the given arguments (converted

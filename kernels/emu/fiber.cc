@@ -19,8 +19,9 @@
 // to work.
 //
 // Context switch: hand-written for x86-64 System V (callee-saved registers,
-// MXCSR and the x87 control word); elsewhere ucontext (getcontext makes a
-// system call per fiber, which is slower but portable). Define
+// MXCSR and the x87 control word); elsewhere ucontext, portable but
+// slower: glibc's getcontext and swapcontext each make a signal-mask
+// system call, so every thread costs two per barrier round. Define
 // VT_EMU_UCONTEXT to use ucontext on x86-64 too (to test that path).
 
 // macOS declares the ucontext functions only under _XOPEN_SOURCE, which must
@@ -79,7 +80,10 @@ Stack take_stack()
     if (m == MAP_FAILED) {
         return Stack{};
     }
-    mprotect(m, page, PROT_NONE);
+    if (mprotect(m, page, PROT_NONE) != 0) {
+        munmap(m, kStackBytes + page);
+        return Stack{}; // no guard page: an overflow would corrupt a neighbour
+    }
     return Stack{(char*)m + page, kStackBytes};
 }
 
@@ -262,9 +266,9 @@ void arrive(Arrival why)
     swap(f.ctx, r->sched);
 }
 
-std::string run_blocks(const Geometry& g, void (*body)(void*), void* ctx)
+std::string run_blocks(dim3 grid, dim3 block, void (*body)(void*), void* ctx)
 {
-    const size_t nt = (size_t)g.bx * g.by * g.bz;
+    const size_t nt = (size_t)block.x * block.y * block.z;
     Run r;
     r.body = body;
     r.ctx = ctx;
@@ -283,21 +287,21 @@ std::string run_blocks(const Geometry& g, void (*body)(void*), void* ctx)
             return "cannot map emulation fiber stacks";
         }
         Fiber& f = r.fibers[t];
-        f.tid = uint3{(unsigned)(t % g.bx), (unsigned)((t / g.bx) % g.by), (unsigned)(t / ((size_t)g.bx * g.by))};
+        f.tid = uint3{(unsigned)(t % block.x), (unsigned)((t / block.x) % block.y), (unsigned)(t / ((size_t)block.x * block.y))};
         start(f.ctx, stacks.back(), fiber_main, &r);
     }
 
     Run* outer = running;
     running = &r;
-    blockDim = dim3(g.bx, g.by, g.bz);
-    gridDim = dim3(g.gx, g.gy, g.gz);
-    size_t block = 0;
-    for (unsigned z = 0; z < g.gz && err.empty(); z++) {
-        for (unsigned y = 0; y < g.gy && err.empty(); y++) {
-            for (unsigned x = 0; x < g.gx && err.empty(); x++, block++) {
+    blockDim = block;
+    gridDim = grid;
+    size_t nb = 0; // blocks run so far: their parity picks the first order
+    for (unsigned z = 0; z < grid.z && err.empty(); z++) {
+        for (unsigned y = 0; y < grid.y && err.empty(); y++) {
+            for (unsigned x = 0; x < grid.x && err.empty(); x++, nb++) {
                 blockIdx = uint3{x, y, z};
                 for (size_t round = 0;; round++) {
-                    const bool down = (block + round) % 2 == 1;
+                    const bool down = (nb + round) % 2 == 1;
                     for (size_t i = 0; i < nt; i++) {
                         r.cur = down ? nt - 1 - i : i;
                         Fiber& f = r.fibers[r.cur];
