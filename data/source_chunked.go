@@ -346,25 +346,38 @@ func statsBoxes(id string, shape, chunk [3]int) []volume.Box {
 			}
 		}
 	}
-	all := tiles(shape, step)
-	if len(all) <= fingerprintBoxes {
-		return all
+	// The tiles are indexed, not listed: a 10^11-voxel raw has ~4·10^5 of
+	// them and only fingerprintBoxes are read.
+	var n [3]int
+	for a := range 3 {
+		n[a] = (shape[a] + step[a] - 1) / step[a]
 	}
-	h := fnv.New64a()
-	h.Write([]byte(id))
-	r := rand.New(rand.NewPCG(h.Sum64(), 0x5eed))
-	pick := map[int]bool{}
-	for len(pick) < fingerprintBoxes {
-		pick[r.IntN(len(all))] = true
+	count := n[0] * n[1] * n[2]
+	tile := func(i int) volume.Box {
+		lo := [3]int{i / (n[1] * n[2]) * step[0], i / n[2] % n[1] * step[1], i % n[2] * step[2]}
+		return volume.Box{Lo: lo, Hi: [3]int{min(lo[0]+step[0], shape[0]), min(lo[1]+step[1], shape[1]), min(lo[2]+step[2], shape[2])}}
 	}
-	idx := make([]int, 0, len(pick))
-	for i := range pick {
-		idx = append(idx, i)
+	idx := make([]int, 0, min(count, fingerprintBoxes))
+	if count <= fingerprintBoxes {
+		for i := range count {
+			idx = append(idx, i)
+		}
+	} else {
+		h := fnv.New64a()
+		h.Write([]byte(id))
+		r := rand.New(rand.NewPCG(h.Sum64(), 0x5eed))
+		pick := map[int]bool{}
+		for len(pick) < fingerprintBoxes {
+			pick[r.IntN(count)] = true
+		}
+		for i := range pick {
+			idx = append(idx, i)
+		}
+		slices.Sort(idx)
 	}
-	slices.Sort(idx)
 	out := make([]volume.Box, len(idx))
 	for k, i := range idx {
-		out[k] = all[i]
+		out[k] = tile(i)
 	}
 	return out
 }

@@ -4,9 +4,12 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/voxtrain/voxtrain/config"
@@ -165,5 +168,66 @@ func TestSampledFingerprint(t *testing.T) {
 		if fmt.Sprint(m.fg.Counts, m.fg.Classes) != fmt.Sprint(v.FG.Counts, v.FG.Classes) {
 			t.Errorf("case %s: foreground counts %v, ReadCase's %v", cs.ID, m.fg.Counts, v.FG.Counts)
 		}
+	}
+}
+
+// statsBoxes indexes the tile grid instead of listing it: the same boxes
+// as picking from the listed tiles (the rule before), and a raw of 10^11
+// voxels samples its boxes without a list of its ~4·10^5 tiles.
+func TestStatsBoxesIndexesTiles(t *testing.T) {
+	defer func(v int) { fingerprintVoxels = v }(fingerprintVoxels)
+	fingerprintVoxels = 4096
+	listed := func(id string, shape, chunk [3]int) []volume.Box {
+		step := chunk
+		for grew := true; grew && step[0]*step[1]*step[2] < fingerprintVoxels/fingerprintBoxes; {
+			grew = false
+			for a := range 3 {
+				if step[a] < shape[a] && step[0]*step[1]*step[2] < fingerprintVoxels/fingerprintBoxes {
+					step[a], grew = min(2*step[a], shape[a]), true
+				}
+			}
+		}
+		all := tiles(shape, step)
+		if len(all) <= fingerprintBoxes {
+			return all
+		}
+		h := fnv.New64a()
+		h.Write([]byte(id))
+		r := rand.New(rand.NewPCG(h.Sum64(), 0x5eed))
+		pick := map[int]bool{}
+		for len(pick) < fingerprintBoxes {
+			pick[r.IntN(len(all))] = true
+		}
+		var out []volume.Box
+		for i, b := range all {
+			if pick[i] {
+				out = append(out, b)
+			}
+		}
+		return out
+	}
+	for _, c := range []struct{ shape, chunk [3]int }{
+		{[3]int{36, 50, 35}, [3]int{8, 8, 8}},
+		{[3]int{100, 7, 300}, [3]int{4, 7, 16}},
+		{[3]int{17, 17, 17}, [3]int{8, 8, 8}}, // fewer tiles than fingerprintBoxes
+		{[3]int{1, 500, 33}, [3]int{1, 16, 16}},
+	} {
+		got, want := statsBoxes("case", c.shape, c.chunk), listed("case", c.shape, c.chunk)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("shape %v chunk %v: boxes\n%v\nwant\n%v", c.shape, c.chunk, got, want)
+		}
+	}
+
+	fingerprintVoxels = 1 << 24
+	huge := [3]int{4096, 8192, 3000} // ~10^11 voxels in 64³ chunks
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	got := statsBoxes("em", huge, [3]int{64, 64, 64})
+	runtime.ReadMemStats(&after)
+	if len(got) != fingerprintBoxes {
+		t.Fatalf("huge raw: %d boxes, want %d", len(got), fingerprintBoxes)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+		t.Errorf("huge raw: statsBoxes allocated %d bytes, want a few KiB (no tile list)", alloc)
 	}
 }
