@@ -179,25 +179,21 @@ type rawGrid struct {
 }
 
 // rawVolume is a manifest's raw volume: the raw as given, its image
-// group's levels (none for an array), the headers of the levels opened so
-// far, the manifest's target spacing (nil: none) and the grid at it,
-// once found.
+// group's levels (none for an array) with their headers, the manifest's
+// target spacing (nil: none) and the grid at it, once found.
 type rawVolume struct {
 	path    string
 	hdr     volume.Header
 	levels  []zarr.Level
-	opened  map[int]rawGrid
 	spacing []float64
 	target  *rawGrid
 }
 
-// level opens level k's header (k < 0: the raw as given).
+// level is level k's grid (k < 0: the raw as given), with the header
+// zarr.ImageLevels read when it listed the levels.
 func (rv *rawVolume) level(k int) (rawGrid, error) {
 	if k < 0 || len(rv.levels) == 0 {
 		return rawGrid{path: rv.path, name: rv.path, hdr: rv.hdr}, nil
-	}
-	if g, ok := rv.opened[k]; ok {
-		return g, nil
 	}
 	p := rv.path
 	// Level 0 keeps the raw's own path: it is what the raw opens as.
@@ -208,13 +204,7 @@ func (rv *rawVolume) level(k int) (rawGrid, error) {
 			p = filepath.Join(p, rv.levels[k].Path)
 		}
 	}
-	h, err := header(p)
-	if err != nil {
-		return rawGrid{}, err
-	}
-	g := rawGrid{path: p, name: p, hdr: h}
-	rv.opened[k] = g
-	return g, nil
+	return rawGrid{path: p, name: p, hdr: rv.levels[k].Header}, nil
 }
 
 // grid chooses the raw array a crop at spacing sp is placed on: the raw
@@ -417,7 +407,7 @@ func loadManifest(path string, ignore int, multi bool) (*Dataset, error) {
 		if _, err := volume.UnitScale(rh.Unit, ""); err != nil {
 			return nil, bad("volumes[%d].raw %s: %v", i, raw, err)
 		}
-		rv := &rawVolume{path: raw, hdr: rh, opened: map[int]rawGrid{}, spacing: m.Spacing}
+		rv := &rawVolume{path: raw, hdr: rh, spacing: m.Spacing}
 		if volume.FormatName(raw) == "zarr" {
 			if rv.levels, err = zarr.ImageLevels(raw); err != nil {
 				return nil, bad("volumes[%d].raw: %v", i, err)

@@ -137,6 +137,20 @@ func TestCOSEMChooseLevel(t *testing.T) {
 		f.Close()
 		g.Close()
 	}
+	ls, err := ImageLevels(cosemGroup)
+	if err != nil || len(ls) != 3 {
+		t.Fatalf("ImageLevels: %d levels, %v", len(ls), err)
+	}
+	for _, l := range ls {
+		g, err := Open(filepath.Join(cosemGroup, l.Path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Header != g.Header() {
+			t.Errorf("level %s listed with header %+v, opened by path %+v", l.Path, l.Header, g.Header())
+		}
+		g.Close()
+	}
 	if _, err := OpenWith(cosemGroup, Options{Level: 3}); err == nil || !strings.Contains(err.Error(), "level 3 of 3") {
 		t.Errorf("level 3 of 3: %v", err)
 	}

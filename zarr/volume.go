@@ -112,11 +112,15 @@ type Level struct {
 	Origin [3]float64
 	// Unit is Spacing's (volume.Header.Unit): the image's, every level's.
 	Unit string
+	// Header is the level's whole header, as opening its path gives it:
+	// what a caller that lists the levels needs not open again (several
+	// requests per level over HTTP).
+	Header volume.Header
 }
 
 // levelOf describes the level at path whose header is h.
 func levelOf(path string, h volume.Header) Level {
-	return Level{Path: path, Shape: h.Shape, Spacing: h.Spacing, Unit: h.Unit,
+	return Level{Path: path, Shape: h.Shape, Spacing: h.Spacing, Unit: h.Unit, Header: h,
 		Origin: [3]float64{h.Affine[2][3], h.Affine[1][3], h.Affine[0][3]}}
 }
 

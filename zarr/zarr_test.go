@@ -96,6 +96,11 @@ func TestLevels(t *testing.T) {
 	if f.Header() != g.Header() || h.Header() != g.Header() {
 		t.Fatalf("level 1 by spacing %+v, by path %+v, by index %+v", f.Header(), g.Header(), h.Header())
 	}
+	// A listed level's header is the one opening its path gives (data's
+	// manifests take it from the list instead of opening the level again).
+	if ls[1].Header != g.Header() {
+		t.Fatalf("level 1 listed with header %+v, opened by path %+v", ls[1].Header, g.Header())
+	}
 	if ls1, err := Levels(filepath.Join(path, "1")); err != nil || len(ls1) != 2 || ls1[0] != ls[0] {
 		t.Fatalf("Levels of a named level: %+v, %v", ls1, err)
 	}
