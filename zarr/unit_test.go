@@ -118,6 +118,26 @@ func TestUnitN5Units(t *testing.T) {
 		t.Errorf("unit %q spacing %v, want nanometer and [40 4 4]", h.Unit, h.Spacing)
 	}
 	f.Close()
+	// The spacing comes from pixelResolution, which states no unit: the
+	// list beside "resolution" is resolution's, not pixelResolution's.
+	editJSON(t, attrs, func(m map[string]any) { m["pixelResolution"] = map[string]any{"dimensions": []float64{8, 8, 80}} })
+	if f, err = Open(store); err != nil {
+		t.Fatal(err)
+	}
+	if h := f.Header(); h.Unit != "" || h.Spacing != [3]float64{80, 8, 8} {
+		t.Errorf("pixelResolution without a unit beside resolution+units: unit %q spacing %v, want none and [80 8 8]", h.Unit, h.Spacing)
+	}
+	f.Close()
+	// Without "resolution" the list is the only unit stated: taken.
+	editJSON(t, attrs, func(m map[string]any) { delete(m, "resolution") })
+	if f, err = Open(store); err != nil {
+		t.Fatal(err)
+	}
+	if h := f.Header(); h.Unit != "nanometer" || h.Spacing != [3]float64{80, 8, 8} {
+		t.Errorf("pixelResolution without a unit, units list alone: unit %q spacing %v, want nanometer and [80 8 8]", h.Unit, h.Spacing)
+	}
+	f.Close()
+	editJSON(t, attrs, func(m map[string]any) { delete(m, "pixelResolution"); m["resolution"] = []float64{4, 4, 40} })
 	editJSON(t, attrs, func(m map[string]any) { m["units"] = []string{"um", "nm", "nm"} })
 	_, err = Open(store)
 	if err == nil || !strings.Contains(err.Error(), attrs) || !strings.Contains(err.Error(), `z is in "nm", x in "um"`) {

@@ -527,10 +527,12 @@ func n5Resolution(m *arrayMeta) [3]float64 {
 }
 
 // n5Units reads the unit of an N5 array's axes, per array axis (slowest
-// first, as the array's shape): pixelResolution's "unit" (n5-viewer's,
-// one for every axis), else the "units" list BigDataViewer and
-// n5-viewer write beside "resolution" (fastest axis first, as N5 lists
-// everything). nil when neither is there.
+// first, as the array's shape), from the attribute n5Resolution reads the
+// spacing from: pixelResolution's "unit" (n5-viewer's, one for every
+// axis); with "resolution", the "units" list BigDataViewer and n5-viewer
+// write beside it (fastest axis first, as N5 lists everything). A
+// pixelResolution without a unit takes the "units" list only when no
+// "resolution" is there for the list to belong to. nil when none applies.
 func n5Units(m *arrayMeta) []string {
 	n := len(m.shape)
 	if raw, ok := m.attrs["pixelResolution"]; ok {
@@ -543,6 +545,9 @@ func n5Units(m *arrayMeta) []string {
 				out[i] = pr.Unit
 			}
 			return out
+		}
+		if _, ok := m.attrs["resolution"]; ok {
+			return nil
 		}
 	}
 	var us []string
