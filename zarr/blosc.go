@@ -28,7 +28,7 @@ func bloscDecompress(src []byte, want int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	dst := make([]byte, f.nbytes)
+	dst := make([]byte, f.nbytes, f.nbytes+zstdSlack) // the slack: the last block decodes in place too
 	if err := f.decodeBlocks(0, f.nblocks(), dst, nil); err != nil {
 		return nil, err
 	}
@@ -168,9 +168,12 @@ func (f bloscFrame) blockSpan(j int) (lo, hi int) {
 }
 
 // decodeBlocks decodes blocks [j0, j1) into their places in dst (the
-// whole decoded buffer, nbytes long); bytes outside them are left as
-// they are. tmp, when at least a block long, is the scratch a shuffled
-// block is decoded into before unshuffling (nil: allocated).
+// whole decoded buffer, nbytes long), in order; bytes outside them are
+// left as they are, except up to zstdSlack bytes after the last within
+// dst's capacity (decodeBlock's scratch: the next block's, when there is
+// one, which is decoded after or not needed). tmp, when at least a block
+// long, is the scratch a shuffled block is decoded into before
+// unshuffling (nil: allocated).
 func (f bloscFrame) decodeBlocks(j0, j1 int, dst, tmp []byte) error {
 	if len(dst) != f.nbytes {
 		return fmt.Errorf("blosc: a %d-byte buffer for %d decoded bytes", len(dst), f.nbytes)
@@ -198,7 +201,10 @@ func (f bloscFrame) blocksOf(lo, hi int) (j0, j1 int) {
 
 // decodeBlock decodes block j into out, exactly its decoded bytes
 // (blockSpan), through tmp when it is shuffled (allocated when shorter
-// than the block).
+// than the block). out's capacity past its length (and tmp's) is
+// scratch: a zstd split decodes in place when zstdSlack bytes follow it
+// there (zstdExact), else through a copy. A caller whose bytes after out
+// matter passes out[:n:n].
 func (f bloscFrame) decodeBlock(j int, out, tmp []byte) error {
 	if lo, hi := f.blockSpan(j); len(out) != hi-lo {
 		return fmt.Errorf("blosc: a %d-byte buffer for block %d of %d bytes", len(out), j, hi-lo)
@@ -227,7 +233,7 @@ func (f bloscFrame) decodeBlock(j int, out, tmp []byte) error {
 	buf := out
 	if doShuffle || doBit {
 		if len(tmp) < bsize {
-			tmp = make([]byte, bsize)
+			tmp = make([]byte, bsize, bsize+zstdSlack)
 		}
 		buf = tmp[:bsize]
 	}

@@ -131,12 +131,23 @@ func zstdInto(src, dst []byte, size int, exact bool) ([]byte, error) {
 // compressedBlockOverAlloc = 32 bytes beyond what the block produces).
 const zstdSlack = 32
 
-// zstdExact decodes a zstd stream that must fill dst (a blosc split). It
-// decodes into a pooled buffer (getBuf) with zstdSlack spare bytes and
-// copies: the
-// fast path may write those bytes, which in dst belong to a neighbour, and
-// the copy costs a tenth of what the slow path would.
+// zstdExact decodes a zstd stream that must fill dst (a blosc split).
+// When dst's capacity reaches zstdSlack bytes past its length — scratch
+// by blosc's decoding convention (decodeBlock) — it decodes in place;
+// else into a pooled buffer (getBuf) with that slack, and copies: the
+// fast path may write those bytes, which in dst belong to a neighbour,
+// and the copy costs a tenth of what the slow path would.
 func zstdExact(src, dst []byte) error {
+	if cap(dst)-len(dst) >= zstdSlack {
+		out, err := zstdInto(src, dst[:0], len(dst), true)
+		if err != nil {
+			return err
+		}
+		if len(out) > 0 && &out[0] != &dst[0] { // not expected: the decoder had room
+			copy(dst, out)
+		}
+		return nil
+	}
 	buf := getBuf(len(dst) + zstdSlack) // a blosc array's splits share one size: one pool
 	defer putBuf(buf)
 	out, err := zstdInto(src, buf[:0], len(dst), true)

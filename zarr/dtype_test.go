@@ -1,6 +1,8 @@
 package zarr
 
-import "testing"
+import (
+	"testing"
+)
 
 // TestConvertContiguous: the contiguous loops of convert give what the
 // element-wise at gives, for every run length around their unrolling

@@ -84,7 +84,8 @@ func (a *array) partChunk(idx []int, b0, b1 int, strides []int) (*chunkData, fun
 		}
 		return nil
 	}
-	buf := getBuf(size)
+	// zstdSlack past the chunk: its last block decodes in place too.
+	buf := getBuf(size + zstdSlack)[:size]
 	release := func() { putBuf(buf) }
 	fail := func(err error) (*chunkData, func(), error) {
 		release()
@@ -115,7 +116,7 @@ func (a *array) partChunk(idx []int, b0, b1 int, strides []int) (*chunkData, fun
 			return nil, func() {}, nil
 		}
 		j0, j1 := frame.blocksOf(b0, b1)
-		tmp := getBuf(min(frame.blocksize, frame.nbytes))
+		tmp := getBuf(min(frame.blocksize, frame.nbytes) + zstdSlack)
 		defer putBuf(tmp)
 		if err := frame.decodeBlocks(j0, j1, buf, tmp); err != nil {
 			return fail(fmt.Errorf("chunk %s (array %s): %w", path, a.m.file, err))
@@ -125,10 +126,29 @@ func (a *array) partChunk(idx []int, b0, b1 int, strides []int) (*chunkData, fun
 
 	// The chunk's header (its block layout), cached on its own, says
 	// which blocks hold [b0, b1); each block is cached as decoded bytes.
-	// The first read of a chunk reads all of it; later ones read only
-	// the byte range of the blocks they miss (one pread, or one Range GET
-	// from an http store).
+	// A read fetches only the byte range of the blocks it misses (one
+	// pread, or one Range GET from an http store) — except the first
+	// read of a chunk from an http store, which fetches all of it with
+	// its layout (one round trip, not two).
+	_, local := a.src.st.(fileStore)
 	hv, err := a.cache.get(path+"#blosc", func() (any, int64, error) {
+		if local {
+			// Only the layout: the blocks' bytes are read by range
+			// below, as the uncached read does.
+			l, err := a.openLocal(path)
+			if err != nil {
+				return nil, 0, err
+			}
+			if l == nil {
+				return (*bloscFrame)(nil), 64, nil
+			}
+			defer l.close()
+			h, err := l.head(size)
+			if err != nil {
+				return nil, 0, err
+			}
+			return &h, 64 + 8*int64(len(h.starts)), nil
+		}
 		if err := fetch(); err != nil {
 			return nil, 0, err
 		}
@@ -152,7 +172,13 @@ func (a *array) partChunk(idx []int, b0, b1 int, strides []int) (*chunkData, fun
 		win        bloscFrame // the bytes of blocks [wj0, wj1), read by range
 		wj0, wj1   int
 		haveWindow bool
+		windows    []*[]byte // pooled windows of local reads, back when done
 	)
+	defer func() {
+		for _, w := range windows {
+			putWindow(w)
+		}
+	}()
 	source := func(j int) (bloscFrame, error) {
 		if fetched {
 			if missing || frame.blocksize != head.blocksize || frame.nbytes != head.nbytes || frame.flags != head.flags {
@@ -166,12 +192,35 @@ func (a *array) partChunk(idx []int, b0, b1 int, strides []int) (*chunkData, fun
 		// The blocks from j to the last this read needs: some may be
 		// cached already, but one request beats one per block.
 		lo, hi := head.window(j, j1)
-		b, _, err := a.src.st.getRange(a.src.ctx, path, int64(lo), int64(hi-lo))
-		if err == nil && len(b) != hi-lo {
-			err = fmt.Errorf("%d of %d bytes at %d: %w", len(b), hi-lo, lo, io.ErrUnexpectedEOF)
-		}
-		if err != nil {
-			return win, fmt.Errorf("chunk %s (array %s): blocks %d to %d: %w", path, a.m.file, j, j1-1, err)
+		var b []byte
+		if local {
+			l, err := a.openLocal(path)
+			if err == nil && l == nil {
+				err = fs.ErrNotExist
+			}
+			if err != nil {
+				return win, fmt.Errorf("chunk %s (array %s): blocks %d to %d: %w", path, a.m.file, j, j1-1, err)
+			}
+			if l.size < head.cbytes {
+				l.close()
+				return win, fmt.Errorf("chunk %s (array %s): changed while being read (%d bytes, its blosc header says %d)", path, a.m.file, l.size, head.cbytes)
+			}
+			wb, err := l.read(lo, hi-lo)
+			l.close()
+			if err != nil {
+				return win, err
+			}
+			windows = append(windows, wb)
+			b = *wb
+		} else {
+			var err error
+			b, _, err = a.src.st.getRange(a.src.ctx, path, int64(lo), int64(hi-lo))
+			if err == nil && len(b) != hi-lo {
+				err = fmt.Errorf("%d of %d bytes at %d: %w", len(b), hi-lo, lo, io.ErrUnexpectedEOF)
+			}
+			if err != nil {
+				return win, fmt.Errorf("chunk %s (array %s): blocks %d to %d: %w", path, a.m.file, j, j1-1, err)
+			}
 		}
 		win, wj0, wj1, haveWindow = head.withWindow(b, lo), j, j1, true
 		return win, nil
@@ -184,7 +233,7 @@ func (a *array) partChunk(idx []int, b0, b1 int, strides []int) (*chunkData, fun
 				return nil, 0, err
 			}
 			blk := newBlock(hi - lo)
-			tmp := getBuf(hi - lo)
+			tmp := getBuf(hi - lo + zstdSlack)
 			defer putBuf(tmp)
 			if err := f.decodeBlock(j, blk.b, tmp); err != nil {
 				blk.recycle()
@@ -206,66 +255,102 @@ func (a *array) partChunk(idx []int, b0, b1 int, strides []int) (*chunkData, fun
 // blocks has 8), so the layout takes one pread.
 const headBytes = 4096
 
+// localChunk is a local chunk file open for range reads into pooled
+// windows (getWindow): a local range costs no round trip, so only the
+// layout and the blocks a read needs are read, never the whole file.
+type localChunk struct {
+	f    *os.File
+	size int // the file's size
+	wrap func(error) error
+}
+
+// openLocal opens the local chunk file at path; nil when it does not
+// exist (a missing chunk).
+func (a *array) openLocal(path string) (*localChunk, error) {
+	if err := a.src.ctx.Err(); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	l := &localChunk{f: f, wrap: func(err error) error { return fmt.Errorf("chunk %s (array %s): %w", path, a.m.file, err) }}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, l.wrap(err)
+	}
+	if st.Size() > maxChunkBytes {
+		f.Close()
+		return nil, fmt.Errorf("chunk %s: %d bytes", path, st.Size())
+	}
+	l.size = int(st.Size())
+	return l, nil
+}
+
+func (l *localChunk) close() { l.f.Close() }
+
+// read reads n bytes at off into a pooled window (putWindow it).
+func (l *localChunk) read(off, n int) (*[]byte, error) {
+	b := getWindow(n)
+	if _, err := l.f.ReadAt(*b, int64(off)); err != nil {
+		putWindow(b)
+		return nil, l.wrap(fmt.Errorf("%d bytes at %d: %w", n, off, err))
+	}
+	return b, nil
+}
+
+// head reads the file's blosc layout (parseBloscHead; src nil) for a
+// chunk of size decoded bytes: one pread, two when its block starts
+// reach past headBytes.
+func (l *localChunk) head(size int) (bloscFrame, error) {
+	hb, err := l.read(0, min(headBytes, l.size))
+	if err != nil {
+		return bloscFrame{}, err
+	}
+	frame, need, err := parseBloscHead(*hb, l.size, size)
+	if err == nil && need > 0 {
+		putWindow(hb)
+		if hb, err = l.read(0, need); err != nil {
+			return bloscFrame{}, err
+		}
+		frame, _, err = parseBloscHead(*hb, l.size, size)
+	}
+	putWindow(hb)
+	if err != nil {
+		return bloscFrame{}, l.wrap(err)
+	}
+	return frame, nil
+}
+
 // readLocalBlocks decodes into buf (the chunk's decoded bytes) the blocks
 // holding the decoded bytes [b0, b1) of the chunk file at path, reading
 // only its layout and those blocks' byte range. found is false when the
 // file does not exist (a missing chunk).
 func (a *array) readLocalBlocks(path string, size, b0, b1 int, buf []byte) (found bool, err error) {
-	if err := a.src.ctx.Err(); err != nil {
+	l, err := a.openLocal(path)
+	if l == nil || err != nil {
 		return false, err
 	}
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	wrap := func(err error) error { return fmt.Errorf("chunk %s (array %s): %w", path, a.m.file, err) }
-	st, err := f.Stat()
-	if err != nil {
-		return true, wrap(err)
-	}
-	if st.Size() > maxChunkBytes {
-		return true, fmt.Errorf("chunk %s: %d bytes", path, st.Size())
-	}
-	fileSize := int(st.Size())
-	read := func(off, n int) (*[]byte, error) {
-		b := getWindow(n)
-		if _, err := f.ReadAt(*b, int64(off)); err != nil {
-			putWindow(b)
-			return nil, wrap(fmt.Errorf("%d bytes at %d: %w", n, off, err))
-		}
-		return b, nil
-	}
-	hb, err := read(0, min(headBytes, fileSize))
+	defer l.close()
+	frame, err := l.head(size)
 	if err != nil {
 		return true, err
 	}
-	frame, need, err := parseBloscHead(*hb, fileSize, size)
-	if err == nil && need > 0 {
-		putWindow(hb)
-		if hb, err = read(0, need); err != nil {
-			return true, err
-		}
-		frame, _, err = parseBloscHead(*hb, fileSize, size)
-	}
-	putWindow(hb)
-	if err != nil {
-		return true, wrap(err)
-	}
 	j0, j1 := frame.blocksOf(b0, b1)
 	lo, hi := frame.window(j0, j1)
-	wb, err := read(lo, hi-lo)
+	wb, err := l.read(lo, hi-lo)
 	if err != nil {
 		return true, err
 	}
 	defer putWindow(wb)
-	tmp := getBuf(min(frame.blocksize, frame.nbytes))
+	tmp := getBuf(min(frame.blocksize, frame.nbytes) + zstdSlack)
 	defer putBuf(tmp)
 	if err := frame.withWindow(*wb, lo).decodeBlocks(j0, j1, buf, tmp); err != nil {
-		return true, wrap(err)
+		return true, l.wrap(err)
 	}
 	return true, nil
 }
@@ -316,9 +401,11 @@ func putWindow(b *[]byte) {
 // which it goes back to when the cache drops it.
 type block struct{ b []byte }
 
-func newBlock(n int) *block { return &block{getBlock(n)} }
+// newBlock's memory reaches zstdSlack bytes past the block, so that its
+// zstd streams decode in place (decodeBlock's scratch capacity).
+func newBlock(n int) *block { return &block{getBlock(n + zstdSlack)[:n]} }
 
-func (b *block) recycle() { putBlock(b.b) }
+func (b *block) recycle() { putBlock(b.b[:len(b.b)+zstdSlack]) }
 
 // Buffers by size for a chunk being assembled or a shuffled block being
 // decoded: a few per reading goroutine, reused rather than allocated

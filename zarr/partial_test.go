@@ -271,7 +271,8 @@ func TestPartialReadsFetchOnlyMissingBlocks(t *testing.T) {
 // A chunk of more blocks than the first read of a local chunk file holds
 // the starts of (2048 blocks of 4 bytes: 8 KiB of starts after the
 // header) reads its layout in a second pread, and every region of it
-// reads right without a cache.
+// reads right, without a cache and with one (whose first read of the
+// chunk reads its layout and a part's blocks only).
 func TestPartialReadsOfManyBlocks(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "a.zarr")
 	shape := [3]int{16, 16, 16}
@@ -279,28 +280,30 @@ func TestPartialReadsOfManyBlocks(t *testing.T) {
 	if n := 2 * 16 * 16 * 16 / 4; bloscHeader+4*n <= headBytes {
 		t.Fatalf("%d blocks' starts fit the first read", n)
 	}
-	f, err := OpenWith(dir, Options{CacheBytes: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, b := range []volume.Box{
-		{Hi: shape},
-		{Lo: [3]int{3, 5, 7}, Hi: [3]int{4, 9, 16}},
-		{Lo: [3]int{15, 15, 15}, Hi: shape},
-	} {
-		dst := [][]float32{make([]float32, b.Voxels())}
-		if err := f.ReadRegion(b, dst); err != nil {
+	for _, cache := range []int64{-1, 1 << 20} {
+		f, err := OpenWith(dir, Options{CacheBytes: cache})
+		if err != nil {
 			t.Fatal(err)
 		}
-		if d := diffBox(dst[0], vals, shape, b); d != "" {
-			t.Errorf("box %v: %s", b, d)
+		for _, b := range []volume.Box{
+			{Lo: [3]int{3, 5, 7}, Hi: [3]int{4, 9, 16}},
+			{Hi: shape},
+			{Lo: [3]int{15, 15, 15}, Hi: shape},
+		} {
+			dst := [][]float32{make([]float32, b.Voxels())}
+			if err := f.ReadRegion(b, dst); err != nil {
+				t.Fatal(err)
+			}
+			if d := diffBox(dst[0], vals, shape, b); d != "" {
+				t.Errorf("cache %d, box %v: %s", cache, b, d)
+			}
 		}
+		f.Close()
 	}
 }
 
-// A damaged local chunk read in part without a cache (its layout, then
-// its blocks' range) fails the read with an error naming the chunk file —
+// A damaged local chunk read in part, with or without a cache (its
+// layout, then its blocks' range), fails the read with an error naming the chunk file —
 // never a panic, never an allocation the file does not justify: shorter
 // than a blosc header, a header claiming another decoded size, a stream
 // size past the file's end, a block starting past it, the starts of more
@@ -325,15 +328,17 @@ func TestPartialLocalReadsOfDamagedChunks(t *testing.T) {
 			writeBloscArray(t, dir, shape, shape, tc.blocks, bloscShuffle, 5)
 			chunk := filepath.Join(dir, "0.0.0")
 			editFile(t, chunk, tc.edit)
-			f, err := OpenWith(dir, Options{CacheBytes: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			b := volume.Box{Hi: [3]int{1, 2, 16}} // the first block(s) only
-			err = f.ReadRegion(b, [][]float32{make([]float32, b.Voxels())})
-			if err == nil || !strings.Contains(err.Error(), chunk) || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("err = %v, want one naming %s and saying %q", err, chunk, tc.want)
+			for _, cache := range []int64{-1, 1 << 20} {
+				f, err := OpenWith(dir, Options{CacheBytes: cache})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b := volume.Box{Hi: [3]int{1, 2, 16}} // the first block(s) only
+				err = f.ReadRegion(b, [][]float32{make([]float32, b.Voxels())})
+				if err == nil || !strings.Contains(err.Error(), chunk) || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("cache %d: err = %v, want one naming %s and saying %q", cache, err, chunk, tc.want)
+				}
+				f.Close()
 			}
 		})
 	}
