@@ -56,3 +56,14 @@ func TestHugeGzip(t *testing.T) {
 		t.Errorf("far region: %v, want ErrTooLarge naming %s", err, path)
 	}
 }
+
+// TestHugeRaw: a raw detached NRRD of 2^33 voxels opens, and regions past
+// 2^31 and 2^32 voxels read the bytes stored there.
+func TestHugeRaw(t *testing.T) {
+	dir := t.TempDir()
+	hdr := filepath.Join(dir, "huge.nhdr")
+	if err := os.WriteFile(hdr, []byte("NRRD0004\ntype: uint8\ndimension: 3\nsizes: 65536 65536 2\nencoding: raw\ndata file: huge.raw\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	volumetest.HugeRaw(t, Open, hdr, filepath.Join(dir, "huge.raw"))
+}
