@@ -554,29 +554,23 @@ func n5Units(m *arrayMeta) []string {
 
 // spatialUnit is the unit of the spatial axes (volume.NormalizeUnit's
 // spelling) of an array whose axes have units (per array axis; nil: none
-// written). The spatial axes must agree — a voxel size in nanometres
-// along z and micrometres along x would be read wrongly in any one unit —
-// and an axis that states none beside one that does is as ambiguous:
-// both are errors naming file and axes. A time axis's unit is not a
-// spatial one and is not looked at.
+// written), by volume.AxesUnit's rule: the spatial axes must agree, and
+// an axis that states none beside one that does is an error too (OME-NGFF
+// says nothing of an axis without a unit); both name file and axes. A
+// time axis's unit is not a spatial one and is not looked at.
 func spatialUnit(units []string, r axisRoles, file string) (string, error) {
 	if units == nil {
 		return "", nil
 	}
-	unit, first := "", -1
+	var us, names []string
 	for k, ax := range r.spatial {
-		if ax < 0 {
-			continue
+		if ax >= 0 {
+			us, names = append(us, units[ax]), append(names, "zyx"[k:k+1])
 		}
-		u := volume.NormalizeUnit(units[ax])
-		if first < 0 {
-			unit, first = u, k
-			continue
-		}
-		if u != unit {
-			return "", fmt.Errorf("%s: the spatial axes disagree on their unit: %s is in %q, %s in %q (voxtrain reads one unit for z, y and x)",
-				file, "zyx"[first:first+1], units[r.spatial[first]], "zyx"[k:k+1], units[ax])
-		}
+	}
+	unit, err := volume.AxesUnit(us, names)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", file, err)
 	}
 	return unit, nil
 }
