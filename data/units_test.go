@@ -132,3 +132,46 @@ func TestSameUnit(t *testing.T) {
 		}
 	}
 }
+
+// TestSpacingUnit: with data.spacing_unit, training refuses cases in
+// another unit (naming the key, a case and both units) and takes cases
+// in it, or stating none; ReadCase (prediction) converts target_spacing
+// into the input's unit: 2000 µm is 2 mm for a millimetre case.
+func TestSpacingUnit(t *testing.T) {
+	dir := t.TempDir()
+	mm, none := writeUnitCase(t, dir, "mm", nifti.UnitsMM), writeUnitCase(t, dir, "none", 0)
+	cfg := filled(config.Data{Cases: []config.CaseSpec{none, mm}, Store: filepath.Join(dir, "store"), Fold: -1, Workers: workers(1),
+		TargetSpacing: []float64{2, 2, 2}, SpacingUnit: "um"})
+	_, err := Prepare(context.Background(), cfg, PrepareOptions{Logger: discard()})
+	if err == nil || !strings.Contains(err.Error(), "data.spacing_unit is micrometer and case mm ("+mm.Image[0]+") is in millimeter") {
+		t.Errorf("millimetre cases, spacing_unit µm: %v", err)
+	}
+	if _, err := Open(cfg, Options{Seed: 1, Patch: [3]int{4, 4, 4}, Batch: 1, Logger: discard()}); err == nil || !strings.Contains(err.Error(), "data.spacing_unit") {
+		t.Errorf("Open, millimetre cases, spacing_unit µm: %v", err)
+	}
+	cfg.SpacingUnit = "mm"
+	if _, err := Prepare(context.Background(), cfg, PrepareOptions{Logger: discard()}); err != nil {
+		t.Errorf("millimetre cases, spacing_unit mm: %v", err)
+	}
+
+	cfg.TargetSpacing, cfg.SpacingUnit = []float64{2000, 2000, 2000}, "micrometer"
+	ds, err := OpenDataset(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range ds.Cases {
+		v, err := ReadCase(cfg, c, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The case stating no unit is taken to be in the spacing unit:
+		// 2000 of its voxels of 1 make one.
+		want, wantUnit := [3]int{3, 3, 3}, "millimeter"
+		if c.ID == "none" {
+			want, wantUnit = [3]int{1, 1, 1}, ""
+		}
+		if v.Shape != want || v.Unit != wantUnit {
+			t.Errorf("ReadCase %s, target 2000 µm: shape %v, unit %q, spacing %v; want %v in %q", c.ID, v.Shape, v.Unit, v.Spacing, want, wantUnit)
+		}
+	}
+}

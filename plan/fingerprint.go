@@ -42,6 +42,10 @@ type Fingerprint struct {
 	// cropped voxels of the dataset that carry it (ours; nnU-Net's
 	// fingerprint has no class statistics).
 	ClassFrequencies map[string]float64 `json:"class_frequencies"`
+	// SpacingUnit is the unit of Spacings, the one the cases state
+	// (volume.Header.Unit's spelling; ours; "" when none states one, as
+	// nnU-Net's fingerprint, whose SimpleITK spacings are millimetres).
+	SpacingUnit string `json:"spacing_unit,omitempty"`
 }
 
 // IntensityStats are one channel's foreground intensity statistics, with
@@ -280,12 +284,14 @@ func combine(ds *data.Dataset, sums []*caseSummary) (*Fingerprint, error) {
 	for i, s := range sums {
 		units[i] = s.unit
 	}
-	if _, err := data.SameUnit(ds, units); err != nil {
+	unit, err := data.SameUnit(ds, units)
+	if err != nil {
 		return nil, fmt.Errorf("fingerprint: %w", err)
 	}
 	fp := &Fingerprint{
 		ForegroundIntensityPropertiesPerChannel: map[string]IntensityStats{},
 		ClassFrequencies:                        map[string]float64{},
+		SpacingUnit:                             unit,
 	}
 	rel := make([]float64, len(sums))
 	var classes [256]int64

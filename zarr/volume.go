@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -69,6 +70,12 @@ type Options struct {
 	// TargetSpacing, when non-zero, picks the level with ChooseLevel:
 	// the coarsest whose spacing is nowhere coarser than this (D, H, W).
 	TargetSpacing [3]float64
+	// TargetUnit is the unit TargetSpacing is in (any spelling
+	// volume.NormalizeUnit reads: "millimeter", "mm"): the levels'
+	// spacings are converted into it before they are compared (a model's
+	// spacing in millimetres, an image in micrometres). Empty, or an image
+	// that states no unit: the numbers are compared as they are.
+	TargetUnit string
 	// CacheBytes bounds the file's cache of decoded chunks
 	// (DefaultCacheBytes when 0; negative: no cache).
 	CacheBytes int64
@@ -189,6 +196,22 @@ func ChooseLevel(levels []Level, target [3]float64) int {
 	return best
 }
 
+// levelsIn returns ls with their spacings converted into unit u (as
+// volume.UnitScale converts: unchanged where either states no unit).
+func levelsIn(ls []Level, u string) ([]Level, error) {
+	out := slices.Clone(ls)
+	for i := range out {
+		f, err := volume.UnitScale(out[i].Unit, u)
+		if err != nil {
+			return nil, err
+		}
+		for a := range 3 {
+			out[i].Spacing[a] *= f
+		}
+	}
+	return out, nil
+}
+
 // OpenWith opens a store as a volume with opt.
 func OpenWith(path string, opt Options) (volume.File, error) {
 	return OpenContext(context.Background(), path, opt)
@@ -209,6 +232,9 @@ func OpenContext(ctx context.Context, path string, opt Options) (volume.File, er
 			ls, err := n.levels()
 			if err != nil {
 				return nil, err
+			}
+			if ls, err = levelsIn(ls, volume.NormalizeUnit(opt.TargetUnit)); err != nil {
+				return nil, fmt.Errorf("%s: target spacing %v %s: %w", path, opt.TargetSpacing, opt.TargetUnit, err)
 			}
 			level = ChooseLevel(ls, opt.TargetSpacing)
 		}
