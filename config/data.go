@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/voxtrain/voxtrain/volume"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -140,8 +141,21 @@ type Data struct {
 	// TargetSpacing, when set, resamples every case after normalisation to
 	// this voxel size, [d, h, w] in the files' units in (D, H, W) = NIfTI
 	// (z, y, x) order, as nnU-Net's preprocessing (images trilinear,
-	// labels nearest). Absent: no resampling.
+	// labels nearest). Absent: no resampling. The cases must state one
+	// unit (a case stating none is taken to be in the others'): a dataset
+	// mixing millimetres and micrometres is refused (data.SameUnit).
 	TargetSpacing []float64 `yaml:"target_spacing,omitempty"`
+	// SpacingUnit is the length unit target_spacing is in, the unit the
+	// training cases state ("millimeter", "micrometer", "nanometer", … or
+	// "mm", "um", "nm": any spelling volume.NormalizeUnit reads); train
+	// plan writes it when the cases state one. With target_spacing,
+	// training refuses cases that state another unit (a case stating none
+	// is taken to be in it), and prediction converts target_spacing into
+	// each input's unit before it resamples the input or compares its
+	// spacing (a model trained on millimetre NIfTI files predicting an
+	// OME-Zarr in micrometres). Empty: unknown, and target_spacing is
+	// taken to be in each file's own unit, as before units were recorded.
+	SpacingUnit string `yaml:"spacing_unit,omitempty"`
 	// CropToNonzero crops every case, before normalisation, to the
 	// bounding box of its nonzero mask (voxels nonzero in any channel,
 	// holes filled), as nnU-Net's preprocessing always does; predictions
@@ -229,6 +243,10 @@ func (d Data) Target() *[3]float64 {
 	}
 	return &[3]float64{d.TargetSpacing[0], d.TargetSpacing[1], d.TargetSpacing[2]}
 }
+
+// TargetUnit returns spacing_unit as volume.Header.Unit spells it
+// ("mm" → "millimeter"; "" when unset).
+func (d Data) TargetUnit() string { return volume.NormalizeUnit(d.SpacingUnit) }
 
 // Workers is a worker count or "auto". The zero value (not set) means the
 // default count, min(8, cores−1), at least 1; an explicit 0 runs every

@@ -119,6 +119,27 @@ func TestTargetSpacing(t *testing.T) {
 	}
 }
 
+// TestSpacingUnit: spacing_unit parses in any spelling NormalizeUnit
+// reads and is absent by default; a word that is not a length unit
+// ("pixel", "second") names the key.
+func TestSpacingUnit(t *testing.T) {
+	for in, want := range map[string]string{"mm": "millimeter", "µm": "micrometer", "nanometer": "nanometer", "": ""} {
+		doc := "dataset: x\ntarget_spacing: [1, 1, 1]"
+		if in != "" {
+			doc += "\nspacing_unit: " + in
+		}
+		c, err := parseData(t, doc)
+		if err != nil || c.TargetUnit() != want || c.SpacingUnit != in {
+			t.Errorf("spacing_unit %q: %q (%q), %v; want %q", in, c.TargetUnit(), c.SpacingUnit, err, want)
+		}
+	}
+	for _, in := range []string{"pixel", "second", "furlong"} {
+		if _, err := parseData(t, "dataset: x\nspacing_unit: "+in); err == nil || !strings.Contains(err.Error(), "data.spacing_unit") || !strings.Contains(err.Error(), in) {
+			t.Errorf("spacing_unit %s: %v, want an error naming data.spacing_unit and %s", in, err, in)
+		}
+	}
+}
+
 // TestPreprocessingParitySettings: crop_to_nonzero, use_mask_for_norm and
 // resample_order parse, default to today's behaviour, and bad values name
 // their key.

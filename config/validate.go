@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/voxtrain/voxtrain/volume"
 )
 
 // Validate checks every setting and reports every invalid one, each named
@@ -235,6 +237,13 @@ func (d Data) validate() []error {
 				}
 			}
 		}
+	}
+	if u := d.TargetUnit(); u != "" {
+		if _, ok := volume.UnitMeters(u); !ok {
+			bad("spacing_unit", "%q is not a length unit (want one of UDUNITS-2's, as OME-NGFF: nanometer, micrometer, millimeter, … or nm, um, mm, …)", d.SpacingUnit)
+		}
+	} else if strings.TrimSpace(d.SpacingUnit) != "" {
+		bad("spacing_unit", "%q is not a length unit: leave the key out when the unit is unknown", d.SpacingUnit)
 	}
 	switch d.ResampleOrder {
 	case "linear", "nnunet":

@@ -68,7 +68,9 @@
 // config or computed once from the dataset's foreground and cached, see
 // Config.CTStd), then, with target_spacing, resampling (resample_order
 // linear: images trilinear, labels nearest; nnunet: nnU-Net's orders) and
-// the foreground index on the resampled grid. Cropping, the mask and
+// the foreground index on the resampled grid. Resampling needs the cases
+// in one spatial unit: Setup, Prepare and Open refuse a dataset whose
+// files state different ones (SameUnit). Cropping, the mask and
 // cubic splines need the whole case, so with any of them the gz source
 // preprocesses the whole case for every sample (the cache and the store
 // do it once). Predictions are mapped back onto the files' full grid

@@ -97,6 +97,9 @@ func Open(cfg config.Data, opt Options) (*Loader, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkTargetUnit(cfg, ds); err != nil {
+		return nil, err
+	}
 	train, val, err := FoldCases(ds, cfg)
 	if err != nil {
 		return nil, err

@@ -86,6 +86,9 @@ func Prepare(ctx context.Context, cfg config.Data, opt PrepareOptions) (*Prepare
 	if err != nil {
 		return nil, err
 	}
+	if err := checkTargetUnit(cfg, ds); err != nil {
+		return nil, err
+	}
 	// ct statistics left to compute come from the dataset (cached), and
 	// enter the fingerprint through the spec like given ones.
 	cfg, ct, err := resolveCT(ctx, cfg, ds, ch, opt.Workers, opt.Logger)

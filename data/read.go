@@ -144,7 +144,13 @@ func readCase(c Case, channels int, spec *preprocess.Spec, into, src *Volume) (*
 		}
 	}
 	if spec.Target != nil {
-		if err := resampleCase(v, dec, *spec.Target, spec.Resample); err != nil {
+		// In the case's unit: prediction's input may be in another than
+		// training's (data.spacing_unit), a training case is not.
+		target, err := spec.TargetIn(dec.Unit)
+		if err == nil {
+			err = resampleCase(v, dec, *target, spec.Resample)
+		}
+		if err != nil {
 			return nil, nil, fmt.Errorf("case %s (%s): %w", c.ID, c.Images[0], err)
 		}
 	}

@@ -43,6 +43,9 @@ func Setup(ctx context.Context, cfg config.Data, o SetupOptions) (config.Data, e
 	if err != nil {
 		return cfg, err
 	}
+	if err := checkTargetUnit(cfg, ds); err != nil {
+		return cfg, err
+	}
 	if cfg, _, err = resolveCT(ctx, cfg, ds, ch, max(1, cfg.WorkerCount()), log); err != nil {
 		return cfg, err
 	}

@@ -229,10 +229,14 @@ func (s *gzSource) chunkedMeta(c int) (*caseMeta, error) {
 		}
 	}
 	if spec.Target != nil {
-		if err := checkSpacing(h.Spacing, *spec.Target); err != nil {
+		target, err := spec.TargetIn(h.Unit)
+		if err == nil {
+			err = checkSpacing(h.Spacing, *target)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("case %s (%s): %w", cs.ID, cs.Images[0], err)
 		}
-		if to := preprocess.ResampledShape(h.Shape, h.Spacing, *spec.Target); to != h.Shape {
+		if to := preprocess.ResampledShape(h.Shape, h.Spacing, *target); to != h.Shape {
 			m.shape = to
 			m.resample = preprocess.NewResampler(h.Shape, to)
 			src := grid.Label

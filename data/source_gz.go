@@ -72,10 +72,14 @@ func (s *gzSource) meta(w *worker, c int) (*caseMeta, error) {
 	m := &caseMeta{shape: src.Shape, srcShape: src.Shape, stats: st, spacing: src.Spacing, affine: src.Affine}
 	grid := &Volume{Shape: src.Shape, Label: src.Label}
 	if spec.Target != nil {
-		if err := checkSpacing(src.Spacing, *spec.Target); err != nil {
+		target, err := spec.TargetIn(src.Unit)
+		if err == nil {
+			err = checkSpacing(src.Spacing, *target)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("case %s (%s): %w", cs.ID, cs.Images[0], err)
 		}
-		if to := preprocess.ResampledShape(src.Shape, src.Spacing, *spec.Target); to != src.Shape {
+		if to := preprocess.ResampledShape(src.Shape, src.Spacing, *target); to != src.Shape {
 			m.shape = to
 			m.resample = preprocess.NewResampler(src.Shape, to)
 			grid = &Volume{Shape: to}

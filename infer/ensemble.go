@@ -42,7 +42,8 @@ type Ensemble struct {
 
 // NewEnsemble checks that the models can be averaged, that is that they
 // agree on the classes, the input channels and the preprocessing
-// (normalisation, its ct statistics and the target spacing), and returns
+// (normalisation, its ct statistics and the target spacing, with its unit
+// where both record one: one that does not takes the other's), and returns
 // their ensemble. A disagreement is an error naming both checkpoints and
 // what differs.
 func NewEnsemble(models []*Model) (*Ensemble, error) {
@@ -72,9 +73,16 @@ func NewEnsemble(models []*Model) (*Ensemble, error) {
 			what = fmt.Sprintf("%d input channels (model.in_channels), %s has %d", mc.InChannels, first.Dir, e.Channels)
 		case spec != spec0:
 			what = fmt.Sprintf("the preprocessing %s, %s has %s", spec, first.Dir, spec0)
+		case e.Data.Target() != nil && m.Config.Data.TargetUnit() != "" && e.Data.TargetUnit() != "" && m.Config.Data.TargetUnit() != e.Data.TargetUnit():
+			what = fmt.Sprintf("data.target_spacing %v in %s (data.spacing_unit), %s has it in %s", m.Config.Data.TargetSpacing, m.Config.Data.TargetUnit(), first.Dir, e.Data.TargetUnit())
 		}
 		if what != "" {
 			return nil, fmt.Errorf("checkpoints %s and %s cannot be ensembled: %s has %s", first.Dir, m.Dir, m.Dir, what)
+		}
+		// A member that records the target's unit tells it for one that
+		// does not (a checkpoint from before spacing_unit).
+		if e.Data.SpacingUnit == "" {
+			e.Data.SpacingUnit = m.Config.Data.SpacingUnit
 		}
 	}
 	if e.MultiLabel = first.Config.Model.MultiLabel(); e.MultiLabel {

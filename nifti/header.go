@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+
+	"github.com/voxtrain/voxtrain/volume"
 )
 
 // Sizes of the two header versions and of the extension flag that follows
@@ -198,15 +200,11 @@ func (h *Header) SpaceUnits() string {
 // SpatialUnit returns the spatial unit of xyzt_units as UDUNITS-2 and
 // OME-NGFF name it ("meter", "millimeter", "micrometer"; see
 // volume.Header.Unit), "" when the code is 0 (unknown) or one the
-// standard does not define.
+// standard does not define: SpaceUnits' name, normalised, so that the
+// codes are mapped in one place.
 func (h *Header) SpatialUnit() string {
-	switch h.XYZTUnits & 0x07 {
-	case UnitsMeter:
-		return "meter"
-	case UnitsMM:
-		return "millimeter"
-	case UnitsMicron:
-		return "micrometer"
+	if u := h.SpaceUnits(); u != "unknown" {
+		return volume.NormalizeUnit(u)
 	}
 	return ""
 }

@@ -51,3 +51,21 @@ func TestVolumeUnit(t *testing.T) {
 		}
 	}
 }
+
+// TestSpatialUnitCodes: every spatial code of xyzt_units (its low three
+// bits, the time bits beside them ignored) gives SpaceUnits' short name
+// and SpatialUnit's UDUNITS-2 name, the two from one mapping.
+func TestSpatialUnitCodes(t *testing.T) {
+	want := map[uint8][2]string{
+		0: {"unknown", ""}, UnitsMeter: {"m", "meter"}, UnitsMM: {"mm", "millimeter"}, UnitsMicron: {"um", "micrometer"},
+		4: {"unknown", ""}, 5: {"unknown", ""}, 6: {"unknown", ""}, 7: {"unknown", ""},
+	}
+	for code := range uint8(8) {
+		for _, tbits := range []uint8{0, UnitsSec, UnitsUsec} {
+			h := Header{XYZTUnits: code | tbits}
+			if got := [2]string{h.SpaceUnits(), h.SpatialUnit()}; got != want[code] {
+				t.Errorf("xyzt_units %d: SpaceUnits, SpatialUnit = %q, want %q", code|tbits, got, want[code])
+			}
+		}
+	}
+}

@@ -297,35 +297,35 @@ func (h *Header) Spec(path string) (*rawvol.Spec, error) {
 
 // unit reads the spatial unit (volume.Header.Unit's spelling): "space
 // units" ("mm" "mm" "mm", one per world axis, as Slicer and ITK write
-// it), else the spatial axes' entries of the per-axis "units". Every
-// spatial unit must be the same; "???" and "" are no unit, as the NRRD
+// it), else the spatial axes' entries of the per-axis "units". They must
+// agree as volume.AxesUnit says; "???" and "" are no unit, as the NRRD
 // format writes an unknown one.
 func (h *Header) unit(spatial []int, bad func(string, string, ...any) error) (string, error) {
 	field := "space units"
 	v, ok := h.field(field)
-	var us []string
+	var us, names []string
 	if ok {
 		us = quoted(v)
+		for i := range us {
+			names = append(names, fmt.Sprintf("world axis %d", i))
+		}
 	} else if v, ok = h.field("units"); ok {
 		field = "units"
 		all := quoted(v)
 		for _, ax := range spatial {
 			if ax < len(all) {
-				us = append(us, all[ax])
+				us, names = append(us, all[ax]), append(names, fmt.Sprintf("axis %d", ax))
 			}
 		}
 	}
-	unit := ""
 	for i, u := range us {
 		if u == "???" {
-			u = ""
+			us[i] = ""
 		}
-		n := volume.NormalizeUnit(u)
-		if i == 0 {
-			unit = n
-		} else if n != unit {
-			return "", bad(field, "%q: the spatial axes disagree on their unit (voxtrain reads one unit for every spatial axis)", v)
-		}
+	}
+	unit, err := volume.AxesUnit(us, names)
+	if err != nil {
+		return "", bad(field, "%q: %v", v, err)
 	}
 	return unit, nil
 }

@@ -10,7 +10,7 @@ import (
 // TestUnit: "space units" (as Slicer and ITK write it) or the spatial
 // axes' "units" give the header's unit, normalised; a channel axis's unit
 // is not looked at; "???" is no unit; spatial units that disagree are an
-// error naming the file and the field.
+// error naming the file, the field and the two axes (volume.AxesUnit).
 func TestUnit(t *testing.T) {
 	const ascii = "encoding: ascii\n\n1 2 3 4 5 6 7 8\n"
 	dir := t.TempDir()
@@ -22,8 +22,11 @@ func TestUnit(t *testing.T) {
 		{"type: uint8\ndimension: 4\nsizes: 1 2 2 2\nkinds: vector domain domain domain\nspacings: NaN 0.5 0.5 0.5\nunits: \"\" \"microns\" \"µm\" \"um\"\n", "micrometer", ""},
 		{"type: uint8\ndimension: 3\nsizes: 2 2 2\nspace: RAS\nspace directions: (1,0,0) (0,1,0) (0,0,1)\nspace units: \"???\" \"???\" \"???\"\n", "", ""},
 		{"type: uint8\ndimension: 3\nsizes: 2 2 2\nspacings: 1 1 1\n", "", ""},
-		{"type: uint8\ndimension: 3\nsizes: 2 2 2\nspace: RAS\nspace directions: (1,0,0) (0,1,0) (0,0,1)\nspace units: \"mm\" \"mm\" \"um\"\n", "", `field "space units"`},
-		{"type: uint8\ndimension: 3\nsizes: 2 2 2\nspacings: 1 1 1\nunits: \"nm\" \"\" \"nm\"\n", "", `field "units"`},
+		{"type: uint8\ndimension: 3\nsizes: 2 2 2\nspace: RAS\nspace directions: (1,0,0) (0,1,0) (0,0,1)\nspace units: \"mm\" \"mm\" \"um\"\n", "", `field "space units": "\"mm\" \"mm\" \"um\"": the spatial axes disagree on their unit: world axis 0 is in "mm", world axis 2 in "um"`},
+		{"type: uint8\ndimension: 3\nsizes: 2 2 2\nspacings: 1 1 1\nunits: \"nm\" \"\" \"nm\"\n", "", `field "units": "\"nm\" \"\" \"nm\"": the spatial axes disagree on their unit: axis 0 is in "nm", axis 1 in ""`},
+		// "???" is no unit, which beside "nm" is an error; the channel
+		// axis's "" is not looked at.
+		{"type: uint8\ndimension: 4\nsizes: 2 2 2 1\nkinds: domain domain domain vector\nspacings: 1 1 1 NaN\nunits: \"nm\" \"nm\" \"???\" \"\"\n", "", `field "units": "\"nm\" \"nm\" \"???\" \"\"": the spatial axes disagree on their unit: axis 0 is in "nm", axis 2 in ""`},
 	} {
 		p := filepath.Join(dir, "u"+string(rune('0'+i))+".nrrd")
 		if err := os.WriteFile(p, []byte("NRRD0004\n"+tc.header+ascii), 0o644); err != nil {

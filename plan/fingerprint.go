@@ -14,7 +14,6 @@ import (
 
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/data"
-	"github.com/voxtrain/voxtrain/volume"
 )
 
 // Fingerprint is a dataset's summary the planner works from, nnU-Net v2's
@@ -43,6 +42,10 @@ type Fingerprint struct {
 	// cropped voxels of the dataset that carry it (ours; nnU-Net's
 	// fingerprint has no class statistics).
 	ClassFrequencies map[string]float64 `json:"class_frequencies"`
+	// SpacingUnit is the unit of Spacings, the one the cases state
+	// (volume.Header.Unit's spelling; ours; "" when none states one, as
+	// nnU-Net's fingerprint, whose SimpleITK spacings are millimetres).
+	SpacingUnit string `json:"spacing_unit,omitempty"`
 }
 
 // IntensityStats are one channel's foreground intensity statistics, with
@@ -271,38 +274,24 @@ func summarizeChannel(xs []float32, id string, keep int) channelSummary {
 	return cs
 }
 
-// sameUnits refuses a dataset whose cases state different spatial units:
-// the planner's median spacing, and the target spacing every case is
-// resampled to, are numbers compared across cases (nnU-Net, which reads
-// spacings through SimpleITK in millimetres, never sees this). A case
-// that states no unit is taken to be in the others'.
-func sameUnits(ds *data.Dataset, sums []*caseSummary) error {
-	first := -1
-	for i, s := range sums {
-		if s.unit == "" {
-			continue
-		}
-		if first < 0 {
-			first = i
-			continue
-		}
-		if f, err := volume.UnitScale(s.unit, sums[first].unit); err != nil {
-			return fmt.Errorf("fingerprint: case %s (%s): %w", ds.Cases[i].ID, ds.Cases[i].Images[0], err)
-		} else if f != 1 {
-			return fmt.Errorf("fingerprint: case %s (%s) is in %s, case %s (%s) in %s: a plan's spacings would mix units; write the cases in one unit", ds.Cases[i].ID, ds.Cases[i].Images[0], s.unit, ds.Cases[first].ID, ds.Cases[first].Images[0], sums[first].unit)
-		}
-	}
-	return nil
-}
-
 // combine assembles the fingerprint from the per-case summaries.
 func combine(ds *data.Dataset, sums []*caseSummary) (*Fingerprint, error) {
-	if err := sameUnits(ds, sums); err != nil {
-		return nil, err
+	// The planner's median spacing, and the target spacing every case is
+	// resampled to, are numbers compared across cases (nnU-Net, which
+	// reads spacings through SimpleITK in millimetres, never sees this):
+	// data.SameUnit refuses cases in different units.
+	units := make([]string, len(sums))
+	for i, s := range sums {
+		units[i] = s.unit
+	}
+	unit, err := data.SameUnit(ds, units)
+	if err != nil {
+		return nil, fmt.Errorf("fingerprint: %w", err)
 	}
 	fp := &Fingerprint{
 		ForegroundIntensityPropertiesPerChannel: map[string]IntensityStats{},
 		ClassFrequencies:                        map[string]float64{},
+		SpacingUnit:                             unit,
 	}
 	rel := make([]float64, len(sums))
 	var classes [256]int64

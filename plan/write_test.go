@@ -9,9 +9,13 @@ import (
 
 // TestWrittenYAMLsLoad writes the demo's and the synthetic dataset's
 // plans and loads every YAML with config.Load (which validates), checking
-// that the run config trains what was planned, in (D, H, W).
+// that the run config trains what was planned, in (D, H, W), with the
+// fingerprint's spacing unit (the synthetic one states none).
 func TestWrittenYAMLsLoad(t *testing.T) {
 	fp, dsDemo := demoFingerprint(t)
+	if fp.SpacingUnit != "millimeter" {
+		t.Errorf("the demo's fingerprint: spacing unit %q, want millimeter", fp.SpacingUnit)
+	}
 	demo, err := DescribeDataset(dsDemo, fp, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +54,11 @@ func TestWrittenYAMLsLoad(t *testing.T) {
 			fwd := p.TransposeForward
 			if got, want := cfg.Data.Dataset, mustAbs(t, tc.dataset); got != want {
 				t.Errorf("%s: data.dataset %q, want %q", path, got, want)
+			}
+			// The cases' unit, when they state one (the demo's NIfTI
+			// files: millimetres), is target_spacing's.
+			if cfg.Data.SpacingUnit != tc.fp.SpacingUnit {
+				t.Errorf("%s: data.spacing_unit %q, the fingerprint's %q", path, cfg.Data.SpacingUnit, tc.fp.SpacingUnit)
 			}
 			if cfg.Train.BatchSize != c.BatchSize {
 				t.Errorf("%s: batch_size %d, planned %d", path, cfg.Train.BatchSize, c.BatchSize)

@@ -8,6 +8,7 @@ package preprocess
 
 import (
 	"errors"
+	"fmt"
 	"math"
 
 	"github.com/voxtrain/voxtrain/config"
@@ -41,6 +42,32 @@ type Spec struct {
 	// The new fields are absent from the JSON at their defaults, so stores
 	// made before them keep their fingerprint.
 	Resample string `json:"resample_order,omitempty"`
+	// TargetUnit is the unit Target is in (data.spacing_unit, as
+	// volume.Header.Unit spells it; "": unknown, Target is in each case's
+	// own unit). Not in the JSON: a training dataset in another unit is
+	// refused (package data), so a store's cases are resampled to
+	// Target's numbers whatever it is; prediction converts Target into
+	// each input's unit (TargetIn).
+	TargetUnit string `json:"-"`
+}
+
+// TargetIn returns Target converted into unit, the unit of a case's
+// spacing (volume.Header.Unit): unchanged when either states no unit
+// (volume.UnitScale); nil when there is no Target. A unit that is not a
+// length is an error naming it.
+func (p *Spec) TargetIn(unit string) (*[3]float64, error) {
+	if p.Target == nil {
+		return nil, nil
+	}
+	f, err := volume.UnitScale(p.TargetUnit, unit)
+	if err != nil {
+		return nil, fmt.Errorf("data.target_spacing %v %s in the file's unit: %w", *p.Target, volume.UnitName(p.TargetUnit), err)
+	}
+	t := *p.Target
+	for a := range t {
+		t[a] *= f
+	}
+	return &t, nil
 }
 
 // SpecOf returns the preprocessing a data section asks for; its ct
@@ -48,7 +75,8 @@ type Spec struct {
 func SpecOf(d config.Data) Spec {
 	return Spec{Norm: d.Normalization, CTWindow: d.CTWindow, CTMean: d.CTMean, CTStd: d.CTStd,
 		FGSamples: DefaultForegroundSamples, Target: d.Target(),
-		Crop: d.CropToNonzero, MaskNorm: maskNorm(d.UseMaskForNorm), Resample: resampleOrder(d.ResampleOrder)}
+		Crop: d.CropToNonzero, MaskNorm: maskNorm(d.UseMaskForNorm), Resample: resampleOrder(d.ResampleOrder),
+		TargetUnit: d.TargetUnit()}
 }
 
 // maskNorm is use_mask_for_norm without its all-false default, so that a

@@ -314,16 +314,19 @@ func (t *File) stack(w, h int) error {
 		}
 		// unit= is x's (and every axis's); ImageJ writes yunit= and
 		// zunit= only where they differ.
-		units := [3]string{kv["unit"], kv["unit"], kv["unit"]}
-		keys := [3]string{"unit", "unit", "unit"}
+		units := []string{kv["unit"], kv["unit"], kv["unit"]}
+		keys := []string{"unit", "unit", "unit"}
 		for i, k := range []string{"zunit", "yunit"} {
 			if u, ok := kv[k]; ok {
 				units[i], keys[i] = u, k
 			}
 		}
+		for i := range units {
+			units[i] = unescapeImageJ(units[i])
+		}
 		var err error
-		if t.hdr.Unit, err = t.sameUnit(units, keys, unescapeImageJ); err != nil {
-			return err
+		if t.hdr.Unit, err = volume.AxesUnit(units, keys); err != nil {
+			return t.r.errf("%v", err)
 		}
 		c, _ := strconv.Atoi(kv["channels"])
 		z, _ := strconv.Atoi(kv["slices"])
@@ -348,21 +351,22 @@ func (t *File) stack(w, h int) error {
 		}
 		t.hdr.Spacing = [3]float64{1, 1, 1}
 		// A PhysicalSize without its Unit is in µm, the OME schema's
-		// default; an axis without a PhysicalSize has no unit to agree.
-		var units, keys [3]string
+		// default; an axis without a PhysicalSize has no spacing, hence
+		// no unit to agree on, and is left out.
+		var units, keys []string
 		for i, k := range []string{"PhysicalSizeZ", "PhysicalSizeY", "PhysicalSizeX"} {
-			keys[i] = k + "Unit"
 			if s, err := strconv.ParseFloat(kv[k], 64); err == nil && s > 0 {
 				t.hdr.Spacing[i] = s
-				units[i] = "µm"
-				if u, ok := kv[k+"Unit"]; ok {
-					units[i] = u
+				u := "µm"
+				if v, ok := kv[k+"Unit"]; ok {
+					u = html.UnescapeString(v)
 				}
+				units, keys = append(units, u), append(keys, k+"Unit")
 			}
 		}
 		var err error
-		if t.hdr.Unit, err = t.sameUnit(units, keys, html.UnescapeString); err != nil {
-			return err
+		if t.hdr.Unit, err = volume.AxesUnit(units, keys); err != nil {
+			return t.r.errf("%v", err)
 		}
 		c, _ := strconv.Atoi(kv["SizeC"])
 		z, _ := strconv.Atoi(kv["SizeZ"])
@@ -406,24 +410,6 @@ func (t *File) stack(w, h int) error {
 	}
 	t.hdr.Affine[3][3] = 1
 	return nil
-}
-
-// sameUnit is the unit (volume.NormalizeUnit's spelling) of the spatial
-// axes (D, H, W) given as units, each decoded by unescape: the ones
-// stated must agree, an error naming the metadata keys otherwise.
-func (t *File) sameUnit(units, keys [3]string, unescape func(string) string) (string, error) {
-	unit, from := "", -1
-	for i, u := range units {
-		n := volume.NormalizeUnit(unescape(u))
-		switch {
-		case n == "":
-		case from < 0:
-			unit, from = n, i
-		case n != unit:
-			return "", t.r.errf("the spatial axes disagree on their unit: %s %q, %s %q (voxtrain reads one unit for every axis)", keys[from], units[from], keys[i], u)
-		}
-	}
-	return unit, nil
 }
 
 // unescapeImageJ decodes the \uXXXX escapes ImageJ writes for the

@@ -81,12 +81,17 @@ func TestUnitDescriptions(t *testing.T) {
 		{"ImageJ=1.54f\nimages=1\nunit=nm\nspacing=40\n", "nanometer", ""},
 		{"ImageJ=1.54f\nimages=1\nunit=pixel\n", "", ""},
 		{"ImageJ=1.54f\nimages=1\nunit=nm\nzunit=nm\n", "nanometer", ""},
-		{"ImageJ=1.54f\nimages=1\nunit=nm\nzunit=micron\n", "", `zunit "micron", unit "nm"`},
+		{"ImageJ=1.54f\nimages=1\nunit=nm\nzunit=micron\n", "", `zunit is in "micron", unit in "nm"`},
+		// An uncalibrated axis beside calibrated ones: its spacing is in
+		// pixels, not the others' unit.
+		{"ImageJ=1.54f\nimages=1\nunit=nm\nzunit=pixel\n", "", `zunit is in "pixel", unit in "nm"`},
+		{"ImageJ=1.54f\nimages=1\nzunit=nm\nspacing=40\n", "", `zunit is in "nm", unit in ""`},
 		{ome(`PhysicalSizeX="4" PhysicalSizeXUnit="nm" PhysicalSizeY="4" PhysicalSizeYUnit="nm"`), "nanometer", ""},
 		{ome(`PhysicalSizeX="0.5" PhysicalSizeXUnit="&#181;m" PhysicalSizeY="0.5" PhysicalSizeZ="2" PhysicalSizeZUnit="µm"`), "micrometer", ""},
 		{ome(`PhysicalSizeX="40" PhysicalSizeXUnit="Å" PhysicalSizeY="40" PhysicalSizeYUnit="Å"`), "angstrom", ""},
 		{ome(`SignificantBits="8"`), "", ""},
-		{ome(`PhysicalSizeX="4" PhysicalSizeXUnit="nm" PhysicalSizeY="0.004"`), "", `PhysicalSizeYUnit "µm", PhysicalSizeXUnit "nm"`},
+		{ome(`PhysicalSizeX="4" PhysicalSizeXUnit="nm" PhysicalSizeY="0.004"`), "", `PhysicalSizeYUnit is in "µm", PhysicalSizeXUnit in "nm"`},
+		{ome(`PhysicalSizeX="4" PhysicalSizeXUnit="nm" PhysicalSizeY="4" PhysicalSizeYUnit="pixel"`), "", `PhysicalSizeYUnit is in "pixel", PhysicalSizeXUnit in "nm"`},
 	} {
 		p := filepath.Join(dir, "u"+string(rune('a'+i))+".tif")
 		if err := os.WriteFile(p, onePage(tc.desc), 0o644); err != nil {

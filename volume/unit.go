@@ -150,3 +150,41 @@ func UnitName(u string) string {
 	}
 	return u
 }
+
+// AxesUnit is the one unit of a volume's spatial axes as its file states
+// them, in NormalizeUnit's spelling: units[i] is what the axis (or
+// metadata key) names[i] states, as written ("" or "pixel": none); ""
+// when no axis states one. Readers of every format call it, so that the
+// rule is one:
+//
+// Every axis listed must state the same unit. A Header has one Unit for
+// its Spacing and Affine, so a voxel size in nanometres along z and
+// micrometres along x would be read wrongly in any one unit. An axis that
+// states none beside axes that do is refused too: its spacing may be in
+// pixels, in the others' unit or in a third, and taking the others' unit
+// for it would be a guess that silently scales that axis. Where a format
+// itself says what an axis without a stated unit is in, that is a fact of
+// the format and its reader applies it before calling AxesUnit (OME-XML:
+// a PhysicalSize without its Unit is in µm; ImageJ: no yunit= or zunit=
+// is unit='s; NRRD: "???" is no unit); an axis with no spacing at all,
+// hence no unit to agree on (OME-XML without a PhysicalSize), is left out
+// of units.
+//
+// The error names the first axis and the first that disagrees with it,
+// with their units as written; the reader wraps it with its file (and
+// field).
+func AxesUnit(units, names []string) (string, error) {
+	if len(names) != len(units) {
+		panic(fmt.Sprintf("volume.AxesUnit: %d units for %d names", len(units), len(names)))
+	}
+	unit := ""
+	for i, u := range units {
+		n := NormalizeUnit(u)
+		if i == 0 {
+			unit = n
+		} else if n != unit {
+			return "", fmt.Errorf("the spatial axes disagree on their unit: %s is in %q, %s in %q (voxtrain reads one unit for every spatial axis)", names[0], units[0], names[i], u)
+		}
+	}
+	return unit, nil
+}

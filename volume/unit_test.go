@@ -205,3 +205,41 @@ func TestPackedUnits(t *testing.T) {
 		t.Errorf("8 µm beside 8 nm: %v, want an error naming both units", err)
 	}
 }
+
+// TestAxesUnit: axes that state one unit (in any spelling) give it;
+// none stated gives ""; differing units, or an axis that states none
+// beside one that does, are errors naming the first axis and the one
+// that disagrees, with their units as written.
+func TestAxesUnit(t *testing.T) {
+	names := []string{"z", "y", "x"}
+	for _, tc := range []struct {
+		units     []string
+		want, err string
+	}{
+		{[]string{"nm", "nanometer", "NM"}, "nanometer", ""},
+		{[]string{"µm", "micron", "um"}, "micrometer", ""},
+		{[]string{"", "", ""}, "", ""},
+		{[]string{"pixel", "", "px"}, "", ""},
+		{[]string{"nm", "nm", "um"}, "", `z is in "nm", x in "um"`},
+		{[]string{"", "nm", "nm"}, "", `z is in "", y in "nm"`},
+		{[]string{"mm", "mm", "pixel"}, "", `z is in "mm", x in "pixel"`},
+	} {
+		got, err := AxesUnit(tc.units, names)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), "disagree") || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("AxesUnit(%q): %q, %v; want an error with %s", tc.units, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("AxesUnit(%q) = %q, %v; want %q", tc.units, got, err, tc.want)
+		}
+	}
+	// Two axes (a 2-D image) and none (no spacing stated) are fine.
+	if u, err := AxesUnit([]string{"nm", "nm"}, []string{"y", "x"}); u != "nanometer" || err != nil {
+		t.Errorf("two axes: %q, %v", u, err)
+	}
+	if u, err := AxesUnit(nil, nil); u != "" || err != nil {
+		t.Errorf("no axes: %q, %v", u, err)
+	}
+}

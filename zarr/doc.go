@@ -42,12 +42,16 @@
 // "units" list (n5-viewer,
 // BigDataViewer: ["nm", "nm", "nm"]), spelt as volume.NormalizeUnit does
 // ("nm" → "nanometer"); "" when the store says none. z, y and x must
-// state the same unit (or none): a store whose spatial axes disagree is
-// an error naming its metadata file and the axes. A time axis's unit is
-// not looked at. CreateImage writes ImageSpec.Unit on every spatial axis.
+// state the same unit (or all none, volume.AxesUnit): a store whose
+// spatial axes disagree, or where one states none beside others that do,
+// is an error naming its metadata file and the axes. A time axis's unit
+// is not looked at. CreateImage writes ImageSpec.Unit on every spatial
+// axis.
 //
 // Multiscale images (OME-NGFF, COSEM): Open reads level 0; OpenWith reads
-// Options.Level, or the level ChooseLevel picks for Options.TargetSpacing;
+// Options.Level, or the level ChooseLevel picks for Options.TargetSpacing
+// (in Options.TargetUnit when given: the levels' spacings are converted
+// into it first);
 // naming the level's array (case.ome.zarr/1, case.n5/em/fibsem-uint8/s1)
 // reads it through plain volume.Open; ImageLevels lists a group's levels
 // (path, shape, spacing, origin, unit).

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -69,6 +70,12 @@ type Options struct {
 	// TargetSpacing, when non-zero, picks the level with ChooseLevel:
 	// the coarsest whose spacing is nowhere coarser than this (D, H, W).
 	TargetSpacing [3]float64
+	// TargetUnit is the unit TargetSpacing is in (any spelling
+	// volume.NormalizeUnit reads: "millimeter", "mm"): the levels'
+	// spacings are converted into it before they are compared (a model's
+	// spacing in millimetres, an image in micrometres). Empty, or an image
+	// that states no unit: the numbers are compared as they are.
+	TargetUnit string
 	// CacheBytes bounds the file's cache of decoded chunks
 	// (DefaultCacheBytes when 0; negative: no cache).
 	CacheBytes int64
@@ -193,6 +200,22 @@ func ChooseLevel(levels []Level, target [3]float64) int {
 	return best
 }
 
+// levelsIn returns ls with their spacings converted into unit u (as
+// volume.UnitScale converts: unchanged where either states no unit).
+func levelsIn(ls []Level, u string) ([]Level, error) {
+	out := slices.Clone(ls)
+	for i := range out {
+		f, err := volume.UnitScale(out[i].Unit, u)
+		if err != nil {
+			return nil, err
+		}
+		for a := range 3 {
+			out[i].Spacing[a] *= f
+		}
+	}
+	return out, nil
+}
+
 // OpenWith opens a store as a volume with opt.
 func OpenWith(path string, opt Options) (volume.File, error) {
 	return OpenContext(context.Background(), path, opt)
@@ -213,6 +236,9 @@ func OpenContext(ctx context.Context, path string, opt Options) (volume.File, er
 			ls, err := n.levels()
 			if err != nil {
 				return nil, err
+			}
+			if ls, err = levelsIn(ls, volume.NormalizeUnit(opt.TargetUnit)); err != nil {
+				return nil, fmt.Errorf("%s: target spacing %v %s: %w", path, opt.TargetSpacing, opt.TargetUnit, err)
 			}
 			level = ChooseLevel(ls, opt.TargetSpacing)
 		}
@@ -563,29 +589,23 @@ func n5Units(m *arrayMeta) []string {
 
 // spatialUnit is the unit of the spatial axes (volume.NormalizeUnit's
 // spelling) of an array whose axes have units (per array axis; nil: none
-// written). The spatial axes must agree — a voxel size in nanometres
-// along z and micrometres along x would be read wrongly in any one unit —
-// and an axis that states none beside one that does is as ambiguous:
-// both are errors naming file and axes. A time axis's unit is not a
-// spatial one and is not looked at.
+// written), by volume.AxesUnit's rule: the spatial axes must agree, and
+// an axis that states none beside one that does is an error too (OME-NGFF
+// says nothing of an axis without a unit); both name file and axes. A
+// time axis's unit is not a spatial one and is not looked at.
 func spatialUnit(units []string, r axisRoles, file string) (string, error) {
 	if units == nil {
 		return "", nil
 	}
-	unit, first := "", -1
+	var us, names []string
 	for k, ax := range r.spatial {
-		if ax < 0 {
-			continue
+		if ax >= 0 {
+			us, names = append(us, units[ax]), append(names, "zyx"[k:k+1])
 		}
-		u := volume.NormalizeUnit(units[ax])
-		if first < 0 {
-			unit, first = u, k
-			continue
-		}
-		if u != unit {
-			return "", fmt.Errorf("%s: the spatial axes disagree on their unit: %s is in %q, %s in %q (voxtrain reads one unit for z, y and x)",
-				file, "zyx"[first:first+1], units[r.spatial[first]], "zyx"[k:k+1], units[ax])
-		}
+	}
+	unit, err := volume.AxesUnit(us, names)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", file, err)
 	}
 	return unit, nil
 }

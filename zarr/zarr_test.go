@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -80,6 +81,32 @@ func TestLevels(t *testing.T) {
 		if got := ChooseLevel(ls, tc.target); got != tc.want {
 			t.Errorf("ChooseLevel(%v) = %d, want %d", tc.target, got, tc.want)
 		}
+	}
+	// The fixture is in millimetres: a target in another unit is
+	// converted into it (without the unit, 2500 is coarser than both
+	// levels and 0.006 finer than both).
+	for _, tc := range []struct {
+		target [3]float64
+		unit   string
+		want   [3]float64
+	}{
+		{[3]float64{2500, 800, 700}, "micrometer", ls[0].Spacing},
+		{[3]float64{2500, 800, 700}, "", ls[1].Spacing},
+		{[3]float64{0.006, 0.002, 0.002}, "m", ls[1].Spacing},
+		{[3]float64{0.006, 0.002, 0.002}, "", ls[0].Spacing},
+		{[3]float64{6e6, 2e6, 2e6}, "nm", ls[1].Spacing},
+	} {
+		f, err := OpenWith(path, Options{TargetSpacing: tc.target, TargetUnit: tc.unit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := f.Header(); h.Spacing != tc.want || h.Unit != "millimeter" {
+			t.Errorf("target %v %q: level of spacing %v %s, want %v millimeter", tc.target, tc.unit, h.Spacing, h.Unit, tc.want)
+		}
+		f.Close()
+	}
+	if _, err := OpenWith(path, Options{TargetSpacing: [3]float64{6, 2, 2}, TargetUnit: "second"}); err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), `"second"`) {
+		t.Errorf("target unit second: %v, want an error naming %s and the unit", err, path)
 	}
 	f, err := OpenWith(path, Options{TargetSpacing: [3]float64{6, 2, 2}})
 	if err != nil {

@@ -46,7 +46,7 @@ for four levels), so run it on patches (metadata voxtrain.patch_size, the
 training patch) by sliding window as predict does. The input must be
 preprocessed as in training: the data section of the checkpoint's
 config.yaml (metadata voxtrain.normalization, and voxtrain.target_spacing
-when resampled).
+when resampled, in voxtrain.spacing_unit when the config records it).
 
 Output "logits": float32 (N, K, D, H, W) of the full-resolution head, the
 one inference uses; the lower-resolution heads of deep supervision only
@@ -106,6 +106,9 @@ func exportRun(opts *ExportOptions) error {
 	}
 	if s := cfg.Data.TargetSpacing; len(s) > 0 {
 		meta = append(meta, onnx.Property{Key: "voxtrain.target_spacing", Value: strings.Trim(fmt.Sprint(s), "[]")})
+		if u := cfg.Data.TargetUnit(); u != "" {
+			meta = append(meta, onnx.Property{Key: "voxtrain.spacing_unit", Value: u})
+		}
 	}
 	model, err := onnx.ExportUNet(cfg.Model, params, onnx.UNetOptions{ProducerVersion: opts.Version, Metadata: meta})
 	if err != nil {

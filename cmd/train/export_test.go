@@ -145,3 +145,39 @@ func TestExportChecksOutputFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestExportSpacingUnit: a checkpoint whose target spacing states its
+// unit exports both as metadata; one without a target exports neither.
+func TestExportSpacingUnit(t *testing.T) {
+	runs := filepath.Join(t.TempDir(), "runs")
+	for fold, tc := range []struct {
+		target       []float64
+		unit         string
+		spacing, out string
+	}{
+		{[]float64{1.5, 1.5, 3}, "mm", "1.5 1.5 3", "millimeter"},
+		{[]float64{1.5, 1.5, 3}, "", "1.5 1.5 3", ""},
+		{nil, "um", "", ""},
+	} {
+		ck := tinyCheckpoint(t, runs, fold, 1, func(c *config.Config) { c.Data.TargetSpacing, c.Data.SpacingUnit = tc.target, tc.unit })
+		file := filepath.Join(t.TempDir(), "m.onnx")
+		if _, errb, err := runCmd(t, "export", "--checkpoint", ck, "--onnx", file); err != nil {
+			t.Fatalf("export: %v\n%s", err, errb)
+		}
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := onnx.Unmarshal(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta := map[string]string{}
+		for _, p := range m.Metadata {
+			meta[p.Key] = p.Value
+		}
+		if meta["voxtrain.target_spacing"] != tc.spacing || meta["voxtrain.spacing_unit"] != tc.out {
+			t.Errorf("target %v %q: metadata target_spacing %q spacing_unit %q, want %q %q", tc.target, tc.unit, meta["voxtrain.target_spacing"], meta["voxtrain.spacing_unit"], tc.spacing, tc.out)
+		}
+	}
+}

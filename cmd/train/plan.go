@@ -40,8 +40,10 @@ imagesTr/labelsTr layout) and writes into OUTDIR, never into the dataset:
   dataset_fingerprint.json  nnU-Net v2's fingerprint: spacings, shapes after
                             cropping to the nonzero region, foreground
                             intensity statistics per channel, median relative
-                            size after cropping; plus case_ids and
-                            class_frequencies
+                            size after cropping; plus case_ids,
+                            class_frequencies and spacing_unit (the unit
+                            the cases state, written into the run configs
+                            as data.spacing_unit)
   plans.json                the plans in nnUNetPlans.json's layout (axes
                             transposed as nnU-Net's, coarsest first)
   3d_fullres.yaml, 2d.yaml  run configs for train --config, each derived value

@@ -18,6 +18,7 @@ import (
 	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/nifti"
 	"github.com/voxtrain/voxtrain/nn"
+	"github.com/voxtrain/voxtrain/volume"
 )
 
 // tinyCheckpoint saves a freshly initialised tiny U-Net (seed picks the
@@ -266,6 +267,52 @@ func TestPredictResampledProbabilities(t *testing.T) {
 	}
 	if h, _, err := nifti.ReadFloat32(out); err != nil || h.Dim != ref.Dim {
 		t.Errorf("labels: %v, dims %v want %v", err, h.Dim, ref.Dim)
+	}
+}
+
+// TestPredictSpacingUnit: prediction resamples a NIfTI input (the demo's,
+// in millimetres) to data.target_spacing converted into its unit: a
+// checkpoint whose target is 1500 µm (data.spacing_unit) predicts what
+// one whose target is 1.5 in the files' own unit does, probabilities and
+// all.
+func TestPredictSpacingUnit(t *testing.T) {
+	in := filepath.Join(testutil.DemoDir(t), "imagesTr", "hippocampus_011.nii.gz")
+	if f, err := volume.Open(in); err != nil || f.Header().Unit != "millimeter" {
+		t.Fatalf("the demo input: %v, want a file in millimetres", err)
+	} else {
+		f.Close()
+	}
+	runs := filepath.Join(t.TempDir(), "runs")
+	var probs [2]npy.Array
+	for i, edit := range []func(*config.Config){
+		func(c *config.Config) { c.Data.TargetSpacing = []float64{1.5, 1.5, 1.5} },
+		func(c *config.Config) { c.Data.TargetSpacing, c.Data.SpacingUnit = []float64{1500, 1500, 1500}, "um" },
+	} {
+		ck := tinyCheckpoint(t, runs, i, 3, edit)
+		out := filepath.Join(t.TempDir(), "pred.nii.gz")
+		if o, errb, err := runCmd(t, "predict", "--checkpoint", ck, "-i", in, "-o", out, "--save-probabilities", "--disable-tta"); err != nil {
+			t.Fatalf("%v\n%s\n%s", err, o, errb)
+		}
+		probs[i] = readProbs(t, strings.TrimSuffix(out, ".nii.gz")+".npz")
+	}
+	if !slices.Equal(probs[0].Shape, probs[1].Shape) || !slices.Equal(probs[0].Data, probs[1].Data) {
+		t.Errorf("target 1500 µm on a millimetre input differs from target 1.5 (shapes %v, %v)", probs[0].Shape, probs[1].Shape)
+	}
+	// Members whose targets are the same numbers in different units are
+	// not ensembled; one that records no unit goes with one that does.
+	um := tinyCheckpoint(t, runs, 2, 3, func(c *config.Config) { c.Data.TargetSpacing, c.Data.SpacingUnit = []float64{1500, 1500, 1500}, "um" })
+	mm := tinyCheckpoint(t, runs, 3, 3, func(c *config.Config) { c.Data.TargetSpacing, c.Data.SpacingUnit = []float64{1500, 1500, 1500}, "mm" })
+	none := tinyCheckpoint(t, runs, 4, 3, func(c *config.Config) { c.Data.TargetSpacing = []float64{1500, 1500, 1500} })
+	_, _, err := runCmd(t, "predict", "--checkpoint", um, "--checkpoint", mm, "-i", in, "-o", filepath.Join(t.TempDir(), "x.nii.gz"))
+	if err == nil || !strings.Contains(err.Error(), "cannot be ensembled") || !strings.Contains(err.Error(), "in millimeter (data.spacing_unit)") || !strings.Contains(err.Error(), "has it in micrometer") {
+		t.Errorf("ensemble of targets in µm and mm: %v", err)
+	}
+	out := filepath.Join(t.TempDir(), "pred.nii.gz")
+	if _, _, err := runCmd(t, "predict", "--checkpoint", none, "--checkpoint", um, "-i", in, "-o", out, "--save-probabilities", "--disable-tta"); err != nil {
+		t.Fatalf("ensemble of a target in no unit and one in µm: %v", err)
+	}
+	if p := readProbs(t, strings.TrimSuffix(out, ".nii.gz")+".npz"); !slices.Equal(p.Shape, probs[1].Shape) || !slices.Equal(p.Data, probs[1].Data) {
+		t.Errorf("the ensemble of a target in no unit and one in µm differs from the µm one's prediction (same weights)")
 	}
 }
 

@@ -275,20 +275,43 @@ func zscoreStats(ctx context.Context, in *blockInputs, roi volume.Box, block [3]
 
 // checkBlockwiseSpec refuses preprocessing that needs the whole case:
 // cropping to the nonzero box and its mask, and resampling (the blocks are
-// predicted on the input's grid, so its spacing must be the target's).
-func checkBlockwiseSpec(d config.Data, spacing [3]float64) error {
+// predicted on the input's grid, h, so its spacing must be the target's,
+// compared in the input's unit: data.target_spacing is in
+// data.spacing_unit when the checkpoint records it).
+func checkBlockwiseSpec(d config.Data, h volume.Header) error {
 	spec := preprocess.SpecOf(d)
 	if spec.Crop || len(spec.MaskNorm) > 0 {
 		return errors.New("blockwise prediction (-o *.zarr): the checkpoint's data.crop_to_nonzero or use_mask_for_norm needs the whole case at once; predict it as a NIfTI case instead")
 	}
-	if t := spec.Target; t != nil {
-		for a := range 3 {
-			if math.Abs(spacing[a]-t[a]) > 0.01*t[a] {
-				return fmt.Errorf("blockwise prediction (-o *.zarr): the input's spacing %v is not the checkpoint's data.target_spacing %v, and blocks are not resampled: give the input at that spacing (an OME-Zarr level, or resample it)", spacing, *t)
+	t, err := spec.TargetIn(h.Unit)
+	if err != nil {
+		return fmt.Errorf("blockwise prediction (-o *.zarr): the input in %s: %w", volume.UnitName(h.Unit), err)
+	}
+	if t == nil {
+		return nil
+	}
+	for a := range 3 {
+		if math.Abs(h.Spacing[a]-t[a]) <= 0.01*t[a] {
+			continue
+		}
+		target := fmt.Sprint(*spec.Target)
+		if u := spec.TargetUnit; u != "" {
+			target += " " + u
+			if u != h.Unit && h.Unit != "" {
+				target += fmt.Sprintf(" = %v %s", *t, h.Unit)
 			}
 		}
+		return fmt.Errorf("blockwise prediction (-o *.zarr): the input's spacing %v%s is not the checkpoint's data.target_spacing %s, and blocks are not resampled: give the input at that spacing (an OME-Zarr level, or resample it)", h.Spacing, unitSuffix(h.Unit), target)
 	}
 	return nil
+}
+
+// unitSuffix is " unit" for a spacing in messages, "" when none is stated.
+func unitSuffix(u string) string {
+	if u == "" {
+		return ""
+	}
+	return " " + u
 }
 
 // predictBlocksRun is predictRun for an OME-Zarr output: see the help.
@@ -349,7 +372,7 @@ func predictBlocksRun(ctx context.Context, opts *PredictOptions) error {
 	if in.channels != ens.Channels {
 		return fmt.Errorf("--input: %d channels, the model takes %d", in.channels, ens.Channels)
 	}
-	if err := checkBlockwiseSpec(ens.Data, in.hdr.Spacing); err != nil {
+	if err := checkBlockwiseSpec(ens.Data, in.hdr); err != nil {
 		return err
 	}
 	vc := opts.Model.Window

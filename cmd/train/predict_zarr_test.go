@@ -312,3 +312,54 @@ func TestPredictBlocksFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestPredictBlocksSpacingUnit: a checkpoint whose data.target_spacing is
+// in millimetres (data.spacing_unit) predicts an OME-Zarr input in
+// micrometres at the matching spacing (2 µm = 0.002 mm), and refuses one
+// at the same numbers in the wrong unit, naming both units; without
+// spacing_unit the numbers are compared as they are (the input's unit).
+func TestPredictBlocksSpacingUnit(t *testing.T) {
+	in, _ := writeZarrInput(t, [3]int{16, 16, 16}) // spacing (2, 0.8, 0.8) µm
+	runs := filepath.Join(t.TempDir(), "runs")
+	predict := func(fold int, target []float64, unit string) error {
+		ck := tinyCheckpoint(t, runs, fold, 1, func(c *config.Config) {
+			c.Data.TargetSpacing, c.Data.SpacingUnit = target, unit
+		})
+		_, _, err := runCmd(t, "predict", "--checkpoint", ck, "-i", in, "-o", filepath.Join(t.TempDir(), "pred.ome.zarr"),
+			"--block", "16", "--disable-tta", "--threads", "1")
+		return err
+	}
+	if err := predict(0, []float64{0.002, 0.0008, 0.0008}, "mm"); err != nil {
+		t.Errorf("target 0.002, 0.0008, 0.0008 mm on a 2, 0.8, 0.8 µm input: %v", err)
+	}
+	if err := predict(1, []float64{2, 0.8, 0.8}, ""); err != nil {
+		t.Errorf("target 2, 0.8, 0.8 in no stated unit on a 2, 0.8, 0.8 µm input: %v", err)
+	}
+	err := predict(2, []float64{2, 0.8, 0.8}, "millimeter")
+	if err == nil || !strings.Contains(err.Error(), "the input's spacing [2 0.8 0.8] micrometer is not the checkpoint's data.target_spacing [2 0.8 0.8] millimeter = [2000 800 800] micrometer") {
+		t.Errorf("target 2, 0.8, 0.8 mm on a 2, 0.8, 0.8 µm input: %v, want a refusal naming both units", err)
+	}
+}
+
+// TestCheckBlockwiseSpecUnits: the input's spacing is compared with
+// data.target_spacing converted into the input's unit; an input that
+// states no unit is taken to be in spacing_unit.
+func TestCheckBlockwiseSpecUnits(t *testing.T) {
+	d := config.Default().Data
+	d.TargetSpacing, d.SpacingUnit = []float64{0.004, 0.004, 0.004}, "um"
+	for _, tc := range []struct {
+		h  volume.Header
+		ok bool
+	}{
+		{volume.Header{Spacing: [3]float64{4, 4, 4}, Unit: "nanometer"}, true},
+		{volume.Header{Spacing: [3]float64{0.004, 0.004, 0.004}, Unit: "micrometer"}, true},
+		{volume.Header{Spacing: [3]float64{0.004, 0.004, 0.004}}, true},
+		{volume.Header{Spacing: [3]float64{0.004, 0.004, 0.004}, Unit: "nanometer"}, false},
+		{volume.Header{Spacing: [3]float64{4, 4, 4}, Unit: "micrometer"}, false},
+		{volume.Header{Spacing: [3]float64{4, 4, 4}, Unit: "second"}, false},
+	} {
+		if err := checkBlockwiseSpec(d, tc.h); (err == nil) != tc.ok {
+			t.Errorf("input %v %q: %v, want ok %v", tc.h.Spacing, tc.h.Unit, err, tc.ok)
+		}
+	}
+}
