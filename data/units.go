@@ -61,13 +61,21 @@ func DatasetUnit(ds *Dataset) (string, error) {
 // (-1: none does).
 func datasetUnit(ds *Dataset) (string, int, error) {
 	units := make([]string, len(ds.Cases))
+	// A manifest's crops share their raw: its header is read once, not
+	// once per crop (metadata requests over http).
+	read := map[string]string{}
 	for i, c := range ds.Cases {
-		f, err := volume.Open(c.Images[0])
-		if err != nil {
-			return "", -1, fmt.Errorf("data: case %s: %w", c.ID, err)
+		u, ok := read[c.Images[0]]
+		if !ok {
+			f, err := volume.Open(c.Images[0])
+			if err != nil {
+				return "", -1, fmt.Errorf("data: case %s: %w", c.ID, err)
+			}
+			u = f.Header().Unit
+			f.Close()
+			read[c.Images[0]] = u
 		}
-		units[i] = f.Header().Unit
-		f.Close()
+		units[i] = u
 	}
 	first, err := sameUnit(ds, units)
 	if err != nil || first < 0 {
