@@ -7,15 +7,17 @@ tensorstore read the same patches the Go reader (zarrread) reads.
                                and DIR/patches.txt (the patch list)
   bench.py read LIB DIR T [C]  read every patch of DIR/patches.txt with LIB
                                (zarr | tensorstore) on T threads; prints JSON.
-                               C: tensorstore's cache_pool bytes (default 0),
-                               to compare with the Go reader's chunk cache
+                               C: a chunk cache of C bytes (default 0: none),
+                               to compare with the Go reader's: tensorstore's
+                               cache_pool, zarr-python's CacheStore
 
 The data is smoothed noise: a low-frequency field (a 16³ grid of uniform
 noise, trilinearly upsampled 64×) plus uniform noise of ±12 grey levels,
 clipped to uint8, generated from fixed seeds. Every library returns each
 patch as float32 (what the training pipeline consumes). No chunk cache on
-either Python side unless C is given (zarr-python has none; tensorstore's
-cache_pool is 0 by default).
+either Python side unless C is given (zarr-python has none by default,
+its experimental CacheStore keeps stored bytes; tensorstore's cache_pool
+is 0 by default).
 Needs numpy, zarr (3.x) and tensorstore from PyPI; used only to make the
 numbers in docs/BENCHMARKS.md, never at test or run time.
 """
@@ -77,9 +79,17 @@ def read(lib, d, threads, cache_bytes=0):
     if lib == "zarr":
         import zarr
         zarr.config.set({"threading.max_workers": threads})
-        arr = zarr.open_array(path, mode="r")
-        get = lambda p: arr[p[0]:p[0] + PATCH, p[1]:p[1] + PATCH, p[2]:p[2] + PATCH]
+        store = path
         version = zarr.__version__
+        if cache_bytes:
+            # zarr-python 3.1's experimental CacheStore: an LRU of the
+            # stored (compressed) chunk bytes, the only chunk cache it has.
+            from zarr.experimental.cache_store import CacheStore
+            from zarr.storage import LocalStore, MemoryStore
+            store = CacheStore(store=LocalStore(path, read_only=True), cache_store=MemoryStore(), max_size=cache_bytes)
+            version += f", {cache_bytes >> 20} MiB CacheStore"
+        arr = zarr.open_array(store, mode="r")
+        get = lambda p: arr[p[0]:p[0] + PATCH, p[1]:p[1] + PATCH, p[2]:p[2] + PATCH]
     elif lib == "tensorstore":
         import tensorstore as ts
         ctx = ts.Context({"cache_pool": {"total_bytes_limit": cache_bytes},

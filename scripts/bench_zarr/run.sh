@@ -18,6 +18,7 @@ readers=(
 	"$py $here/bench.py read zarr $dir $threads"
 	"$zr -dir $dir -threads $threads -cache-bytes $cache"
 	"$py $here/bench.py read tensorstore $dir $threads $cache"
+	"$py $here/bench.py read zarr $dir $threads $cache"
 )
 n=${#readers[@]}
 for ((r = 0; r < rounds; r++)); do
