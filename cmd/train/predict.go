@@ -99,7 +99,9 @@ each case's labels (the probabilities are left as predicted).
 
 Huge volumes: when -o names an OME-Zarr store (OUT.ome.zarr), -i is one
 case (a volume file or store of any format, e.g. a .zarr, or one file per
-channel) and it is predicted block by block: --block (default 128) voxels
+channel; an OME-Zarr image whose level 0 is not at the checkpoint's
+data.target_spacing is read at its level that is) and it is predicted
+block by block: --block (default 128) voxels
 a block, each block one chunk of the output, predicted from the windows of
 the whole ROI's sliding-window grid that overlap it (so the labels equal a
 prediction of the whole ROI at once), reading only the input they cover,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -161,11 +162,19 @@ type blockInputs struct {
 	hdr      volume.Header // the first file's
 }
 
-func openBlockInputs(paths []string) (*blockInputs, error) {
+// openBlockInputs opens the input files; an OME-Zarr (or COSEM N5) image
+// of several levels whose level 0 is not at data.target_spacing (d; its
+// unit converted as checkBlockwiseSpec compares) is read at the level
+// that is, when one is (levelAtTarget), which log reports.
+func openBlockInputs(paths []string, d config.Data, log io.Writer) (*blockInputs, error) {
 	in := &blockInputs{}
 	for _, p := range paths {
 		if !volume.Readable(p) {
 			return nil, in.closeWith(fmt.Errorf("--input %s: not a volume file or store (formats: %v); a blockwise prediction reads one case", p, volume.Formats()))
+		}
+		if lp, l, ok := levelAtTarget(p, d); ok {
+			fmt.Fprintf(log, "input %s: level %s (voxel size %v%s), at the checkpoint's data.target_spacing\n", p, l.Path, l.Spacing, unitSuffix(l.Unit))
+			p = lp
 		}
 		f, err := volume.Open(p)
 		if err != nil {
@@ -183,6 +192,51 @@ func openBlockInputs(paths []string) (*blockInputs, error) {
 		in.channels += h.Channels
 	}
 	return in, nil
+}
+
+// levelAtTarget returns the path of the level of the multiscale image at
+// p whose spacing is data.target_spacing (converted into the level's
+// unit; within 1 %, as checkBlockwiseSpec compares), when p names such an
+// image and its level 0 is not at that spacing; ok is false otherwise
+// (no target, not an image of levels, no level at it: p is read as given
+// and checkBlockwiseSpec says why it does not fit).
+func levelAtTarget(p string, d config.Data) (path string, l zarr.Level, ok bool) {
+	spec := preprocess.SpecOf(d)
+	if spec.Target == nil {
+		return "", l, false
+	}
+	ls, err := zarr.ImageLevels(p)
+	if err != nil || len(ls) < 2 {
+		return "", l, false
+	}
+	for k, l := range ls {
+		t, err := spec.TargetIn(l.Unit)
+		if err != nil {
+			return "", l, false
+		}
+		if !spacingWithin(l.Spacing, *t) {
+			continue
+		}
+		if k == 0 {
+			return "", l, false
+		}
+		if volume.IsURL(p) {
+			return strings.TrimRight(p, "/") + "/" + l.Path, l, true
+		}
+		return filepath.Join(p, filepath.FromSlash(l.Path)), l, true
+	}
+	return "", l, false
+}
+
+// spacingWithin reports whether spacing is target's within 1 % on every
+// axis: blocks are predicted on the input's grid, unresampled.
+func spacingWithin(spacing, target [3]float64) bool {
+	for a := range 3 {
+		if math.Abs(spacing[a]-target[a]) > 0.01*target[a] {
+			return false
+		}
+	}
+	return true
 }
 
 func (in *blockInputs) closeWith(err error) error {
@@ -290,10 +344,7 @@ func checkBlockwiseSpec(d config.Data, h volume.Header) error {
 	if t == nil {
 		return nil
 	}
-	for a := range 3 {
-		if math.Abs(h.Spacing[a]-t[a]) <= 0.01*t[a] {
-			continue
-		}
+	if !spacingWithin(h.Spacing, *t) {
 		target := fmt.Sprint(*spec.Target)
 		if u := spec.TargetUnit; u != "" {
 			target += " " + u
@@ -324,7 +375,16 @@ func predictBlocksRun(ctx context.Context, opts *PredictOptions) error {
 	if err != nil {
 		return err
 	}
-	in, err := openBlockInputs(opts.Inputs)
+	paths, err := opts.checkpointPaths()
+	if err != nil {
+		return err
+	}
+	ens, done, err := opts.loadEnsemble(paths)
+	if err != nil {
+		return err
+	}
+	defer done()
+	in, err := openBlockInputs(opts.Inputs, ens.Data, out)
 	if err != nil {
 		return err
 	}
@@ -360,15 +420,6 @@ func predictBlocksRun(ctx context.Context, opts *PredictOptions) error {
 	if err := os.MkdirAll(filepath.Dir(store), 0o755); err != nil {
 		return fmt.Errorf("--output: %w", err)
 	}
-	paths, err := opts.checkpointPaths()
-	if err != nil {
-		return err
-	}
-	ens, done, err := opts.loadEnsemble(paths)
-	if err != nil {
-		return err
-	}
-	defer done()
 	if in.channels != ens.Channels {
 		return fmt.Errorf("--input: %d channels, the model takes %d", in.channels, ens.Channels)
 	}

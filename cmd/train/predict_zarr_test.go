@@ -363,3 +363,39 @@ func TestCheckBlockwiseSpecUnits(t *testing.T) {
 		}
 	}
 }
+
+// TestPredictBlocksPicksLevel: an OME-Zarr image whose level 0 is not at
+// the checkpoint's data.target_spacing is predicted at its level that is
+// (ome04's level 1: 5 × 1.6 × 1.4 mm; the target given in µm), said on
+// the output; the labels take that level's grid and spacing. A target no
+// level is at is refused, naming the spacings.
+func TestPredictBlocksPicksLevel(t *testing.T) {
+	in := filepath.Join("..", "..", "zarr", "testdata", "v2", "ome04.ome.zarr")
+	runs := filepath.Join(t.TempDir(), "runs")
+	predict := func(fold int, target []float64) (string, string, error) {
+		ck := tinyCheckpoint(t, runs, fold, 1, func(c *config.Config) {
+			c.Model.InChannels = 2
+			c.Data.TargetSpacing, c.Data.SpacingUnit = target, "um"
+		})
+		out := filepath.Join(t.TempDir(), "pred.ome.zarr")
+		stdout, _, err := runCmd(t, "predict", "--checkpoint", ck, "-i", in, "-o", out, "--block", "8", "--disable-tta", "--threads", "1")
+		return out, stdout.String(), err
+	}
+	out, stdout, err := predict(0, []float64{5000, 1600, 1400})
+	if err != nil {
+		t.Fatalf("target 5000, 1600, 1400 µm: %v\n%s", err, stdout)
+	}
+	if !strings.Contains(stdout, "level 1 (voxel size [5 1.6 1.4] millimeter)") {
+		t.Errorf("the output does not say level 1 was read:\n%s", stdout)
+	}
+	if h, _ := readStore(t, out); h.Shape != [3]int{3, 4, 5} || h.Spacing != [3]float64{5, 1.6, 1.4} || h.Unit != "millimeter" {
+		t.Errorf("labels: shape %v spacing %v %s, want level 1's [3 4 5] and [5 1.6 1.4] millimeter", h.Shape, h.Spacing, h.Unit)
+	}
+	if _, _, err := predict(1, []float64{2500, 800, 700}); err != nil {
+		t.Errorf("target at level 0: %v", err)
+	}
+	_, _, err = predict(2, []float64{4000, 1600, 1400})
+	if err == nil || !strings.Contains(err.Error(), "the input's spacing [2.5 0.8 0.7] millimeter is not") {
+		t.Errorf("a target no level is at: %v, want level 0's refusal", err)
+	}
+}
