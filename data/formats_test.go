@@ -1,6 +1,7 @@
 package data
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,8 +12,9 @@ import (
 
 // TestFormatsLinkedIn: an nnU-Net dataset whose file_ending is one of the
 // formats formats.go links in (NRRD, MetaImage, TIFF) opens, with its
-// cases found under that ending. Each case is the format's label fixture
-// (5×6×7, classes 0..2) as both image and label.
+// cases found under that ending, and trains with NIfTI's guarantee: the
+// same batches from every source and worker count. Each case is the
+// format's label fixture (5×6×7, classes 0..2) as both image and label.
 func TestFormatsLinkedIn(t *testing.T) {
 	for _, f := range []struct{ ending, fixture string }{
 		{".nrrd", "../nrrd/testdata/labels_uint8.nrrd"},
@@ -41,13 +43,22 @@ func TestFormatsLinkedIn(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "dataset.json"), []byte(js), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			ds, err := OpenDataset(filled(config.Data{Dataset: dir}))
+			base := filled(config.Data{Dataset: dir, Fold: -1})
+			ds, err := OpenDataset(base)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if n := len(ds.Cases); n != 2 {
 				t.Fatalf("%d cases, want 2", n)
 			}
+			// Trained on as NIfTI cases are: the same augmented batches
+			// from every source and worker count (patches larger than the
+			// volume along z: padding).
+			opt := Options{Seed: 5, Iterations: 2, Patch: [3]int{8, 4, 4}, Batch: 2, Augment: nnunetAug(t)}
+			if _, err := Prepare(context.Background(), base, PrepareOptions{Logger: discard()}); err != nil {
+				t.Fatal(err)
+			}
+			sameBatchesEverywhere(t, base, opt, []string{"cache", "gz", "store"}, []int{1, 3}, 2, 4, nil)
 		})
 	}
 }
