@@ -24,6 +24,12 @@ type EvalOptions struct {
 	// OutputDir receives <case>.nii.gz predictions and summary.json
 	// ("" writes nothing).
 	OutputDir string
+	// SaveProbabilities also writes <case>.npz into OutputDir, the class
+	// probabilities on the case's grid exactly as train predict's
+	// --save-probabilities writes them (WriteProbabilities), so that
+	// cross-validation predictions of several configurations can be
+	// ensembled (nnU-Net's --val --npz).
+	SaveProbabilities bool
 	// Validation sets overlap, mirroring and HD95.
 	Validation config.Validation
 	// Log receives a line per case (nil: none).
@@ -81,6 +87,10 @@ func (m *Model) Evaluate(ctx context.Context, o EvalOptions) (*Scores, error) {
 			names[c+1] = n
 		}
 	}
+	if o.SaveProbabilities && o.OutputDir == "" {
+		return nil, errors.New("evaluate: probabilities are written beside the predictions: give an output folder")
+	}
+	keepProbs := o.SaveProbabilities
 	var out []evaluation.Case
 	for _, c := range cases {
 		if err := ctx.Err(); err != nil {
@@ -91,9 +101,22 @@ func (m *Model) Evaluate(ctx context.Context, o EvalOptions) (*Scores, error) {
 		if err != nil {
 			return nil, err
 		}
-		labels, err := m.Segment(ctx, v, o.Validation)
+		var labels []uint8
+		var probs []float32
+		if keepProbs {
+			labels, probs, err = m.segmentWithProbabilities(ctx, v, o.Validation)
+		} else {
+			labels, err = m.Segment(ctx, v, o.Validation)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("case %s: %w", cs.ID, err)
+		}
+		if keepProbs {
+			// Mapped onto the files' grid before the labels are (v's
+			// grid is needed), as predict does.
+			if probs, err = ProbabilitiesOnSourceGrid(v, probs, classes, multi); err != nil {
+				return nil, fmt.Errorf("case %s: %w", cs.ID, err)
+			}
 		}
 		// A case cropped or resampled to data.target_spacing is scored on
 		// its files' grid, as nnU-Net does: the prediction mapped back against
@@ -132,6 +155,17 @@ func (m *Model) Evaluate(ctx context.Context, o EvalOptions) (*Scores, error) {
 		sc.ReferenceFile = cs.Label
 		if o.OutputDir != "" {
 			sc.PredictionFile = filepath.Join(o.OutputDir, cs.ID+".nii.gz")
+			if keepProbs {
+				// Before the labels, as predict writes them: a label
+				// file that exists has its .npz.
+				shape := v.SourceShape
+				if shape == ([3]int{}) {
+					shape = v.Shape
+				}
+				if err := WriteProbabilities(filepath.Join(o.OutputDir, cs.ID+".npz"), probs, shape); err != nil {
+					return nil, err
+				}
+			}
 			if err := WriteLabels(sc.PredictionFile, cs.Images[0], labels); err != nil {
 				return nil, err
 			}

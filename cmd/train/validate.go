@@ -86,6 +86,10 @@ type ValidateOptions struct {
 	Data string
 	// Output receives predictions and summary.json ("": none).
 	Output string
+	// SaveProbabilities also writes each case's <case>.npz into Output,
+	// as predict --save-probabilities does (for train ensemble and train
+	// find-best).
+	SaveProbabilities bool
 }
 
 // NewCmdValidate builds `train validate`; runF (nil: validateRun) receives
@@ -100,9 +104,13 @@ every validation case of a fold — or every labelled case of another dataset
 folder with --data — by sliding window with Gaussian weighting (nnU-Net's
 inference), and prints per-case and mean Dice per class. With --output it
 also writes each prediction as <case>.nii.gz (on the case's grid, with its
-affine) and summary.json.`,
+affine) and summary.json; --save-probabilities adds <case>.npz, the class
+probabilities on the case's grid exactly as predict --save-probabilities
+writes them (nnU-Net's --val --npz), which train ensemble and train
+find-best need to ensemble configurations.`,
 		Example: `  train validate --checkpoint runs/demo/fold_0/run_0/checkpoints/best
-  train validate --checkpoint runs/demo/fold_0/run_0/checkpoints/best --data /data/Task04_Hippocampus --output preds/ --hd95`,
+  train validate --checkpoint runs/demo/fold_0/run_0/checkpoints/best --data /data/Task04_Hippocampus --output preds/ --hd95
+  train validate --checkpoint runs/demo/fold_0/run_0/checkpoints/last --output cv/3d_fullres --save-probabilities`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := opts.Model.check(cmd.Flags()); err != nil {
@@ -113,6 +121,9 @@ affine) and summary.json.`,
 				// to validate; here -1 cannot mean that, and meaning
 				// something else would mix the two up.
 				return fmt.Errorf("--fold %d: want a fold ≥ 0 (train's --fold -1 trains on every case and leaves none to validate); leave --fold out to score the checkpoint's own fold, or give --data DIR", opts.Fold)
+			}
+			if opts.SaveProbabilities && opts.Output == "" {
+				return errors.New("--save-probabilities writes CASE.npz beside the predictions: give --output DIR too")
 			}
 			if cmd.Flags().Changed("fold") && opts.Data != "" {
 				return fmt.Errorf("--fold and --data: give one (a fold of the training dataset, or another dataset)")
@@ -127,6 +138,7 @@ affine) and summary.json.`,
 	cmd.Flags().IntVar(&opts.Fold, "fold", -1, "score this fold's validation cases (default: the fold the checkpoint was trained on)")
 	cmd.Flags().StringVar(&opts.Data, "data", "", "score every labelled case of this dataset folder instead")
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "write predictions and summary.json here")
+	cmd.Flags().BoolVar(&opts.SaveProbabilities, "save-probabilities", false, "with --output: also write each case's class probabilities as CASE.npz (as predict --save-probabilities)")
 	cmd.Flags().BoolVar(&opts.Model.Window.HD95, "hd95", false, "also compute the 95th-percentile Hausdorff distance")
 	return cmd
 }
@@ -148,7 +160,7 @@ func validateRun(ctx context.Context, opts *ValidateOptions) error {
 	out := opts.IO.Out
 	fmt.Fprintf(out, "checkpoint %s\n", m.Dir)
 	res, err := m.Evaluate(ctx, infer.EvalOptions{Fold: opts.Fold, Dataset: opts.Data, OutputDir: opts.Output,
-		Validation: opts.Model.Window, Log: out})
+		SaveProbabilities: opts.SaveProbabilities, Validation: opts.Model.Window, Log: out})
 	if err != nil {
 		return err
 	}
@@ -158,7 +170,11 @@ func validateRun(ctx context.Context, opts *ValidateOptions) error {
 	names, _ := runClassNames(m.Dir)
 	printScores(out, res, names)
 	if opts.Output != "" {
-		fmt.Fprintf(out, "predictions and summary.json in %s\n", opts.Output)
+		what := "predictions"
+		if opts.SaveProbabilities {
+			what = "predictions, probabilities (.npz)"
+		}
+		fmt.Fprintf(out, "%s and summary.json in %s\n", what, opts.Output)
 	}
 	return nil
 }
