@@ -165,10 +165,21 @@ func (e *Ensemble) mean(member func(m *Model) ([]float32, error)) ([]float32, er
 // (sigmoid) model, the threshold Segment applies to its logit at 0, or
 // MultiLabelLabels for a multi-label one.
 func (e *Ensemble) Labels(probs []float32, n int) []uint8 {
-	if e.MultiLabel {
-		return MultiLabelLabels(probs, e.Classes, n, e.RegionsClassOrder)
+	return ProbabilityLabels(probs, e.Classes, n, e.MultiLabel, e.RegionsClassOrder)
+}
+
+// ProbabilityLabels returns the label map of probabilities probs, classes
+// channels of n voxels (channel-major), as predict makes it: for softmax
+// models argmax over the classes, or probability > 0.5 for one channel;
+// for multi-label (sigmoid) models MultiLabelLabels, painting
+// regions_class_order (order) for nnU-Net regions, else bit-packed. It is
+// what turns saved probabilities back into labels (train ensemble, as
+// nnU-Net's LabelManager.convert_probabilities_to_segmentation).
+func ProbabilityLabels(probs []float32, classes, n int, multiLabel bool, order []int) []uint8 {
+	if multiLabel {
+		return MultiLabelLabels(probs, classes, n, order)
 	}
-	if e.Classes == 1 {
+	if classes == 1 {
 		out := make([]uint8, n)
 		for i, p := range probs[:n] {
 			if p > 0.5 {
@@ -177,7 +188,7 @@ func (e *Ensemble) Labels(probs []float32, n int) []uint8 {
 		}
 		return out
 	}
-	return Argmax(probs, e.Classes, n)
+	return Argmax(probs, classes, n)
 }
 
 // Probabilities returns m's class probabilities on v's grid: the softmax
