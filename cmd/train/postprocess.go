@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -103,9 +104,8 @@ func postprocessDetermineRun(opts *PostprocessDetermineOptions) error {
 		return err
 	}
 	out := opts.IO.Out
-	// With regions, Labels nil: Determine takes nnU-Net's foreground
-	// labels from the regions (every value they list but 0).
-	res, err := postprocess.Determine(pairs, postprocess.Options{Labels: sc.labels, Regions: sc.regions, Names: sc.names, Ignore: opts.Ignore, Log: out})
+	ppDir := filepath.Join(opts.PredDir, "postprocessed")
+	res, err := determinePostprocessing(pairs, sc, opts.Ignore, ppDir, opts.Output, out)
 	if err != nil {
 		return err
 	}
@@ -117,28 +117,42 @@ func postprocessDetermineRun(opts *PostprocessDetermineOptions) error {
 			return err
 		}
 	}
-	ppDir := filepath.Join(opts.PredDir, "postprocessed")
+	fmt.Fprintf(out, "%d step(s) kept; mean foreground Dice %.5f → %.5f\n", len(res.Plan.Steps),
+		res.Baseline.ForegroundMean.Dice, res.Postprocess.ForegroundMean.Dice)
+	fmt.Fprintf(out, "plan: %s\npost-processed predictions and summary.json: %s\n", opts.Output, ppDir)
+	return nil
+}
+
+// determinePostprocessing decides nnU-Net's post-processing on the
+// prediction/reference pairs (postprocess.Determine, scoring what sc
+// says), writes the post-processed predictions with their summary.json
+// into ppDir and the plan to planPath: postprocess determine's work, which
+// find-best does on the chosen candidate.
+func determinePostprocessing(pairs []evaluation.Pair, sc scored, ignore int, ppDir, planPath string, log io.Writer) (*postprocess.Result, error) {
+	// With regions, Labels nil: Determine takes nnU-Net's foreground
+	// labels from the regions (every value they list but 0).
+	res, err := postprocess.Determine(pairs, postprocess.Options{Labels: sc.labels, Regions: sc.regions, Names: sc.names, Ignore: ignore, Log: log})
+	if err != nil {
+		return nil, err
+	}
 	preds := make([]string, len(pairs))
 	for i, p := range pairs {
 		preds[i] = p.Prediction
 	}
 	written, err := res.Plan.ApplyFiles(preds, ppDir, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for i := range res.Postprocess.Cases {
 		res.Postprocess.Cases[i].PredictionFile = written[i]
 	}
 	if err := res.Postprocess.Write(filepath.Join(ppDir, "summary.json")); err != nil {
-		return err
+		return nil, err
 	}
-	if err := res.Plan.Write(opts.Output); err != nil {
-		return err
+	if err := res.Plan.Write(planPath); err != nil {
+		return nil, err
 	}
-	fmt.Fprintf(out, "%d step(s) kept; mean foreground Dice %.5f → %.5f\n", len(res.Plan.Steps),
-		res.Baseline.ForegroundMean.Dice, res.Postprocess.ForegroundMean.Dice)
-	fmt.Fprintf(out, "plan: %s\npost-processed predictions and summary.json: %s\n", opts.Output, ppDir)
-	return nil
+	return res, nil
 }
 
 // PostprocessApplyOptions are `train postprocess apply`'s.

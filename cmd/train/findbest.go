@@ -1,0 +1,447 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/voxtrain/voxtrain/ensemble"
+	"github.com/voxtrain/voxtrain/evaluation"
+	"github.com/voxtrain/voxtrain/internal/atomicfile"
+)
+
+// FindBestOptions are `train find-best`'s.
+type FindBestOptions struct {
+	IO *IOStreams
+	// CV are the configurations' pooled cross-validation predictions, in
+	// the order given (the first of a tie wins).
+	CV []cvConfig
+	// RefDir holds the references, Output receives the results.
+	RefDir, Output string
+	labelFlags
+	// NoEnsembling leaves the pairs of configurations out.
+	NoEnsembling bool
+}
+
+// cvConfig is one --cv NAME=DIR.
+type cvConfig struct{ Name, Dir string }
+
+// parseCV reads --cv values, NAME=DIR each: names unique and usable in a
+// folder name and a placeholder (letters, digits, _ . -), folders
+// existing.
+func parseCV(vals []string) ([]cvConfig, error) {
+	var out []cvConfig
+	seen := map[string]bool{}
+	for _, v := range vals {
+		name, dir, ok := strings.Cut(v, "=")
+		if !ok || name == "" || dir == "" {
+			return nil, fmt.Errorf("--cv %q: want NAME=DIR (a configuration's name and its pooled cross-validation predictions, e.g. 3d_fullres=cv/3d_fullres)", v)
+		}
+		for _, r := range name {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-') {
+				return nil, fmt.Errorf("--cv %q: the name %q may hold letters, digits, _ . and - only (it names folders and placeholders)", v, name)
+			}
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("--cv %q: the name %s is given twice", v, name)
+		}
+		seen[name] = true
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("--cv %s=%s: %s is not a folder (want the configuration's pooled cross-validation predictions)", name, dir, dir)
+		}
+		out = append(out, cvConfig{Name: name, Dir: dir})
+	}
+	return out, nil
+}
+
+// NewCmdFindBest builds `train find-best`; runF (nil: findBestRun)
+// receives the options.
+func NewCmdFindBest(f *Factory, runF func(context.Context, *FindBestOptions) error) *cobra.Command {
+	opts := &FindBestOptions{IO: f.IO}
+	var cv []string
+	cmd := &cobra.Command{
+		Use:   "find-best --cv NAME=DIR [--cv NAME=DIR ...] --ref LABELS --dataset-json dataset.json -o OUT",
+		Short: "Pick the best configuration or pair of configurations from cross-validation (nnUNetv2_find_best_configuration)",
+		Long: `find-best does what nnUNetv2_find_best_configuration does. Each --cv
+NAME=DIR is one configuration's pooled cross-validation predictions: every
+training case's label file, and its CASE.npz for ensembling (e.g. train
+validate --output DIR --save-probabilities of each fold, all into DIR).
+
+Every configuration is scored against --ref (nnU-Net's summary.json in
+OUT/NAME/summary.json); unless --no-ensembling, every pair of
+configurations that both have probabilities is ensembled (train ensemble)
+into OUT/ensemble_A+B and scored. The best candidate is the one with the
+highest foreground mean Dice (nnU-Net's rule; on a tie the first, so a
+single configuration before an ensemble). Post-processing is then
+determined on its predictions, as train postprocess determine does
+(OUT/postprocessing.json, OUT/postprocessed/). OUT/inference_information.json
+holds every candidate's score, the chosen one and the post-processing;
+OUT/inference_instructions.txt the commands that predict a test folder the
+same way, with MODEL_DIR_<NAME> standing for each configuration's training
+output folder (train predict --model-dir).`,
+		Example: `  train find-best --cv 3d_fullres=/data/cv/3d_fullres --cv 2d=/data/cv/2d \
+      --ref /data/Dataset004_Hippocampus/labelsTr --dataset-json /data/Dataset004_Hippocampus/dataset.json -o /data/find_best`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := opts.labelFlags.check(cmd.Flags()); err != nil {
+				return err
+			}
+			switch {
+			case len(cv) == 0:
+				return usageErr(cmd, errors.New("--cv NAME=DIR is required (repeat it for each configuration)"))
+			case opts.RefDir == "":
+				return usageErr(cmd, errors.New("--ref is required (the folder of the training cases' labels)"))
+			case opts.Output == "":
+				return usageErr(cmd, errors.New("--output (-o) is required"))
+			}
+			var err error
+			if opts.CV, err = parseCV(cv); err != nil {
+				return err
+			}
+			if fi, err := os.Stat(opts.RefDir); err != nil || !fi.IsDir() {
+				return fmt.Errorf("--ref %s: not a folder (want the training cases' labels, e.g. labelsTr)", opts.RefDir)
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return findBestRun(opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringArrayVar(&cv, "cv", nil, "NAME=DIR: a configuration's name and its pooled cross-validation predictions (repeat)")
+	fl.StringVar(&opts.RefDir, "ref", "", "folder of the references (the training cases' labels), same file names")
+	fl.StringVarP(&opts.Output, "output", "o", "", "folder for the candidates' summaries, the ensembles, postprocessing.json and the inference instructions")
+	fl.BoolVar(&opts.NoEnsembling, "no-ensembling", false, "score the configurations alone, no pairs (nnU-Net's --disable_ensembling)")
+	opts.labelFlags.register(fl, "foreground labels to score")
+	return cmd
+}
+
+// candidate is a configuration or an ensemble of two, scored.
+type candidate struct {
+	Name string
+	// Members are the --cv names it is made of (one, or a pair).
+	Members []string
+	// Dir holds its predictions, Summary its summary.json.
+	Dir, Summary string
+	pairs        []evaluation.Pair
+	Dice         float64
+	Cases        int
+}
+
+func findBestRun(opts *FindBestOptions) error {
+	out := opts.IO.Out
+	sc, err := opts.resolve()
+	if err != nil {
+		return err
+	}
+	lo, err := labelOptions(opts.DatasetJSON, false)
+	if err != nil {
+		return err
+	}
+	for _, c := range opts.CV {
+		if sameDir(c.Dir, opts.Output) {
+			return fmt.Errorf("--output %s is --cv %s=%s: give another folder", opts.Output, c.Name, c.Dir)
+		}
+	}
+	if err := checkOutputDir(opts.Output); err != nil {
+		return fmt.Errorf("--output %s: %w", opts.Output, err)
+	}
+	// score evaluates c's predictions as train evaluate does; errors are
+	// the caller's to name.
+	score := func(c *candidate) error {
+		if err := commonCases(c.Dir, opts.RefDir, sc.ending); err != nil {
+			return err
+		}
+		pairs, err := evaluation.MatchFiles(c.Dir, opts.RefDir, sc.ending)
+		if err != nil {
+			return err
+		}
+		s, err := evaluation.Folder(pairs, evaluation.Options{Labels: sc.labels, Regions: sc.regions, Names: sc.names, Ignore: opts.Ignore})
+		if err != nil {
+			return err
+		}
+		if err := s.Write(c.Summary); err != nil {
+			return err
+		}
+		c.pairs, c.Dice, c.Cases = pairs, s.ForegroundMean.Dice, len(s.Cases)
+		fmt.Fprintf(out, "%s: foreground mean Dice %.5f over %d cases\n", c.Name, c.Dice, c.Cases)
+		return nil
+	}
+	var cands []*candidate
+	for _, cfg := range opts.CV {
+		c := &candidate{Name: cfg.Name, Members: []string{cfg.Name}, Dir: cfg.Dir, Summary: filepath.Join(opts.Output, cfg.Name, "summary.json")}
+		if err := score(c); err != nil {
+			return fmt.Errorf("--cv %s=%s: %w", cfg.Name, cfg.Dir, err)
+		}
+		cands = append(cands, c)
+	}
+	var skipped []string
+	if !opts.NoEnsembling {
+		for i := range opts.CV {
+			for j := i + 1; j < len(opts.CV); j++ {
+				a, b := opts.CV[i], opts.CV[j]
+				name := "ensemble_" + a.Name + "+" + b.Name
+				if why := noProbabilities(a, b); why != "" {
+					skipped = append(skipped, name+": "+why)
+					fmt.Fprintf(out, "%s skipped: %s\n", name, why)
+					continue
+				}
+				dir := filepath.Join(opts.Output, name)
+				if _, err := ensemble.Folders([]string{a.Dir, b.Dir}, dir, lo); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				c := &candidate{Name: name, Members: []string{a.Name, b.Name}, Dir: dir, Summary: filepath.Join(dir, "summary.json")}
+				if err := score(c); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				cands = append(cands, c)
+			}
+		}
+	}
+	best := bestCandidate(cands)
+	printCandidates(out, cands, best)
+
+	fmt.Fprintf(out, "determining the post-processing on %s's predictions\n", best.Name)
+	planPath := filepath.Join(opts.Output, "postprocessing.json")
+	ppDir := filepath.Join(opts.Output, "postprocessed")
+	res, err := determinePostprocessing(best.pairs, sc, opts.Ignore, ppDir, planPath, nil)
+	if err != nil {
+		return fmt.Errorf("%s: post-processing: %w", best.Name, err)
+	}
+	fmt.Fprintf(out, "%d post-processing step(s) kept; foreground mean Dice %.5f → %.5f\n", len(res.Plan.Steps),
+		res.Baseline.ForegroundMean.Dice, res.Postprocess.ForegroundMean.Dice)
+
+	info := inferenceInformation(opts, cands, best, skipped, planPath, len(res.Plan.Steps), res.Postprocess.ForegroundMean.Dice)
+	b, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return err
+	}
+	infoPath := filepath.Join(opts.Output, "inference_information.json")
+	if err := atomicfile.WriteFileUmask(infoPath, append(b, '\n'), 0o666); err != nil {
+		return fmt.Errorf("write %s: %w", infoPath, err)
+	}
+	text, err := inferenceInstructions(opts, best, planPath)
+	if err != nil {
+		return err
+	}
+	instrPath := filepath.Join(opts.Output, "inference_instructions.txt")
+	if err := atomicfile.WriteFileUmask(instrPath, []byte(text), 0o666); err != nil {
+		return fmt.Errorf("write %s: %w", instrPath, err)
+	}
+	fmt.Fprintf(out, "\n%s\nwrote %s and %s\n", text, infoPath, instrPath)
+	return nil
+}
+
+// commonCases refuses a prediction folder that shares no case with the
+// references (wrong folder, or another file ending), before MatchFiles
+// lists every file of both as unmatched.
+func commonCases(predDir, refDir, ending string) error {
+	refs, err := labelNames(refDir, ending)
+	if err != nil {
+		return err
+	}
+	preds, err := labelNames(predDir, ending)
+	if err != nil {
+		return err
+	}
+	for n := range preds {
+		if refs[n] {
+			return nil
+		}
+	}
+	e := ending
+	if e == "" {
+		e = ".nii.gz, .nii or .hdr"
+	}
+	return fmt.Errorf("%s has no case in common with --ref %s (%d and %d label files ending in %s)", predDir, refDir, len(preds), len(refs), e)
+}
+
+// labelNames are the names of dir's label files ending in ending ("": a
+// NIfTI ending).
+func labelNames(dir, ending string) (map[string]bool, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, e := range ents {
+		n := e.Name()
+		if e.IsDir() {
+			continue
+		}
+		if ending != "" && strings.HasSuffix(n, ending) || ending == "" && hasAnySuffixOf(n, ".nii.gz", ".nii", ".hdr") {
+			out[n] = true
+		}
+	}
+	return out, nil
+}
+
+func hasAnySuffixOf(s string, suffixes ...string) bool {
+	for _, x := range suffixes {
+		if strings.HasSuffix(s, x) {
+			return true
+		}
+	}
+	return false
+}
+
+// noProbabilities says why a pair cannot be ensembled: a folder without
+// any CASE.npz ("" when both have them).
+func noProbabilities(cfgs ...cvConfig) string {
+	for _, c := range cfgs {
+		m, _ := filepath.Glob(filepath.Join(c.Dir, "*.npz"))
+		if len(m) == 0 {
+			return fmt.Sprintf("%s (--cv %s) has no CASE.npz probabilities (validate with --save-probabilities)", c.Dir, c.Name)
+		}
+	}
+	return ""
+}
+
+// bestCandidate is nnU-Net's choice: the highest foreground mean Dice, the
+// first on a tie (single configurations come before ensembles); NaN
+// scores lose to any number.
+func bestCandidate(cands []*candidate) *candidate {
+	best := cands[0]
+	for _, c := range cands[1:] {
+		if c.Dice > best.Dice || math.IsNaN(best.Dice) && !math.IsNaN(c.Dice) {
+			best = c
+		}
+	}
+	return best
+}
+
+// printCandidates prints the table of candidates, the best marked.
+func printCandidates(w io.Writer, cands []*candidate, best *candidate) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\ncandidate\tforeground mean Dice\tcases\t")
+	for _, c := range cands {
+		mark := ""
+		if c == best {
+			mark = "best"
+		}
+		fmt.Fprintf(tw, "%s\t%.5f\t%d\t%s\n", c.Name, c.Dice, c.Cases, mark)
+	}
+	tw.Flush()
+}
+
+// jsonFloat is x for JSON, nil (null) for NaN, which JSON cannot hold.
+func jsonFloat(x float64) *float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return nil
+	}
+	return &x
+}
+
+// findBestInfo is inference_information.json: nnU-Net's keys where they
+// have a meaning here (all_results, best_model_or_ensemble), and every
+// candidate's folders.
+type findBestInfo struct {
+	ReferenceFolder     string              `json:"reference_folder"`
+	DatasetJSON         string              `json:"dataset_json,omitempty"`
+	EnsemblingAllowed   bool                `json:"ensembling_allowed"`
+	ConsideredModels    []cvConfig          `json:"considered_models"`
+	Candidates          []candidateInfo     `json:"candidates"`
+	SkippedEnsembles    []string            `json:"skipped_ensembles,omitempty"`
+	AllResults          map[string]*float64 `json:"all_results"`
+	BestModelOrEnsemble bestInfo            `json:"best_model_or_ensemble"`
+}
+
+type candidateInfo struct {
+	Name    string   `json:"name"`
+	Members []string `json:"members"`
+	Folder  string   `json:"folder"`
+	Summary string   `json:"summary"`
+	Dice    *float64 `json:"foreground_mean_dice"`
+	Cases   int      `json:"cases"`
+}
+
+type bestInfo struct {
+	Name                   string   `json:"name"`
+	SelectedModelOrModels  []string `json:"selected_model_or_models"`
+	ResultOnCrossvalPrePP  *float64 `json:"result_on_crossval_pre_pp"`
+	ResultOnCrossvalPostPP *float64 `json:"result_on_crossval_post_pp"`
+	PostprocessingFile     string   `json:"postprocessing_file"`
+	PostprocessingSteps    int      `json:"postprocessing_steps"`
+	PostprocessedFolder    string   `json:"postprocessed_folder"`
+}
+
+func (c cvConfig) MarshalJSON() ([]byte, error) {
+	return json.Marshal(map[string]string{"name": c.Name, "folder": c.Dir})
+}
+
+func inferenceInformation(opts *FindBestOptions, cands []*candidate, best *candidate, skipped []string, planPath string, steps int, post float64) findBestInfo {
+	info := findBestInfo{ReferenceFolder: opts.RefDir, DatasetJSON: opts.DatasetJSON, EnsemblingAllowed: !opts.NoEnsembling,
+		ConsideredModels: opts.CV, SkippedEnsembles: skipped, AllResults: map[string]*float64{}}
+	for _, c := range cands {
+		info.Candidates = append(info.Candidates, candidateInfo{Name: c.Name, Members: c.Members, Folder: c.Dir, Summary: c.Summary,
+			Dice: jsonFloat(c.Dice), Cases: c.Cases})
+		info.AllResults[c.Name] = jsonFloat(c.Dice)
+	}
+	info.BestModelOrEnsemble = bestInfo{Name: best.Name, SelectedModelOrModels: best.Members, ResultOnCrossvalPrePP: jsonFloat(best.Dice),
+		ResultOnCrossvalPostPP: jsonFloat(post), PostprocessingFile: planPath, PostprocessingSteps: steps,
+		PostprocessedFolder: filepath.Join(opts.Output, "postprocessed")}
+	return info
+}
+
+// inferenceInstructions are the commands that predict a test folder as
+// the best candidate did, as nnU-Net's print_inference_instructions:
+// predict with each member (with probabilities when there are two), the
+// ensemble, then the post-processing. Paths are absolute so that the
+// commands run from anywhere.
+func inferenceInstructions(opts *FindBestOptions, best *candidate, planPath string) (string, error) {
+	plan, err := filepath.Abs(planPath)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString("Run inference like this (INPUT_FOLDER: the test images; MODEL_DIR_<NAME>: the training output folder of\n")
+	b.WriteString("configuration NAME, <output_dir>/<experiment>, holding fold_<k>/):\n\n")
+	if len(best.Members) == 1 {
+		fmt.Fprintf(&b, "train predict --model-dir MODEL_DIR_%s -i INPUT_FOLDER -o OUTPUT_FOLDER\n", best.Members[0])
+	} else {
+		b.WriteString("An ensemble won: predict with each member, saving the probabilities, then ensemble them:\n\n")
+		var outs []string
+		for _, m := range best.Members {
+			o := "OUTPUT_FOLDER_" + m
+			outs = append(outs, o)
+			fmt.Fprintf(&b, "train predict --model-dir MODEL_DIR_%s -i INPUT_FOLDER -o %s --save-probabilities\n", m, o)
+		}
+		fmt.Fprintf(&b, "train ensemble -i %s -o OUTPUT_FOLDER", strings.Join(outs, " "))
+		if opts.DatasetJSON != "" {
+			dj, err := filepath.Abs(opts.DatasetJSON)
+			if err != nil {
+				return "", err
+			}
+			fmt.Fprintf(&b, " --dataset-json %s", shellQuote(dj))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\nOnce inference is completed, run the post-processing like this:\n\n")
+	fmt.Fprintf(&b, "train postprocess apply --plan %s OUTPUT_FOLDER OUTPUT_FOLDER_PP\n", shellQuote(plan))
+	if len(best.Members) == 1 {
+		fmt.Fprintf(&b, "\n(or both at once: train predict --model-dir MODEL_DIR_%s -i INPUT_FOLDER -o OUTPUT_FOLDER_PP --postprocessing %s)\n",
+			best.Members[0], shellQuote(plan))
+	}
+	return b.String(), nil
+}
+
+// sameDir reports whether a and b name the same folder: the same path
+// once made absolute, or the same folder through a link.
+func sameDir(a, b string) bool {
+	aa, err1 := filepath.Abs(a)
+	ab, err2 := filepath.Abs(b)
+	if err1 == nil && err2 == nil && aa == ab {
+		return true
+	}
+	fa, err1 := os.Stat(a)
+	fb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
+}
