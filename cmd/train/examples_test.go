@@ -34,6 +34,9 @@ func TestExamplePathsExist(t *testing.T) {
 			}
 			for i, w := range words[1:] {
 				prev := words[i]
+				if name, path, ok := strings.Cut(w, "="); ok && !strings.HasPrefix(w, "-") && !strings.Contains(name, "/") {
+					w = path // find-best's --cv NAME=DIR names DIR
+				}
 				if strings.HasPrefix(w, "-") || outputs[prev] || filepath.IsAbs(w) {
 					continue
 				}

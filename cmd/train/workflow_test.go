@@ -4,19 +4,23 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/voxtrain/voxtrain/evaluation"
 	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/nifti"
+	"github.com/voxtrain/voxtrain/postprocess"
 )
 
 // TestWorkflowEndToEnd is nnU-Net's whole workflow with voxtrain alone,
 // on a few small cases in nnU-Net's raw layout: train plan → train each
-// fold of the planned config → validate each fold (its predictions) →
-// train postprocess determine on the pooled cross-validation predictions
-// → train predict a test folder with the fold ensemble, probabilities and
+// fold of the planned config → validate each fold (its predictions and
+// probabilities) → train postprocess determine on the pooled
+// cross-validation predictions, and train find-best on them (one
+// configuration: it must choose it and the same post-processing) → train
+// predict a test folder with the fold ensemble, probabilities and
 // the post-processing → train evaluate. The planned config is used as
 // written but for its budget (epochs, iterations, device, folds) and its
 // width (features), which the test shrinks to train on a CPU in seconds.
@@ -113,7 +117,7 @@ func TestWorkflowEndToEnd(t *testing.T) {
 		run("--config", cfgPath, "--fold", f, "--output-dir", runs, "--threads", "2")
 		ck := filepath.Join(runs, experiment, "fold_"+f, "run_0", "checkpoints", "last")
 		val := filepath.Join(root, "validation_fold_"+f)
-		run("validate", "--checkpoint", ck, "--output", val, "--threads", "2")
+		run("validate", "--checkpoint", ck, "--output", val, "--save-probabilities", "--threads", "2")
 		s, err := evaluation.Read(filepath.Join(val, "summary.json"))
 		if err != nil {
 			t.Fatal(err)
@@ -130,6 +134,9 @@ func TestWorkflowEndToEnd(t *testing.T) {
 			}
 			if err := os.WriteFile(filepath.Join(cv, id+".nii.gz"), b, 0o644); err != nil {
 				t.Fatal(err)
+			}
+			if _, err := os.Stat(filepath.Join(val, id+".npz")); err != nil {
+				t.Errorf("validate --save-probabilities: %v", err)
 			}
 		}
 	}
@@ -154,6 +161,26 @@ func TestWorkflowEndToEnd(t *testing.T) {
 		if got, want := c.Metrics[0].Dice, validated[id]; !(got == want || got != got && want != want) {
 			t.Errorf("%s: train evaluate gives Dice %v from the written file, validate reported %v", id, got, want)
 		}
+	}
+
+	// find-best with this one configuration chooses it and the same
+	// post-processing as postprocess determine.
+	fb := filepath.Join(root, "find_best")
+	run("find-best", "--cv", "3d_fullres="+cv, "--ref", filepath.Join(raw, "labelsTr"), "--dataset-json", filepath.Join(raw, "dataset.json"), "-o", fb)
+	pp, err := postprocess.Load(ppPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fbpp, err := postprocess.Load(filepath.Join(fb, "postprocessing.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(pp.Steps, fbpp.Steps) || !reflect.DeepEqual(pp.Decisions, fbpp.Decisions) {
+		t.Errorf("find-best's post-processing %+v, postprocess determine's %+v", fbpp, pp)
+	}
+	if text, err := os.ReadFile(filepath.Join(fb, "inference_instructions.txt")); err != nil ||
+		!strings.Contains(string(text), "train predict --model-dir MODEL_DIR_3d_fullres -i INPUT_FOLDER -o OUTPUT_FOLDER\n") {
+		t.Errorf("find-best's instructions: %v\n%s", err, text)
 	}
 
 	// 5. Predict the test folder with the fold ensemble, probabilities and
