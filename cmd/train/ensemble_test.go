@@ -1,12 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/infer"
 	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/nifti"
@@ -108,6 +110,84 @@ func TestEnsembleFolders(t *testing.T) {
 	} {
 		if _, _, err := runCmd(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestEnsembleRegions: with nnU-Net regions (the demo's labels as "whole"
+// = {1, 2} and "posterior" = {2}, regions_class_order [1, 2]) validate
+// --save-probabilities writes the sigmoid probabilities of the regions
+// and labels painted from them; train ensemble --dataset-json paints the
+// mean of two models' probabilities the same way (later regions over
+// earlier ones).
+func TestEnsembleRegions(t *testing.T) {
+	if testutil.Race {
+		t.Skip("numeric: skipped under -race")
+	}
+	ds := smallRawDataset(t, "hippocampus_001", "hippocampus_006")
+	meta, _ := json.Marshal(map[string]any{"channel_names": map[string]string{"0": "MRI"},
+		"labels": map[string]any{"background": 0, "whole": []int{1, 2}, "posterior": []int{2}}, "regions_class_order": []int{1, 2},
+		"numTraining": 2, "file_ending": ".nii.gz"})
+	if err := os.WriteFile(filepath.Join(ds, "dataset.json"), meta, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runs := filepath.Join(t.TempDir(), "runs")
+	root := t.TempDir()
+	order := []int{1, 2}
+	var dirs []string
+	for fold := 0; fold < 2; fold++ {
+		ck := tinyCheckpoint(t, runs, fold, uint64(fold+4), func(c *config.Config) {
+			c.Data.Dataset = ds
+			c.Model.NumClasses, c.Model.Targets, c.Model.RegionsClassOrder, c.Loss.Name = 2, config.TargetsMultiLabel, order, "dice_bce"
+		})
+		dir := filepath.Join(root, "val"+itoa(fold))
+		if o, errb, err := runCmd(t, "validate", "--checkpoint", ck, "--data", ds, "--output", dir, "--save-probabilities", "--threads", "2"); err != nil {
+			t.Fatalf("validate: %v\n%s\n%s", err, o, errb)
+		}
+		dirs = append(dirs, dir)
+	}
+	ens := filepath.Join(root, "ens")
+	if o, errb, err := runCmd(t, "ensemble", "-i", dirs[0], dirs[1], "-o", ens, "--dataset-json", filepath.Join(ds, "dataset.json")); err != nil {
+		t.Fatalf("ensemble: %v\n%s\n%s", err, o, errb)
+	}
+	for _, id := range []string{"hippocampus_001", "hippocampus_006"} {
+		var ps [][]float32
+		for _, d := range dirs {
+			p := readProbs(t, filepath.Join(d, id+".npz"))
+			if p.Shape[0] != 2 {
+				t.Fatalf("%s: %d probability channels, want the 2 regions", id, p.Shape[0])
+			}
+			n := len(p.Data) / 2
+			want := infer.MultiLabelLabels(p.Data, 2, n, order)
+			_, labels, err := nifti.ReadFloat32(filepath.Join(d, id+".nii.gz"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, l := range labels {
+				if uint8(l) != want[i] {
+					t.Fatalf("%s: validate's label %d is %v, the regions painted from its probabilities %d", filepath.Join(d, id), i, l, want[i])
+				}
+			}
+			ps = append(ps, p.Data)
+		}
+		mean := make([]float32, len(ps[0]))
+		for i := range mean {
+			mean[i] = (ps[0][i] + ps[1][i]) / 2
+		}
+		want := infer.MultiLabelLabels(mean, 2, len(mean)/2, order)
+		_, labels, err := nifti.ReadFloat32(filepath.Join(ens, id+".nii.gz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[uint8]bool{}
+		for i, l := range labels {
+			if uint8(l) != want[i] {
+				t.Fatalf("%s: ensemble label %d is %v, the regions painted from the mean %d", id, i, l, want[i])
+			}
+			seen[want[i]] = true
+		}
+		if !seen[1] || !seen[2] {
+			t.Errorf("%s: the ensemble paints %v; the test needs both regions painted somewhere", id, seen)
 		}
 	}
 }
