@@ -16,6 +16,7 @@ import (
 	"github.com/voxtrain/voxtrain/ensemble"
 	"github.com/voxtrain/voxtrain/evaluation"
 	"github.com/voxtrain/voxtrain/internal/atomicfile"
+	"github.com/voxtrain/voxtrain/internal/jsonfloat"
 )
 
 // FindBestOptions are `train find-best`'s.
@@ -332,61 +333,56 @@ func printCandidates(w io.Writer, cands []*candidate, best *candidate) {
 	tw.Flush()
 }
 
-// jsonFloat is x for JSON, nil (null) for NaN, which JSON cannot hold.
-func jsonFloat(x float64) *float64 {
-	if math.IsNaN(x) || math.IsInf(x, 0) {
-		return nil
-	}
-	return &x
-}
-
 // findBestInfo is inference_information.json: nnU-Net's keys where they
 // have a meaning here (all_results, best_model_or_ensemble), and every
-// candidate's folders.
+// candidate's folders. A NaN score (no case has a label) is null.
 type findBestInfo struct {
-	ReferenceFolder     string              `json:"reference_folder"`
-	DatasetJSON         string              `json:"dataset_json,omitempty"`
-	EnsemblingAllowed   bool                `json:"ensembling_allowed"`
-	ConsideredModels    []cvConfig          `json:"considered_models"`
-	Candidates          []candidateInfo     `json:"candidates"`
-	SkippedEnsembles    []string            `json:"skipped_ensembles,omitempty"`
-	AllResults          map[string]*float64 `json:"all_results"`
-	BestModelOrEnsemble bestInfo            `json:"best_model_or_ensemble"`
+	ReferenceFolder     string                     `json:"reference_folder"`
+	DatasetJSON         string                     `json:"dataset_json,omitempty"`
+	EnsemblingAllowed   bool                       `json:"ensembling_allowed"`
+	ConsideredModels    []cvConfig                 `json:"considered_models"`
+	Candidates          []candidateInfo            `json:"candidates"`
+	SkippedEnsembles    []string                   `json:"skipped_ensembles,omitempty"`
+	AllResults          map[string]jsonfloat.Float `json:"all_results"`
+	BestModelOrEnsemble bestInfo                   `json:"best_model_or_ensemble"`
 }
 
+// candidateInfo is a candidate in inference_information.json.
 type candidateInfo struct {
-	Name    string   `json:"name"`
-	Members []string `json:"members"`
-	Folder  string   `json:"folder"`
-	Summary string   `json:"summary"`
-	Dice    *float64 `json:"foreground_mean_dice"`
-	Cases   int      `json:"cases"`
+	Name    string          `json:"name"`
+	Members []string        `json:"members"`
+	Folder  string          `json:"folder"`
+	Summary string          `json:"summary"`
+	Dice    jsonfloat.Float `json:"foreground_mean_dice"`
+	Cases   int             `json:"cases"`
 }
 
+// bestInfo is the chosen candidate and its post-processing.
 type bestInfo struct {
-	Name                   string   `json:"name"`
-	SelectedModelOrModels  []string `json:"selected_model_or_models"`
-	ResultOnCrossvalPrePP  *float64 `json:"result_on_crossval_pre_pp"`
-	ResultOnCrossvalPostPP *float64 `json:"result_on_crossval_post_pp"`
-	PostprocessingFile     string   `json:"postprocessing_file"`
-	PostprocessingSteps    int      `json:"postprocessing_steps"`
-	PostprocessedFolder    string   `json:"postprocessed_folder"`
+	Name                   string          `json:"name"`
+	SelectedModelOrModels  []string        `json:"selected_model_or_models"`
+	ResultOnCrossvalPrePP  jsonfloat.Float `json:"result_on_crossval_pre_pp"`
+	ResultOnCrossvalPostPP jsonfloat.Float `json:"result_on_crossval_post_pp"`
+	PostprocessingFile     string          `json:"postprocessing_file"`
+	PostprocessingSteps    int             `json:"postprocessing_steps"`
+	PostprocessedFolder    string          `json:"postprocessed_folder"`
 }
 
+// MarshalJSON writes a --cv as {"name": NAME, "folder": DIR}.
 func (c cvConfig) MarshalJSON() ([]byte, error) {
 	return json.Marshal(map[string]string{"name": c.Name, "folder": c.Dir})
 }
 
 func inferenceInformation(opts *FindBestOptions, cands []*candidate, best *candidate, skipped []string, planPath string, steps int, post float64) findBestInfo {
 	info := findBestInfo{ReferenceFolder: opts.RefDir, DatasetJSON: opts.DatasetJSON, EnsemblingAllowed: !opts.NoEnsembling,
-		ConsideredModels: opts.CV, SkippedEnsembles: skipped, AllResults: map[string]*float64{}}
+		ConsideredModels: opts.CV, SkippedEnsembles: skipped, AllResults: map[string]jsonfloat.Float{}}
 	for _, c := range cands {
 		info.Candidates = append(info.Candidates, candidateInfo{Name: c.Name, Members: c.Members, Folder: c.Dir, Summary: c.Summary,
-			Dice: jsonFloat(c.Dice), Cases: c.Cases})
-		info.AllResults[c.Name] = jsonFloat(c.Dice)
+			Dice: jsonfloat.Float(c.Dice), Cases: c.Cases})
+		info.AllResults[c.Name] = jsonfloat.Float(c.Dice)
 	}
-	info.BestModelOrEnsemble = bestInfo{Name: best.Name, SelectedModelOrModels: best.Members, ResultOnCrossvalPrePP: jsonFloat(best.Dice),
-		ResultOnCrossvalPostPP: jsonFloat(post), PostprocessingFile: planPath, PostprocessingSteps: steps,
+	info.BestModelOrEnsemble = bestInfo{Name: best.Name, SelectedModelOrModels: best.Members, ResultOnCrossvalPrePP: jsonfloat.Float(best.Dice),
+		ResultOnCrossvalPostPP: jsonfloat.Float(post), PostprocessingFile: planPath, PostprocessingSteps: steps,
 		PostprocessedFolder: filepath.Join(opts.Output, "postprocessed")}
 	return info
 }
