@@ -51,6 +51,10 @@ func parseCV(vals []string) ([]cvConfig, error) {
 				return nil, fmt.Errorf("--cv %q: the name %q may hold letters, digits, _ . and - only (it names folders and placeholders)", v, name)
 			}
 		}
+		if name == "postprocessed" || strings.HasPrefix(name, "ensemble_") {
+			// OUT/postprocessed and OUT/ensemble_A+B are find-best's own.
+			return nil, fmt.Errorf("--cv %q: the name %s would clash with find-best's own folders (postprocessed, ensemble_*)", v, name)
+		}
 		if seen[name] {
 			return nil, fmt.Errorf("--cv %q: the name %s is given twice", v, name)
 		}

@@ -246,6 +246,7 @@ func TestFindBestBadInput(t *testing.T) {
 		{[]string{"--cv", other}, []string{"--cv", other, "want NAME=DIR"}},
 		{[]string{"--cv", "a=" + other, "--cv", "a=" + other}, []string{"--cv", "given twice"}},
 		{[]string{"--cv", "a+b=" + other}, []string{"--cv", "letters, digits"}},
+		{[]string{"--cv", "ensemble_x=" + other}, []string{"--cv", "clash with find-best's own folders"}},
 		{[]string{"--cv", "a=" + missing}, []string{"--cv a=" + missing, "not a folder"}},
 		{[]string{"--cv", "a=" + other}, []string{"--cv a=" + other, "no case in common with --ref " + refs}},
 		{[]string{"--cv", "a=" + other, "-o", other}, []string{"--output " + other + " is --cv a=" + other}},
