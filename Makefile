@@ -72,19 +72,23 @@ slow:
 		| grep -E '^(=== RUN|--- |ok|FAIL|PASS)|demo|kills|loss|Dice'
 	$(GO) test -count=1 -run '^(TestMatrix|TestLarge)$$' ./internal/inflate
 
-# Run each fuzz target for FUZZTIME (go test -fuzz takes one target at a time).
+# Run each fuzz target for FUZZTIME (go test -fuzz takes one target at a
+# time). Minimising each new input is capped at 50 runs: the default (60 s
+# of minimising per input) spends a one-minute run on the first few inputs
+# of the targets whose runs write files (a handful of executions).
+FUZZ = $(GO) test -run '^$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParseHeader$$' -fuzztime $(FUZZTIME) ./nifti
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./nifti
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./checkpoint/safetensors
-	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./internal/inflate
-	$(GO) test -run '^$$' -fuzz '^FuzzReaderStream$$' -fuzztime $(FUZZTIME) ./internal/inflate
-	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x ./nrrd
-	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x ./metaimage
-	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x ./tiff
-	for t in FuzzBlosc FuzzBlosclz FuzzV2Metadata FuzzV3Metadata FuzzShard FuzzN5Block FuzzN5LZ4; do \
-		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 50x ./zarr || exit 1; done
-	$(GO) test -run '^$$' -fuzz '^FuzzDerivedPaths$$' -fuzztime $(FUZZTIME) ./volume
+	$(FUZZ) -fuzz '^FuzzParseHeader$$' ./nifti
+	$(FUZZ) -fuzz '^FuzzDecode$$' ./nifti
+	$(FUZZ) -fuzz '^FuzzParse$$' ./checkpoint/safetensors
+	$(FUZZ) -fuzz '^FuzzReader$$' ./internal/inflate
+	$(FUZZ) -fuzz '^FuzzReaderStream$$' ./internal/inflate
+	$(FUZZ) -fuzz '^FuzzOpen$$' ./nrrd
+	$(FUZZ) -fuzz '^FuzzOpen$$' ./metaimage
+	$(FUZZ) -fuzz '^FuzzOpen$$' ./tiff
+	for t in FuzzBlosc FuzzBlosclz FuzzV2Metadata FuzzV3Metadata FuzzShard FuzzN5Block FuzzN5LZ4 FuzzN5Attributes FuzzCOSEMMultiscales; do \
+		$(FUZZ) -fuzz "^$$t\$$" ./zarr || exit 1; done
+	$(FUZZ) -fuzz '^FuzzDerivedPaths$$' ./volume
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./nifti
