@@ -20,6 +20,7 @@ import (
 
 	"github.com/voxtrain/voxtrain/infer"
 	"github.com/voxtrain/voxtrain/internal/npy"
+	"github.com/voxtrain/voxtrain/internal/samepath"
 	"github.com/voxtrain/voxtrain/nifti"
 )
 
@@ -139,7 +140,7 @@ func Folders(dirs []string, out string, o Options) ([]string, error) {
 		return nil, fmt.Errorf("ensemble: %d folder(s), want at least 2", len(dirs))
 	}
 	for _, d := range dirs {
-		if sameDir(d, out) {
+		if samepath.Same(d, out) {
 			return nil, fmt.Errorf("ensemble: the output folder %s is the input folder %s (it would overwrite its predictions)", out, d)
 		}
 	}
@@ -242,16 +243,4 @@ func readProbabilities(path string) (npy.Array, error) {
 		return npy.Array{}, fmt.Errorf("%s: probabilities of shape %v, want (C, z, y, x)", path, a.Shape)
 	}
 	return a, nil
-}
-
-// sameDir reports whether a and b name the same folder.
-func sameDir(a, b string) bool {
-	aa, err1 := filepath.Abs(a)
-	ab, err2 := filepath.Abs(b)
-	if err1 == nil && err2 == nil && aa == ab {
-		return true
-	}
-	fa, err1 := os.Stat(a)
-	fb, err2 := os.Stat(b)
-	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/voxtrain/voxtrain/internal/atomicfile"
+	"github.com/voxtrain/voxtrain/internal/samepath"
 	"github.com/voxtrain/voxtrain/nifti"
 )
 
@@ -27,7 +28,7 @@ func CheckOutput(output string, inputs []string) error {
 		}
 		for _, o := range []string{hdr, img} {
 			for _, i := range []string{in, ih, ii} {
-				if sameFile(o, i) {
+				if samepath.Same(o, i) {
 					return fmt.Errorf("%s: the same file as the input %s (the prediction would overwrite its image); give another name", output, i)
 				}
 			}
@@ -51,20 +52,6 @@ func CheckOutput(output string, inputs []string) error {
 	}
 	f.Close()
 	return nil
-}
-
-// sameFile reports whether paths a and b name the same file: the same
-// path once made absolute, or, when both exist, the same file through a
-// link.
-func sameFile(a, b string) bool {
-	aa, err1 := filepath.Abs(a)
-	ab, err2 := filepath.Abs(b)
-	if err1 == nil && err2 == nil && aa == ab {
-		return true
-	}
-	fa, err1 := os.Stat(a)
-	fb, err2 := os.Stat(b)
-	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
 }
 
 // WriteLabels writes a label map on the grid of the reference image file.

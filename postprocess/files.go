@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/voxtrain/voxtrain/evaluation"
+	"github.com/voxtrain/voxtrain/internal/samepath"
 	"github.com/voxtrain/voxtrain/nifti"
 )
 
@@ -39,7 +40,7 @@ func WriteLike(out, in string, labels []uint8) error {
 func (p *Plan) ApplyFiles(inputs []string, outDir string, log io.Writer) ([]string, error) {
 	var out []string
 	for _, in := range inputs {
-		if sameDir(filepath.Dir(in), outDir) {
+		if samepath.Same(filepath.Dir(in), outDir) {
 			return out, fmt.Errorf("%s: the output folder is the input's; give another (inputs are never overwritten)", outDir)
 		}
 		lf, err := evaluation.ReadLabelFile(in)
@@ -70,12 +71,6 @@ func countFg(l []uint8) int {
 		}
 	}
 	return n
-}
-
-func sameDir(a, b string) bool {
-	fa, err1 := os.Stat(a)
-	fb, err2 := os.Stat(b)
-	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
 }
 
 // LabelFiles lists the files of dir ending in ending ("": .nii.gz, .nii,

@@ -17,6 +17,7 @@ import (
 	"github.com/voxtrain/voxtrain/evaluation"
 	"github.com/voxtrain/voxtrain/internal/atomicfile"
 	"github.com/voxtrain/voxtrain/internal/jsonfloat"
+	"github.com/voxtrain/voxtrain/internal/samepath"
 )
 
 // FindBestOptions are `train find-best`'s.
@@ -152,7 +153,7 @@ func findBestRun(opts *FindBestOptions) error {
 		return err
 	}
 	for _, c := range opts.CV {
-		if sameDir(c.Dir, opts.Output) {
+		if samepath.Same(c.Dir, opts.Output) {
 			return fmt.Errorf("--output %s is --cv %s=%s: give another folder", opts.Output, c.Name, c.Dir)
 		}
 	}
@@ -431,17 +432,4 @@ func inferenceInstructions(opts *FindBestOptions, best *candidate, planPath stri
 			best.Members[0], shellQuote(plan))
 	}
 	return b.String(), nil
-}
-
-// sameDir reports whether a and b name the same folder: the same path
-// once made absolute, or the same folder through a link.
-func sameDir(a, b string) bool {
-	aa, err1 := filepath.Abs(a)
-	ab, err2 := filepath.Abs(b)
-	if err1 == nil && err2 == nil && aa == ab {
-		return true
-	}
-	fa, err1 := os.Stat(a)
-	fb, err2 := os.Stat(b)
-	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
 }
