@@ -341,7 +341,7 @@ func TestConfigShorthand(t *testing.T) {
 		t.Errorf("commands taking --config: %v, want %v (add the new one to the checks below)", withConfig, want)
 	}
 	slices.Sort(withOutput)
-	if want := []string{"demo --output-dir", "determine --output", "evaluate --output", "export --onnx", "plan --output", "predict --output", "train --output-dir", "validate --output"}; !slices.Equal(withOutput, want) {
+	if want := []string{"demo --output-dir", "determine --output", "ensemble --output", "evaluate --output", "export --onnx", "find-best --output", "plan --output", "predict --output", "train --output-dir", "validate --output"}; !slices.Equal(withOutput, want) {
 		t.Errorf("commands with an output flag: %v, want %v", withOutput, want)
 	}
 
