@@ -221,8 +221,17 @@ func checkBackOnFullGrid(t *testing.T, v *Volume) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// One channel is the foreground's probability (a one-class model's
+	// sigmoid): 0 outside the crop, not the background's 1.
+	one, err := v.ProbabilitiesOnSourceGrid(probs[n:2*n], 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
 	fg := 0
 	forEachIn(src, func(i int, p [3]int) {
+		if inside := v.Crop.Contains(volume.Box{Lo: p, Hi: [3]int{p[0] + 1, p[1] + 1, p[2] + 1}}); !inside && one[i] != 0 {
+			t.Fatalf("voxel %v outside the crop %v: one foreground channel's probability %g, want 0", p, v.Crop, one[i])
+		}
 		inside := v.Crop.Contains(volume.Box{Lo: p, Hi: [3]int{p[0] + 1, p[1] + 1, p[2] + 1}})
 		if !inside && (lbl[i] != 0 || pb[i] != 1) {
 			t.Fatalf("voxel %v outside the crop %v: label %d, background probability %g", p, v.Crop, lbl[i], pb[i])

@@ -162,11 +162,11 @@ func (v *Volume) ProbabilitiesOnSourceGrid(probs []float32, c int, sigmoid bool)
 	if src := v.sourceShape(); cs != src {
 		sn := src[0] * src[1] * src[2]
 		full := make([]float32, c*sn)
-		if !sigmoid {
+		if !sigmoid && c > 1 {
 			for i := range sn {
 				full[i] = 1 // background (softmax channel 0) outside the box
 			}
-		} // sigmoid channels (multi-label) are each 0 there: no class
+		} // sigmoid channels (multi-label, or one foreground channel) are each 0 there: no class
 		for k := range c {
 			preprocess.Paste(full[k*sn:(k+1)*sn], src, out[k*cn:(k+1)*cn], box)
 		}
