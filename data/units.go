@@ -102,7 +102,12 @@ func checkTargetUnit(cfg config.Data, ds *Dataset) error {
 		return fmt.Errorf("%w (data.target_spacing %v resamples every case to one voxel size)", err, cfg.TargetSpacing)
 	}
 	want := cfg.TargetUnit()
-	if f, err := volume.UnitScale(u, want); err != nil || f != 1 {
+	f, err := volume.UnitScale(u, want)
+	if err != nil {
+		c := ds.Cases[first]
+		return fmt.Errorf("data: case %s (%s) against data.spacing_unit %s: %w", c.ID, c.Images[0], want, err)
+	}
+	if f != 1 {
 		c := ds.Cases[first]
 		return fmt.Errorf("data: data.spacing_unit is %s and case %s (%s) is in %s: data.target_spacing %v is in the spacing unit, so the cases must be too; write them in %s, or give target_spacing in %s with spacing_unit: %s",
 			want, c.ID, c.Images[0], u, cfg.TargetSpacing, want, u, u)
