@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -204,6 +205,11 @@ func Merge(c Case, out string, o Options) (string, error) {
 		return "", fmt.Errorf("case %s: %d probability channels, but regions_class_order has %d regions", c.ID, classes, len(o.RegionsClassOrder))
 	}
 	n := grid[0] * grid[1] * grid[2]
+	if !o.MultiLabel && classes > 1 {
+		if err := softmaxLike(sum.Data, classes, n); err != nil {
+			return "", fmt.Errorf("case %s (%s): %w: these look like a region-based or multi-label model's sigmoid outputs; give the dataset.json with its regions, or --multi-label", c.ID, c.Probabilities[0], err)
+		}
+	}
 	labels := infer.ProbabilityLabels(sum.Data, classes, n, o.MultiLabel, o.RegionsClassOrder)
 	ending := strings.TrimPrefix(filepath.Base(c.Labels), c.ID)
 	if o.SaveProbabilities {
@@ -217,6 +223,24 @@ func Merge(c Case, out string, o Options) (string, error) {
 		return "", fmt.Errorf("case %s: %w", c.ID, err)
 	}
 	return dst, nil
+}
+
+// softmaxLike checks that c channels of n probabilities are
+// distributions (summing to 1 within float32 rounding) at every 61st
+// voxel: argmax over channels is right only for softmax outputs, and the
+// sigmoid channels of region-based or multi-label models, ensembled
+// without saying so, would be labelled as classes without an error.
+func softmaxLike(p []float32, c, n int) error {
+	for i := 0; i < n; i += 61 {
+		var s float64
+		for k := range c {
+			s += float64(p[k*n+i])
+		}
+		if math.Abs(s-1) > 1e-3 {
+			return fmt.Errorf("voxel %d's %d probabilities sum to %.4g, not 1", i, c, s)
+		}
+	}
+	return nil
 }
 
 // readProbabilities reads the "probabilities" array of an .npz, (C, z, y,

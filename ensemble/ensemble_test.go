@@ -196,3 +196,30 @@ func TestFoldersErrors(t *testing.T) {
 	}
 	check("no label file", []string{c, d}, filepath.Join(root, "o6"), "case c1", c, "no label file c1.nii.gz")
 }
+
+// TestFoldersRefuseSigmoidAsSoftmax: probabilities that are not
+// distributions (a region-based model's sigmoid channels) ensembled as
+// softmax classes are refused, naming the case and saying what to give;
+// with the regions they ensemble.
+func TestFoldersRefuseSigmoidAsSoftmax(t *testing.T) {
+	root := t.TempDir()
+	dirs := []string{filepath.Join(root, "a"), filepath.Join(root, "b")}
+	n := grid[0] * grid[1] * grid[2]
+	for _, d := range dirs {
+		writeCase(t, d, "br_2", 3, 9, grid)
+		p := make([]float32, 3*n)
+		for j := range p {
+			p[j] = 0.9 // nested regions: every sigmoid channel high
+		}
+		if err := infer.WriteProbabilities(filepath.Join(d, "br_2.npz"), p, grid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := Folders(dirs, filepath.Join(root, "ens"), Options{})
+	if err == nil || !strings.Contains(err.Error(), "case br_2") || !strings.Contains(err.Error(), "sum to 2.7") || !strings.Contains(err.Error(), "regions") {
+		t.Errorf("sigmoid channels ensembled as softmax: %v, want an error naming the case, the sum and the regions", err)
+	}
+	if _, err := Folders(dirs, filepath.Join(root, "ens2"), Options{MultiLabel: true, RegionsClassOrder: []int{1, 2, 3}}); err != nil {
+		t.Errorf("with the regions: %v", err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -31,6 +32,9 @@ type FindBestOptions struct {
 	labelFlags
 	// NoEnsembling leaves the pairs of configurations out.
 	NoEnsembling bool
+	// MultiLabel: the models' channels are sigmoid classes without
+	// regions (bit-packed labels), as train ensemble --multi-label.
+	MultiLabel bool
 }
 
 // cvConfig is one --cv NAME=DIR.
@@ -52,9 +56,10 @@ func parseCV(vals []string) ([]cvConfig, error) {
 				return nil, fmt.Errorf("--cv %q: the name %q may hold letters, digits, _ . and - only (it names folders and placeholders)", v, name)
 			}
 		}
-		if name == "postprocessed" || strings.HasPrefix(name, "ensemble_") {
-			// OUT/postprocessed and OUT/ensemble_A+B are find-best's own.
-			return nil, fmt.Errorf("--cv %q: the name %s would clash with find-best's own folders (postprocessed, ensemble_*)", v, name)
+		if name == "postprocessed" || strings.HasPrefix(name, "ensemble_") || name == "PP" {
+			// OUT/postprocessed and OUT/ensemble_A+B are find-best's own,
+			// OUTPUT_FOLDER_PP the instructions' post-processed output.
+			return nil, fmt.Errorf("--cv %q: the name %s would clash with find-best's own folders (postprocessed, ensemble_*) or placeholders (OUTPUT_FOLDER_PP)", v, name)
 		}
 		if seen[name] {
 			return nil, fmt.Errorf("--cv %q: the name %s is given twice", v, name)
@@ -126,6 +131,7 @@ output folder (train predict --model-dir).`,
 	fl.StringVar(&opts.RefDir, "ref", "", "folder of the references (the training cases' labels), same file names")
 	fl.StringVarP(&opts.Output, "output", "o", "", "folder for the candidates' summaries, the ensembles, postprocessing.json and the inference instructions")
 	fl.BoolVar(&opts.NoEnsembling, "no-ensembling", false, "score the configurations alone, no pairs (nnU-Net's --disable_ensembling)")
+	fl.BoolVar(&opts.MultiLabel, "multi-label", false, "the models' channels are sigmoid classes (model.targets multi_label) without regions: ensembles give bit-packed labels, as train ensemble --multi-label")
 	opts.labelFlags.register(fl, "foreground labels to score")
 	return cmd
 }
@@ -148,7 +154,7 @@ func findBestRun(opts *FindBestOptions) error {
 	if err != nil {
 		return err
 	}
-	lo, err := labelOptions(opts.DatasetJSON, false)
+	lo, err := labelOptions(opts.DatasetJSON, opts.MultiLabel)
 	if err != nil {
 		return err
 	}
@@ -195,7 +201,7 @@ func findBestRun(opts *FindBestOptions) error {
 			for j := i + 1; j < len(opts.CV); j++ {
 				a, b := opts.CV[i], opts.CV[j]
 				name := "ensemble_" + a.Name + "+" + b.Name
-				if why := noProbabilities(a, b); why != "" {
+				if why := noProbabilities(sc.ending, a, b); why != "" {
 					skipped = append(skipped, name+": "+why)
 					fmt.Fprintf(out, "%s skipped: %s\n", name, why)
 					continue
@@ -299,13 +305,36 @@ func hasAnySuffixOf(s string, suffixes ...string) bool {
 	return false
 }
 
-// noProbabilities says why a pair cannot be ensembled: a folder without
-// any CASE.npz ("" when both have them).
-func noProbabilities(cfgs ...cvConfig) string {
+// noProbabilities says why a pair cannot be ensembled: a folder with a
+// label file (ending in ending; "": NIfTI) that has no CASE.npz beside it
+// ("" when every one has). A folder of which only some folds were
+// validated with --save-probabilities is named with its first such file,
+// rather than ensembled over fewer cases and then scored as missing them.
+func noProbabilities(ending string, cfgs ...cvConfig) string {
 	for _, c := range cfgs {
-		m, _ := filepath.Glob(filepath.Join(c.Dir, "*.npz"))
-		if len(m) == 0 {
+		names, err := labelNames(c.Dir, ending)
+		if err != nil {
+			return fmt.Sprintf("%s (--cv %s): %v", c.Dir, c.Name, err)
+		}
+		var missing []string
+		for n := range names {
+			id := n
+			for _, e := range []string{ending, ".nii.gz", ".nii", ".hdr"} {
+				if e != "" && strings.HasSuffix(n, e) {
+					id = strings.TrimSuffix(n, e)
+					break
+				}
+			}
+			if fi, err := os.Stat(filepath.Join(c.Dir, id+".npz")); err != nil || fi.IsDir() {
+				missing = append(missing, n)
+			}
+		}
+		switch {
+		case len(missing) > 0 && len(missing) == len(names):
 			return fmt.Sprintf("%s (--cv %s) has no CASE.npz probabilities (validate with --save-probabilities)", c.Dir, c.Name)
+		case len(missing) > 0:
+			slices.Sort(missing)
+			return fmt.Sprintf("%s (--cv %s): %d of %d label files have no CASE.npz beside them (%s first): validate every fold with --save-probabilities", c.Dir, c.Name, len(missing), len(names), missing[0])
 		}
 	}
 	return ""
@@ -404,7 +433,7 @@ func inferenceInstructions(opts *FindBestOptions, best *candidate, planPath stri
 	}
 	var b strings.Builder
 	b.WriteString("Run inference like this (INPUT_FOLDER: the test images; MODEL_DIR_<NAME>: the training output folder of\n")
-	b.WriteString("configuration NAME, <output_dir>/<experiment>, holding fold_<k>/):\n\n")
+	b.WriteString("configuration NAME, <output_dir>/<experiment>, holding fold_<k>/; add --device cuda to predict on a GPU):\n\n")
 	if len(best.Members) == 1 {
 		fmt.Fprintf(&b, "train predict --model-dir MODEL_DIR_%s -i INPUT_FOLDER -o OUTPUT_FOLDER\n", best.Members[0])
 	} else {
@@ -422,6 +451,9 @@ func inferenceInstructions(opts *FindBestOptions, best *candidate, planPath stri
 				return "", err
 			}
 			fmt.Fprintf(&b, " --dataset-json %s", shellQuote(dj))
+		}
+		if opts.MultiLabel {
+			b.WriteString(" --multi-label")
 		}
 		b.WriteString("\n")
 	}

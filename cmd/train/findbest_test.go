@@ -247,6 +247,7 @@ func TestFindBestBadInput(t *testing.T) {
 		{[]string{"--cv", "a=" + other, "--cv", "a=" + other}, []string{"--cv", "given twice"}},
 		{[]string{"--cv", "a+b=" + other}, []string{"--cv", "letters, digits"}},
 		{[]string{"--cv", "ensemble_x=" + other}, []string{"--cv", "clash with find-best's own folders"}},
+		{[]string{"--cv", "PP=" + other}, []string{"--cv", "OUTPUT_FOLDER_PP"}},
 		{[]string{"--cv", "a=" + missing}, []string{"--cv a=" + missing, "not a folder"}},
 		{[]string{"--cv", "a=" + other}, []string{"--cv a=" + other, "no case in common with --ref " + refs}},
 		{[]string{"--cv", "a=" + other, "-o", other}, []string{"--output " + other + " is --cv a=" + other}},
@@ -279,6 +280,29 @@ func TestFindBestBadInput(t *testing.T) {
 	}
 	if s := o.String(); !strings.Contains(s, "ensemble_a+b skipped: "+a+" (--cv a) has no CASE.npz") || !strings.Contains(s, "a: foreground mean Dice 1.00000") {
 		t.Errorf("find-best's log:\n%s", s)
+	}
+	// Probabilities beside one of b's two label files (one fold validated
+	// without --save-probabilities): the pair is skipped naming the file
+	// without them, not ensembled over fewer cases.
+	raw2 := smallRawDataset(t, "hippocampus_001", "hippocampus_006")
+	refs2 := filepath.Join(raw2, "labelsTr")
+	for _, d := range []string{a, b} {
+		os.Remove(filepath.Join(d, "hippocampus_001.nii.gz"))
+		for _, id := range []string{"hippocampus_001", "hippocampus_006"} {
+			if err := os.Symlink(filepath.Join(refs2, id+".nii.gz"), filepath.Join(d, id+".nii.gz")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(d, "hippocampus_001.npz"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o, errb, err = runCmd(t, "find-best", "--cv", "a="+a, "--cv", "b="+b, "--ref", refs2, "--dataset-json", filepath.Join(raw2, "dataset.json"), "-o", filepath.Join(root, "fb2"))
+	if err != nil {
+		t.Fatalf("%v\n%s\n%s", err, o, errb)
+	}
+	if s := o.String(); !strings.Contains(s, "ensemble_a+b skipped: "+a+" (--cv a): 1 of 2 label files have no CASE.npz beside them (hippocampus_006.nii.gz first)") {
+		t.Errorf("find-best's log with one .npz missing:\n%s", s)
 	}
 }
 
