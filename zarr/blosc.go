@@ -171,7 +171,8 @@ func (f bloscFrame) blockSpan(j int) (lo, hi int) {
 // whole decoded buffer, nbytes long), in order; bytes outside them are
 // left as they are, except up to zstdSlack bytes after the last within
 // dst's capacity (decodeBlock's scratch: the next block's, when there is
-// one, which is decoded after or not needed). tmp, when at least a block
+// one, which is decoded after or not needed) — for valid streams; a
+// damaged one may write all of dst's capacity before its error. tmp, when at least a block
 // long, is the scratch a shuffled block is decoded into before
 // unshuffling (nil: allocated).
 func (f bloscFrame) decodeBlocks(j0, j1 int, dst, tmp []byte) error {
@@ -179,7 +180,8 @@ func (f bloscFrame) decodeBlocks(j0, j1 int, dst, tmp []byte) error {
 		return fmt.Errorf("blosc: a %d-byte buffer for %d decoded bytes", len(dst), f.nbytes)
 	}
 	if len(tmp) < min(f.blocksize, f.nbytes) {
-		tmp = make([]byte, min(f.blocksize, f.nbytes))
+		n := min(f.blocksize, f.nbytes)
+		tmp = make([]byte, n, n+zstdSlack)
 	}
 	for j := j0; j < j1; j++ {
 		lo, hi := f.blockSpan(j)
@@ -204,7 +206,8 @@ func (f bloscFrame) blocksOf(lo, hi int) (j0, j1 int) {
 // than the block). out's capacity past its length (and tmp's) is
 // scratch: a zstd split decodes in place when zstdSlack bytes follow it
 // there (zstdExact), else through a copy. A caller whose bytes after out
-// matter passes out[:n:n].
+// matter passes out[:n:n] (a valid stream writes at most zstdSlack bytes
+// past out, a damaged one up to its capacity before failing).
 func (f bloscFrame) decodeBlock(j int, out, tmp []byte) error {
 	if lo, hi := f.blockSpan(j); len(out) != hi-lo {
 		return fmt.Errorf("blosc: a %d-byte buffer for block %d of %d bytes", len(out), j, hi-lo)

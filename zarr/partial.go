@@ -239,7 +239,7 @@ func (a *array) partChunk(idx []int, b0, b1 int, strides []int) (*chunkData, fun
 				blk.recycle()
 				return nil, 0, fmt.Errorf("chunk %s (array %s): %w", path, a.m.file, err)
 			}
-			return blk, int64(len(blk.b)) + 64, nil
+			return blk, blk.cost(), nil
 		}, func(v any) {
 			copy(buf[lo:hi], v.(*block).b)
 		})
@@ -401,11 +401,35 @@ func putWindow(b *[]byte) {
 // which it goes back to when the cache drops it.
 type block struct{ b []byte }
 
-// newBlock's memory reaches zstdSlack bytes past the block, so that its
-// zstd streams decode in place (decodeBlock's scratch capacity).
-func newBlock(n int) *block { return &block{getBlock(n + zstdSlack)[:n]} }
+// newBlock's memory reaches zstdSlack bytes past a block of at least
+// minSlackBlock bytes, so that its zstd streams decode in place
+// (decodeBlock's scratch capacity); a smaller block takes the copy, as
+// the slack would cost it a whole page more of the cache (blocks are
+// mapped in pages).
+func newBlock(n int) *block {
+	if n < minSlackBlock {
+		return &block{getBlock(n)}
+	}
+	return &block{getBlock(n + zstdSlack)[:n]}
+}
 
-func (b *block) recycle() { putBlock(b.b[:len(b.b)+zstdSlack]) }
+// minSlackBlock is the smallest block given zstdSlack: a page more is at
+// most 1/16 of it.
+const minSlackBlock = 64 << 10
+
+func (b *block) slack() int {
+	if len(b.b) < minSlackBlock {
+		return 0
+	}
+	return zstdSlack
+}
+
+func (b *block) recycle() { putBlock(b.b[:len(b.b)+b.slack()]) }
+
+// cost is what the block takes of the cache's bound: its bytes, slack
+// included, and 64 of bookkeeping. (mapBlock maps whole pages: a block
+// holds up to a page more than it counts, at most 1/16 of a slacked one.)
+func (b *block) cost() int64 { return int64(len(b.b)+b.slack()) + 64 }
 
 // Buffers by size for a chunk being assembled or a shuffled block being
 // decoded: a few per reading goroutine, reused rather than allocated
