@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -198,11 +197,7 @@ func (rv *rawVolume) level(k int) (rawGrid, error) {
 	p := rv.path
 	// Level 0 keeps the raw's own path: it is what the raw opens as.
 	if k > 0 {
-		if volume.IsURL(p) {
-			p = strings.TrimRight(p, "/") + "/" + rv.levels[k].Path
-		} else {
-			p = filepath.Join(p, rv.levels[k].Path)
-		}
+		p = zarr.LevelPath(p, rv.levels[k])
 	}
 	return rawGrid{path: p, name: p, hdr: rv.levels[k].Header}, nil
 }

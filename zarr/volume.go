@@ -201,7 +201,9 @@ func ChooseLevel(levels []Level, target [3]float64) int {
 }
 
 // levelsIn returns ls with their spacings converted into unit u (as
-// volume.UnitScale converts: unchanged where either states no unit).
+// volume.UnitScale converts: unchanged where either states no unit), for
+// ChooseLevel; their Unit says u where it was converted (Header is left
+// as read).
 func levelsIn(ls []Level, u string) ([]Level, error) {
 	out := slices.Clone(ls)
 	for i := range out {
@@ -212,8 +214,24 @@ func levelsIn(ls []Level, u string) ([]Level, error) {
 		for a := range 3 {
 			out[i].Spacing[a] *= f
 		}
+		if out[i].Unit != "" && u != "" {
+			out[i].Unit = u
+		}
 	}
 	return out, nil
+}
+
+// LevelPath is the path of level l of the multiscale image at image (a
+// folder or an http(s) URL): image itself for a level at "." or "",
+// image/l.Path otherwise.
+func LevelPath(image string, l Level) string {
+	if l.Path == "" || l.Path == "." {
+		return image
+	}
+	if volume.IsURL(image) {
+		return strings.TrimRight(image, "/") + "/" + l.Path
+	}
+	return filepath.Join(image, filepath.FromSlash(l.Path))
 }
 
 // OpenWith opens a store as a volume with opt.

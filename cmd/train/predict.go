@@ -109,8 +109,10 @@ the block plus at most patch-1 voxels each side. Memory per block is about
 4·(B+2P)³·(2·channels+classes+1) bytes for blocks of B and patches of P
 voxels a side (printed at the start), whatever the volume's size, plus a
 Zarr input's decoded-chunk cache (256 MiB at most).
---roi z0:z1,y0:y1,x0:x1 (voxels of the input, ends exclusive; an empty
-bound is the edge) predicts a region; default the whole volume. The store
+--roi z0:z1,y0:y1,x0:x1 (voxels of the input — of the level read, when
+an OME-Zarr image is read at its target-spacing level, which the output
+names with its shape; ends exclusive; an empty bound is the edge)
+predicts a region; default the whole volume. The store
 holds the uint8 labels as an OME-NGFF 0.4 image (axes z, y, x; scale and
 translation from the input's spacing and the ROI's origin) and, with
 --save-probabilities, float32 probabilities in OUT.ome.zarr/probabilities
@@ -183,7 +185,7 @@ rerun with --continue-prediction predicts only the rest.`,
 	fl.StringVarP(&opts.Output, "output", "o", "", "output label file (one case), folder (many), or OUT.ome.zarr store (blockwise, one case)")
 	fl.BoolVar(&opts.SaveProbabilities, "save-probabilities", false, "also write the class probabilities as CASE.npz beside the labels")
 	fl.BoolVar(&opts.Continue, "continue-prediction", false, "skip cases whose outputs already exist, or an OME-Zarr output's blocks already written (default: overwrite them)")
-	fl.StringVar(&opts.ROI, "roi", "", "with -o OUT.ome.zarr: the region to predict, z0:z1,y0:y1,x0:x1 in the input's voxels (default: the whole volume)")
+	fl.StringVar(&opts.ROI, "roi", "", "with -o OUT.ome.zarr: the region to predict, z0:z1,y0:y1,x0:x1 in the input's voxels (of the level read; default: the whole volume)")
 	fl.StringVar(&block, "block", "128", "with -o OUT.ome.zarr: the output block (and chunk) size, one size or z,y,x; memory grows with (block+2·patch)³")
 	fl.StringVar(&opts.Postprocessing, "postprocessing", "", "postprocessing.json from train postprocess determine, applied to each case's labels (probabilities are left as predicted)")
 	fl.BoolVar(&opts.Model.Window.Mirror, "mirror", true, "test-time mirroring along every axis (8 passes), as nnU-Net")

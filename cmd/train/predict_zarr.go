@@ -173,7 +173,7 @@ func openBlockInputs(paths []string, d config.Data, log io.Writer) (*blockInputs
 			return nil, in.closeWith(fmt.Errorf("--input %s: not a volume file or store (formats: %v); a blockwise prediction reads one case", p, volume.Formats()))
 		}
 		if lp, l, ok := levelAtTarget(p, d); ok {
-			fmt.Fprintf(log, "input %s: level %s (voxel size %v%s), at the checkpoint's data.target_spacing\n", p, l.Path, l.Spacing, unitSuffix(l.Unit))
+			fmt.Fprintf(log, "input %s: level %s (shape %v, voxel size %v%s), at the checkpoint's data.target_spacing; --roi is in its voxels\n", p, l.Path, l.Shape, l.Spacing, unitSuffix(l.Unit))
 			p = lp
 		}
 		f, err := volume.Open(p)
@@ -209,21 +209,18 @@ func levelAtTarget(p string, d config.Data) (path string, l zarr.Level, ok bool)
 	if err != nil || len(ls) < 2 {
 		return "", l, false
 	}
-	for k, l := range ls {
-		t, err := spec.TargetIn(l.Unit)
+	for k, lk := range ls {
+		t, err := spec.TargetIn(lk.Unit)
 		if err != nil {
 			return "", l, false
 		}
-		if !spacingWithin(l.Spacing, *t) {
+		if !spacingWithin(lk.Spacing, *t) {
 			continue
 		}
 		if k == 0 {
 			return "", l, false
 		}
-		if volume.IsURL(p) {
-			return strings.TrimRight(p, "/") + "/" + l.Path, l, true
-		}
-		return filepath.Join(p, filepath.FromSlash(l.Path)), l, true
+		return zarr.LevelPath(p, lk), lk, true
 	}
 	return "", l, false
 }
@@ -374,6 +371,13 @@ func predictBlocksRun(ctx context.Context, opts *PredictOptions) error {
 	roiSpec, err := parseROI(opts.ROI)
 	if err != nil {
 		return err
+	}
+	for _, p := range opts.Inputs {
+		// Before the checkpoints load (the inputs open after them: the
+		// level read depends on the target spacing).
+		if !volume.Readable(p) {
+			return fmt.Errorf("--input %s: not a volume file or store (formats: %v); a blockwise prediction reads one case", p, volume.Formats())
+		}
 	}
 	paths, err := opts.checkpointPaths()
 	if err != nil {

@@ -385,7 +385,7 @@ func TestPredictBlocksPicksLevel(t *testing.T) {
 	if err != nil {
 		t.Fatalf("target 5000, 1600, 1400 µm: %v\n%s", err, stdout)
 	}
-	if !strings.Contains(stdout, "level 1 (voxel size [5 1.6 1.4] millimeter)") {
+	if !strings.Contains(stdout, "level 1 (shape [3 4 5], voxel size [5 1.6 1.4] millimeter)") || !strings.Contains(stdout, "--roi is in its voxels") {
 		t.Errorf("the output does not say level 1 was read:\n%s", stdout)
 	}
 	if h, _ := readStore(t, out); h.Shape != [3]int{3, 4, 5} || h.Spacing != [3]float64{5, 1.6, 1.4} || h.Unit != "millimeter" {
