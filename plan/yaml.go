@@ -174,7 +174,7 @@ func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (st
 	sp := fmt.Sprintf("[%s, %s, %s]", num(spacing[0]), num(spacing[1]), num(spacing[2]))
 	resample := needsResampling(fp, spacing)
 	if fp.SpacingUnit != "" {
-		line("  spacing_unit: %s   # the cases' unit, target_spacing's: predict converts it into an input's", fp.SpacingUnit)
+		line("  spacing_unit: %s   # the cases' unit, target_spacing's (when set): predict converts it into an input's", fp.SpacingUnit)
 	}
 	if resample {
 		line("  target_spacing: %s", sp)
