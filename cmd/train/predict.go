@@ -276,6 +276,16 @@ func (o *PredictOptions) checkpointPaths() ([]string, error) {
 	return paths, nil
 }
 
+// openEnsemble loads the checkpoints the options name (checkpointPaths)
+// as loadEnsemble does.
+func (o *PredictOptions) openEnsemble() (*infer.Ensemble, func(), error) {
+	paths, err := o.checkpointPaths()
+	if err != nil {
+		return nil, nil, err
+	}
+	return o.loadEnsemble(paths)
+}
+
 // loadEnsemble opens the device and loads every checkpoint; done releases
 // them all.
 func (o *PredictOptions) loadEnsemble(paths []string) (*infer.Ensemble, func(), error) {
@@ -364,11 +374,7 @@ func predictRun(ctx context.Context, opts *PredictOptions) error {
 	} else if err := checkOutputDir(opts.Output); err != nil {
 		return fmt.Errorf("--output %s: %w", opts.Output, err)
 	}
-	paths, err := opts.checkpointPaths()
-	if err != nil {
-		return err
-	}
-	ens, done, err := opts.loadEnsemble(paths)
+	ens, done, err := opts.openEnsemble()
 	if err != nil {
 		return err
 	}

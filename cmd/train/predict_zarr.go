@@ -379,11 +379,7 @@ func predictBlocksRun(ctx context.Context, opts *PredictOptions) error {
 			return fmt.Errorf("--input %s: not a volume file or store (formats: %v); a blockwise prediction reads one case", p, volume.Formats())
 		}
 	}
-	paths, err := opts.checkpointPaths()
-	if err != nil {
-		return err
-	}
-	ens, done, err := opts.loadEnsemble(paths)
+	ens, done, err := opts.openEnsemble()
 	if err != nil {
 		return err
 	}
