@@ -27,8 +27,11 @@ var knownEndings = []string{".nii.gz", ".nii", ".hdr.gz", ".hdr"}
 // MatchFiles pairs the files of predDir and refDir by name, as nnU-Net's
 // compute_metrics_on_folder does: the files of both folders whose names end
 // with ending (none: the NIfTI ending of the first file in refDir, in name
-// order). Every reference needs a prediction and every prediction a
-// reference; an error names the files without one. Other files (a
+// order); with references in a format voxtrain does not write (.nrrd,
+// .mha, .tif), a prediction CASE.nii.gz stands for CASE<ending>, as
+// train predict and validate write them. Every reference needs a
+// prediction and every prediction a reference; an error names the files
+// without one. Other files (a
 // summary.json, a postprocessing.json) are ignored.
 func MatchFiles(predDir, refDir, ending string) ([]Pair, error) {
 	refs, err := listFiles(refDir)
@@ -60,6 +63,17 @@ func MatchFiles(predDir, refDir, ending string) ([]Pair, error) {
 		return out
 	}
 	r, p := keep(refs), keep(preds)
+	// voxtrain writes the predictions of another format's cases as NIfTI
+	// (CASE.nii.gz, infer.WriteLabels): with references in that format,
+	// CASE.nii.gz is CASE<ending>'s prediction.
+	predFile := map[string]string{}
+	if niftiEnding(ending) == "" {
+		for _, n := range preds {
+			if id, ok := strings.CutSuffix(n, ".nii.gz"); ok && r[id+ending] && !p[id+ending] {
+				p[id+ending], predFile[id+ending] = true, n
+			}
+		}
+	}
 	var noPred, noRef []string
 	for n := range r {
 		if !p[n] {
@@ -88,7 +102,11 @@ func MatchFiles(predDir, refDir, ending string) ([]Pair, error) {
 	}
 	var out []Pair
 	for n := range r {
-		out = append(out, Pair{Name: n, Prediction: filepath.Join(predDir, n), Reference: filepath.Join(refDir, n)})
+		pn := n
+		if f, ok := predFile[n]; ok {
+			pn = f
+		}
+		out = append(out, Pair{Name: n, Prediction: filepath.Join(predDir, pn), Reference: filepath.Join(refDir, n)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil

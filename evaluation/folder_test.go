@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/voxtrain/voxtrain/nifti"
+	_ "github.com/voxtrain/voxtrain/nrrd" // registers .nrrd with volume, as the binary does
 )
 
 // writeLabels writes a (D, H, W) label map as a uint8 NIfTI file.
@@ -197,5 +198,46 @@ func TestFolderIgnoreLabel(t *testing.T) {
 	ig, err2 := DatasetIgnore(p)
 	if err != nil || err2 != nil || len(labels) != 1 || labels[0] != 1 || ig != 4 {
 		t.Errorf("dataset.json with an ignore label: labels %v (%v), ignore %d (%v)", labels, err, ig, err2)
+	}
+}
+
+// TestMatchFilesNIfTIPredictionsOfOtherFormats: references in a format
+// voxtrain reads but does not write (NRRD here) pair with the CASE.nii.gz
+// predictions predict and validate write for them, and score: a
+// prediction equal to the reference has Dice 1. A .nii.gz whose case has
+// no reference is ignored, as other files are; a reference without a
+// prediction is still named.
+func TestMatchFilesNIfTIPredictionsOfOtherFormats(t *testing.T) {
+	dir := t.TempDir()
+	pred, ref := filepath.Join(dir, "pred"), filepath.Join(dir, "ref")
+	b, err := os.ReadFile("../nrrd/testdata/labels_uint8.nrrd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(ref, 0o755)
+	for _, id := range []string{"c1", "c2"} {
+		if err := os.WriteFile(filepath.Join(ref, id+".nrrd"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lf, err := ReadLabelFile(filepath.Join(ref, "c1.nrrd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeLabels(t, filepath.Join(pred, "c1.nii.gz"), lf.Header.Shape, lf.Labels)
+	writeLabels(t, filepath.Join(pred, "other.nii.gz"), [3]int{1, 1, 1}, []uint8{0})
+	_, err = MatchFiles(pred, ref, ".nrrd")
+	wantErr(t, err, "c2.nrrd", "without a prediction")
+	writeLabels(t, filepath.Join(pred, "c2.nii.gz"), lf.Header.Shape, lf.Labels)
+	pairs, err := MatchFiles(pred, ref, ".nrrd")
+	if err != nil || len(pairs) != 2 || pairs[0].Name != "c1.nrrd" || pairs[0].Prediction != filepath.Join(pred, "c1.nii.gz") {
+		t.Fatalf("pairs %+v, %v", pairs, err)
+	}
+	s, err := Folder(pairs, Options{Labels: []int{1, 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := s.ForegroundMean.Dice; d != 1 {
+		t.Errorf("foreground mean Dice %v, want 1", d)
 	}
 }

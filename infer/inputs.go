@@ -13,13 +13,17 @@ import (
 	"github.com/voxtrain/voxtrain/volume"
 )
 
-// channelSuffix is nnU-Net's channel file name: CASE_XXXX.nii(.gz), XXXX
-// the channel from 0000.
-var channelSuffix = regexp.MustCompile(`^(.+)_(\d{4})(\.nii\.gz|\.nii)$`)
+// channelSuffix is nnU-Net's channel file name: CASE_XXXX.nii(.gz) (or
+// another format's ending, as nnU-Net's file_ending), XXXX the channel
+// from 0000.
+var channelSuffix = regexp.MustCompile(`^(.+)_(\d{4})(\.nii\.gz|\.nii|\.nrrd|\.nhdr|\.mha|\.mhd|\.tiff?)$`)
 
-// imageExts are the file endings an input folder's images have; a .img
-// beside its .hdr is the same image and is not listed.
-var imageExts = []string{".nii.gz", ".nii", ".hdr.gz", ".hdr"}
+// imageExts are the file endings an input folder's images have: NIfTI's
+// (a .img beside its .hdr is the same image and is not listed) and those
+// of the other formats nnU-Net datasets use (file_ending .nrrd, .mha,
+// .tif; a .nhdr or .mhd header with its data file beside it). Zarr and
+// N5 stores are folders, predicted one at a time (-o OUT.ome.zarr).
+var imageExts = []string{".nii.gz", ".nii", ".hdr.gz", ".hdr", ".nrrd", ".nhdr", ".mha", ".mhd", ".tif", ".tiff"}
 
 // imageExt returns name's image file ending ("" when it has none).
 func imageExt(name string) string {
@@ -65,7 +69,7 @@ func FindCases(inputs []string, channels int) ([]InputCase, error) {
 		}
 		if !fi.IsDir() {
 			if imageExt(filepath.Base(in)) == "" {
-				return nil, fmt.Errorf("input %s: not an image file name (want .nii, .nii.gz or .hdr)", in)
+				return nil, fmt.Errorf("input %s: not an image file name (want .nii, .nii.gz, .hdr, .nrrd, .nhdr, .mha, .mhd, .tif or .tiff)", in)
 			}
 			files = append(files, in)
 			continue
@@ -81,7 +85,7 @@ func FindCases(inputs []string, channels int) ([]InputCase, error) {
 			}
 		}
 		if len(files) == n {
-			return nil, fmt.Errorf("input %s: no image files (.nii, .nii.gz or .hdr) in the folder", in)
+			return nil, fmt.Errorf("input %s: no image files (.nii, .nii.gz, .hdr, .nrrd, .nhdr, .mha, .mhd, .tif or .tiff) in the folder", in)
 		}
 	}
 	cases, err := groupChannels(files, channels)

@@ -30,13 +30,14 @@ func writeImage(t *testing.T, path string, shape ...int) {
 	}
 }
 
-// files makes a folder holding the named images (shape 4×5×6; a .json
-// name gets {}) and returns it.
+// files makes a folder holding the named images (NIfTI names: shape
+// 4×5×6; any other name gets {}) and returns it.
 func files(t *testing.T, names ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, n := range names {
-		if strings.HasSuffix(n, ".json") {
+		if strings.HasSuffix(n, ".json") || !strings.Contains(n, ".nii") && !strings.HasSuffix(n, ".hdr") && !strings.HasSuffix(n, ".img") {
+			// Names matter here, not contents (FindCases opens nothing).
 			if err := os.WriteFile(filepath.Join(dir, n), []byte("{}"), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -82,6 +83,11 @@ func TestFindCasesGroups(t *testing.T) {
 			[]string{"case_0001:case_0001.nii.gz(.nii.gz)", "case_0002:case_0002.nii.gz(.nii.gz)"}},
 		{"4D files of a two-channel model", []string{files(t, "brats_001.nii.gz")}, 2, []string{"brats_001:brats_001.nii.gz(.nii.gz)"}},
 		{"analyze pair", []string{files(t, "p.hdr", "p.img")}, 1, []string{"p:p.hdr(.nii.gz)"}},
+		// nnU-Net datasets with file_ending .nrrd, .mha, .tif: predicted
+		// as NIfTI; a detached header's data file is not a case.
+		{"other formats", []string{files(t, "a_0000.nrrd", "b_0000.mha", "c_0000.tif", "d.nhdr", "d.raw.gz", "e.mhd", "e.raw", "f.tiff")}, 1,
+			[]string{"a:a_0000.nrrd(.nii.gz)", "b:b_0000.mha(.nii.gz)", "c:c_0000.tif(.nii.gz)", "d:d.nhdr(.nii.gz)", "e:e.mhd(.nii.gz)", "f:f.tiff(.nii.gz)"}},
+		{"two-channel .nrrd folder", []string{files(t, "a_0001.nrrd", "a_0000.nrrd")}, 2, []string{"a:a_0000.nrrd,a_0001.nrrd(.nii.gz)"}},
 	} {
 		got, err := FindCases(c.inputs, c.channels)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/voxtrain/voxtrain/internal/atomicfile"
 	"github.com/voxtrain/voxtrain/internal/samepath"
 	"github.com/voxtrain/voxtrain/nifti"
+	"github.com/voxtrain/voxtrain/volume"
 )
 
 // CheckOutput checks, before any work goes into a prediction, that its
@@ -54,9 +55,12 @@ func CheckOutput(output string, inputs []string) error {
 	return nil
 }
 
-// WriteLabels writes a label map on the grid of the reference image file.
+// WriteLabels writes a label map on the grid of the reference image file
+// as NIfTI: a NIfTI reference's header (dims, voxel size, qform, sform),
+// or the geometry of a reference in another format (NRRD, MetaImage,
+// TIFF: referenceHeader).
 func WriteLabels(output, reference string, labels []uint8) error {
-	ref, err := nifti.ReadHeader(reference)
+	ref, err := referenceHeader(reference)
 	if err != nil {
 		return err
 	}
@@ -87,4 +91,37 @@ func WriteLabels(output, reference string, labels []uint8) error {
 		}
 	}
 	return nifti.WriteFloat32(output, &h, vals)
+}
+
+// referenceHeader is the NIfTI header labels on reference's grid take:
+// reference's own when it is a NIfTI file; else one made from its
+// geometry as package volume reads it (shape, voxel-to-world affine, RAS+
+// as NIfTI's), as sform and qform, with its unit where NIfTI has one
+// (metre, millimetre, micrometre; another stays unstated, the numbers as
+// the file has them).
+func referenceHeader(reference string) (*nifti.Header, error) {
+	if _, _, err := nifti.Paths(reference); err == nil {
+		return nifti.ReadHeader(reference)
+	}
+	f, err := volume.Open(reference)
+	if err != nil {
+		return nil, err
+	}
+	g := f.Header()
+	f.Close()
+	h, err := nifti.NewHeader([]int{g.Shape[2], g.Shape[1], g.Shape[0]}, nifti.Uint8)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", reference, err)
+	}
+	h.SetAffine(nifti.Matrix4(g.Affine), 2) // NIFTI_XFORM_ALIGNED_ANAT, as nibabel's default sform
+	h.XYZTUnits = 0
+	switch volume.NormalizeUnit(g.Unit) {
+	case "meter":
+		h.XYZTUnits = nifti.UnitsMeter
+	case "millimeter":
+		h.XYZTUnits = nifti.UnitsMM
+	case "micrometer":
+		h.XYZTUnits = nifti.UnitsMicron
+	}
+	return h, nil
 }

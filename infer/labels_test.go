@@ -11,6 +11,7 @@ import (
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/nifti"
+	"github.com/voxtrain/voxtrain/volume"
 )
 
 // TestCheckOutput: a prediction's output is refused, with the reason,
@@ -115,6 +116,55 @@ func TestPredictionsFollowTheUmask(t *testing.T) {
 		}
 		if fi.Mode().Perm() != 0o644 {
 			t.Errorf("%s has mode %v, want 0644 under umask 022", n, fi.Mode().Perm())
+		}
+	}
+}
+
+// TestWriteLabelsOfOtherFormats: labels on the grid of an NRRD or
+// MetaImage reference are written as NIfTI with the reference's shape and
+// voxel-to-world affine (RAS+, as package volume reads it), so viewers
+// overlay them on the image.
+func TestWriteLabelsOfOtherFormats(t *testing.T) {
+	for _, ref := range []string{"../nrrd/testdata/labels_uint8.nrrd", "../metaimage/testdata/labels_uint8.mha"} {
+		f, err := volume.Open(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := f.Header()
+		f.Close()
+		n := g.Shape[0] * g.Shape[1] * g.Shape[2]
+		labels := make([]uint8, n)
+		for i := range labels {
+			labels[i] = uint8(i % 3)
+		}
+		out := filepath.Join(t.TempDir(), "pred.nii.gz")
+		if err := WriteLabels(out, ref, labels); err != nil {
+			t.Fatalf("%s: %v", ref, err)
+		}
+		h, vals, err := nifti.ReadFloat32(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := volume.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bh := back.Header()
+		back.Close()
+		if bh.Shape != g.Shape || h.Datatype != nifti.Uint8 {
+			t.Errorf("%s: written shape %v datatype %v, want %v uint8", ref, bh.Shape, h.Datatype, g.Shape)
+		}
+		for r := range 3 {
+			for c := range 4 {
+				if d := bh.Affine[r][c] - g.Affine[r][c]; d > 1e-5 || d < -1e-5 {
+					t.Fatalf("%s: affine %v, the reference's %v", ref, bh.Affine, g.Affine)
+				}
+			}
+		}
+		for i, v := range vals {
+			if uint8(v) != labels[i] {
+				t.Fatalf("%s: voxel %d is %v, want %d", ref, i, v, labels[i])
+			}
 		}
 	}
 }

@@ -260,12 +260,12 @@ func commonCases(predDir, refDir, ending string) error {
 	if err != nil {
 		return err
 	}
-	preds, err := labelNames(predDir, ending)
+	preds, err := labelNames(predDir, predictionEnding(ending))
 	if err != nil {
 		return err
 	}
 	for n := range preds {
-		if refs[n] {
+		if refs[n] || refs[strings.TrimSuffix(n, ".nii.gz")+ending] {
 			return nil
 		}
 	}
@@ -274,6 +274,18 @@ func commonCases(predDir, refDir, ending string) error {
 		e = ".nii.gz, .nii or .hdr"
 	}
 	return fmt.Errorf("%s has no case in common with --ref %s (%d and %d label files ending in %s)", predDir, refDir, len(preds), len(refs), e)
+}
+
+// predictionEnding is the ending of the predictions of cases whose files
+// end in ending: theirs for NIfTI ("" too), else .nii.gz (voxtrain writes
+// the predictions of NRRD, MetaImage and TIFF cases as NIfTI;
+// evaluation.MatchFiles pairs them).
+func predictionEnding(ending string) string {
+	switch ending {
+	case "", ".nii.gz", ".nii", ".hdr", ".hdr.gz":
+		return ending
+	}
+	return ".nii.gz"
 }
 
 // labelNames are the names of dir's label files ending in ending ("": a
@@ -312,7 +324,7 @@ func hasAnySuffixOf(s string, suffixes ...string) bool {
 // rather than ensembled over fewer cases and then scored as missing them.
 func noProbabilities(ending string, cfgs ...cvConfig) string {
 	for _, c := range cfgs {
-		names, err := labelNames(c.Dir, ending)
+		names, err := labelNames(c.Dir, predictionEnding(ending))
 		if err != nil {
 			return fmt.Sprintf("%s (--cv %s): %v", c.Dir, c.Name, err)
 		}
