@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/voxtrain/voxtrain/evaluation"
 	"github.com/voxtrain/voxtrain/infer"
 	"github.com/voxtrain/voxtrain/internal/npy"
 	"github.com/voxtrain/voxtrain/internal/samepath"
@@ -47,10 +48,6 @@ type Case struct {
 	Probabilities []string
 	Labels        string
 }
-
-// labelEndings are the label files a case's header can come from, the
-// first found wins (".nii" leaves "x.nii.gz" out: the ID is exact).
-var labelEndings = []string{".nii.gz", ".nii", ".hdr.gz", ".hdr"}
 
 // FindCases lists the cases of the folders dirs: every CASE.npz of any of
 // them, which must be in all of them (nnU-Net's rule: a case missing from
@@ -104,7 +101,9 @@ func FindCases(dirs []string) ([]Case, error) {
 		for _, d := range dirs {
 			c.Probabilities = append(c.Probabilities, filepath.Join(d, id+".npz"))
 		}
-		for _, e := range labelEndings {
+		// The first label file found wins (".nii" leaves "x.nii.gz" out:
+		// the ID is exact).
+		for _, e := range evaluation.NIfTIEndings() {
 			if p := filepath.Join(dirs[0], id+e); isFile(p) {
 				c.Labels = p
 				break

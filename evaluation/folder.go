@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -118,6 +119,13 @@ func list(names []string) string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// NIfTIEndings are the NIfTI label file endings, longest first: those
+// MatchFiles finds when it is given none, and those voxtrain writes.
+func NIfTIEndings() []string { return slices.Clone(knownEndings) }
+
+// NIfTIEnding returns name's NIfTI ending ("" when it has none).
+func NIfTIEnding(name string) string { return niftiEnding(name) }
 
 func niftiEnding(name string) string {
 	for _, e := range knownEndings {

@@ -281,8 +281,7 @@ func commonCases(predDir, refDir, ending string) error {
 // the predictions of NRRD, MetaImage and TIFF cases as NIfTI;
 // evaluation.MatchFiles pairs them).
 func predictionEnding(ending string) string {
-	switch ending {
-	case "", ".nii.gz", ".nii", ".hdr", ".hdr.gz":
+	if ending == "" || evaluation.NIfTIEnding(ending) == ending {
 		return ending
 	}
 	return ".nii.gz"
@@ -301,20 +300,11 @@ func labelNames(dir, ending string) (map[string]bool, error) {
 		if e.IsDir() {
 			continue
 		}
-		if ending != "" && strings.HasSuffix(n, ending) || ending == "" && hasAnySuffixOf(n, ".nii.gz", ".nii", ".hdr") {
+		if ending != "" && strings.HasSuffix(n, ending) || ending == "" && evaluation.NIfTIEnding(n) != "" {
 			out[n] = true
 		}
 	}
 	return out, nil
-}
-
-func hasAnySuffixOf(s string, suffixes ...string) bool {
-	for _, x := range suffixes {
-		if strings.HasSuffix(s, x) {
-			return true
-		}
-	}
-	return false
 }
 
 // noProbabilities says why a pair cannot be ensembled: a folder with a
@@ -330,13 +320,7 @@ func noProbabilities(ending string, cfgs ...cvConfig) string {
 		}
 		var missing []string
 		for n := range names {
-			id := n
-			for _, e := range []string{ending, ".nii.gz", ".nii", ".hdr"} {
-				if e != "" && strings.HasSuffix(n, e) {
-					id = strings.TrimSuffix(n, e)
-					break
-				}
-			}
+			id := strings.TrimSuffix(n, evaluation.NIfTIEnding(n))
 			if fi, err := os.Stat(filepath.Join(c.Dir, id+".npz")); err != nil || fi.IsDir() {
 				missing = append(missing, n)
 			}
