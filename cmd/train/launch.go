@@ -176,11 +176,18 @@ func launchRun(ctx context.Context, opts *LaunchOptions) error {
 	if gm := childGOMAXPROCS(os.Getenv("GOMAXPROCS"), runtime.NumCPU(), n); gm != "" {
 		env = append(env, "GOMAXPROCS="+gm)
 	}
-	fprintf(opts.IO.ErrOut, "launch: ranks %d to %d of %d on this node, the store at %s\n", base, base+n-1, world,
+	// launch's own lines share the children's lock on ErrOut: a child's
+	// line may be written while launch reports another's exit.
+	var outMu, errMu sync.Mutex
+	logf := func(format string, args ...any) {
+		errMu.Lock()
+		defer errMu.Unlock()
+		fprintf(opts.IO.ErrOut, format, args...)
+	}
+	logf("launch: ranks %d to %d of %d on this node, the store at %s\n", base, base+n-1, world,
 		net.JoinHostPort(opts.MasterAddr, strconv.Itoa(port)))
 
 	type exit struct{ rank, status int }
-	var outMu, errMu sync.Mutex
 	cmds := make([]*exec.Cmd, n)
 	flushes := make([]func(), n)
 	exits := make(chan exit, n)
@@ -251,7 +258,7 @@ func launchRun(ctx context.Context, opts *LaunchOptions) error {
 			running[e.rank-base] = false
 			if e.status != 0 && failed == nil && interrupted == nil {
 				failed = &childFailed{rank: e.rank, status: e.status}
-				fprintf(opts.IO.ErrOut, "launch: rank %d exited with status %d; stopping the others (SIGTERM, SIGKILL after %v)\n", e.rank, e.status, opts.Grace)
+				logf("launch: rank %d exited with status %d; stopping the others (SIGTERM, SIGKILL after %v)\n", e.rank, e.status, opts.Grace)
 				signalAll(syscall.SIGTERM)
 				kill = time.After(opts.Grace)
 			}

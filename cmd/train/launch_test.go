@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -22,7 +23,9 @@ import (
 // joining the job through the store:
 //
 //	sum:  all-reduce the ranks, print the sum, exit 0;
-//	fail: rank 1 exits 3, the others wait for SIGTERM;
+//	fail: rank 1 exits 3 once the others wait for SIGTERM (each marks
+//	      that in VOXTRAIN_TEST_DIST_DIR: had rank 1 left while another
+//	      was still in Init's barrier, that one would fail on its own);
 //	wait: print "ready", wait for a signal.
 //
 // A process waiting for a signal prints "got SIGTERM" (or SIGINT) and
@@ -63,10 +66,36 @@ func distChild(mode string) int {
 		c.Close()
 		return 0
 	case "fail":
-		if env.Rank == 1 {
-			return 3
+		dir := os.Getenv("VOXTRAIN_TEST_DIST_DIR")
+		mark := func(r int) string { return filepath.Join(dir, fmt.Sprintf("waiting.%d", r)) }
+		if env.Rank != 1 {
+			if err := os.WriteFile(mark(env.Rank), nil, 0o644); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			// Lines on stderr while launch reports rank 1's exit on
+			// the same writer (its lines once raced with the children's).
+			go func() {
+				for {
+					fmt.Fprintln(os.Stderr, "waiting")
+					time.Sleep(time.Millisecond)
+				}
+			}()
+			return waitSignal()
 		}
-		return waitSignal()
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			waiting := 0
+			for r := range env.WorldSize {
+				if _, err := os.Stat(mark(r)); err == nil {
+					waiting++
+				}
+			}
+			if waiting == env.WorldSize-1 {
+				return 3
+			}
+		}
+		fmt.Println("the others did not all reach waiting")
+		return 4
 	case "wait":
 		fmt.Println("ready")
 		return waitSignal()
@@ -111,6 +140,7 @@ func TestLaunchFlags(t *testing.T) {
 func launchInProcess(t *testing.T, mode string, n int) (stdout, stderr string, err error) {
 	t.Helper()
 	t.Setenv("VOXTRAIN_TEST_DIST_CHILD", mode)
+	t.Setenv("VOXTRAIN_TEST_DIST_DIR", t.TempDir())
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
