@@ -199,6 +199,50 @@ type Format struct {
 	// URLs: Open also reads http:// and https:// URLs that Match
 	// accepts (a format without it is never given one).
 	URLs bool
+	// WriteLabels, when the format writes label maps, writes labels
+	// (h.Shape's D·H·W class indices, x fastest) to path with h's
+	// geometry (Spacing, Affine, Unit; Channels is ignored), replacing
+	// path whole (never a half-written file under its name).
+	WriteLabels func(path string, h Header, labels []uint8) error
+}
+
+// WriteLabels writes a label map to path in the format path's name
+// matches (WriteLabels of Format). An error names path: no format
+// matches it, or the format writes no label maps.
+func WriteLabels(path string, h Header, labels []uint8) error {
+	mu.RLock()
+	var write func(string, Header, []uint8) error
+	name := ""
+	for _, f := range formats {
+		if f.Match(path) {
+			write, name = f.WriteLabels, f.Name
+			break
+		}
+	}
+	mu.RUnlock()
+	switch {
+	case name == "":
+		return fmt.Errorf("%s: %w", path, ErrFormat)
+	case write == nil:
+		return fmt.Errorf("%s: voxtrain writes no %s label maps", path, name)
+	}
+	if n := int64(h.Shape[0]) * int64(h.Shape[1]) * int64(h.Shape[2]); n != int64(len(labels)) {
+		return fmt.Errorf("write %s: %d labels for a %d×%d×%d grid", path, len(labels), h.Shape[0], h.Shape[1], h.Shape[2])
+	}
+	return write(path, h, labels)
+}
+
+// Writes reports whether the format path's name matches writes label
+// maps.
+func Writes(path string) bool {
+	mu.RLock()
+	defer mu.RUnlock()
+	for _, f := range formats {
+		if f.Match(path) {
+			return f.WriteLabels != nil
+		}
+	}
+	return false
 }
 
 // IsURL reports whether path is an http:// or https:// URL rather than a
