@@ -1,6 +1,7 @@
 // Package nrrd reads NRRD volumes (.nrrd with the data attached, .nhdr
-// with a detached data file) for the data pipeline: it registers a
-// volume.Format, so volume.Open reads them once the package is linked in.
+// with a detached data file) for the data pipeline, and writes label maps
+// (WriteLabels): it registers a volume.Format, so volume.Open reads them
+// and volume.WriteLabels writes them once the package is linked in.
 //
 // Supported: dimension 2, 3, or 4 with one channel axis (the first or the
 // last, named by its kind or by a "none" space direction); types int8 to
@@ -30,7 +31,7 @@ import (
 )
 
 func init() {
-	volume.Register(volume.Format{Name: "nrrd", Match: Match, Open: Open})
+	volume.Register(volume.Format{Name: "nrrd", Match: Match, Open: Open, WriteLabels: WriteLabels})
 }
 
 // Match reports whether path names a NRRD file (.nrrd or .nhdr).
