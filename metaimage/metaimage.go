@@ -1,7 +1,8 @@
 // Package metaimage reads MetaImage volumes (ITK's MetaIO: .mha with the
 // data attached, .mhd with a .raw or .zraw data file) for the data
-// pipeline: it registers a volume.Format, so volume.Open reads them once
-// the package is linked in.
+// pipeline, and writes label maps (WriteLabels): it registers a
+// volume.Format, so volume.Open reads them and volume.WriteLabels writes
+// them once the package is linked in.
 //
 // Supported: NDims 2 or 3 with ElementNumberOfChannels channels
 // (interleaved, as MetaIO writes them), every MET_ scalar type, both byte
@@ -30,7 +31,7 @@ import (
 )
 
 func init() {
-	volume.Register(volume.Format{Name: "metaimage", Match: Match, Open: Open})
+	volume.Register(volume.Format{Name: "metaimage", Match: Match, Open: Open, WriteLabels: WriteLabels})
 }
 
 // Match reports whether path names a MetaImage file (.mha or .mhd).
