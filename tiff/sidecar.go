@@ -143,14 +143,22 @@ func clip(s string, n int) string {
 // applySidecar sets t's spacing from its nnU-Net sidecar, when it has
 // one: the sidecar wins over the TIFF's ImageJ or OME metadata, as in
 // nnU-Net, which reads only the sidecar. The affine becomes the diagonal
-// of that spacing (origin 0) and the unit "": the sidecar states none.
+// of that spacing (origin 0). The sidecar states no unit: the unit is ""
+// unless the TIFF's own metadata gives the same spacing (within 1e-6,
+// ImageJ's resolution being a ratio of integers) in a unit, which then
+// is the unit of the sidecar's numbers too — as for the files WriteLabels
+// writes, whose ImageJ metadata and sidecar state the same voxel size.
 func (t *File) applySidecar(path string) error {
 	s, _, ok, err := nnUNetSpacing(path)
 	if err != nil || !ok {
 		return err
 	}
+	for i := range 3 {
+		if math.Abs(t.hdr.Spacing[i]-s[i]) > 1e-6*s[i] {
+			t.hdr.Unit = ""
+		}
+	}
 	t.hdr.Spacing = s
-	t.hdr.Unit = ""
 	t.hdr.Affine = [4][4]float64{}
 	for i := range 3 {
 		t.hdr.Affine[2-i][2-i] = s[i]

@@ -24,6 +24,7 @@ func TestNNUNetFixtures(t *testing.T) {
 // planes and 0.3 µm pixels; its sidecar says (3, 1.25, 1.5) with no unit,
 // and nnU-Net reads only the sidecar. Without the sidecar beside it the
 // same file reads the ImageJ spacing, so the test tells the two apart.
+// With a sidecar that agrees with ImageJ, ImageJ's unit is kept.
 func TestSidecarWins(t *testing.T) {
 	const img = "testdata/nnunet/case_002_0000.tif"
 	f, err := Open(img)
@@ -47,6 +48,20 @@ func TestSidecarWins(t *testing.T) {
 	f.Close()
 	if h.Spacing[0] != 9 || h.Unit != "micrometer" {
 		t.Errorf("without the sidecar: spacing %v unit %q, want ImageJ's 9 µm between planes", h.Spacing, h.Unit)
+	}
+	// A sidecar that agrees with the ImageJ spacing: the numbers are in
+	// ImageJ's unit, which is kept.
+	if err := os.WriteFile(filepath.Join(filepath.Dir(alone), "case_002.json"), []byte(`{"spacing": [9, 0.3, 0.3]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err = Open(alone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h = f.Header()
+	f.Close()
+	if h.Spacing != [3]float64{9, 0.3, 0.3} || h.Unit != "micrometer" {
+		t.Errorf("with an agreeing sidecar: spacing %v unit %q, want [9 0.3 0.3] micrometer", h.Spacing, h.Unit)
 	}
 }
 

@@ -22,7 +22,8 @@
 // a channel suffix (_ and 4 digits), DIR/CASE.json when there is no
 // CASE_0000.json. Open uses it when present, and it wins over the ImageJ
 // or OME metadata as in nnU-Net: spacing from it, the affine its
-// diagonal, the unit "" (it states none). A JSON file there that is not
+// diagonal; it states no unit, so the unit is "" unless the TIFF's own
+// metadata states the same spacing in a unit (as WriteLabels' files do). A JSON file there that is not
 // an object with a "spacing" key, or larger than 16 KiB, is not a sidecar
 // and is ignored; one that is not JSON, or whose "spacing" is not three
 // positive finite numbers, is an error naming it. Folders of slices have
@@ -49,7 +50,7 @@ import (
 )
 
 func init() {
-	volume.Register(volume.Format{Name: "tiff", Match: Match, Open: Open})
+	volume.Register(volume.Format{Name: "tiff", Match: Match, Open: Open, WriteLabels: WriteLabels})
 }
 
 // Match reports whether path names a TIFF file (.tif, .tiff) or is a
