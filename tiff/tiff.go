@@ -1,6 +1,7 @@
 // Package tiff reads 3-D TIFF stacks for the data pipeline: each page of
 // a multi-page file is one plane along D. It registers a volume.Format,
-// so volume.Open reads .tif and .tiff files once the package is linked in.
+// so volume.Open reads .tif and .tiff files once the package is linked in,
+// and volume.WriteLabels writes label maps as them (WriteLabels).
 //
 // Supported: classic TIFF and BigTIFF, either byte order; striped and
 // tiled pages; 8-, 16-, 32- and 64-bit integer and 32/64-bit float
@@ -22,12 +23,13 @@
 // a channel suffix (_ and 4 digits), DIR/CASE.json when there is no
 // CASE_0000.json. Open uses it when present, and it wins over the ImageJ
 // or OME metadata as in nnU-Net: spacing from it, the affine its
-// diagonal; it states no unit, so the unit is "" unless the TIFF's own
-// metadata states the same spacing in a unit (as WriteLabels' files do). A JSON file there that is not
-// an object with a "spacing" key, or larger than 16 KiB, is not a sidecar
-// and is ignored; one that is not JSON, or whose "spacing" is not three
-// positive finite numbers, is an error naming it. Folders of slices have
-// no sidecar. WriteLabels writes one beside every label map.
+// diagonal. It states no unit, so the unit is "" unless the TIFF's own
+// metadata states the same spacing in a unit (as WriteLabels' files do).
+// A JSON file there that is not an object with a "spacing" key, or is
+// larger than 16 KiB, is not a sidecar and is ignored; one that is not
+// JSON, or whose "spacing" is not three positive finite numbers, is an
+// error naming it. Folders of slices have no sidecar. WriteLabels writes
+// one beside every label map.
 //
 // A folder of 2-D TIFF slices is one volume too (OpenFolder): its files
 // in natural numeric order are the planes, read lazily, slice by slice.
