@@ -1,6 +1,7 @@
 // Package tiff reads 3-D TIFF stacks for the data pipeline: each page of
 // a multi-page file is one plane along D. It registers a volume.Format,
-// so volume.Open reads .tif and .tiff files once the package is linked in.
+// so volume.Open reads .tif and .tiff files once the package is linked in,
+// and volume.WriteLabels writes label maps as them (WriteLabels).
 //
 // Supported: classic TIFF and BigTIFF, either byte order; striped and
 // tiled pages; 8-, 16-, 32- and 64-bit integer and 32/64-bit float
@@ -15,6 +16,20 @@
 // pages are read as channels. The affine is the diagonal of the spacing:
 // a TIFF has no orientation. Only the IFDs are read on open; a region
 // reads the strips or tiles it overlaps, in the pages it spans.
+//
+// nnU-Net's spacing sidecar: nnU-Net v2 (Tiff3DIO) ignores TIFF metadata
+// and keeps a case's voxel size in DIR/STEM.json beside DIR/STEM.tif(f),
+// {"spacing": [D, H, W]}; for an image CASE_0000.tif, whose STEM ends in
+// a channel suffix (_ and 4 digits), DIR/CASE.json when there is no
+// CASE_0000.json. Open uses it when present, and it wins over the ImageJ
+// or OME metadata as in nnU-Net: spacing from it, the affine its
+// diagonal. It states no unit, so the unit is "" unless the TIFF's own
+// metadata states the same spacing in a unit (as WriteLabels' files do).
+// A JSON file there that is not an object with a "spacing" key, or is
+// larger than 16 KiB, is not a sidecar and is ignored; one that is not
+// JSON, or whose "spacing" is not three positive finite numbers, is an
+// error naming it. Folders of slices have no sidecar. WriteLabels writes
+// one beside every label map.
 //
 // A folder of 2-D TIFF slices is one volume too (OpenFolder): its files
 // in natural numeric order are the planes, read lazily, slice by slice.
@@ -37,7 +52,7 @@ import (
 )
 
 func init() {
-	volume.Register(volume.Format{Name: "tiff", Match: Match, Open: Open})
+	volume.Register(volume.Format{Name: "tiff", Match: Match, Open: Open, WriteLabels: WriteLabels})
 }
 
 // Match reports whether path names a TIFF file (.tif, .tiff) or is a
@@ -76,7 +91,8 @@ type File struct {
 }
 
 // Open opens a TIFF stack, reading its IFDs, or a folder of 2-D TIFF
-// slices (OpenFolder).
+// slices (OpenFolder). A stack with an nnU-Net spacing sidecar (see the
+// package documentation) takes its spacing from it.
 func Open(path string) (volume.File, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -92,6 +108,9 @@ func Open(path string) (volume.File, error) {
 		return OpenFolder(path)
 	}
 	t, err := open(f, st.Size(), path)
+	if err == nil {
+		err = t.applySidecar(path)
+	}
 	if err != nil {
 		f.Close()
 		return nil, err
