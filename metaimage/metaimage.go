@@ -31,7 +31,8 @@ import (
 )
 
 func init() {
-	volume.Register(volume.Format{Name: "metaimage", Match: Match, Open: Open, WriteLabels: WriteLabels})
+	volume.Register(volume.Format{Name: "metaimage", Match: Match, Open: Open, WriteLabels: WriteLabels,
+		Endings: []string{".mha", ".mhd"}, Files: writtenFiles})
 }
 
 // Match reports whether path names a MetaImage file (.mha or .mhd).

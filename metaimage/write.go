@@ -95,3 +95,12 @@ func writeAtomic(path, text string, data []byte) error {
 	}
 	return f.Commit()
 }
+
+// writtenFiles returns the files WriteLabels(path, …) creates: path, and
+// for a .mhd header its data file beside it.
+func writtenFiles(path string) []string {
+	if !detached(path) {
+		return []string{path}
+	}
+	return []string{path, filepath.Join(filepath.Dir(path), dataFileName(path))}
+}

@@ -187,3 +187,17 @@ func dirNames(t *testing.T, dir string) []string {
 	}
 	return out
 }
+
+// The registry knows MetaImage's endings and the files a write creates,
+// so predictions are named and checked against their inputs.
+func TestRegisteredWriter(t *testing.T) {
+	if !volume.Writes("x.MHA") || !volume.Writes("x.mhd") || volume.FileEnding("case_0000.mha") != ".mha" {
+		t.Error("MetaImage names are not registered as written")
+	}
+	if got := volume.WrittenFiles(filepath.Join("d", "x.mhd")); !slices.Equal(got, []string{filepath.Join("d", "x.mhd"), filepath.Join("d", "x.zraw")}) {
+		t.Errorf("WrittenFiles(x.mhd) = %q", got)
+	}
+	if got := volume.WrittenFiles("x.mha"); !slices.Equal(got, []string{"x.mha"}) {
+		t.Errorf("WrittenFiles(x.mha) = %q", got)
+	}
+}

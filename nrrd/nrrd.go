@@ -31,7 +31,8 @@ import (
 )
 
 func init() {
-	volume.Register(volume.Format{Name: "nrrd", Match: Match, Open: Open, WriteLabels: WriteLabels})
+	volume.Register(volume.Format{Name: "nrrd", Match: Match, Open: Open, WriteLabels: WriteLabels,
+		Endings: []string{".nrrd", ".nhdr"}, Files: writtenFiles})
 }
 
 // Match reports whether path names a NRRD file (.nrrd or .nhdr).

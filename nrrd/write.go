@@ -104,3 +104,12 @@ func encode(w io.Writer, text string, labels []uint8) error {
 	}
 	return bw.Flush()
 }
+
+// writtenFiles returns the files WriteLabels(path, …) creates: path, and
+// for a .nhdr header its data file beside it.
+func writtenFiles(path string) []string {
+	if !detached(path) {
+		return []string{path}
+	}
+	return []string{path, filepath.Join(filepath.Dir(path), dataFileName(path))}
+}

@@ -166,3 +166,17 @@ func dirNames(t *testing.T, dir string) []string {
 	}
 	return out
 }
+
+// The registry knows NRRD's endings and the files a write creates, so
+// predictions are named and checked against their inputs.
+func TestRegisteredWriter(t *testing.T) {
+	if !volume.Writes("x.NRRD") || !volume.Writes("x.nhdr") || volume.FileEnding("case_0000.nrrd") != ".nrrd" {
+		t.Error("NRRD names are not registered as written")
+	}
+	if got := volume.WrittenFiles(filepath.Join("d", "x.nhdr")); !slices.Equal(got, []string{filepath.Join("d", "x.nhdr"), filepath.Join("d", "x.raw.gz")}) {
+		t.Errorf("WrittenFiles(x.nhdr) = %q", got)
+	}
+	if got := volume.WrittenFiles("x.nrrd"); !slices.Equal(got, []string{"x.nrrd"}) {
+		t.Errorf("WrittenFiles(x.nrrd) = %q", got)
+	}
+}

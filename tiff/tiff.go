@@ -52,18 +52,23 @@ import (
 )
 
 func init() {
-	volume.Register(volume.Format{Name: "tiff", Match: Match, Open: Open, WriteLabels: WriteLabels})
+	volume.Register(volume.Format{Name: "tiff", Match: Match, Open: Open, WriteLabels: WriteLabels,
+		WriteMatch: matchName, Endings: []string{".tif", ".tiff"},
+		Files: func(path string) []string { return []string{path, sidecarPaths(path)[0]} }})
 }
 
 // Match reports whether path names a TIFF file (.tif, .tiff) or is a
 // folder of TIFF slices (one among the first entries it lists; Open then
 // checks them all).
 func Match(path string) bool {
+	return matchName(path) || !volume.IsURL(path) && matchFolder(path)
+}
+
+// matchName reports whether path's name is a TIFF file's (.tif, .tiff):
+// the names WriteLabels writes, whatever is on disk.
+func matchName(path string) bool {
 	l := strings.ToLower(path)
-	if strings.HasSuffix(l, ".tif") || strings.HasSuffix(l, ".tiff") {
-		return true
-	}
-	return !volume.IsURL(path) && matchFolder(path)
+	return strings.HasSuffix(l, ".tif") || strings.HasSuffix(l, ".tiff")
 }
 
 // page is one image of the stack: where its strips or tiles are.

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -327,5 +328,27 @@ func TestRational(t *testing.T) {
 		if n, d, ok := rational(x); ok {
 			t.Errorf("rational(%g) = %d/%d, want refused", x, n, d)
 		}
+	}
+}
+
+// The registry writes TIFF by name only (a folder of slices is read, not
+// a name to write), knows the endings, and lists the nnU-Net sidecar
+// among the files a write creates, so a prediction never overwrites an
+// input's.
+func TestRegisteredWriter(t *testing.T) {
+	dir := t.TempDir()
+	slices2D := filepath.Join(dir, "stack")
+	if err := os.Mkdir(slices2D, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteLabels(filepath.Join(slices2D, "z0.tif"), volume.Header{Shape: [3]int{1, 2, 2}, Spacing: [3]float64{1, 1, 1},
+		Affine: volume.Affine{{1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}}}, []uint8{0, 1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	if !volume.Writes("x.TIF") || !volume.Writes("x.tiff") || volume.Writes(slices2D) || volume.FileEnding("c_0000.tif") != ".tif" {
+		t.Error("TIFF names are not registered as written, or a folder of slices is")
+	}
+	if got := volume.WrittenFiles(filepath.Join("d", "CASE.tif")); !slices.Equal(got, []string{filepath.Join("d", "CASE.tif"), filepath.Join("d", "CASE.json")}) {
+		t.Errorf("WrittenFiles(CASE.tif) = %q", got)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 	"sync"
 )
@@ -204,45 +205,104 @@ type Format struct {
 	// geometry (Spacing, Affine, Unit; Channels is ignored), replacing
 	// path whole (never a half-written file under its name).
 	WriteLabels func(path string, h Header, labels []uint8) error
+	// WriteMatch, when Match also looks at the file system (a folder of
+	// TIFF slices), recognises the names WriteLabels writes by the name
+	// alone; nil: Match.
+	WriteMatch func(path string) bool
+	// Endings are the file name endings of its files as a folder lists
+	// them, one per volume (NIfTI's ".nii.gz", ".nii", ".hdr.gz", ".hdr",
+	// not a pair's ".img"), in lower case: what FileEnding finds.
+	Endings []string
+	// Files, when WriteLabels writes more than path (a detached data
+	// file, a sidecar), returns every file a write of path creates, path
+	// first; nil: path alone.
+	Files func(path string) []string
+}
+
+// FileEnding returns the ending of a volume file's name among the
+// registered formats' Endings, the longest that matches (".nii.gz" over
+// ".gz"-less names), as name spells it; "" when none does. A prediction
+// of a case is named ID + the ending of the case's files, as nnU-Net's
+// file_ending.
+func FileEnding(name string) string {
+	l := strings.ToLower(name)
+	best := 0
+	mu.RLock()
+	defer mu.RUnlock()
+	for _, f := range formats {
+		for _, e := range f.Endings {
+			if len(e) > best && len(l) > len(e) && strings.HasSuffix(l, e) {
+				best = len(e)
+			}
+		}
+	}
+	return name[len(name)-best:]
+}
+
+// Endings returns the registered formats' Endings, longest first (the
+// order in which a name is tested against them: ".nii.gz" before ".gz"-
+// less ones).
+func Endings() []string {
+	mu.RLock()
+	var out []string
+	for _, f := range formats {
+		out = append(out, f.Endings...)
+	}
+	mu.RUnlock()
+	sort.SliceStable(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out
+}
+
+// WrittenFiles returns the files WriteLabels(path, …) creates, path
+// first (Files of path's format).
+func WrittenFiles(path string) []string {
+	if f, ok := writer(path); ok && f.Files != nil {
+		return f.Files(path)
+	}
+	return []string{path}
+}
+
+// writer returns the format whose written names path matches (by
+// WriteMatch, else Match): the first among those that write label maps,
+// else the first that matches (ok false when none does).
+func writer(path string) (f Format, ok bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	for _, g := range formats {
+		match := g.Match
+		if g.WriteMatch != nil {
+			match = g.WriteMatch
+		}
+		if match(path) && (!ok || f.WriteLabels == nil && g.WriteLabels != nil) {
+			f, ok = g, true
+		}
+	}
+	return f, ok
 }
 
 // WriteLabels writes a label map to path in the format path's name
 // matches (WriteLabels of Format). An error names path: no format
 // matches it, or the format writes no label maps.
 func WriteLabels(path string, h Header, labels []uint8) error {
-	mu.RLock()
-	var write func(string, Header, []uint8) error
-	name := ""
-	for _, f := range formats {
-		if f.Match(path) {
-			write, name = f.WriteLabels, f.Name
-			break
-		}
-	}
-	mu.RUnlock()
+	f, ok := writer(path)
 	switch {
-	case name == "":
+	case !ok:
 		return fmt.Errorf("%s: %w", path, ErrFormat)
-	case write == nil:
-		return fmt.Errorf("%s: voxtrain writes no %s label maps", path, name)
+	case f.WriteLabels == nil:
+		return fmt.Errorf("%s: voxtrain writes no %s label maps", path, f.Name)
 	}
+	write := f.WriteLabels
 	if n := int64(h.Shape[0]) * int64(h.Shape[1]) * int64(h.Shape[2]); n != int64(len(labels)) {
 		return fmt.Errorf("write %s: %d labels for a %d×%d×%d grid", path, len(labels), h.Shape[0], h.Shape[1], h.Shape[2])
 	}
 	return write(path, h, labels)
 }
 
-// Writes reports whether the format path's name matches writes label
+// Writes reports whether a format whose names path matches writes label
 // maps.
 func Writes(path string) bool {
-	mu.RLock()
-	defer mu.RUnlock()
-	for _, f := range formats {
-		if f.Match(path) {
-			return f.WriteLabels != nil
-		}
-	}
-	return false
+	f, ok := writer(path)
+	return ok && f.WriteLabels != nil
 }
 
 // IsURL reports whether path is an http:// or https:// URL rather than a

@@ -3,6 +3,7 @@ package volume
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -115,5 +116,60 @@ func TestToLabels(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "l.nii: voxel 1 has value") {
 			t.Errorf("%v: %v", bad, err)
 		}
+	}
+}
+
+// TestWriteLabelsDispatch: a label map goes to the writer of the format
+// its name matches (by WriteMatch where set, so a format that matches
+// folders does not claim a folder name); endings are found longest
+// first; a format without a writer, or no format, is an error naming the
+// file.
+func TestWriteLabelsDispatch(t *testing.T) {
+	var wrote []string
+	Register(Format{Name: "wfake", Match: func(p string) bool {
+		return strings.HasSuffix(strings.ToLower(p), ".wfake") || strings.HasSuffix(p, ".wfake.gz") || strings.HasSuffix(p, "dir")
+	},
+		WriteMatch: func(p string) bool {
+			return strings.HasSuffix(strings.ToLower(p), ".wfake") || strings.HasSuffix(p, ".wfake.gz")
+		},
+		Open: func(p string) (File, error) { return fakeFile{}, nil },
+		WriteLabels: func(p string, h Header, l []uint8) error {
+			wrote = append(wrote, fmt.Sprintf("%s %v %v", p, h.Shape, l))
+			return nil
+		},
+		Endings: []string{".wfake", ".wfake.gz"},
+		Files:   func(p string) []string { return []string{p, p + ".side"} }})
+	Register(Format{Name: "rfake", Match: func(p string) bool { return strings.HasSuffix(p, ".rfake") },
+		Open: func(p string) (File, error) { return fakeFile{}, nil }, Endings: []string{".rfake"}})
+
+	h := Header{Shape: [3]int{1, 1, 2}}
+	if err := WriteLabels("a.WFAKE", h, []uint8{1, 2}); err != nil || !slices.Equal(wrote, []string{"a.WFAKE [1 1 2] [1 2]"}) {
+		t.Errorf("write: %v, %q", err, wrote)
+	}
+	for path, want := range map[string]string{
+		"a.wfake": "1 labels for a 1×1×2 grid", "a.rfake": "a.rfake: voxtrain writes no rfake label maps",
+		"a.png": "a.png: no volume format", "somedir": "somedir: no volume format",
+	} {
+		if err := WriteLabels(path, h, []uint8{1}[:min(1, len(path))]); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("WriteLabels(%s): %v, want %q", path, err, want)
+		}
+	}
+	if !Writes("b.wfake.gz") || Writes("b.rfake") || Writes("somedir") || Writes("b.png") {
+		t.Error("Writes")
+	}
+	if got := WrittenFiles("b.wfake"); !slices.Equal(got, []string{"b.wfake", "b.wfake.side"}) {
+		t.Errorf("WrittenFiles: %q", got)
+	}
+	if got := WrittenFiles("b.rfake"); !slices.Equal(got, []string{"b.rfake"}) {
+		t.Errorf("WrittenFiles of a format with no Files: %q", got)
+	}
+	for name, want := range map[string]string{"c.wfake.gz": ".wfake.gz", "C.WFAKE": ".WFAKE", "c.rfake": ".rfake", "c.gz": "", ".rfake": ""} {
+		if got := FileEnding(name); got != want {
+			t.Errorf("FileEnding(%s) = %q, want %q", name, got, want)
+		}
+	}
+	e := Endings()
+	if i, j := slices.Index(e, ".wfake.gz"), slices.Index(e, ".wfake"); i < 0 || j < 0 || i > j {
+		t.Errorf("Endings %q: want .wfake.gz before .wfake", e)
 	}
 }
