@@ -19,11 +19,11 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/voxtrain/voxtrain/evaluation"
 	"github.com/voxtrain/voxtrain/infer"
 	"github.com/voxtrain/voxtrain/internal/npy"
 	"github.com/voxtrain/voxtrain/internal/samepath"
 	"github.com/voxtrain/voxtrain/nifti"
+	"github.com/voxtrain/voxtrain/volume"
 )
 
 // Options say how probabilities become labels and what is written.
@@ -103,14 +103,14 @@ func FindCases(dirs []string) ([]Case, error) {
 		}
 		// The first label file found wins (".nii" leaves "x.nii.gz" out:
 		// the ID is exact).
-		for _, e := range evaluation.NIfTIEndings() {
+		for _, e := range volume.Endings() {
 			if p := filepath.Join(dirs[0], id+e); isFile(p) {
 				c.Labels = p
 				break
 			}
 		}
 		if c.Labels == "" {
-			return nil, fmt.Errorf("case %s: %s has %s.npz but no label file %s.nii.gz (or .nii, .hdr), whose header the ensemble's labels take", id, dirs[0], id, id)
+			return nil, fmt.Errorf("case %s: %s has %s.npz but no label file %s.nii.gz (or .nii, .hdr, .nrrd, .mha, .tif, …), whose grid the ensemble's labels take", id, dirs[0], id, id)
 		}
 		cases[i] = c
 	}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,19 +20,14 @@ type Pair struct {
 	Prediction, Reference string
 }
 
-// knownEndings are the file endings MatchFiles recognises when none is
-// given, longest first so ".nii.gz" wins over ".gz"-less ".nii".
-var knownEndings = []string{".nii.gz", ".nii", ".hdr.gz", ".hdr"}
-
 // MatchFiles pairs the files of predDir and refDir by name, as nnU-Net's
 // compute_metrics_on_folder does: the files of both folders whose names end
-// with ending (none: the NIfTI ending of the first file in refDir, in name
-// order); with references in a format voxtrain does not write (.nrrd,
-// .mha, .tif), a prediction CASE.nii.gz stands for CASE<ending>, as
-// train predict and validate write them. Every reference needs a
-// prediction and every prediction a reference; an error names the files
-// without one. Other files (a
-// summary.json, a postprocessing.json) are ignored.
+// with ending (none: the label file ending of the first file in refDir, in
+// name order, among volume.Endings: .nii.gz, .nii, .hdr, .nrrd, .mha,
+// .tif, …). Every reference needs a prediction and every prediction a
+// reference; an error names the files without one. Other files (a
+// summary.json, a postprocessing.json, a .tif's spacing .json) are
+// ignored.
 func MatchFiles(predDir, refDir, ending string) ([]Pair, error) {
 	refs, err := listFiles(refDir)
 	if err != nil {
@@ -45,36 +39,24 @@ func MatchFiles(predDir, refDir, ending string) ([]Pair, error) {
 	}
 	if ending == "" {
 		for _, n := range refs {
-			if ending = niftiEnding(n); ending != "" {
+			if ending = volume.FileEnding(n); ending != "" {
 				break
 			}
 		}
 		if ending == "" {
-			return nil, fmt.Errorf("%s: no label files (.nii.gz, .nii, .hdr); give the file ending", refDir)
+			return nil, fmt.Errorf("%s: no label files (%s); give the file ending", refDir, strings.Join(volume.Endings(), ", "))
 		}
 	}
 	keep := func(names []string) map[string]bool {
 		out := map[string]bool{}
 		for _, n := range names {
 			if strings.HasSuffix(n, ending) { // ".nii" leaves "x.nii.gz" out
-
 				out[n] = true
 			}
 		}
 		return out
 	}
 	r, p := keep(refs), keep(preds)
-	// voxtrain writes the predictions of another format's cases as NIfTI
-	// (CASE.nii.gz, infer.WriteLabels): with references in that format,
-	// CASE.nii.gz is CASE<ending>'s prediction.
-	predFile := map[string]string{}
-	if niftiEnding(ending) == "" {
-		for _, n := range preds {
-			if id, ok := strings.CutSuffix(n, ".nii.gz"); ok && r[id+ending] && !p[id+ending] {
-				p[id+ending], predFile[id+ending] = true, n
-			}
-		}
-	}
 	var noPred, noRef []string
 	for n := range r {
 		if !p[n] {
@@ -103,11 +85,7 @@ func MatchFiles(predDir, refDir, ending string) ([]Pair, error) {
 	}
 	var out []Pair
 	for n := range r {
-		pn := n
-		if f, ok := predFile[n]; ok {
-			pn = f
-		}
-		out = append(out, Pair{Name: n, Prediction: filepath.Join(predDir, pn), Reference: filepath.Join(refDir, n)})
+		out = append(out, Pair{Name: n, Prediction: filepath.Join(predDir, n), Reference: filepath.Join(refDir, n)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -118,22 +96,6 @@ func list(names []string) string {
 		return strings.Join(names[:10], ", ") + fmt.Sprintf(", … (%d more)", len(names)-10)
 	}
 	return strings.Join(names, ", ")
-}
-
-// NIfTIEndings are the NIfTI label file endings, longest first: those
-// MatchFiles finds when it is given none, and those voxtrain writes.
-func NIfTIEndings() []string { return slices.Clone(knownEndings) }
-
-// NIfTIEnding returns name's NIfTI ending ("" when it has none).
-func NIfTIEnding(name string) string { return niftiEnding(name) }
-
-func niftiEnding(name string) string {
-	for _, e := range knownEndings {
-		if strings.HasSuffix(name, e) {
-			return e
-		}
-	}
-	return ""
 }
 
 func listFiles(dir string) ([]string, error) {

@@ -201,36 +201,41 @@ func TestFolderIgnoreLabel(t *testing.T) {
 	}
 }
 
-// TestMatchFilesNIfTIPredictionsOfOtherFormats: references in a format
-// voxtrain reads but does not write (NRRD here) pair with the CASE.nii.gz
-// predictions predict and validate write for them, and score: a
-// prediction equal to the reference has Dice 1. A .nii.gz whose case has
-// no reference is ignored, as other files are; a reference without a
-// prediction is still named.
-func TestMatchFilesNIfTIPredictionsOfOtherFormats(t *testing.T) {
+// References in another format (NRRD): their predictions have their
+// ending, as train predict and validate write them; a NIfTI prediction
+// of a NRRD reference is not its pair (nnU-Net's one file_ending).
+func TestMatchFilesOtherFormats(t *testing.T) {
 	dir := t.TempDir()
 	pred, ref := filepath.Join(dir, "pred"), filepath.Join(dir, "ref")
 	b, err := os.ReadFile("../nrrd/testdata/labels_uint8.nrrd")
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.MkdirAll(ref, 0o755)
+	for _, d := range []string{pred, ref} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, id := range []string{"c1", "c2"} {
 		if err := os.WriteFile(filepath.Join(ref, id+".nrrd"), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+	if err := os.WriteFile(filepath.Join(pred, "c1.nrrd"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	lf, err := ReadLabelFile(filepath.Join(ref, "c1.nrrd"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeLabels(t, filepath.Join(pred, "c1.nii.gz"), lf.Header.Shape, lf.Labels)
-	writeLabels(t, filepath.Join(pred, "other.nii.gz"), [3]int{1, 1, 1}, []uint8{0})
-	_, err = MatchFiles(pred, ref, ".nrrd")
-	wantErr(t, err, "c2.nrrd", "without a prediction")
 	writeLabels(t, filepath.Join(pred, "c2.nii.gz"), lf.Header.Shape, lf.Labels)
-	pairs, err := MatchFiles(pred, ref, ".nrrd")
-	if err != nil || len(pairs) != 2 || pairs[0].Name != "c1.nrrd" || pairs[0].Prediction != filepath.Join(pred, "c1.nii.gz") {
+	_, err = MatchFiles(pred, ref, "")
+	wantErr(t, err, "c2.nrrd", "without a prediction")
+	if err := os.WriteFile(filepath.Join(pred, "c2.nrrd"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pairs, err := MatchFiles(pred, ref, "")
+	if err != nil || len(pairs) != 2 || pairs[0].Name != "c1.nrrd" || pairs[0].Prediction != filepath.Join(pred, "c1.nrrd") {
 		t.Fatalf("pairs %+v, %v", pairs, err)
 	}
 	s, err := Folder(pairs, Options{Labels: []int{1, 2}})

@@ -11,6 +11,7 @@ import (
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/data"
 	"github.com/voxtrain/voxtrain/evaluation"
+	"github.com/voxtrain/voxtrain/volume"
 )
 
 // EvalOptions select what Evaluate scores.
@@ -21,8 +22,9 @@ type EvalOptions struct {
 	// Dataset, when set, scores every labelled case of that dataset
 	// folder (MSD or nnU-Net layout) instead.
 	Dataset string
-	// OutputDir receives <case>.nii.gz predictions and summary.json
-	// ("" writes nothing).
+	// OutputDir receives the predictions, <case> with its reference's
+	// ending (<case>.nii.gz, .nrrd, .mha, .tif, …), and summary.json (""
+	// writes nothing).
 	OutputDir string
 	// SaveProbabilities also writes <case>.npz into OutputDir, the class
 	// probabilities on the case's grid exactly as train predict's
@@ -154,7 +156,9 @@ func (m *Model) Evaluate(ctx context.Context, o EvalOptions) (*Scores, error) {
 		}
 		sc.ReferenceFile = cs.Label
 		if o.OutputDir != "" {
-			sc.PredictionFile = filepath.Join(o.OutputDir, cs.ID+".nii.gz")
+			// Named as the case's reference (the dataset's file_ending,
+			// as nnU-Net's validation folder).
+			sc.PredictionFile = filepath.Join(o.OutputDir, cs.ID+outputExt(volume.FileEnding(cs.Label)))
 			if keepProbs {
 				// Before the labels, as predict writes them: a label
 				// file that exists has its .npz.

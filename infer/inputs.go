@@ -221,10 +221,14 @@ func anyFile(files map[int]string) string {
 	return files[best]
 }
 
-// outputExt is the ending of the outputs of an input with ending ext.
+// outputExt is the ending of the label map predicted from an input with
+// ending ext: the input's own, as nnU-Net writes the dataset's
+// file_ending (CASE.nrrd from CASE_0000.nrrd), except that a NIfTI
+// .hdr/.img pair's is one .nii.gz file.
 func outputExt(ext string) string {
-	if ext == ".nii" {
-		return ".nii"
+	switch strings.ToLower(ext) {
+	case ".nii", ".nii.gz", ".nrrd", ".nhdr", ".mha", ".mhd", ".tif", ".tiff":
+		return ext
 	}
 	return ".nii.gz"
 }

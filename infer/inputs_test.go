@@ -86,8 +86,8 @@ func TestFindCasesGroups(t *testing.T) {
 		// nnU-Net datasets with file_ending .nrrd, .mha, .tif: predicted
 		// as NIfTI; a detached header's data file is not a case.
 		{"other formats", []string{files(t, "a_0000.nrrd", "b_0000.mha", "c_0000.tif", "d.nhdr", "d.raw.gz", "e.mhd", "e.raw", "f.tiff")}, 1,
-			[]string{"a:a_0000.nrrd(.nii.gz)", "b:b_0000.mha(.nii.gz)", "c:c_0000.tif(.nii.gz)", "d:d.nhdr(.nii.gz)", "e:e.mhd(.nii.gz)", "f:f.tiff(.nii.gz)"}},
-		{"two-channel .nrrd folder", []string{files(t, "a_0001.nrrd", "a_0000.nrrd")}, 2, []string{"a:a_0000.nrrd,a_0001.nrrd(.nii.gz)"}},
+			[]string{"a:a_0000.nrrd(.nrrd)", "b:b_0000.mha(.mha)", "c:c_0000.tif(.tif)", "d:d.nhdr(.nhdr)", "e:e.mhd(.mhd)", "f:f.tiff(.tiff)"}},
+		{"two-channel .nrrd folder", []string{files(t, "a_0001.nrrd", "a_0000.nrrd")}, 2, []string{"a:a_0000.nrrd,a_0001.nrrd(.nrrd)"}},
 	} {
 		got, err := FindCases(c.inputs, c.channels)
 		if err != nil {

@@ -2,6 +2,7 @@ package infer
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -41,8 +42,8 @@ func TestCheckOutput(t *testing.T) {
 		inputs []string
 		want   string
 	}{
-		{filepath.Join(dir, "labels.png"), []string{in}, "not a NIfTI file name"},
-		{filepath.Join(dir, "labels"), []string{in}, "not a NIfTI file name"},
+		{filepath.Join(dir, "labels.png"), []string{in}, "not a label file name"},
+		{filepath.Join(dir, "labels"), []string{in}, "not a label file name"},
 		{in, []string{in}, "the same file as the input"},
 		{"./img.nii.gz", []string{in}, "the same file as the input"},
 		{in, []string{link}, "the same file as the input"},
@@ -145,26 +146,68 @@ func TestWriteLabelsOfOtherFormats(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		back, err := volume.Open(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bh := back.Header()
-		back.Close()
-		if bh.Shape != g.Shape || h.Datatype != nifti.Uint8 {
-			t.Errorf("%s: written shape %v datatype %v, want %v uint8", ref, bh.Shape, h.Datatype, g.Shape)
-		}
-		for r := range 3 {
-			for c := range 4 {
-				if d := bh.Affine[r][c] - g.Affine[r][c]; d > 1e-5 || d < -1e-5 {
-					t.Fatalf("%s: affine %v, the reference's %v", ref, bh.Affine, g.Affine)
-				}
-			}
+		if h.Datatype != nifti.Uint8 {
+			t.Errorf("%s: written datatype %v, want uint8", ref, h.Datatype)
 		}
 		for i, v := range vals {
 			if uint8(v) != labels[i] {
 				t.Fatalf("%s: voxel %d is %v, want %d", ref, i, v, labels[i])
 			}
 		}
+		// Every format voxtrain writes keeps the grid and the labels.
+		for _, name := range []string{"pred.nii.gz", "pred.nrrd", "pred.nhdr", "pred.mha", "pred.mhd", "pred.tif"} {
+			out := filepath.Join(t.TempDir(), name)
+			if err := WriteLabels(out, ref, labels); err != nil {
+				t.Fatalf("%s → %s: %v", ref, name, err)
+			}
+			back, err := volume.Open(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bh := back.Header()
+			got := make([]uint8, n)
+			err = back.ReadLabels(volume.Whole(bh.Shape), got)
+			back.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bh.Shape != g.Shape || !slices.Equal(got, labels) {
+				t.Errorf("%s → %s: shape %v, want %v; labels equal: %v", ref, name, bh.Shape, g.Shape, slices.Equal(got, labels))
+			}
+			for r := range 3 {
+				for c := range 3 {
+					want := g.Affine[r][c]
+					if name == "pred.tif" { // TIFF keeps the voxel size only: each column's length
+						want = 0
+						if r == c {
+							want = math.Hypot(math.Hypot(g.Affine[0][c], g.Affine[1][c]), g.Affine[2][c])
+						}
+					}
+					if d := bh.Affine[r][c] - want; d > 1e-5 || d < -1e-5 {
+						t.Fatalf("%s → %s: affine %v, the reference's %v", ref, name, bh.Affine, g.Affine)
+					}
+				}
+				if d := bh.Affine[r][3] - g.Affine[r][3]; name != "pred.tif" && (d > 1e-5 || d < -1e-5) {
+					t.Fatalf("%s → %s: origin %v, the reference's %v", ref, name, bh.Affine, g.Affine)
+				}
+			}
+		}
+	}
+}
+
+// A prediction's every file (a .nhdr's data file) is checked against
+// the inputs: none may overwrite one.
+func TestCheckOutputWrittenFiles(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "case.raw.gz") // the data file of a detached input header
+	if err := os.WriteFile(in, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := CheckOutput(filepath.Join(dir, "case.nhdr"), []string{filepath.Join(dir, "img.nhdr"), in})
+	if err == nil || !strings.Contains(err.Error(), "the same file as the input") {
+		t.Errorf("CheckOutput(case.nhdr) with case.raw.gz an input: %v", err)
+	}
+	if err := CheckOutput(filepath.Join(dir, "other.nhdr"), []string{in}); err != nil {
+		t.Errorf("CheckOutput(other.nhdr): %v", err)
 	}
 }

@@ -11,13 +11,23 @@ import (
 	"github.com/voxtrain/voxtrain/evaluation"
 	"github.com/voxtrain/voxtrain/internal/samepath"
 	"github.com/voxtrain/voxtrain/nifti"
+	"github.com/voxtrain/voxtrain/volume"
 )
 
-// WriteLike writes labels to out with the header of the NIfTI file in
-// (datatype, scaling, geometry, extensions and description all kept), as
-// nnU-Net writes a post-processed segmentation with the properties of the
-// one it read.
-func WriteLike(out, in string, labels []uint8) error {
+// WriteLike writes labels to out in the format of the label file in,
+// with its geometry, as nnU-Net writes a post-processed segmentation with
+// the properties of the one it read: a NIfTI in's header whole
+// (datatype, scaling, geometry, extensions and description kept); in
+// another format, its geometry g as volume reads it, through that
+// format's writer (volume.WriteLabels).
+func WriteLike(out, in string, g volume.Header, labels []uint8) error {
+	if err := os.MkdirAll(filepath.Dir(out), 0o777); err != nil {
+		return fmt.Errorf("write %s: %w", out, err)
+	}
+	if _, _, err := nifti.Paths(in); err != nil {
+		g.Channels = 1
+		return volume.WriteLabels(out, g, labels)
+	}
 	h, err := nifti.ReadHeader(in)
 	if err != nil {
 		return err
@@ -28,9 +38,6 @@ func WriteLike(out, in string, labels []uint8) error {
 	vals := make([]float32, len(labels))
 	for i, l := range labels {
 		vals[i] = float32(l)
-	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o777); err != nil {
-		return fmt.Errorf("write %s: %w", out, err)
 	}
 	return nifti.WriteFloat32(out, h, vals)
 }
@@ -52,7 +59,7 @@ func (p *Plan) ApplyFiles(inputs []string, outDir string, log io.Writer) ([]stri
 			return out, fmt.Errorf("%s: %w", in, err)
 		}
 		dst := filepath.Join(outDir, filepath.Base(in))
-		if err := WriteLike(dst, in, lf.Labels); err != nil {
+		if err := WriteLike(dst, in, lf.Header, lf.Labels); err != nil {
 			return out, err
 		}
 		out = append(out, dst)
@@ -73,8 +80,9 @@ func countFg(l []uint8) int {
 	return n
 }
 
-// LabelFiles lists the files of dir ending in ending ("": .nii.gz, .nii,
-// .hdr.gz or .hdr), sorted; none is an error naming dir.
+// LabelFiles lists the files of dir ending in ending ("": any label
+// file ending, volume.Endings: .nii.gz, .nii, .hdr, .nrrd, .mha, .tif, …),
+// sorted; none is an error naming dir.
 func LabelFiles(dir, ending string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -86,13 +94,7 @@ func LabelFiles(dir, ending string) ([]string, error) {
 		if e.IsDir() {
 			continue
 		}
-		ok := ending != "" && strings.HasSuffix(n, ending)
-		if ending == "" {
-			for _, x := range []string{".nii.gz", ".nii", ".hdr.gz", ".hdr"} {
-				ok = ok || strings.HasSuffix(n, x)
-			}
-		}
-		if ok {
+		if ending != "" && strings.HasSuffix(n, ending) || ending == "" && volume.FileEnding(n) != "" {
 			out = append(out, filepath.Join(dir, n))
 		}
 	}

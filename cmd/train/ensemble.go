@@ -39,9 +39,9 @@ func NewCmdEnsemble(f *Factory, runF func(context.Context, *EnsembleOptions) err
 --save-probabilities), as nnUNetv2_ensemble: for every case, CASE.npz must
 be in every folder (a case missing from one is an error naming it); the
 probabilities are averaged, turned into labels as train predict does, and
-written as OUT/CASE.nii.gz (the ending of the first folder's label file)
-with the header (affine, voxel size) of the first folder's label file for
-that case. One case is in memory at a time.
+written as OUT/CASE with the ending of the first folder's label file for
+that case (CASE.nii.gz, .nrrd, .mha, .tif) and its header (affine, voxel
+size). One case is in memory at a time.
 
 Labels: argmax over the channels (softmax models). With --dataset-json of a
 region-based dataset (nnU-Net regions, regions_class_order) the channels are

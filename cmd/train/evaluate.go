@@ -84,7 +84,7 @@ type labelFlags struct {
 	// when --labels and --file-ending are not set).
 	DatasetJSON string
 	// FileEnding picks the files compared ("": dataset.json's, else the
-	// NIfTI ending of the references).
+	// label file ending of the references).
 	FileEnding string
 	// Ignore is the references' ignore label left out of the scores (0:
 	// dataset.json's "ignore", else none).
@@ -94,7 +94,7 @@ type labelFlags struct {
 func (l *labelFlags) register(fl *pflag.FlagSet, labelsWhat string) {
 	fl.IntSliceVar(&l.Labels, "labels", nil, labelsWhat+", e.g. 1,2 (default: dataset.json's, else every label present)")
 	fl.StringVar(&l.DatasetJSON, "dataset-json", "", "dataset.json naming the labels (and giving them and the file ending)")
-	fl.StringVar(&l.FileEnding, "file-ending", "", "compare the files with this ending (default: dataset.json's, else the references' .nii.gz or .nii)")
+	fl.StringVar(&l.FileEnding, "file-ending", "", "compare the files with this ending (default: dataset.json's, else the references' own: .nii.gz, .nii, .nrrd, .mha, .tif, …)")
 	fl.IntVar(&l.Ignore, "ignore-label", 0, "reference voxels with this label are left out of every count, as nnU-Net's ignore label (default: dataset.json's \"ignore\", else none)")
 }
 

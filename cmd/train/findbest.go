@@ -19,6 +19,7 @@ import (
 	"github.com/voxtrain/voxtrain/internal/atomicfile"
 	"github.com/voxtrain/voxtrain/internal/jsonfloat"
 	"github.com/voxtrain/voxtrain/internal/samepath"
+	"github.com/voxtrain/voxtrain/volume"
 )
 
 // FindBestOptions are `train find-best`'s.
@@ -260,35 +261,24 @@ func commonCases(predDir, refDir, ending string) error {
 	if err != nil {
 		return err
 	}
-	preds, err := labelNames(predDir, predictionEnding(ending))
+	preds, err := labelNames(predDir, ending)
 	if err != nil {
 		return err
 	}
 	for n := range preds {
-		if refs[n] || refs[strings.TrimSuffix(n, ".nii.gz")+ending] {
+		if refs[n] {
 			return nil
 		}
 	}
 	e := ending
 	if e == "" {
-		e = ".nii.gz, .nii or .hdr"
+		e = strings.Join(volume.Endings(), ", ")
 	}
 	return fmt.Errorf("%s has no case in common with --ref %s (%d and %d label files ending in %s)", predDir, refDir, len(preds), len(refs), e)
 }
 
-// predictionEnding is the ending of the predictions of cases whose files
-// end in ending: theirs for NIfTI ("" too), else .nii.gz (voxtrain writes
-// the predictions of NRRD, MetaImage and TIFF cases as NIfTI;
-// evaluation.MatchFiles pairs them).
-func predictionEnding(ending string) string {
-	if ending == "" || evaluation.NIfTIEnding(ending) == ending {
-		return ending
-	}
-	return ".nii.gz"
-}
-
-// labelNames are the names of dir's label files ending in ending ("": a
-// NIfTI ending).
+// labelNames are the names of dir's label files ending in ending ("": any
+// label file ending, volume.Endings).
 func labelNames(dir, ending string) (map[string]bool, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -300,7 +290,7 @@ func labelNames(dir, ending string) (map[string]bool, error) {
 		if e.IsDir() {
 			continue
 		}
-		if ending != "" && strings.HasSuffix(n, ending) || ending == "" && evaluation.NIfTIEnding(n) != "" {
+		if ending != "" && strings.HasSuffix(n, ending) || ending == "" && volume.FileEnding(n) != "" {
 			out[n] = true
 		}
 	}
@@ -308,19 +298,19 @@ func labelNames(dir, ending string) (map[string]bool, error) {
 }
 
 // noProbabilities says why a pair cannot be ensembled: a folder with a
-// label file (ending in ending; "": NIfTI) that has no CASE.npz beside it
+// label file (ending in ending; "": any) that has no CASE.npz beside it
 // ("" when every one has). A folder of which only some folds were
 // validated with --save-probabilities is named with its first such file,
 // rather than ensembled over fewer cases and then scored as missing them.
 func noProbabilities(ending string, cfgs ...cvConfig) string {
 	for _, c := range cfgs {
-		names, err := labelNames(c.Dir, predictionEnding(ending))
+		names, err := labelNames(c.Dir, ending)
 		if err != nil {
 			return fmt.Sprintf("%s (--cv %s): %v", c.Dir, c.Name, err)
 		}
 		var missing []string
 		for n := range names {
-			id := strings.TrimSuffix(n, evaluation.NIfTIEnding(n))
+			id := strings.TrimSuffix(n, volume.FileEnding(n))
 			if fi, err := os.Stat(filepath.Join(c.Dir, id+".npz")); err != nil || fi.IsDir() {
 				missing = append(missing, n)
 			}

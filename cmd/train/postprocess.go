@@ -184,7 +184,7 @@ name and with its input's header, into OUT_DIR.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Plan, "plan", "", "postprocessing.json to follow")
-	cmd.Flags().StringVar(&opts.FileEnding, "file-ending", "", "post-process the files with this ending (default: .nii.gz, .nii, .hdr.gz, .hdr)")
+	cmd.Flags().StringVar(&opts.FileEnding, "file-ending", "", "post-process the files with this ending (default: every label file ending: .nii.gz, .nii, .hdr, .nrrd, .mha, .tif, …)")
 	cmd.MarkFlagRequired("plan")
 	return cmd
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/voxtrain/voxtrain/data"
 	"github.com/voxtrain/voxtrain/infer"
-	"github.com/voxtrain/voxtrain/nifti"
 	"github.com/voxtrain/voxtrain/postprocess"
+	"github.com/voxtrain/voxtrain/volume"
 )
 
 // PredictOptions are `train predict`'s.
@@ -36,10 +36,11 @@ type PredictOptions struct {
 	RunID          int
 	CheckpointName string
 
-	// Inputs are image files and folders. When Output has a NIfTI file
+	// Inputs are image files and folders. When Output has a label file
 	// name they are one case's channel files (in channel order, or one 4D
 	// file); otherwise Output is a folder and the inputs are grouped into
-	// cases (infer.FindCases), each written as <Output>/<case>.nii.gz.
+	// cases (infer.FindCases), each written as <Output>/<case><ending>,
+	// the ending of the case's files.
 	Inputs []string
 	Output string
 	// SaveProbabilities writes <case>.npz beside each label file.
@@ -68,18 +69,22 @@ func NewCmdPredict(f *Factory, runF func(context.Context, *PredictOptions) error
 		Use:   "predict (--checkpoint C ... | --model-dir runs/EXP [--fold K ...]) -i IN... -o OUT",
 		Short: "Segment images by sliding window (one case, or a folder; one checkpoint or an ensemble)",
 		Long: `predict segments images with trained checkpoints, applying the same
-preprocessing as training, and writes the labels as uint8 NIfTI on each
-input's grid: same dimensions, voxel sizes, qform and sform, so ITK-SNAP,
-3D Slicer and FSLeyes overlay it on the input.
+preprocessing as training, and writes the labels as uint8 on each
+input's grid: same dimensions, voxel sizes and orientation (a NIfTI
+input's own qform and sform), so ITK-SNAP, 3D Slicer and FSLeyes overlay
+it on the input.
 
-One case: -o names a label file (.nii, .nii.gz, .hdr) and -i gives the
-case's files, one per channel in channel order, or one 4D file.
+One case: -o names a label file (.nii, .nii.gz, .hdr; .nrrd, .nhdr, .mha,
+.mhd, .tif, .tiff) and -i gives the case's files, one per channel in
+channel order, or one 4D file.
 
 Many cases, as nnUNetv2_predict: -o names a folder and -i a folder (or
 image files): CASE_0000.nii.gz, CASE_0001.nii.gz, ... are grouped into
 cases by their channel suffix (the nnU-Net layout), other names are one
 case a file (an MSD imagesTs folder); each case is written as
-OUT/CASE.nii.gz (.nii for .nii inputs). Cases are read ahead and written
+OUT/CASE with its files' ending, as nnU-Net's file_ending: CASE.nii.gz,
+CASE.nii, CASE.nrrd, CASE.mha, CASE.tif (with nnU-Net's CASE.json of its
+spacing); a .hdr/.img pair's as CASE.nii.gz. Cases are read ahead and written
 behind while the next is predicted; Ctrl-C stops between cases, never
 leaving a half-written file. Existing outputs are overwritten unless
 --continue-prediction.
@@ -316,10 +321,13 @@ func (o *PredictOptions) loadEnsemble(paths []string) (*infer.Ensemble, func(), 
 	return e, done, nil
 }
 
-// labelStem drops a NIfTI ending from a label file name, for the .npz
-// beside it.
+// labelStem drops a label file ending from a label file name, for the
+// .npz beside it.
 func labelStem(path string) string {
-	for _, ext := range []string{".nii.gz", ".nii", ".hdr.gz", ".img.gz", ".hdr", ".img"} {
+	if e := volume.FileEnding(path); e != "" {
+		return strings.TrimSuffix(path, e)
+	}
+	for _, ext := range []string{".img.gz", ".img"} { // a NIfTI pair named by its image
 		if s, ok := strings.CutSuffix(path, ext); ok {
 			return s
 		}
@@ -327,12 +335,13 @@ func labelStem(path string) string {
 	return path
 }
 
-// outputIsFile tells the one-case form (-o names a NIfTI file) from the
-// folder form (-o an existing folder, a name ending in a separator, or a
-// name without an extension). A name with another extension (labels.png)
-// is refused, as before folders were accepted, rather than made a folder.
+// outputIsFile tells the one-case form (-o names a label file: NIfTI,
+// NRRD, MetaImage, TIFF) from the folder form (-o an existing folder, a
+// name ending in a separator, or a name without an extension). A name
+// with another extension (labels.png) is refused, as before folders were
+// accepted, rather than made a folder.
 func outputIsFile(output string, inputs []string) (bool, error) {
-	if _, _, err := nifti.OutputPaths(output); err == nil {
+	if volume.Writes(output) {
 		return true, nil
 	}
 	if fi, err := os.Stat(output); (err == nil && fi.IsDir()) || strings.HasSuffix(output, string(filepath.Separator)) ||

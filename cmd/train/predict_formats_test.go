@@ -11,8 +11,10 @@ import (
 
 // TestPredictOtherFormats: a folder of NRRD, MetaImage and TIFF cases (an
 // nnU-Net dataset's imagesTs with file_ending .nrrd, .mha or .tif) is
-// predicted into CASE.nii.gz label maps on each case's grid, which train
-// evaluate then pairs with references in the case's own format.
+// predicted into label maps in each case's own format and on its grid
+// (CASE.nrrd, CASE.mha, CASE.tif with nnU-Net's CASE.json), as nnU-Net
+// writes the dataset's file_ending, which train evaluate then pairs with
+// references of that ending.
 func TestPredictOtherFormats(t *testing.T) {
 	ck := tinyCheckpoint(t, filepath.Join(t.TempDir(), "runs"), 0, 1, nil)
 	in := t.TempDir()
@@ -35,8 +37,8 @@ func TestPredictOtherFormats(t *testing.T) {
 		t.Fatalf("%v\n%s\n%s", err, o, e)
 	}
 	for name, src := range fixtures {
-		id := name[:1]
-		f, err := volume.Open(filepath.Join(out, id+".nii.gz"))
+		id, ext := name[:1], filepath.Ext(name)
+		f, err := volume.Open(filepath.Join(out, id+ext))
 		if err != nil {
 			t.Fatalf("case %s: %v", id, err)
 		}
@@ -51,15 +53,18 @@ func TestPredictOtherFormats(t *testing.T) {
 		f.Close()
 		g.Close()
 	}
+	if _, err := os.Stat(filepath.Join(out, "c.json")); err != nil {
+		t.Errorf("no nnU-Net spacing file beside c.tif: %v", err)
+	}
 	// References in the cases' format (the fixture's labels as the case's
-	// label file, a.nrrd): evaluate pairs a.nii.gz with it.
+	// label file, a.nrrd): evaluate pairs a.nrrd with it.
 	ref := t.TempDir()
 	b, _ := os.ReadFile(fixtures["a_0000.nrrd"])
 	os.WriteFile(filepath.Join(ref, "a.nrrd"), b, 0o644)
 	preds := t.TempDir()
-	pb, _ := os.ReadFile(filepath.Join(out, "a.nii.gz"))
-	os.WriteFile(filepath.Join(preds, "a.nii.gz"), pb, 0o644)
-	if o, e, err := runCmd(t, "evaluate", preds, ref, "--labels", "1,2", "--file-ending", ".nrrd", "-o", filepath.Join(t.TempDir(), "summary.json")); err != nil {
-		t.Errorf("evaluate .nii.gz predictions against .nrrd references: %v\n%s\n%s", err, o, e)
+	pb, _ := os.ReadFile(filepath.Join(out, "a.nrrd"))
+	os.WriteFile(filepath.Join(preds, "a.nrrd"), pb, 0o644)
+	if o, e, err := runCmd(t, "evaluate", preds, ref, "--labels", "1,2", "-o", filepath.Join(t.TempDir(), "summary.json")); err != nil {
+		t.Errorf("evaluate .nrrd predictions against .nrrd references: %v\n%s\n%s", err, o, e)
 	}
 }

@@ -24,7 +24,7 @@ func TestPredictChecksOutputBeforeLoading(t *testing.T) {
 	ck := filepath.Join(dir, "no-checkpoint")
 	for out, want := range map[string]string{
 		in:                                "the same file as the input",
-		filepath.Join(dir, "labels.png"):  "not a NIfTI file name",
+		filepath.Join(dir, "labels.png"):  "not a label file name",
 		filepath.Join(dir, "labels"):      "checkpoint", // a folder for the predictions
 		folder:                            "is a directory",
 		filepath.Join(dir, "ok.nii.gz"):   "checkpoint", // a good output: then the checkpoint fails

@@ -103,8 +103,9 @@ func NewCmdValidate(f *Factory, runF func(context.Context, *ValidateOptions) err
 every validation case of a fold — or every labelled case of another dataset
 folder with --data — by sliding window with Gaussian weighting (nnU-Net's
 inference), and prints per-case and mean Dice per class. With --output it
-also writes each prediction as <case>.nii.gz (on the case's grid, with its
-affine) and summary.json; --save-probabilities adds <case>.npz, the class
+also writes each prediction as <case> with its reference's ending
+(<case>.nii.gz, .nrrd, .mha, .tif: the dataset's file_ending, on the
+case's grid, with its affine) and summary.json; --save-probabilities adds <case>.npz, the class
 probabilities on the case's grid exactly as predict --save-probabilities
 writes them (nnU-Net's --val --npz), which train ensemble and train
 find-best need to ensemble configurations.`,
