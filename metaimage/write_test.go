@@ -2,13 +2,14 @@ package metaimage
 
 import (
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/volume"
+	"github.com/voxtrain/voxtrain/volume/volumetest"
 )
 
 // TestWriteLabelsRoundTrip: a label map written through volume.WriteLabels
@@ -29,9 +30,9 @@ func TestWriteLabelsRoundTrip(t *testing.T) {
 		{"furlong", 1},
 	} {
 		for _, ext := range []string{".mha", ".mhd"} {
-			h := obliqueHeader(tc.unit, 1)
+			h := volumetest.ObliqueHeader(tc.unit, 1)
 			h.Shape = [3]int{3, 4, 9}
-			labels := testLabels(h.Shape)
+			labels := volumetest.PatternLabels(h.Shape)
 			path := filepath.Join(dir, "case_"+tc.unit+ext)
 			if !volume.Writes(path) {
 				t.Fatalf("volume.Writes(%s) = false", path)
@@ -60,7 +61,7 @@ func TestWriteLabelsRoundTrip(t *testing.T) {
 					}
 				}
 			}
-			if l := readLabels(t, path); !slices.Equal(l, labels) {
+			if _, l := volumetest.ReadLabels(t, path); !slices.Equal(l, labels) {
 				t.Errorf("%s: labels read back differ", path)
 			}
 		}
@@ -78,7 +79,7 @@ func TestWriteLabelsFlipped(t *testing.T) {
 		{0, -2, 0, 7},
 		{0, 0, 0, 1},
 	}}
-	if err := WriteLabels(path, h, testLabels(h.Shape)); err != nil {
+	if err := WriteLabels(path, h, volumetest.PatternLabels(h.Shape)); err != nil {
 		t.Fatal(err)
 	}
 	f, err := volume.Open(path)
@@ -114,14 +115,14 @@ func TestWriteLabelsFlipped(t *testing.T) {
 // of a .mhd pair, and leaves no temporary file behind.
 func TestWriteLabelsReplaces(t *testing.T) {
 	dir := t.TempDir()
-	big, small := obliqueHeader("millimeter", 1), obliqueHeader("millimeter", 2)
+	big, small := volumetest.ObliqueHeader("millimeter", 1), volumetest.ObliqueHeader("millimeter", 2)
 	small.Shape = [3]int{2, 3, 4}
 	for _, n := range []string{"a.mha", "a.mhd"} {
 		path := filepath.Join(dir, n)
-		if err := WriteLabels(path, big, testLabels(big.Shape)); err != nil {
+		if err := WriteLabels(path, big, volumetest.PatternLabels(big.Shape)); err != nil {
 			t.Fatal(err)
 		}
-		want := testLabels(small.Shape)
+		want := volumetest.PatternLabels(small.Shape)
 		for i := range want {
 			want[i] = 3 - want[i]
 		}
@@ -136,11 +137,11 @@ func TestWriteLabelsReplaces(t *testing.T) {
 			t.Errorf("%s: header %+v after the rewrite, want %+v", n, got, small)
 		}
 		f.Close()
-		if got := readLabels(t, path); !slices.Equal(got, want) {
+		if _, got := volumetest.ReadLabels(t, path); !slices.Equal(got, want) {
 			t.Errorf("%s: labels after the rewrite differ", n)
 		}
 	}
-	if names := dirNames(t, dir); !slices.Equal(names, []string{"a.mha", "a.mhd", "a.zraw"}) {
+	if names := testutil.DirNames(t, dir); !slices.Equal(names, []string{"a.mha", "a.mhd", "a.zraw"}) {
 		t.Errorf("directory holds %v, want the two files and the data file only", names)
 	}
 }
@@ -150,7 +151,7 @@ func TestWriteLabelsReplaces(t *testing.T) {
 // and nothing is left behind.
 func TestWriteLabelsErrors(t *testing.T) {
 	dir := t.TempDir()
-	h := obliqueHeader("millimeter", 1)
+	h := volumetest.ObliqueHeader("millimeter", 1)
 	flat := h
 	flat.Affine[0][2], flat.Affine[1][2], flat.Affine[2][2] = 0, 0, 0
 	for _, tc := range []struct {
@@ -159,33 +160,19 @@ func TestWriteLabelsErrors(t *testing.T) {
 		labels []uint8
 		want   string
 	}{
-		{filepath.Join(dir, "missing", "a.mha"), h, testLabels(h.Shape), "no such file"},
-		{filepath.Join(dir, "missing", "a.mhd"), h, testLabels(h.Shape), "data file a.zraw"},
-		{filepath.Join(dir, "short.mha"), h, testLabels(h.Shape)[1:], "209 labels for a 5×6×7 grid"},
-		{filepath.Join(dir, "flat.mhd"), flat, testLabels(h.Shape), "voxel axis 2"},
+		{filepath.Join(dir, "missing", "a.mha"), h, volumetest.PatternLabels(h.Shape), "no such file"},
+		{filepath.Join(dir, "missing", "a.mhd"), h, volumetest.PatternLabels(h.Shape), "data file a.zraw"},
+		{filepath.Join(dir, "short.mha"), h, volumetest.PatternLabels(h.Shape)[1:], "209 labels for a 5×6×7 grid"},
+		{filepath.Join(dir, "flat.mhd"), flat, volumetest.PatternLabels(h.Shape), "voxel axis 2"},
 	} {
 		err := WriteLabels(tc.path, tc.h, tc.labels)
 		if err == nil || !strings.Contains(err.Error(), tc.path) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error naming it and saying %q", tc.path, err, tc.want)
 		}
 	}
-	if names := dirNames(t, dir); len(names) != 0 {
+	if names := testutil.DirNames(t, dir); len(names) != 0 {
 		t.Errorf("failed writes left %v", names)
 	}
-}
-
-// dirNames lists dir's entries, sorted, temporary files included.
-func dirNames(t *testing.T, dir string) []string {
-	t.Helper()
-	es, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range es {
-		out = append(out, e.Name())
-	}
-	return out
 }
 
 // The registry knows MetaImage's endings and the files a write creates,

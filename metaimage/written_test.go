@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/voxtrain/voxtrain/volume"
+	"github.com/voxtrain/voxtrain/volume/volumetest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/written (then rerun testdata/written/read_written.py)")
@@ -19,42 +19,6 @@ var update = flag.Bool("update", false, "rewrite testdata/written (then rerun te
 // writtenDir holds label maps WriteLabels wrote and what SimpleITK read
 // from them (expected.json, made by read_written.py).
 const writtenDir = "testdata/written"
-
-// obliqueHeader is the geometry of the written fixtures: 5×6×7 voxels
-// (D, H, W), anisotropic, oblique and off the origin, in unit. Its
-// numbers are those of make_fixtures.py's fixtures: LPS axis directions
-// DIRECTION's columns, spacing (x, y, z) = (1.2, 0.8, 2.5) and LPS origin
-// (10.5, −20, 30.25), all times scale.
-func obliqueHeader(unit string, scale float64) volume.Header {
-	oblique := [3][3]float64{{0.9, 0.1, 0}, {-0.1, 0.9, 0.2}, {0, -0.2, 1.1}}
-	spacing := [3]float64{1.2 * scale, 0.8 * scale, 2.5 * scale}
-	origin := [3]float64{10.5 * scale, -20 * scale, 30.25 * scale}
-	lpsToRAS := [3]float64{-1, -1, 1}
-	h := volume.Header{Shape: [3]int{5, 6, 7}, Channels: 1, Unit: unit}
-	for k, d := range oblique {
-		n := math.Sqrt(d[0]*d[0] + d[1]*d[1] + d[2]*d[2])
-		for r := range 3 {
-			h.Affine[r][k] = lpsToRAS[r] * d[r] / n * spacing[k]
-		}
-		h.Spacing[2-k] = spacing[k]
-	}
-	for r := range 3 {
-		h.Affine[r][3] = lpsToRAS[r] * origin[r]
-	}
-	h.Affine[3][3] = 1
-	return h
-}
-
-// testLabels is a label map of shape with every class 0..3, varying
-// unevenly along each axis so that a transposed or flipped read differs.
-func testLabels(shape [3]int) []uint8 {
-	out := make([]uint8, shape[0]*shape[1]*shape[2])
-	for i := range out {
-		x, y, z := i%shape[2], i/shape[2]%shape[1], i/(shape[1]*shape[2])
-		out[i] = uint8((x*x + 3*y + 5*z*z + x*y) % 4)
-	}
-	return out
-}
 
 // writtenDoc is expected.json.
 type writtenDoc struct {
@@ -98,7 +62,7 @@ func loadWritten(t *testing.T) writtenDoc {
 // and those voxels; and the header ITK's own writer writes for the same
 // image has our keys, in our order, with our values.
 func TestWritten(t *testing.T) {
-	h, labels := obliqueHeader("micrometer", 1000), testLabels([3]int{5, 6, 7})
+	h, labels := volumetest.ObliqueHeader("micrometer", 1000), volumetest.PatternLabels([3]int{5, 6, 7})
 	mm, err := h.InUnit("millimeter")
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +82,7 @@ func TestWritten(t *testing.T) {
 		if !sameLines(committed, fresh, "CompressedDataSize") {
 			t.Errorf("%s: header\n%v, committed\n%v (rerun with -update and read_written.py if the change is meant)", n, fresh, committed)
 		}
-		if got := readLabels(t, filepath.Join(writtenDir, n)); string(got) != string(labels) {
+		if _, got := volumetest.ReadLabels(t, filepath.Join(writtenDir, n)); string(got) != string(labels) {
 			t.Errorf("%s: committed voxels differ from the labels written", n)
 		}
 	}
@@ -214,22 +178,6 @@ func sameLines(a, b [][2]string, key string) bool {
 		}
 	}
 	return true
-}
-
-// readLabels reads the whole label map at path through volume.Open.
-func readLabels(t *testing.T, path string) []uint8 {
-	t.Helper()
-	f, err := volume.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := f.Header()
-	out := make([]uint8, volume.Whole(h.Shape).Voxels())
-	if err := f.ReadLabels(volume.Whole(h.Shape), out); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // nearNumbers compares two lists of space-separated numbers by value.

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/volume"
+	"github.com/voxtrain/voxtrain/volume/volumetest"
 )
 
 // TestWriteLabelsRoundTrip: a label map written through volume.WriteLabels
@@ -25,9 +27,9 @@ func TestWriteLabelsRoundTrip(t *testing.T) {
 		{"furlong", ""}, // no length unit volume knows: not written
 	} {
 		for _, ext := range []string{".nrrd", ".nhdr"} {
-			h := obliqueHeader(tc.unit, 1)
+			h := volumetest.ObliqueHeader(tc.unit, 1)
 			h.Shape = [3]int{3, 4, 9}
-			labels := testLabels(h.Shape)
+			labels := volumetest.PatternLabels(h.Shape)
 			path := filepath.Join(dir, "case_"+tc.unit+ext)
 			if !volume.Writes(path) {
 				t.Fatalf("volume.Writes(%s) = false", path)
@@ -44,7 +46,7 @@ func TestWriteLabelsRoundTrip(t *testing.T) {
 			if got.Shape != h.Shape || got.Channels != 1 || got.Spacing != h.Spacing || got.Affine != h.Affine || got.Unit != tc.want {
 				t.Errorf("%s: read\n%+v, wrote\n%+v (unit %q)", path, got, h, tc.want)
 			}
-			if l := readLabels(t, path); !slices.Equal(l, labels) {
+			if _, l := volumetest.ReadLabels(t, path); !slices.Equal(l, labels) {
 				t.Errorf("%s: labels read back differ", path)
 			}
 		}
@@ -56,7 +58,7 @@ func TestWriteLabelsRoundTrip(t *testing.T) {
 // own; the attached file's header is the same but for "data file".
 func TestWriteLabelsDetached(t *testing.T) {
 	dir := t.TempDir()
-	h, labels := obliqueHeader("millimeter", 1), testLabels([3]int{5, 6, 7})
+	h, labels := volumetest.ObliqueHeader("millimeter", 1), volumetest.PatternLabels([3]int{5, 6, 7})
 	for _, n := range []string{"a.nrrd", "b.NHDR"} {
 		if err := WriteLabels(filepath.Join(dir, n), h, labels); err != nil {
 			t.Fatal(err)
@@ -83,7 +85,7 @@ func TestWriteLabelsDetached(t *testing.T) {
 	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
 		t.Errorf("b.raw.gz starts % x, want a gzip stream", b[:min(len(b), 4)])
 	}
-	if names := dirNames(t, dir); !slices.Equal(names, []string{"a.nrrd", "b.NHDR", "b.raw.gz"}) {
+	if names := testutil.DirNames(t, dir); !slices.Equal(names, []string{"a.nrrd", "b.NHDR", "b.raw.gz"}) {
 		t.Errorf("directory holds %v", names)
 	}
 }
@@ -93,14 +95,14 @@ func TestWriteLabelsDetached(t *testing.T) {
 // of a .nhdr pair, and leaves no temporary file behind.
 func TestWriteLabelsReplaces(t *testing.T) {
 	dir := t.TempDir()
-	big, small := obliqueHeader("millimeter", 1), obliqueHeader("", 2)
+	big, small := volumetest.ObliqueHeader("millimeter", 1), volumetest.ObliqueHeader("", 2)
 	small.Shape = [3]int{2, 3, 4}
 	for _, n := range []string{"a.nrrd", "a.nhdr"} {
 		path := filepath.Join(dir, n)
-		if err := WriteLabels(path, big, testLabels(big.Shape)); err != nil {
+		if err := WriteLabels(path, big, volumetest.PatternLabels(big.Shape)); err != nil {
 			t.Fatal(err)
 		}
-		want := testLabels(small.Shape)
+		want := volumetest.PatternLabels(small.Shape)
 		for i := range want {
 			want[i] = 3 - want[i]
 		}
@@ -115,11 +117,11 @@ func TestWriteLabelsReplaces(t *testing.T) {
 			t.Errorf("%s: header %+v after the rewrite, want %+v", n, got, small)
 		}
 		f.Close()
-		if got := readLabels(t, path); !slices.Equal(got, want) {
+		if _, got := volumetest.ReadLabels(t, path); !slices.Equal(got, want) {
 			t.Errorf("%s: labels after the rewrite differ", n)
 		}
 	}
-	if names := dirNames(t, dir); !slices.Equal(names, []string{"a.nhdr", "a.nrrd", "a.raw.gz"}) {
+	if names := testutil.DirNames(t, dir); !slices.Equal(names, []string{"a.nhdr", "a.nrrd", "a.raw.gz"}) {
 		t.Errorf("directory holds %v, want the two files and the data file only", names)
 	}
 }
@@ -129,7 +131,7 @@ func TestWriteLabelsReplaces(t *testing.T) {
 // and nothing is left behind.
 func TestWriteLabelsErrors(t *testing.T) {
 	dir := t.TempDir()
-	h := obliqueHeader("millimeter", 1)
+	h := volumetest.ObliqueHeader("millimeter", 1)
 	flat := h
 	flat.Affine[0][1], flat.Affine[1][1], flat.Affine[2][1] = 0, 0, 0
 	for _, tc := range []struct {
@@ -138,33 +140,19 @@ func TestWriteLabelsErrors(t *testing.T) {
 		labels []uint8
 		want   string
 	}{
-		{filepath.Join(dir, "missing", "a.nrrd"), h, testLabels(h.Shape), "no such file"},
-		{filepath.Join(dir, "missing", "a.nhdr"), h, testLabels(h.Shape), "data file a.raw.gz"},
-		{filepath.Join(dir, "short.nrrd"), h, testLabels(h.Shape)[1:], "209 labels for a 5×6×7 grid"},
-		{filepath.Join(dir, "flat.nhdr"), flat, testLabels(h.Shape), "voxel axis 1"},
+		{filepath.Join(dir, "missing", "a.nrrd"), h, volumetest.PatternLabels(h.Shape), "no such file"},
+		{filepath.Join(dir, "missing", "a.nhdr"), h, volumetest.PatternLabels(h.Shape), "data file a.raw.gz"},
+		{filepath.Join(dir, "short.nrrd"), h, volumetest.PatternLabels(h.Shape)[1:], "209 labels for a 5×6×7 grid"},
+		{filepath.Join(dir, "flat.nhdr"), flat, volumetest.PatternLabels(h.Shape), "voxel axis 1"},
 	} {
 		err := WriteLabels(tc.path, tc.h, tc.labels)
 		if err == nil || !strings.Contains(err.Error(), tc.path) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error naming it and saying %q", tc.path, err, tc.want)
 		}
 	}
-	if names := dirNames(t, dir); len(names) != 0 {
+	if names := testutil.DirNames(t, dir); len(names) != 0 {
 		t.Errorf("failed writes left %v", names)
 	}
-}
-
-// dirNames lists dir's entries, sorted, temporary files included.
-func dirNames(t *testing.T, dir string) []string {
-	t.Helper()
-	es, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range es {
-		out = append(out, e.Name())
-	}
-	return out
 }
 
 // The registry knows NRRD's endings and the files a write creates, so

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/voxtrain/voxtrain/volume"
+	"github.com/voxtrain/voxtrain/volume/volumetest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/written (then rerun testdata/written/read_written.py)")
@@ -19,45 +20,6 @@ var update = flag.Bool("update", false, "rewrite testdata/written (then rerun te
 // writtenDir holds label maps WriteLabels wrote and what reference tools
 // read from them (expected.json, made by read_written.py).
 const writtenDir = "testdata/written"
-
-// obliqueHeader is the geometry of the written fixtures: 5×6×7 voxels
-// (D, H, W), anisotropic, oblique and off the origin, in unit. Its
-// numbers are those of make_fixtures.py's fixtures: LPS axis directions
-// the rows of OBLIQUE normalised, spacing (x, y, z) = (1.2, 0.8, 2.5)
-// and LPS origin (10.5, −20, 30.25), all times scale.
-func obliqueHeader(unit string, scale float64) volume.Header {
-	oblique := [3][3]float64{{0.9, 0.1, 0}, {-0.1, 0.9, 0.2}, {0, -0.2, 1.1}}
-	spacing := [3]float64{1.2 * scale, 0.8 * scale, 2.5 * scale}
-	origin := [3]float64{10.5 * scale, -20 * scale, 30.25 * scale}
-	lpsToRAS := [3]float64{-1, -1, 1}
-	h := volume.Header{Shape: [3]int{5, 6, 7}, Channels: 1, Unit: unit}
-	for k, d := range oblique {
-		n := math.Sqrt(d[0]*d[0] + d[1]*d[1] + d[2]*d[2])
-		for r := range 3 {
-			h.Affine[r][k] = lpsToRAS[r] * d[r] / n * spacing[k]
-		}
-	}
-	for r := range 3 {
-		h.Affine[r][3] = lpsToRAS[r] * origin[r]
-	}
-	h.Affine[3][3] = 1
-	// Spacing as a reader computes it from the affine's columns.
-	for k := range 3 {
-		h.Spacing[2-k] = math.Sqrt(h.Affine[0][k]*h.Affine[0][k] + h.Affine[1][k]*h.Affine[1][k] + h.Affine[2][k]*h.Affine[2][k])
-	}
-	return h
-}
-
-// testLabels is a label map of shape with every class 0..3, varying
-// unevenly along each axis so that a transposed or flipped read differs.
-func testLabels(shape [3]int) []uint8 {
-	out := make([]uint8, shape[0]*shape[1]*shape[2])
-	for i := range out {
-		x, y, z := i%shape[2], i/shape[2]%shape[1], i/(shape[1]*shape[2])
-		out[i] = uint8((x*x + 3*y + 5*z*z + x*y) % 4)
-	}
-	return out
-}
 
 // TestWritten: (a) today's writer writes, for the fixtures' geometry and
 // labels, the header fields and voxels committed in testdata/written
@@ -67,7 +29,7 @@ func testLabels(shape [3]int) []uint8 {
 // ITK's writer writes for the same image has the fields and values ours
 // has (ours adds only "space units").
 func TestWritten(t *testing.T) {
-	h, labels := obliqueHeader("millimeter", 1), testLabels([3]int{5, 6, 7})
+	h, labels := volumetest.ObliqueHeader("millimeter", 1), volumetest.PatternLabels([3]int{5, 6, 7})
 	names := []string{"labels.nrrd", "labels.nhdr"}
 	dir := t.TempDir()
 	if *update {
@@ -84,7 +46,7 @@ func TestWritten(t *testing.T) {
 		if !equalFields(cf, ff) {
 			t.Errorf("%s: header fields\n%v, committed\n%v (rerun with -update and read_written.py if the change is meant)", n, ff, cf)
 		}
-		if got := readLabels(t, committed); string(got) != string(labels) {
+		if _, got := volumetest.ReadLabels(t, committed); string(got) != string(labels) {
 			t.Errorf("%s: committed voxels differ from the labels written", n)
 		}
 	}
@@ -219,22 +181,6 @@ func equalFields(a, b map[string]string) bool {
 		}
 	}
 	return true
-}
-
-// readLabels reads the whole label map at path through volume.Open.
-func readLabels(t *testing.T, path string) []uint8 {
-	t.Helper()
-	f, err := volume.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := f.Header()
-	out := make([]uint8, volume.Whole(h.Shape).Voxels())
-	if err := f.ReadLabels(volume.Whole(h.Shape), out); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // nearVectors compares two lists of NRRD vectors by value.

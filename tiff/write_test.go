@@ -13,6 +13,7 @@ import (
 
 	"github.com/voxtrain/voxtrain/internal/atomicfile"
 	"github.com/voxtrain/voxtrain/volume"
+	"github.com/voxtrain/voxtrain/volume/volumetest"
 )
 
 // diagHeader is a header of shape with spacing (D, H, W) on the diagonal.
@@ -37,22 +38,6 @@ func testLabels(n int, seed uint64) []uint8 {
 		}
 	}
 	return l
-}
-
-// readBack opens path with volume.Open and returns its header and labels.
-func readBack(t *testing.T, path string) (volume.Header, []uint8) {
-	t.Helper()
-	f, err := volume.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := f.Header()
-	got := make([]uint8, volume.Whole(h.Shape).Voxels())
-	if err := f.ReadLabels(volume.Whole(h.Shape), got); err != nil {
-		t.Fatal(err)
-	}
-	return h, got
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
@@ -86,7 +71,7 @@ func TestWriteRoundTrip(t *testing.T) {
 			if err := volume.WriteLabels(p, diagHeader(c.shape, c.spacing, c.unit), labels); err != nil {
 				t.Fatal(err)
 			}
-			h, got := readBack(t, p)
+			h, got := volumetest.ReadLabels(t, p)
 			if h.Shape != c.shape || h.Channels != 1 || h.Unit != c.unit {
 				t.Errorf("shape %v × %d, unit %q; want %v × 1, %q", h.Shape, h.Channels, h.Unit, c.shape, c.unit)
 			}
@@ -104,7 +89,7 @@ func TestWriteRoundTrip(t *testing.T) {
 			if err := os.WriteFile(alone, mustRead(t, p), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			ha, _ := readBack(t, alone)
+			ha, _ := volumetest.ReadLabels(t, alone)
 			if ha.Unit != c.unit {
 				t.Errorf("without the sidecar: unit %q, want %q", ha.Unit, c.unit)
 			}
@@ -149,7 +134,7 @@ func TestWriteOblique(t *testing.T) {
 	if err := WriteLabels(p, h, make([]uint8, 24)); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := readBack(t, p)
+	got, _ := volumetest.ReadLabels(t, p)
 	want := diagHeader(h.Shape, [3]float64{2, 0.5, 0.25}, "millimeter")
 	for a := range 3 {
 		if !near(got.Spacing[a], want.Spacing[a]) {
@@ -188,7 +173,7 @@ func TestWriteReplaces(t *testing.T) {
 	if !bytes.Equal(mustRead(t, link), old) {
 		t.Error("the old TIFF was written in place, not replaced")
 	}
-	got, labels := readBack(t, p)
+	got, labels := volumetest.ReadLabels(t, p)
 	if got.Spacing[0] != 2 || labels[0] != 3 {
 		t.Errorf("after the second write: spacing %v, label %d", got.Spacing, labels[0])
 	}
@@ -301,7 +286,7 @@ func TestWriteBigTIFF(t *testing.T) {
 	if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h, got := readBack(t, p)
+	h, got := volumetest.ReadLabels(t, p)
 	if h.Shape != shape || h.Spacing != [3]float64{2, 0.5, 0.25} || h.Unit != "nanometer" || !bytes.Equal(got, labels) {
 		t.Errorf("read back %v %v %q (labels equal: %v)", h.Shape, h.Spacing, h.Unit, bytes.Equal(got, labels))
 	}

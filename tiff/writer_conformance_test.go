@@ -12,6 +12,7 @@ import (
 
 	"github.com/voxtrain/voxtrain/internal/atomicfile"
 	"github.com/voxtrain/voxtrain/volume"
+	"github.com/voxtrain/voxtrain/volume/volumetest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/writer/*.tif with today's writer (then rerun testdata/writer/check_tifffile.py)")
@@ -135,8 +136,8 @@ func TestWriterConformance(t *testing.T) {
 	for i, f := range writerFixtures {
 		t.Run(f.file, func(t *testing.T) {
 			want := fixtureLabels(f.h.Shape, f.seeds)
-			committed, cl := readBack(t, filepath.Join(dir, f.file))
-			today, tl := readBack(t, filepath.Join(tmp, f.file))
+			committed, cl := volumetest.ReadLabels(t, filepath.Join(dir, f.file))
+			today, tl := volumetest.ReadLabels(t, filepath.Join(tmp, f.file))
 			if committed != today || !bytes.Equal(cl, tl) || !bytes.Equal(tl, want) {
 				t.Errorf("today's writer writes another file: header %+v, committed %+v (labels equal: %v, as made: %v)", today, committed, bytes.Equal(cl, tl), bytes.Equal(tl, want))
 			}
