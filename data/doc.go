@@ -73,8 +73,11 @@
 // files state different ones (SameUnit). Cropping, the mask and
 // cubic splines need the whole case, so with any of them the gz source
 // preprocesses the whole case for every sample (the cache and the store
-// do it once). Predictions are mapped back onto the files' full grid
-// (Volume.LabelsOnSourceGrid, Volume.ProbabilitiesOnSourceGrid).
+// do it once). Predictions are mapped back onto the files' full grid as
+// nnU-Net exports them: the network's outputs resampled to the crop box
+// (Volume.ResampleToCropBox), labels taken there, both pasted into the
+// whole grid (Volume.PasteLabels, Volume.PasteProbabilities); a label
+// map alone by Volume.LabelsOnSourceGrid.
 //
 // # Faults
 //

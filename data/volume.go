@@ -89,13 +89,15 @@ func (v *Volume) OnSourceGrid() bool {
 	return v.CropBox() == volume.Whole(v.sourceShape()) && v.Shape == v.sourceShape()
 }
 
-// LabelsOnSourceGrid maps labels, a label map on v's grid (a prediction
-// for v), onto the grid of the files v was read from, undoing the
-// preprocessing in reverse order, as nnU-Net's export does: resampled
-// back to the cropped box (nearest neighbour; one-hot linear, nnU-Net's
-// resize_segmentation, with resample_order nnunet), then pasted into the
-// full grid with background (0) outside the box. Without either it
-// returns labels itself.
+// LabelsOnSourceGrid maps labels, a label map on v's grid, onto the grid
+// of the files v was read from, undoing the preprocessing in reverse
+// order: the labels themselves resampled back to the cropped box
+// (nearest neighbour; one-hot linear, nnU-Net's resize_segmentation, with
+// resample_order nnunet), then pasted into the full grid with background
+// (0) outside the box. Without either it returns labels itself. It is for
+// a label map alone (v.Label); a prediction is mapped from the network's
+// outputs instead, as nnU-Net exports one: ResampleToCropBox, labels
+// there, PasteLabels.
 func (v *Volume) LabelsOnSourceGrid(labels []uint8) ([]uint8, error) {
 	if n := v.Shape[0] * v.Shape[1] * v.Shape[2]; len(labels) != n {
 		return nil, fmt.Errorf("labels have %d voxels, the volume's grid %v holds %d", len(labels), v.Shape, n)
@@ -116,63 +118,97 @@ func (v *Volume) LabelsOnSourceGrid(labels []uint8) ([]uint8, error) {
 			return nil, err
 		}
 	}
-	if src := v.sourceShape(); cs != src {
-		full := make([]uint8, src[0]*src[1]*src[2])
-		preprocess.Paste(full, src, out, box)
-		out = full
+	return v.PasteLabels(out)
+}
+
+// ProbabilitiesOnSourceGrid maps probs, c class channels on v's grid
+// (channel-major), onto the grid of the files v was read from:
+// ResampleToCropBox, then PasteProbabilities. Without resampling or crop
+// it returns probs itself.
+func (v *Volume) ProbabilitiesOnSourceGrid(probs []float32, c int, sigmoid bool) ([]float32, error) {
+	crop, err := v.ResampleToCropBox(probs, c)
+	if err != nil {
+		return nil, err
+	}
+	return v.PasteProbabilities(crop, c, sigmoid)
+}
+
+// ResampleToCropBox resamples vals, c channels on v's grid (channel-major:
+// a network's logits or probabilities), to the size of v's crop box on
+// the files' grid, as nnU-Net resamples predicted logits back
+// (resampling_fn_probabilities): linear interpolation, which with
+// resample_order nnunet keeps nearest along the out-of-plane axis of
+// anisotropic data. Linear interpolation is a convex combination with the
+// same weights for every channel, so probabilities stay distributions.
+// Without resampling it returns vals itself.
+func (v *Volume) ResampleToCropBox(vals []float32, c int) ([]float32, error) {
+	n := v.Shape[0] * v.Shape[1] * v.Shape[2]
+	if c < 1 || len(vals) != c*n {
+		return nil, fmt.Errorf("%d values: %d channels on the grid %v hold %d", len(vals), c, v.Shape, c*n)
+	}
+	cs := v.CropBox().Size()
+	if cs == v.Shape {
+		return vals, nil
+	}
+	cn := cs[0] * cs[1] * cs[2]
+	out := make([]float32, c*cn)
+	if v.ResampleOrder == "nnunet" {
+		r := preprocess.NewNNUNetResampler(v.Shape, cs, v.Spacing, v.targetSpacingBack())
+		for k := range c {
+			r.Linear(out[k*cn:(k+1)*cn], vals[k*n:(k+1)*n])
+		}
+	} else {
+		r := preprocess.NewResampler(v.Shape, cs)
+		for k := range c {
+			r.Linear(out[k*cn:(k+1)*cn], vals[k*n:(k+1)*n], [3]int{}, cs)
+		}
 	}
 	return out, nil
 }
 
-// ProbabilitiesOnSourceGrid maps probs, c class channels on v's grid
-// (channel-major), onto the grid of the files v was read from, as nnU-Net
-// exports probabilities: resampled back to the cropped box by linear
-// interpolation (nnU-Net's resampling_fn_probabilities, order 1, which
-// with resample_order nnunet keeps nearest along the out-of-plane axis of
-// anisotropic data), then pasted into the full grid, where the voxels
-// outside the box are background with probability 1. Linear interpolation
-// is a convex combination with the same weights for every class, so each
-// voxel stays a distribution. Without either it returns probs itself.
-func (v *Volume) ProbabilitiesOnSourceGrid(probs []float32, c int, sigmoid bool) ([]float32, error) {
-	n := v.Shape[0] * v.Shape[1] * v.Shape[2]
-	if c < 1 || len(probs) != c*n {
-		return nil, fmt.Errorf("probabilities have %d values, %d classes on the grid %v hold %d", len(probs), c, v.Shape, c*n)
+// PasteProbabilities pastes probs, c class channels on v's crop box
+// (ResampleToCropBox's grid), into the files' whole grid, where the voxels
+// outside the box are background: probability 1 in a softmax model's
+// channel 0; 0 in every sigmoid channel (multi-label, or one foreground
+// channel). Without a crop it returns probs itself.
+func (v *Volume) PasteProbabilities(probs []float32, c int, sigmoid bool) ([]float32, error) {
+	box := v.CropBox()
+	cs, src := box.Size(), v.sourceShape()
+	cn := cs[0] * cs[1] * cs[2]
+	if c < 1 || len(probs) != c*cn {
+		return nil, fmt.Errorf("%d probabilities: %d classes on the crop box %v hold %d", len(probs), c, cs, c*cn)
 	}
-	if v.OnSourceGrid() {
+	if cs == src {
 		return probs, nil
 	}
+	sn := src[0] * src[1] * src[2]
+	full := make([]float32, c*sn)
+	if !sigmoid && c > 1 {
+		for i := range sn {
+			full[i] = 1
+		}
+	}
+	for k := range c {
+		preprocess.Paste(full[k*sn:(k+1)*sn], src, probs[k*cn:(k+1)*cn], box)
+	}
+	return full, nil
+}
+
+// PasteLabels pastes labels on v's crop box (ResampleToCropBox's grid)
+// into the files' whole grid, background (0) outside the box. Without a
+// crop it returns labels itself.
+func (v *Volume) PasteLabels(labels []uint8) ([]uint8, error) {
 	box := v.CropBox()
-	cs := box.Size()
-	cn := cs[0] * cs[1] * cs[2]
-	out := probs
-	if cs != v.Shape {
-		out = make([]float32, c*cn)
-		if v.ResampleOrder == "nnunet" {
-			r := preprocess.NewNNUNetResampler(v.Shape, cs, v.Spacing, v.targetSpacingBack())
-			for k := range c {
-				r.Linear(out[k*cn:(k+1)*cn], probs[k*n:(k+1)*n])
-			}
-		} else {
-			r := preprocess.NewResampler(v.Shape, cs)
-			for k := range c {
-				r.Linear(out[k*cn:(k+1)*cn], probs[k*n:(k+1)*n], [3]int{}, cs)
-			}
-		}
+	cs, src := box.Size(), v.sourceShape()
+	if n := cs[0] * cs[1] * cs[2]; len(labels) != n {
+		return nil, fmt.Errorf("labels have %d voxels, the crop box %v holds %d", len(labels), cs, n)
 	}
-	if src := v.sourceShape(); cs != src {
-		sn := src[0] * src[1] * src[2]
-		full := make([]float32, c*sn)
-		if !sigmoid && c > 1 {
-			for i := range sn {
-				full[i] = 1 // background (softmax channel 0) outside the box
-			}
-		} // sigmoid channels (multi-label, or one foreground channel) are each 0 there: no class
-		for k := range c {
-			preprocess.Paste(full[k*sn:(k+1)*sn], src, out[k*cn:(k+1)*cn], box)
-		}
-		out = full
+	if cs == src {
+		return labels, nil
 	}
-	return out, nil
+	full := make([]uint8, src[0]*src[1]*src[2])
+	preprocess.Paste(full, src, labels, box)
+	return full, nil
 }
 
 // targetSpacingBack is the voxel size of the files' grid (the target of

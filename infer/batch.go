@@ -183,35 +183,23 @@ func (e *Ensemble) predictAll(ctx context.Context, jobs []Job, reads <-chan load
 }
 
 // predictCase is one case's work on the device and after: the members'
-// mean probabilities, argmax, both mapped back onto the input's grid,
-// then post-processing.
+// mean probabilities, mapped onto the input's grid with their labels as
+// nnU-Net exports a prediction (exportPrediction), then post-processing.
 func (e *Ensemble) predictCase(ctx context.Context, v *data.Volume, keepProbs bool, o RunOptions) (predicted, error) {
 	probs, err := e.Probabilities(ctx, v, o.Window)
 	if err != nil {
 		return predicted{}, err
 	}
-	labels := e.Labels(probs, v.Shape[0]*v.Shape[1]*v.Shape[2])
-	// Back onto the input's grid when data.target_spacing resampled it
-	// or data.crop_to_nonzero cropped it.
-	if labels, err = v.LabelsOnSourceGrid(labels); err != nil {
+	x, err := exportPrediction(v, probs, e.Classes, e.Labels, nil, e.MultiLabel, keepProbs)
+	if err != nil {
 		return predicted{}, err
 	}
-	shape := v.SourceShape
-	if shape == ([3]int{}) {
-		shape = v.Shape
-	}
 	if o.Postprocess != nil {
-		if err := o.Postprocess(labels, shape); err != nil {
+		if err := o.Postprocess(x.labels, x.shape); err != nil {
 			return predicted{}, fmt.Errorf("post-processing: %w", err)
 		}
 	}
-	p := predicted{labels: labels, shape: shape}
-	if keepProbs {
-		if p.probs, err = ProbabilitiesOnSourceGrid(v, probs, e.Classes, e.MultiLabel); err != nil {
-			return predicted{}, err
-		}
-	}
-	return p, nil
+	return predicted{labels: x.labels, probs: x.probs, shape: x.shape}, nil
 }
 
 // writeJob writes a case's probabilities (when asked) and then its labels.

@@ -238,17 +238,3 @@ func Softmax(x []float32, c, n int) {
 		}
 	}
 }
-
-// ProbabilitiesOnSourceGrid maps probs, c channels on v's grid, onto the
-// grid of the files v was read from (data.Volume.ProbabilitiesOnSourceGrid:
-// resampled back by linear interpolation, as nnU-Net resamples its
-// predicted probabilities, and pasted into the full grid with background
-// probability 1 outside a crop — or, for sigmoid (multi-label) channels,
-// 0 in every channel). Without resampling or crop it returns probs itself.
-//
-// The label map is mapped from the labels on v's grid
-// (LabelsOnSourceGrid, as validate scores it), so at a few voxels on class
-// borders argmax of these probabilities can differ from the labels.
-func ProbabilitiesOnSourceGrid(v *data.Volume, probs []float32, c int, sigmoid bool) ([]float32, error) {
-	return v.ProbabilitiesOnSourceGrid(probs, c, sigmoid)
-}

@@ -40,7 +40,8 @@ type EvalOptions struct {
 
 // Evaluate predicts and scores whole cases with m, on the grid of the
 // cases' files (a case resampled to data.target_spacing is predicted on
-// the resampled grid and its labels mapped back before scoring).
+// the resampled grid and mapped back before scoring as nnU-Net exports
+// it: the logits resampled, then argmax).
 func (m *Model) Evaluate(ctx context.Context, o EvalOptions) (*Scores, error) {
 	dcfg := m.Config.Data
 	var ds *data.Dataset
@@ -103,31 +104,17 @@ func (m *Model) Evaluate(ctx context.Context, o EvalOptions) (*Scores, error) {
 		if err != nil {
 			return nil, err
 		}
-		var labels []uint8
-		var probs []float32
-		if keepProbs {
-			labels, probs, err = m.segmentWithProbabilities(ctx, v, o.Validation)
-		} else {
-			labels, err = m.Segment(ctx, v, o.Validation)
-		}
+		// A case cropped or resampled to data.target_spacing is scored on
+		// its files' grid, as nnU-Net does: the prediction mapped back
+		// as nnU-Net exports it (exportPrediction) against the label as
+		// stored, with the files' voxel size for HD95 — the same voxels
+		// the written prediction holds.
+		x, err := m.predictExported(ctx, v, o.Validation, keepProbs)
 		if err != nil {
 			return nil, fmt.Errorf("case %s: %w", cs.ID, err)
 		}
-		if keepProbs {
-			// Mapped onto the files' grid before the labels are (v's
-			// grid is needed), as predict does.
-			if probs, err = ProbabilitiesOnSourceGrid(v, probs, classes, multi); err != nil {
-				return nil, fmt.Errorf("case %s: %w", cs.ID, err)
-			}
-		}
-		// A case cropped or resampled to data.target_spacing is scored on
-		// its files' grid, as nnU-Net does: the prediction mapped back against
-		// the label as stored, with the files' voxel size for HD95 — the
-		// same voxels the written prediction holds.
+		labels, probs := x.labels, x.probs
 		ref := v
-		if labels, err = v.LabelsOnSourceGrid(labels); err != nil {
-			return nil, fmt.Errorf("case %s: %w", cs.ID, err)
-		}
 		if !v.OnSourceGrid() {
 			src := dcfg
 			src.TargetSpacing, src.CropToNonzero = nil, false

@@ -155,14 +155,11 @@ func (m *Model) PredictFile(ctx context.Context, inputs []string, output string,
 	if err != nil {
 		return err
 	}
-	labels, err := m.Segment(ctx, v, vc)
+	// On the input's grid even when data.target_spacing resampled it or
+	// data.crop_to_nonzero cropped it.
+	x, err := m.predictExported(ctx, v, vc, false)
 	if err != nil {
 		return fmt.Errorf("predict %s: %w", inputs[0], err)
 	}
-	// Back onto the input's grid when data.target_spacing resampled it
-	// or data.crop_to_nonzero cropped it.
-	if labels, err = v.LabelsOnSourceGrid(labels); err != nil {
-		return fmt.Errorf("predict %s: %w", inputs[0], err)
-	}
-	return WriteLabels(output, inputs[0], labels)
+	return WriteLabels(output, inputs[0], x.labels)
 }

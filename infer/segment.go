@@ -41,29 +41,31 @@ func logitLabels(logits []float32, c, n int) []uint8 {
 	return Argmax(logits, c, n)
 }
 
-// segmentWithProbabilities is Segment that also returns the class
-// probabilities on v's grid (as Model.Probabilities). The labels are
-// Segment's own, taken from the logits before the softmax, so that
-// validate's labels and scores do not change with --save-probabilities
-// (argmax of rounded float32 probabilities can break a near tie the other
-// way).
-func (m *Model) segmentWithProbabilities(ctx context.Context, v *data.Volume, vc config.Validation) ([]uint8, []float32, error) {
-	n := v.Shape[0] * v.Shape[1] * v.Shape[2]
+// outputs predicts v with m: c channels on v's grid (channel-major),
+// the function that takes labels from them, and activate, which turns
+// them into probabilities in place (nil when they are probabilities
+// already). For a softmax model they are the sliding-window logits, so
+// that the labels come from the logits, not from rounded float32
+// probabilities (argmax of those can break a near tie the other way) and
+// do not change with --save-probabilities; a multi-label model's are its
+// probabilities (Ensemble.Probabilities), whose labels MultiLabelLabels
+// takes.
+func (m *Model) outputs(ctx context.Context, v *data.Volume, vc config.Validation) (vals []float32, c int,
+	labelsOf func([]float32, int) []uint8, activate func([]float32, int, int), err error) {
 	if m.Config != nil && m.Config.Model.MultiLabel() {
-		// Segment's labels for these come from the probabilities anyway.
 		e, err := NewEnsemble([]*Model{m})
 		if err != nil {
-			return nil, nil, err
+			return nil, 0, nil, nil, err
 		}
 		probs, err := e.Probabilities(ctx, v, vc)
 		if err != nil {
-			return nil, nil, err
+			return nil, 0, nil, nil, err
 		}
-		return e.Labels(probs, n), probs, nil
+		return probs, e.Classes, e.Labels, nil, nil
 	}
 	net := m.dnet
 	if len(v.Image) != net.inC {
-		return nil, nil, fmt.Errorf("the model takes %d channels, the volume has %d", net.inC, len(v.Image))
+		return nil, 0, nil, nil, fmt.Errorf("the model takes %d channels, the volume has %d", net.inC, len(v.Image))
 	}
 	w := Window{Patch: net.patch, Overlap: vc.Overlap, BatchSize: net.batch}
 	if vc.Mirror {
@@ -71,9 +73,19 @@ func (m *Model) segmentWithProbabilities(ctx context.Context, v *data.Volume, vc
 	}
 	logits, err := Predict(ctx, net, v.Image, v.Shape, net.outC, w)
 	if err != nil {
-		return nil, nil, err
+		return nil, 0, nil, nil, err
 	}
-	labels := logitLabels(logits, net.outC, n)
-	m.activate(logits, net.outC, n)
-	return labels, logits, nil
+	c = net.outC
+	return logits, c, func(x []float32, n int) []uint8 { return logitLabels(x, c, n) }, m.activate, nil
+}
+
+// predictExported predicts v with m and maps the prediction onto the grid
+// of v's files as nnU-Net exports one (exportPrediction), with the class
+// probabilities when wantProbs.
+func (m *Model) predictExported(ctx context.Context, v *data.Volume, vc config.Validation, wantProbs bool) (exported, error) {
+	vals, c, labelsOf, activate, err := m.outputs(ctx, v, vc)
+	if err != nil {
+		return exported{}, err
+	}
+	return exportPrediction(v, vals, c, labelsOf, activate, m.Config != nil && m.Config.Model.MultiLabel(), wantProbs)
 }
