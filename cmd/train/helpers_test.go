@@ -38,7 +38,7 @@ func runCmd(t *testing.T, args ...string) (out, errb *bytes.Buffer, err error) {
 	f, out, errb := testFactory()
 	f.Args = append([]string{"train"}, args...)
 	cmd := NewCmdRoot(f)
-	cmd.SetArgs(args)
+	cmd.SetArgs(nonNil(args))
 	return out, errb, cmd.ExecuteContext(context.Background())
 }
 
@@ -63,9 +63,18 @@ func capture[O any](t *testing.T, newCmd func(*Factory, func(context.Context, *O
 	f.Args = append([]string{"train"}, args...)
 	var got *O
 	cmd := newCmd(f, func(_ context.Context, o *O) error { got = o; return nil })
-	cmd.SetArgs(args)
+	cmd.SetArgs(nonNil(args))
 	cmd.SetOut(f.IO.Out)
 	cmd.SetErr(f.IO.ErrOut)
 	err := cmd.ExecuteContext(context.Background())
 	return got, err
+}
+
+// nonNil is args, never nil: cobra reads the process's own arguments
+// (the test binary's -test.* flags) in place of nil ones.
+func nonNil(args []string) []string {
+	if args == nil {
+		return []string{}
+	}
+	return args
 }
