@@ -121,12 +121,14 @@ func TestPredictionsFollowTheUmask(t *testing.T) {
 	}
 }
 
-// TestWriteLabelsOfOtherFormats: labels on the grid of an NRRD or
-// MetaImage reference are written as NIfTI with the reference's shape and
-// voxel-to-world affine (RAS+, as package volume reads it), so viewers
-// overlay them on the image.
+// TestWriteLabelsOfOtherFormats: labels on the grid of a NIfTI, NRRD or
+// MetaImage reference are written in any format voxtrain writes with the
+// reference's shape and voxel-to-world affine (RAS+, as package volume
+// reads it; TIFF keeps the voxel size only), so viewers overlay them on
+// the image.
 func TestWriteLabelsOfOtherFormats(t *testing.T) {
-	for _, ref := range []string{"../nrrd/testdata/labels_uint8.nrrd", "../metaimage/testdata/labels_uint8.mha"} {
+	demo := filepath.Join(testutil.DemoDir(t), "imagesTr", "hippocampus_001.nii.gz")
+	for _, ref := range []string{"../nrrd/testdata/labels_uint8.nrrd", "../metaimage/testdata/labels_uint8.mha", demo} {
 		f, err := volume.Open(ref)
 		if err != nil {
 			t.Fatal(err)
