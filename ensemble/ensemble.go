@@ -22,7 +22,6 @@ import (
 	"github.com/voxtrain/voxtrain/infer"
 	"github.com/voxtrain/voxtrain/internal/npy"
 	"github.com/voxtrain/voxtrain/internal/samepath"
-	"github.com/voxtrain/voxtrain/nifti"
 	"github.com/voxtrain/voxtrain/volume"
 )
 
@@ -191,11 +190,12 @@ func Merge(c Case, out string, o Options) (string, error) {
 	for j := range sum.Data {
 		sum.Data[j] /= k
 	}
-	h, err := nifti.ReadHeader(c.Labels)
+	lf, err := volume.Open(c.Labels) // any format a prediction is written in
 	if err != nil {
 		return "", fmt.Errorf("case %s: %w", c.ID, err)
 	}
-	grid := [3]int{int(h.Dim[3]), int(h.Dim[2]), int(h.Dim[1])}
+	grid := lf.Header().Shape // (D, H, W) = (z, y, x)
+	lf.Close()
 	if len(sum.Shape) != 4 || sum.Shape[1] != grid[0] || sum.Shape[2] != grid[1] || sum.Shape[3] != grid[2] {
 		return "", fmt.Errorf("case %s: %s has probabilities of shape %v, the label file %s a grid of %v (z, y, x)", c.ID, c.Probabilities[0], sum.Shape, c.Labels, grid)
 	}

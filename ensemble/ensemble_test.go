@@ -12,6 +12,7 @@ import (
 	"github.com/voxtrain/voxtrain/infer"
 	"github.com/voxtrain/voxtrain/internal/npy"
 	"github.com/voxtrain/voxtrain/nifti"
+	"github.com/voxtrain/voxtrain/volume/volumetest"
 )
 
 // grid is the synthetic cases' (z, y, x).
@@ -221,5 +222,38 @@ func TestFoldersRefuseSigmoidAsSoftmax(t *testing.T) {
 	}
 	if _, err := Folders(dirs, filepath.Join(root, "ens2"), Options{MultiLabel: true, RegionsClassOrder: []int{1, 2, 3}}); err != nil {
 		t.Errorf("with the regions: %v", err)
+	}
+}
+
+// TestFoldersOtherFormats: folders of NRRD or TIFF predictions (a dataset
+// whose file_ending is .nrrd or .tif, as predict and validate write them)
+// are ensembled into files of the same ending and grid.
+func TestFoldersOtherFormats(t *testing.T) {
+	for _, ending := range []string{".nrrd", ".tif"} {
+		root := t.TempDir()
+		dirs := []string{filepath.Join(root, "a"), filepath.Join(root, "b")}
+		for k, d := range dirs {
+			writeCase(t, d, "c1", 3, uint64(k), grid)
+			// The label file in the folders' format, on the same grid.
+			nii := filepath.Join(d, "c1.nii.gz")
+			if err := infer.WriteLabels(filepath.Join(d, "c1"+ending), nii, make([]uint8, grid[0]*grid[1]*grid[2])); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(nii); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out := filepath.Join(root, "ens")
+		written, err := Folders(dirs, out, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", ending, err)
+		}
+		if want := []string{filepath.Join(out, "c1"+ending)}; !slices.Equal(written, want) {
+			t.Errorf("%s: wrote %v, want %v", ending, written, want)
+		}
+		h, labels := volumetest.ReadLabels(t, written[0])
+		if h.Shape != grid || len(labels) != grid[0]*grid[1]*grid[2] {
+			t.Errorf("%s: ensemble of shape %v, want %v", ending, h.Shape, grid)
+		}
 	}
 }
