@@ -182,17 +182,23 @@ func (e *Ensemble) predictAll(ctx context.Context, jobs []Job, reads <-chan load
 	return nil
 }
 
-// predictCase is one case's work on the device and after: the members'
-// mean probabilities, mapped onto the input's grid with their labels as
-// nnU-Net exports a prediction (exportPrediction), then post-processing.
+// predictCase is one case's work on the device and after: mapped onto
+// the input's grid as nnU-Net exports a prediction — one model's logits,
+// as validate maps them (Model.predictExported), or the mean of several
+// members' probabilities so exported (Ensemble.exportMean) — then
+// post-processing.
 func (e *Ensemble) predictCase(ctx context.Context, v *data.Volume, keepProbs bool, o RunOptions) (predicted, error) {
-	probs, err := e.Probabilities(ctx, v, o.Window)
-	if err != nil {
-		return predicted{}, err
-	}
-	x, err := exportPrediction(v, probs, e.Classes, e.Labels, nil, e.MultiLabel, keepProbs)
-	if err != nil {
-		return predicted{}, err
+	var x exported
+	if len(e.Members) == 1 {
+		var err error
+		if x, err = e.Members[0].predictExported(ctx, v, o.Window, keepProbs); err != nil {
+			return predicted{}, err
+		}
+	} else {
+		var err error
+		if x, err = e.exportMean(ctx, v, o.Window, keepProbs); err != nil {
+			return predicted{}, err
+		}
 	}
 	if o.Postprocess != nil {
 		if err := o.Postprocess(x.labels, x.shape); err != nil {

@@ -124,13 +124,6 @@ func (e *Ensemble) ReadCase(c data.Case) (*data.Volume, error) {
 	return data.ReadCase(e.Data, c, e.Channels)
 }
 
-// Probabilities returns the members' mean class probabilities on v's grid:
-// Classes channels of D·H·W values (channel-major, as Predict returns).
-// Mirroring (vc.Mirror) and overlap apply to every member.
-func (e *Ensemble) Probabilities(ctx context.Context, v *data.Volume, vc config.Validation) ([]float32, error) {
-	return e.mean(func(m *Model) ([]float32, error) { return m.Probabilities(ctx, v, vc) })
-}
-
 // mean averages the members' probabilities, each from member(m); an
 // error names the member's checkpoint when there are several.
 func (e *Ensemble) mean(member func(m *Model) ([]float32, error)) ([]float32, error) {
@@ -195,6 +188,18 @@ func ProbabilityLabels(probs []float32, classes, n int, multiLabel bool, order [
 // over the classes of the sliding-window logits (the sigmoid of the one
 // channel of a one-class model), channel-major.
 func (m *Model) Probabilities(ctx context.Context, v *data.Volume, vc config.Validation) ([]float32, error) {
+	logits, err := m.logits(ctx, v, vc)
+	if err != nil {
+		return nil, err
+	}
+	m.activate(logits, m.dnet.outC, v.Shape[0]*v.Shape[1]*v.Shape[2])
+	return logits, nil
+}
+
+// logits returns m's sliding-window logits on v's grid: outC channels of
+// D·H·W values (channel-major), mirrored (vc.Mirror) and overlapped as
+// vc says.
+func (m *Model) logits(ctx context.Context, v *data.Volume, vc config.Validation) ([]float32, error) {
 	net := m.dnet
 	if len(v.Image) != net.inC {
 		return nil, fmt.Errorf("the model takes %d channels, the volume has %d", net.inC, len(v.Image))
@@ -203,12 +208,7 @@ func (m *Model) Probabilities(ctx context.Context, v *data.Volume, vc config.Val
 	if vc.Mirror {
 		w.MirrorAxes = []int{0, 1, 2}
 	}
-	logits, err := Predict(ctx, net, v.Image, v.Shape, net.outC, w)
-	if err != nil {
-		return nil, err
-	}
-	m.activate(logits, net.outC, v.Shape[0]*v.Shape[1]*v.Shape[2])
-	return logits, nil
+	return Predict(ctx, net, v.Image, v.Shape, net.outC, w)
 }
 
 // Softmax turns c channels of n logits each (channel-major) into

@@ -1,6 +1,10 @@
 package infer
 
 import (
+	"context"
+	"fmt"
+
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/data"
 )
 
@@ -20,12 +24,17 @@ type exported struct {
 // interpolation (data.Volume.ResampleToCropBox) and the labels taken
 // there with labelsOf, rather than the labels themselves resampled; then
 // labels and probabilities are pasted into the whole grid with background
-// outside a crop (data.crop_to_nonzero). vals are logits when activate is
-// set (it turns them into probabilities in place, after resampling, as
-// nnU-Net applies the softmax to the resampled logits), else already
-// probabilities; sigmoid says the channels are independent (multi-label,
-// or one foreground channel). The probabilities are returned when
-// wantProbs. vals may be overwritten.
+// outside a crop (data.crop_to_nonzero). vals are one model's logits
+// when activate is set (it turns them into probabilities in place, after
+// resampling, as nnU-Net applies the softmax or sigmoid to the resampled
+// logits), else probabilities — an ensemble's mean, which voxtrain
+// averages where nnU-Net averages logits (see Ensemble); sigmoid says the
+// channels are independent (multi-label, or one foreground channel). The
+// probabilities are returned when wantProbs. vals may be overwritten.
+//
+// Memory: a resampled case holds c float32 channels on the crop box
+// besides those on v's grid (nnU-Net holds the same), where resampling
+// the label map would hold bytes.
 func exportPrediction(v *data.Volume, vals []float32, c int, labelsOf func([]float32, int) []uint8,
 	activate func([]float32, int, int), sigmoid, wantProbs bool) (exported, error) {
 	crop, err := v.ResampleToCropBox(vals, c)
@@ -33,20 +42,67 @@ func exportPrediction(v *data.Volume, vals []float32, c int, labelsOf func([]flo
 		return exported{}, err
 	}
 	cn := len(crop) / c
-	out := exported{labels: labelsOf(crop, cn), shape: v.SourceShape}
+	labels := labelsOf(crop, cn)
+	if wantProbs && activate != nil {
+		activate(crop, c, cn)
+	}
+	return exportFromCrop(v, labels, crop, c, sigmoid, wantProbs)
+}
+
+// exportFromCrop pastes labels and, when wantProbs, probs (c channels),
+// both on v's crop box on the files' grid, into that whole grid:
+// background outside the box (data.Volume.PasteLabels,
+// PasteProbabilities).
+func exportFromCrop(v *data.Volume, labels []uint8, probs []float32, c int, sigmoid, wantProbs bool) (exported, error) {
+	out := exported{shape: v.SourceShape}
 	if out.shape == ([3]int{}) {
 		out.shape = v.Shape
 	}
-	if out.labels, err = v.PasteLabels(out.labels); err != nil {
+	var err error
+	if out.labels, err = v.PasteLabels(labels); err != nil {
 		return exported{}, err
 	}
 	if wantProbs {
-		if activate != nil {
-			activate(crop, c, cn)
-		}
-		if out.probs, err = v.PasteProbabilities(crop, c, sigmoid); err != nil {
+		if out.probs, err = v.PasteProbabilities(probs, c, sigmoid); err != nil {
 			return exported{}, err
 		}
 	}
 	return out, nil
+}
+
+// exportMean predicts v with every member and maps their mean onto the
+// grid of v's files: each member's prediction as nnU-Net exports one (its
+// logits resampled to the crop box, then softmax or sigmoid), the mean of
+// those probabilities, labels from the mean (Labels), pasted into the
+// whole grid. An ensemble of one is its member's prediction, and the
+// mean is that of what each member's own --save-probabilities writes.
+func (e *Ensemble) exportMean(ctx context.Context, v *data.Volume, vc config.Validation, wantProbs bool) (exported, error) {
+	var sum []float32
+	for i, m := range e.Members {
+		logits, err := m.logits(ctx, v, vc)
+		if err == nil {
+			logits, err = v.ResampleToCropBox(logits, e.Classes)
+		}
+		if err != nil {
+			if len(e.Members) > 1 {
+				err = fmt.Errorf("%s: %w", m.Dir, err)
+			}
+			return exported{}, err
+		}
+		m.activate(logits, e.Classes, len(logits)/e.Classes)
+		if i == 0 {
+			sum = logits
+			continue
+		}
+		for j, x := range logits {
+			sum[j] += x
+		}
+	}
+	if k := len(e.Members); k > 1 {
+		inv := 1 / float32(k)
+		for j := range sum {
+			sum[j] *= inv
+		}
+	}
+	return exportFromCrop(v, e.Labels(sum, len(sum)/e.Classes), sum, e.Classes, e.MultiLabel, wantProbs)
 }

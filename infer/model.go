@@ -120,23 +120,6 @@ func (m *Model) Close() {
 	m.net.Free()
 }
 
-// Segment predicts the label map of a preprocessed volume (see Segment).
-// A multi-label model's labels are its ensemble of one's (MultiLabelLabels).
-func (m *Model) Segment(ctx context.Context, v *data.Volume, vc config.Validation) ([]uint8, error) {
-	if m.Config != nil && m.Config.Model.MultiLabel() {
-		e, err := NewEnsemble([]*Model{m})
-		if err != nil {
-			return nil, err
-		}
-		probs, err := e.Probabilities(ctx, v, vc)
-		if err != nil {
-			return nil, err
-		}
-		return e.Labels(probs, v.Shape[0]*v.Shape[1]*v.Shape[2]), nil
-	}
-	return Segment(ctx, m.dnet, v, vc)
-}
-
 // PredictFile segments the image file(s) (one per channel, or one 4D file)
 // and writes the labels to output as uint8 with the first input's header:
 // dimensions, voxel sizes, qform and sform unchanged, so viewers (ITK-SNAP,

@@ -49,11 +49,18 @@ func (m *Model) activate(logits []float32, c, n int) {
 // painted over earlier ones, 0 where none is; without, the bit-packed byte
 // of the classes > 0.5.
 func MultiLabelLabels(probs []float32, c, n int, order []int) []uint8 {
+	return multiLabelLabels(probs, c, n, order, 0.5)
+}
+
+// multiLabelLabels is MultiLabelLabels with the threshold above which a
+// channel's value counts: 0.5 for probabilities, 0 for logits (σ(z) > ½
+// exactly when z > 0).
+func multiLabelLabels(vals []float32, c, n int, order []int, threshold float32) []uint8 {
 	out := make([]uint8, n)
 	for r := 0; r < c; r++ {
-		ch := probs[r*n : (r+1)*n]
+		ch := vals[r*n : (r+1)*n]
 		for i, p := range ch {
-			if p <= 0.5 {
+			if p <= threshold {
 				continue
 			}
 			if order != nil {

@@ -41,42 +41,36 @@ func logitLabels(logits []float32, c, n int) []uint8 {
 	return Argmax(logits, c, n)
 }
 
-// outputs predicts v with m: c channels on v's grid (channel-major),
-// the function that takes labels from them, and activate, which turns
-// them into probabilities in place (nil when they are probabilities
-// already). For a softmax model they are the sliding-window logits, so
-// that the labels come from the logits, not from rounded float32
-// probabilities (argmax of those can break a near tie the other way) and
-// do not change with --save-probabilities; a multi-label model's are its
-// probabilities (Ensemble.Probabilities), whose labels MultiLabelLabels
-// takes.
+// outputs predicts v with m, as nnU-Net's predictor does before its
+// export: the sliding-window logits, c channels on v's grid
+// (channel-major), with the function that takes labels from them (argmax,
+// a threshold at 0 for one channel, or for a multi-label model each
+// channel's logit above 0 — σ above ½ — painted in regions_class_order)
+// and activate, which turns them into probabilities in place (softmax,
+// sigmoid). Labels from the logits, not from rounded float32
+// probabilities (argmax of those can break a near tie the other way), do
+// not change with --save-probabilities.
 func (m *Model) outputs(ctx context.Context, v *data.Volume, vc config.Validation) (vals []float32, c int,
 	labelsOf func([]float32, int) []uint8, activate func([]float32, int, int), err error) {
-	if m.Config != nil && m.Config.Model.MultiLabel() {
-		e, err := NewEnsemble([]*Model{m})
+	var order []int
+	multi := m.Config != nil && m.Config.Model.MultiLabel()
+	if multi {
+		e, err := NewEnsemble([]*Model{m}) // the regions' order, as the ensemble of one finds it
 		if err != nil {
 			return nil, 0, nil, nil, err
 		}
-		probs, err := e.Probabilities(ctx, v, vc)
-		if err != nil {
-			return nil, 0, nil, nil, err
-		}
-		return probs, e.Classes, e.Labels, nil, nil
+		order = e.RegionsClassOrder
 	}
-	net := m.dnet
-	if len(v.Image) != net.inC {
-		return nil, 0, nil, nil, fmt.Errorf("the model takes %d channels, the volume has %d", net.inC, len(v.Image))
-	}
-	w := Window{Patch: net.patch, Overlap: vc.Overlap, BatchSize: net.batch}
-	if vc.Mirror {
-		w.MirrorAxes = []int{0, 1, 2}
-	}
-	logits, err := Predict(ctx, net, v.Image, v.Shape, net.outC, w)
+	logits, err := m.logits(ctx, v, vc)
 	if err != nil {
 		return nil, 0, nil, nil, err
 	}
-	c = net.outC
-	return logits, c, func(x []float32, n int) []uint8 { return logitLabels(x, c, n) }, m.activate, nil
+	c = m.dnet.outC
+	labelsOf = func(x []float32, n int) []uint8 { return logitLabels(x, c, n) }
+	if multi {
+		labelsOf = func(x []float32, n int) []uint8 { return multiLabelLabels(x, c, n, order, 0) }
+	}
+	return logits, c, labelsOf, m.activate, nil
 }
 
 // predictExported predicts v with m and maps the prediction onto the grid

@@ -240,8 +240,8 @@ func TestPredictInputErrors(t *testing.T) {
 }
 
 // TestPredictResampledProbabilities: with data.target_spacing the
-// probabilities are mapped back onto the input's grid (linear, still
-// summing to 1 per voxel) and the labels by nearest neighbour; the
+// probabilities are mapped back onto the input's grid (the logits
+// resampled linearly, then the softmax: summing to 1 per voxel); the
 // single-case form (-o FILE) writes the .npz beside the label file.
 func TestPredictResampledProbabilities(t *testing.T) {
 	runs := filepath.Join(t.TempDir(), "runs")

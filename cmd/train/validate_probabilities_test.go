@@ -8,10 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/evaluation"
 	"github.com/voxtrain/voxtrain/infer"
 	"github.com/voxtrain/voxtrain/internal/testutil"
 	"github.com/voxtrain/voxtrain/nifti"
+	"github.com/voxtrain/voxtrain/volume/volumetest"
 )
 
 // smallRawDataset links the demo cases ids into a dataset folder in
@@ -53,48 +55,58 @@ func TestValidateSaveProbabilities(t *testing.T) {
 	}
 	ids := []string{"hippocampus_001", "hippocampus_006"}
 	raw := smallRawDataset(t, ids...)
-	ck := tinyCheckpoint(t, filepath.Join(t.TempDir(), "runs"), 0, 1, nil)
-	val := filepath.Join(t.TempDir(), "val")
-	o, errb, err := runCmd(t, "validate", "--checkpoint", ck, "--data", raw, "--output", val, "--save-probabilities", "--threads", "2")
-	if err != nil {
-		t.Fatalf("validate: %v\n%s\n%s", err, o, errb)
-	}
-	if !strings.Contains(o.String(), "predictions, probabilities (.npz) and summary.json in "+val) {
-		t.Errorf("validate's log:\n%s", o)
-	}
-	pred := filepath.Join(t.TempDir(), "pred")
-	if o, errb, err := runCmd(t, "predict", "--checkpoint", ck, "-i", filepath.Join(raw, "imagesTr"), "-o", pred,
-		"--save-probabilities", "--disable-tta", "--threads", "2"); err != nil {
-		t.Fatalf("predict: %v\n%s\n%s", err, o, errb)
-	}
-	if names := testutil.DirNames(t, val); !slices.Equal(names, []string{"hippocampus_001.nii.gz", "hippocampus_001.npz",
-		"hippocampus_006.nii.gz", "hippocampus_006.npz", "summary.json"}) {
-		t.Errorf("validate --output wrote %v", names)
-	}
-	for _, id := range ids {
-		got, err := os.ReadFile(filepath.Join(val, id+".npz"))
+	// On the files' grid, and resampled to a target spacing (mapped back
+	// as nnU-Net exports: logits resampled, then softmax and argmax) —
+	// predict and validate alike.
+	resampled := func(c *config.Config) { c.Data.TargetSpacing = []float64{1.5, 1.5, 1.5} }
+	var ck, val string
+	for k, edit := range []func(*config.Config){nil, resampled} {
+		ck = tinyCheckpoint(t, filepath.Join(t.TempDir(), "runs"), 0, 1, edit)
+		val = filepath.Join(t.TempDir(), "val")
+		o, errb, err := runCmd(t, "validate", "--checkpoint", ck, "--data", raw, "--output", val, "--save-probabilities", "--threads", "2")
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("validate: %v\n%s\n%s", err, o, errb)
 		}
-		want, err := os.ReadFile(filepath.Join(pred, id+".npz"))
-		if err != nil {
-			t.Fatal(err)
+		if !strings.Contains(o.String(), "predictions, probabilities (.npz) and summary.json in "+val) {
+			t.Errorf("validate's log:\n%s", o)
 		}
-		if string(got) != string(want) {
-			t.Errorf("%s: validate's .npz (%d bytes) differs from predict's (%d bytes)", id, len(got), len(want))
+		pred := filepath.Join(t.TempDir(), "pred")
+		if o, errb, err := runCmd(t, "predict", "--checkpoint", ck, "-i", filepath.Join(raw, "imagesTr"), "-o", pred,
+			"--save-probabilities", "--disable-tta", "--threads", "2"); err != nil {
+			t.Fatalf("predict: %v\n%s\n%s", err, o, errb)
 		}
-		p := readProbs(t, filepath.Join(val, id+".npz"))
-		h, labels, err := nifti.ReadFloat32(filepath.Join(val, id+".nii.gz"))
-		if err != nil {
-			t.Fatal(err)
+		if names := testutil.DirNames(t, val); !slices.Equal(names, []string{"hippocampus_001.nii.gz", "hippocampus_001.npz",
+			"hippocampus_006.nii.gz", "hippocampus_006.npz", "summary.json"}) {
+			t.Errorf("validate --output wrote %v", names)
 		}
-		if want := []int{3, int(h.Dim[3]), int(h.Dim[2]), int(h.Dim[1])}; !slices.Equal(p.Shape, want) {
-			t.Fatalf("%s: probabilities of shape %v, the labels' grid %v", id, p.Shape, want)
-		}
-		am := infer.Argmax(p.Data, 3, len(labels))
-		for i, l := range labels {
-			if uint8(l) != am[i] {
-				t.Fatalf("%s: label %d is %v, argmax of the saved probabilities %d", id, i, l, am[i])
+		for _, id := range ids {
+			got, err := os.ReadFile(filepath.Join(val, id+".npz"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := os.ReadFile(filepath.Join(pred, id+".npz"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(want) {
+				t.Errorf("case %d, %s: validate's .npz (%d bytes) differs from predict's (%d bytes)", k, id, len(got), len(want))
+			}
+			if a, b := volumetest.MustRead(t, filepath.Join(val, id+".nii.gz")), volumetest.MustRead(t, filepath.Join(pred, id+".nii.gz")); string(a) != string(b) {
+				t.Errorf("case %d, %s: validate's labels differ from predict's", k, id)
+			}
+			p := readProbs(t, filepath.Join(val, id+".npz"))
+			h, labels, err := nifti.ReadFloat32(filepath.Join(val, id+".nii.gz"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := []int{3, int(h.Dim[3]), int(h.Dim[2]), int(h.Dim[1])}; !slices.Equal(p.Shape, want) {
+				t.Fatalf("%s: probabilities of shape %v, the labels' grid %v", id, p.Shape, want)
+			}
+			am := infer.Argmax(p.Data, 3, len(labels))
+			for i, l := range labels {
+				if uint8(l) != am[i] {
+					t.Fatalf("%s: label %d is %v, argmax of the saved probabilities %d", id, i, l, am[i])
+				}
 			}
 		}
 	}
