@@ -26,14 +26,18 @@ func CheckOutput(output string, inputs []string) error {
 	}
 	outs := volume.WrittenFiles(output)
 	for _, in := range inputs {
-		ins := []string{in}
-		if ih, ii, err := nifti.Paths(in); err == nil {
-			ins = append(ins, ih, ii)
-		}
-		for _, o := range outs {
-			for _, i := range ins {
+		for _, i := range volume.ReadFiles(in) { // a .nhdr's data file, a .tif's spacing file too
+			for _, o := range outs {
 				if samepath.Same(o, i) {
-					return fmt.Errorf("%s: the same file as the input %s (the prediction would overwrite its image); give another name", output, i)
+					what := "its image"
+					if i != in {
+						what = "a file " + in + " is read from"
+					}
+					which := ""
+					if o != output {
+						which = " its " + filepath.Base(o) + " is"
+					}
+					return fmt.Errorf("%s:%s the same file as the input %s (the prediction would overwrite %s); give another name", output, which, i, what)
 				}
 			}
 		}

@@ -197,19 +197,29 @@ func TestWriteLabelsOfOtherFormats(t *testing.T) {
 	}
 }
 
-// A prediction's every file (a .nhdr's data file) is checked against
-// the inputs: none may overwrite one.
+// A prediction's every file is checked against every file its inputs
+// are read from: a detached header's data file, a .tif's nnU-Net spacing
+// file; none may be overwritten.
 func TestCheckOutputWrittenFiles(t *testing.T) {
 	dir := t.TempDir()
-	in := filepath.Join(dir, "case.raw.gz") // the data file of a detached input header
-	if err := os.WriteFile(in, nil, 0o644); err != nil {
-		t.Fatal(err)
+	// An input header img.nhdr whose data file is case.raw.gz: -o
+	// case.nhdr would write case.raw.gz.
+	nhdr := "NRRD0004\ntype: uint8\ndimension: 3\nsizes: 2 2 2\nencoding: gzip\ndata file: case.raw.gz\n"
+	mhd := "ObjectType = Image\nNDims = 3\nDimSize = 2 2 2\nElementType = MET_UCHAR\nElementDataFile = case.zraw\n"
+	for name, text := range map[string]string{"img.nhdr": nhdr, "img.mhd": mhd, "c_0000.tif": "", "c.json": `{"spacing": [1, 1, 1]}`} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	err := CheckOutput(filepath.Join(dir, "case.nhdr"), []string{filepath.Join(dir, "img.nhdr"), in})
-	if err == nil || !strings.Contains(err.Error(), "the same file as the input") {
-		t.Errorf("CheckOutput(case.nhdr) with case.raw.gz an input: %v", err)
+	for out, in := range map[string]string{"case.nhdr": "img.nhdr", "case.mhd": "img.mhd", "c.tif": "c_0000.tif"} {
+		err := CheckOutput(filepath.Join(dir, out), []string{filepath.Join(dir, in)})
+		if err == nil || !strings.Contains(err.Error(), "the same file as the input") || !strings.Contains(err.Error(), "a file "+filepath.Join(dir, in)+" is read from") {
+			t.Errorf("CheckOutput(%s) with input %s: %v", out, in, err)
+		}
 	}
-	if err := CheckOutput(filepath.Join(dir, "other.nhdr"), []string{in}); err != nil {
-		t.Errorf("CheckOutput(other.nhdr): %v", err)
+	for out, in := range map[string]string{"other.nhdr": "img.nhdr", "other.mhd": "img.mhd", "d.tif": "c_0000.tif"} {
+		if err := CheckOutput(filepath.Join(dir, out), []string{filepath.Join(dir, in)}); err != nil {
+			t.Errorf("CheckOutput(%s) with input %s: %v", out, in, err)
+		}
 	}
 }

@@ -32,7 +32,7 @@ import (
 
 func init() {
 	volume.Register(volume.Format{Name: "metaimage", Match: Match, Open: Open, WriteLabels: WriteLabels,
-		Endings: []string{".mha", ".mhd"}, Files: writtenFiles})
+		Endings: []string{".mha", ".mhd"}, Files: writtenFiles, Reads: dataFile})
 }
 
 // Match reports whether path names a MetaImage file (.mha or .mhd).
@@ -285,4 +285,22 @@ func boolean(s string) (bool, error) {
 		return false, nil
 	}
 	return false, fmt.Errorf("%q is not True or False", s)
+}
+
+// dataFile returns the data file the header at path names
+// (ElementDataFile; none for LOCAL data, data in several files, or a
+// header that cannot be read: opening it says why).
+func dataFile(path string) []string {
+	h, err := ReadHeader(path)
+	if err != nil {
+		return nil
+	}
+	_, df, _ := h.field("ElementDataFile")
+	if df == "" || strings.EqualFold(df, "LOCAL") || strings.HasPrefix(df, "LIST") || strings.Contains(df, "%") {
+		return nil
+	}
+	if !filepath.IsAbs(df) {
+		df = filepath.Join(filepath.Dir(path), df)
+	}
+	return []string{df}
 }

@@ -82,3 +82,15 @@ func writtenFiles(path string) []string {
 	}
 	return []string{hdr, img}
 }
+
+// pairFile returns the other file of a .hdr/.img pair (none for .nii).
+func pairFile(path string) []string {
+	hdr, img, err := Paths(path)
+	switch {
+	case err != nil || hdr == img:
+		return nil
+	case path == hdr:
+		return []string{img}
+	}
+	return []string{hdr}
+}

@@ -11,7 +11,7 @@ import (
 // package volume opens once this package is linked in.
 func init() {
 	volume.Register(volume.Format{Name: "nifti", Match: func(p string) bool { _, _, ok := splitExt(p); return ok },
-		Open: OpenVolume, WriteLabels: WriteLabels, Endings: labelEndings, Files: writtenFiles})
+		Open: OpenVolume, WriteLabels: WriteLabels, Endings: labelEndings, Files: writtenFiles, Reads: pairFile})
 }
 
 // volumeFile is a NIfTI file as a volume.File: a 3D image, or a 4D one

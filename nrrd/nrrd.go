@@ -32,7 +32,7 @@ import (
 
 func init() {
 	volume.Register(volume.Format{Name: "nrrd", Match: Match, Open: Open, WriteLabels: WriteLabels,
-		Endings: []string{".nrrd", ".nhdr"}, Files: writtenFiles})
+		Endings: []string{".nrrd", ".nhdr"}, Files: writtenFiles, Reads: dataFile})
 }
 
 // Match reports whether path names a NRRD file (.nrrd or .nhdr).
@@ -545,4 +545,22 @@ func vector(s string) ([]float64, error) {
 		out = append(out, x)
 	}
 	return out, nil
+}
+
+// dataFile returns the data file a detached header at path names (none
+// for attached data, data in several files, or a header that cannot be
+// read: opening it says why).
+func dataFile(path string) []string {
+	h, err := ReadHeader(path)
+	if err != nil {
+		return nil
+	}
+	df, ok := h.field("data file", "datafile")
+	if !ok || strings.HasPrefix(df, "LIST") || strings.ContainsAny(df, " %") {
+		return nil
+	}
+	if !filepath.IsAbs(df) {
+		df = filepath.Join(filepath.Dir(path), df)
+	}
+	return []string{df}
 }

@@ -166,3 +166,15 @@ func (t *File) applySidecar(path string) error {
 	t.hdr.Affine[3][3] = 1
 	return nil
 }
+
+// existingSidecars returns the files among tif's sidecar candidates that
+// exist: what reading tif may take its spacing from.
+func existingSidecars(tif string) []string {
+	var out []string
+	for _, p := range sidecarPaths(tif) {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			out = append(out, p)
+		}
+	}
+	return out
+}

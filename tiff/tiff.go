@@ -54,7 +54,8 @@ import (
 func init() {
 	volume.Register(volume.Format{Name: "tiff", Match: Match, Open: Open, WriteLabels: WriteLabels,
 		WriteMatch: matchName, Endings: []string{".tif", ".tiff"},
-		Files: func(path string) []string { return []string{path, sidecarPaths(path)[0]} }})
+		Files: func(path string) []string { return []string{path, sidecarPaths(path)[0]} },
+		Reads: existingSidecars})
 }
 
 // Match reports whether path names a TIFF file (.tif, .tiff) or is a

@@ -217,6 +217,31 @@ type Format struct {
 	// file, a sidecar), returns every file a write of path creates, path
 	// first; nil: path alone.
 	Files func(path string) []string
+	// Reads, when a volume is read from more files than path (a detached
+	// header's data file, a spacing sidecar), returns those others as far
+	// as they can be told (nothing for a file whose header cannot be
+	// read: opening it says why); nil: path alone.
+	Reads func(path string) []string
+}
+
+// ReadFiles returns the files the volume at path is read from: path, and
+// those its format's Reads names (a .nhdr's data file, a .tif's nnU-Net
+// spacing file), so that a prediction is never written over any of them.
+func ReadFiles(path string) []string {
+	out := []string{path}
+	mu.RLock()
+	var reads func(string) []string
+	for _, f := range formats {
+		if f.Match(path) {
+			reads = f.Reads
+			break
+		}
+	}
+	mu.RUnlock()
+	if reads != nil {
+		out = append(out, reads(path)...)
+	}
+	return out
 }
 
 // FileEnding returns the ending of a volume file's name among the
