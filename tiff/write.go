@@ -38,9 +38,9 @@ import (
 //
 // Both files are replaced whole (atomicfile): each is written under a
 // temporary name and renamed over its name, never seen half-written. The
-// renames follow one another once both files are complete, the TIFF's
-// first; only a failure between the two renames leaves a new TIFF beside
-// an older sidecar.
+// renames follow one another once both files are complete, the
+// sidecar's first; only a failure between the two renames leaves a new
+// sidecar beside an older TIFF (or none).
 func WriteLabels(path string, h volume.Header, labels []uint8) error {
 	spacing, desc, err := labelsMeta(path, h, labels)
 	if err != nil {
@@ -75,11 +75,15 @@ func WriteLabels(path string, h volume.Header, labels []uint8) error {
 	if _, err := jf.Write(append(sidecar, '\n')); err != nil {
 		return fmt.Errorf("tiff: write %s (the nnU-Net spacing sidecar of %s): %w", jsonPath, path, err)
 	}
-	if err := tf.Commit(); err != nil {
-		return fmt.Errorf("tiff: write %s: %w", path, err)
-	}
+	// The sidecar first, as a .nhdr's data file goes before its header:
+	// a TIFF in place always has its spacing beside it, so that a run
+	// stopped between the renames is not taken as done by
+	// --continue-prediction (which looks for the TIFF).
 	if err := jf.Commit(); err != nil {
-		return fmt.Errorf("tiff: write %s (the nnU-Net spacing sidecar of %s, written): %w", jsonPath, path, err)
+		return fmt.Errorf("tiff: write %s (the nnU-Net spacing sidecar of %s): %w", jsonPath, path, err)
+	}
+	if err := tf.Commit(); err != nil {
+		return fmt.Errorf("tiff: write %s (its spacing sidecar %s written): %w", path, jsonPath, err)
 	}
 	return nil
 }
