@@ -107,9 +107,9 @@ func FindCases(inputs []string, channels int) ([]InputCase, error) {
 // the file ending its outputs take.
 type InputCase struct {
 	data.Case
-	// Ext is the ending of the case's first file when it is .nii or
-	// .nii.gz (nnU-Net writes its predictions with the dataset's file
-	// ending), else .nii.gz.
+	// Ext is the ending the case's outputs take: its first file's
+	// (outputExt), as nnU-Net writes its predictions with the dataset's
+	// file ending.
 	Ext string
 }
 
@@ -223,11 +223,11 @@ func anyFile(files map[int]string) string {
 
 // outputExt is the ending of the label map predicted from an input with
 // ending ext: the input's own, as nnU-Net writes the dataset's
-// file_ending (CASE.nrrd from CASE_0000.nrrd), except that a NIfTI
-// .hdr/.img pair's is one .nii.gz file.
+// file_ending (CASE.nrrd from CASE_0000.nrrd, a .hdr/.img pair from a
+// pair), so that the predictions pair with the references by name;
+// .nii.gz for an input of no file ending (a Zarr store).
 func outputExt(ext string) string {
-	switch strings.ToLower(ext) {
-	case ".nii", ".nii.gz", ".nrrd", ".nhdr", ".mha", ".mhd", ".tif", ".tiff":
+	if volume.Writes("x" + ext) {
 		return ext
 	}
 	return ".nii.gz"

@@ -82,7 +82,7 @@ func TestFindCasesGroups(t *testing.T) {
 		{"numbered cases without _0000", []string{files(t, "case_0001.nii.gz", "case_0002.nii.gz")}, 1,
 			[]string{"case_0001:case_0001.nii.gz(.nii.gz)", "case_0002:case_0002.nii.gz(.nii.gz)"}},
 		{"4D files of a two-channel model", []string{files(t, "brats_001.nii.gz")}, 2, []string{"brats_001:brats_001.nii.gz(.nii.gz)"}},
-		{"analyze pair", []string{files(t, "p.hdr", "p.img")}, 1, []string{"p:p.hdr(.nii.gz)"}},
+		{"analyze pair", []string{files(t, "p.hdr", "p.img")}, 1, []string{"p:p.hdr(.hdr)"}},
 		// nnU-Net datasets with file_ending .nrrd, .mha, .tif: predicted
 		// as NIfTI; a detached header's data file is not a case.
 		{"other formats", []string{files(t, "a_0000.nrrd", "b_0000.mha", "c_0000.tif", "d.nhdr", "d.raw.gz", "e.mhd", "e.raw", "f.tiff")}, 1,

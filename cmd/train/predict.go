@@ -83,8 +83,8 @@ image files): CASE_0000.nii.gz, CASE_0001.nii.gz, ... are grouped into
 cases by their channel suffix (the nnU-Net layout), other names are one
 case a file (an MSD imagesTs folder); each case is written as
 OUT/CASE with its files' ending, as nnU-Net's file_ending: CASE.nii.gz,
-CASE.nii, CASE.nrrd, CASE.mha, CASE.tif (with nnU-Net's CASE.json of its
-spacing); a .hdr/.img pair's as CASE.nii.gz. Cases are read ahead and written
+CASE.nii, CASE.hdr (+ .img), CASE.nrrd, CASE.mha, CASE.tif (with nnU-Net's
+CASE.json of its spacing). Cases are read ahead and written
 behind while the next is predicted; Ctrl-C stops between cases, never
 leaving a half-written file. Existing outputs are overwritten unless
 --continue-prediction.
