@@ -2,7 +2,6 @@ package infer
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/data"
@@ -77,32 +76,20 @@ func exportFromCrop(v *data.Volume, labels []uint8, probs []float32, c int, sigm
 // whole grid. An ensemble of one is its member's prediction, and the
 // mean is that of what each member's own --save-probabilities writes.
 func (e *Ensemble) exportMean(ctx context.Context, v *data.Volume, vc config.Validation, wantProbs bool) (exported, error) {
-	var sum []float32
-	for i, m := range e.Members {
+	mean, err := e.mean(func(m *Model) ([]float32, error) {
 		logits, err := m.logits(ctx, v, vc)
-		if err == nil {
-			logits, err = v.ResampleToCropBox(logits, e.Classes)
-		}
 		if err != nil {
-			if len(e.Members) > 1 {
-				err = fmt.Errorf("%s: %w", m.Dir, err)
-			}
-			return exported{}, err
+			return nil, err
 		}
-		m.activate(logits, e.Classes, len(logits)/e.Classes)
-		if i == 0 {
-			sum = logits
-			continue
+		crop, err := v.ResampleToCropBox(logits, e.Classes)
+		if err != nil {
+			return nil, err
 		}
-		for j, x := range logits {
-			sum[j] += x
-		}
+		m.activate(crop, e.Classes, len(crop)/e.Classes)
+		return crop, nil
+	})
+	if err != nil {
+		return exported{}, err
 	}
-	if k := len(e.Members); k > 1 {
-		inv := 1 / float32(k)
-		for j := range sum {
-			sum[j] *= inv
-		}
-	}
-	return exportFromCrop(v, e.Labels(sum, len(sum)/e.Classes), sum, e.Classes, e.MultiLabel, wantProbs)
+	return exportFromCrop(v, e.Labels(mean, len(mean)/e.Classes), mean, e.Classes, e.MultiLabel, wantProbs)
 }
