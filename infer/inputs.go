@@ -13,27 +13,20 @@ import (
 	"github.com/voxtrain/voxtrain/volume"
 )
 
-// channelSuffix is nnU-Net's channel file name: CASE_XXXX.nii(.gz) (or
-// another format's ending, as nnU-Net's file_ending), XXXX the channel
-// from 0000.
-var channelSuffix = regexp.MustCompile(`^(.+)_(\d{4})(\.nii\.gz|\.nii|\.nrrd|\.nhdr|\.mha|\.mhd|\.tiff?)$`)
+// channelSuffix is nnU-Net's channel file name without its ending:
+// CASE_XXXX, XXXX the channel from 0000.
+var channelSuffix = regexp.MustCompile(`^(.+)_(\d{4})$`)
 
-// imageExts are the file endings an input folder's images have: NIfTI's
-// (a .img beside its .hdr is the same image and is not listed) and those
-// of the other formats nnU-Net datasets use (file_ending .nrrd, .mha,
-// .tif; a .nhdr or .mhd header with its data file beside it). Zarr and
-// N5 stores are folders, predicted one at a time (-o OUT.ome.zarr).
-var imageExts = []string{".nii.gz", ".nii", ".hdr.gz", ".hdr", ".nrrd", ".nhdr", ".mha", ".mhd", ".tif", ".tiff"}
+// imageExt returns name's image file ending among the registered
+// formats' (volume.FileEnding: NIfTI's, a .img beside its .hdr being the
+// same image and not listed, and those of the other formats nnU-Net
+// datasets use, file_ending .nrrd, .mha, .tif, a .nhdr or .mhd header
+// with its data file beside it); "" when it has none. Zarr and N5 stores
+// are folders, predicted one at a time (-o OUT.ome.zarr).
+func imageExt(name string) string { return volume.FileEnding(name) }
 
-// imageExt returns name's image file ending ("" when it has none).
-func imageExt(name string) string {
-	for _, e := range imageExts {
-		if strings.HasSuffix(name, e) && len(name) > len(e) {
-			return e
-		}
-	}
-	return ""
-}
+// imageEndings lists the endings for messages.
+func imageEndings() string { return strings.Join(volume.Endings(), ", ") }
 
 // FindCases lists the cases to predict from inputs, folders and image
 // files, for a model taking channels input channels. A folder stands for
@@ -69,7 +62,7 @@ func FindCases(inputs []string, channels int) ([]InputCase, error) {
 		}
 		if !fi.IsDir() {
 			if imageExt(filepath.Base(in)) == "" {
-				return nil, fmt.Errorf("input %s: not an image file name (want .nii, .nii.gz, .hdr, .nrrd, .nhdr, .mha, .mhd, .tif or .tiff)", in)
+				return nil, fmt.Errorf("input %s: not an image file name (want %s)", in, imageEndings())
 			}
 			files = append(files, in)
 			continue
@@ -85,7 +78,7 @@ func FindCases(inputs []string, channels int) ([]InputCase, error) {
 			}
 		}
 		if len(files) == n {
-			return nil, fmt.Errorf("input %s: no image files (.nii, .nii.gz, .hdr, .nrrd, .nhdr, .mha, .mhd, .tif or .tiff) in the folder", in)
+			return nil, fmt.Errorf("input %s: no image files (%s) in the folder", in, imageEndings())
 		}
 	}
 	cases, err := groupChannels(files, channels)
@@ -123,7 +116,8 @@ func groupChannels(files []string, channels int) ([]InputCase, error) {
 	var order []string
 	keyOf := map[string]string{} // file → its group's key, for files named CASE_XXXX
 	for _, f := range files {
-		m := channelSuffix.FindStringSubmatch(filepath.Base(f))
+		base := filepath.Base(f)
+		m := channelSuffix.FindStringSubmatch(base[:len(base)-len(imageExt(base))])
 		if m == nil {
 			continue
 		}
