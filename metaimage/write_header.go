@@ -53,28 +53,17 @@ func labelHeader(h volume.Header, compressed int, dataFile string) (string, erro
 }
 
 // lpsGeometry splits the RAS+ affine a into the LPS unit vector of each
-// voxel axis (x, y, z), the axes' spacings and the LPS origin. An axis
-// whose vector is zero or not finite is an error: it has no direction.
+// voxel axis (x, y, z), the axes' spacings and the LPS origin
+// (volume.Affine.LPS, each axis vector over its length).
 func lpsGeometry(a volume.Affine) (dir [3][3]float64, spacing, origin [3]float64, err error) {
-	signs := [3]float64{-1, -1, 1}
-	for k := range 3 {
-		var v [3]float64
-		for r := range 3 {
-			v[r] = signs[r] * a[r][k]
-		}
-		n := math.Sqrt(v[0]*v[0] + v[1]*v[1] + v[2]*v[2])
-		if n == 0 || math.IsNaN(n) || math.IsInf(n, 0) {
-			return dir, spacing, origin, fmt.Errorf("voxel axis %d has world vector %v: want a finite non-zero vector", k, v)
-		}
-		spacing[k] = n
-		for r := range 3 {
-			dir[k][r] = v[r] / n
-		}
+	axes, origin, err := a.LPS()
+	if err != nil {
+		return dir, spacing, origin, err
 	}
-	for r := range 3 {
-		origin[r] = signs[r] * a[r][3]
-		if math.IsNaN(origin[r]) || math.IsInf(origin[r], 0) {
-			return dir, spacing, origin, fmt.Errorf("origin %v is not finite", origin)
+	for k, v := range axes {
+		spacing[k] = math.Sqrt(v[0]*v[0] + v[1]*v[1] + v[2]*v[2])
+		for r := range 3 {
+			dir[k][r] = v[r] / spacing[k]
 		}
 	}
 	return dir, spacing, origin, nil

@@ -2,7 +2,6 @@ package nrrd
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
@@ -21,10 +20,10 @@ var unitSymbols = map[string]string{
 // labelHeader returns the text of a uint8 gzip NRRD header for a label
 // map with h's geometry, each line ending in a newline and no blank line
 // after the last; dataFile, when not "", is the detached data file's
-// name. The RAS+ affine becomes ITK's left-posterior-superior space by
-// negating its first two world rows (as Open's spaceSigns undo).
+// name. The RAS+ affine becomes ITK's left-posterior-superior space
+// (volume.Affine.LPS; Open's spaceSigns undo it).
 func labelHeader(h volume.Header, dataFile string) (string, error) {
-	dirs, origin, err := lpsGeometry(h.Affine)
+	dirs, origin, err := h.Affine.LPS()
 	if err != nil {
 		return "", err
 	}
@@ -49,31 +48,6 @@ func labelHeader(h volume.Header, dataFile string) (string, error) {
 		line("data file: %s", dataFile)
 	}
 	return b.String(), nil
-}
-
-// lpsGeometry returns the LPS world vector of each voxel axis (x, y, z)
-// and the LPS origin of the RAS+ affine a. An axis whose vector is zero
-// or not finite is an error: no reader could take a voxel size from it.
-func lpsGeometry(a volume.Affine) (dirs [3][3]float64, origin [3]float64, err error) {
-	signs := [3]float64{-1, -1, 1}
-	for r := range 3 {
-		for k := range 3 {
-			dirs[k][r] = signs[r] * a[r][k]
-		}
-		origin[r] = signs[r] * a[r][3]
-	}
-	for k, d := range dirs {
-		n := math.Sqrt(d[0]*d[0] + d[1]*d[1] + d[2]*d[2])
-		if n == 0 || math.IsNaN(n) || math.IsInf(n, 0) {
-			return dirs, origin, fmt.Errorf("voxel axis %d has world vector %v: want a finite non-zero vector", k, d)
-		}
-	}
-	for _, x := range origin {
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return dirs, origin, fmt.Errorf("origin %v is not finite", origin)
-		}
-	}
-	return dirs, origin, nil
 }
 
 // spaceUnit is the "space units" entry for unit, a Header's Unit; "" (no
