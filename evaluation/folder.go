@@ -29,34 +29,32 @@ type Pair struct {
 // summary.json, a postprocessing.json, a .tif's spacing .json) are
 // ignored.
 func MatchFiles(predDir, refDir, ending string) ([]Pair, error) {
-	refs, err := listFiles(refDir)
-	if err != nil {
-		return nil, err
-	}
-	preds, err := listFiles(predDir)
-	if err != nil {
-		return nil, err
-	}
 	if ending == "" {
-		for _, n := range refs {
-			if ending = volume.FileEnding(n); ending != "" {
-				break
-			}
+		all, err := LabelNames(refDir, "")
+		if err != nil {
+			return nil, err
 		}
-		if ending == "" {
+		if len(all) == 0 {
 			return nil, fmt.Errorf("%s: no label files (%s); give the file ending", refDir, strings.Join(volume.Endings(), ", "))
 		}
+		ending = volume.FileEnding(all[0])
 	}
-	keep := func(names []string) map[string]bool {
+	keep := func(dir string) (map[string]bool, error) {
+		names, err := LabelNames(dir, ending)
 		out := map[string]bool{}
 		for _, n := range names {
-			if strings.HasSuffix(n, ending) { // ".nii" leaves "x.nii.gz" out
-				out[n] = true
-			}
+			out[n] = true
 		}
-		return out
+		return out, err
 	}
-	r, p := keep(refs), keep(preds)
+	r, err := keep(refDir)
+	if err != nil {
+		return nil, err
+	}
+	p, err := keep(predDir)
+	if err != nil {
+		return nil, err
+	}
 	var noPred, noRef []string
 	for n := range r {
 		if !p[n] {
@@ -98,15 +96,24 @@ func list(names []string) string {
 	return strings.Join(names, ", ")
 }
 
-func listFiles(dir string) ([]string, error) {
+// LabelNames returns the names of dir's label files, sorted: its files
+// (or links) whose names end in ending, or, when ending is "", in any
+// label file ending (volume.Endings: .nii.gz, .nii, .hdr, .nrrd, .mha,
+// .tif, …). ".nii" leaves "x.nii.gz" out; other files (a summary.json, a
+// .tif's spacing .json, CASE.npz) are never label files.
+func LabelNames(dir, ending string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
 	for _, e := range ents {
-		if e.Type().IsRegular() || e.Type()&os.ModeSymlink != 0 {
-			out = append(out, e.Name())
+		n := e.Name()
+		if !e.Type().IsRegular() && e.Type()&os.ModeSymlink == 0 {
+			continue
+		}
+		if ending != "" && strings.HasSuffix(n, ending) || ending == "" && volume.FileEnding(n) != "" {
+			out = append(out, n)
 		}
 	}
 	return out, nil

@@ -5,8 +5,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 
 	"github.com/voxtrain/voxtrain/evaluation"
 	"github.com/voxtrain/voxtrain/internal/samepath"
@@ -80,27 +78,20 @@ func countFg(l []uint8) int {
 	return n
 }
 
-// LabelFiles lists the files of dir ending in ending ("": any label
-// file ending, volume.Endings: .nii.gz, .nii, .hdr, .nrrd, .mha, .tif, …),
-// sorted; none is an error naming dir.
+// LabelFiles lists the label files of dir (evaluation.LabelNames: those
+// ending in ending, "" any label file ending), sorted paths; none is an
+// error naming dir.
 func LabelFiles(dir, ending string) ([]string, error) {
-	ents, err := os.ReadDir(dir)
+	names, err := evaluation.LabelNames(dir, ending)
 	if err != nil {
 		return nil, err
 	}
-	var out []string
-	for _, e := range ents {
-		n := e.Name()
-		if e.IsDir() {
-			continue
-		}
-		if ending != "" && strings.HasSuffix(n, ending) || ending == "" && volume.FileEnding(n) != "" {
-			out = append(out, filepath.Join(dir, n))
-		}
-	}
-	if len(out) == 0 {
+	if len(names) == 0 {
 		return nil, fmt.Errorf("%s: no label files", dir)
 	}
-	sort.Strings(out)
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = filepath.Join(dir, n)
+	}
 	return out, nil
 }

@@ -278,23 +278,14 @@ func commonCases(predDir, refDir, ending string) error {
 }
 
 // labelNames are the names of dir's label files ending in ending ("": any
-// label file ending, volume.Endings).
+// label file ending; evaluation.LabelNames), as a set.
 func labelNames(dir, ending string) (map[string]bool, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
+	names, err := evaluation.LabelNames(dir, ending)
 	out := map[string]bool{}
-	for _, e := range ents {
-		n := e.Name()
-		if e.IsDir() {
-			continue
-		}
-		if ending != "" && strings.HasSuffix(n, ending) || ending == "" && volume.FileEnding(n) != "" {
-			out[n] = true
-		}
+	for _, n := range names {
+		out[n] = true
 	}
-	return out, nil
+	return out, err
 }
 
 // noProbabilities says why a pair cannot be ensembled: a folder with a
