@@ -18,16 +18,16 @@ var labelEndings = []string{".nii.gz", ".nii", ".hdr.gz", ".hdr"}
 // for NIfTI names; a prediction on a NIfTI image copies that image's own
 // header instead (package infer), keeping its codes and description.
 func WriteLabels(path string, h volume.Header, labels []uint8) error {
-	nh, err := HeaderFromGeometry(h)
+	nh, err := headerFromGeometry(h)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return writeLabels(path, nh, labels)
 }
 
-// HeaderFromGeometry returns a uint8 NIfTI header for a volume of h's
+// headerFromGeometry returns a uint8 NIfTI header for a volume of h's
 // shape and geometry (see WriteLabels).
-func HeaderFromGeometry(g volume.Header) (*Header, error) {
+func headerFromGeometry(g volume.Header) (*Header, error) {
 	h, err := NewHeader([]int{g.Shape[2], g.Shape[1], g.Shape[0]}, Uint8)
 	if err != nil {
 		return nil, err
