@@ -86,20 +86,29 @@ func NewEnsemble(models []*Model) (*Ensemble, error) {
 		}
 	}
 	if e.MultiLabel = first.Config.Model.MultiLabel(); e.MultiLabel {
-		// nnU-Net regions paint label values in regions_class_order: the
-		// checkpoint's config carries it (the trainer copies it there);
-		// checkpoints from before read the training dataset.json.
-		if o := first.Config.Model.RegionsClassOrder; o != nil {
-			e.RegionsClassOrder = o
-		} else if d := first.Config.Data; d.Manifest == "" && d.Dataset != "" {
-			order, err := data.RegionsClassOrder(d.Dataset)
-			if err != nil {
-				return nil, fmt.Errorf("checkpoint %s: its regions_class_order (model.targets multi_label): %w", first.Dir, err)
-			}
-			e.RegionsClassOrder = order
+		if e.RegionsClassOrder, err = regionsClassOrder(first); err != nil {
+			return nil, err
 		}
 	}
 	return e, nil
+}
+
+// regionsClassOrder is a multi-label model's regions_class_order, in
+// which nnU-Net regions paint their label values (nil: per-class labels,
+// bit-packed): the checkpoint's config carries it (the trainer copies it
+// there); checkpoints from before read the training dataset.json.
+func regionsClassOrder(m *Model) ([]int, error) {
+	if o := m.Config.Model.RegionsClassOrder; o != nil {
+		return o, nil
+	}
+	if d := m.Config.Data; d.Manifest == "" && d.Dataset != "" {
+		order, err := data.RegionsClassOrder(d.Dataset)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint %s: its regions_class_order (model.targets multi_label): %w", m.Dir, err)
+		}
+		return order, nil
+	}
+	return nil, nil
 }
 
 // cmpOr is a model.targets value as written, softmax for the default "".

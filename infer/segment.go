@@ -55,11 +55,9 @@ func (m *Model) outputs(ctx context.Context, v *data.Volume, vc config.Validatio
 	var order []int
 	multi := m.Config != nil && m.Config.Model.MultiLabel()
 	if multi {
-		e, err := NewEnsemble([]*Model{m}) // the regions' order, as the ensemble of one finds it
-		if err != nil {
+		if order, err = regionsClassOrder(m); err != nil {
 			return nil, 0, nil, nil, err
 		}
-		order = e.RegionsClassOrder
 	}
 	logits, err := m.logits(ctx, v, vc)
 	if err != nil {
