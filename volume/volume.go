@@ -287,9 +287,9 @@ func WrittenFiles(path string) []string {
 	return []string{path}
 }
 
-// writer returns the format whose written names path matches (by
-// WriteMatch, else Match): the first among those that write label maps,
-// else the first that matches (ok false when none does).
+// writer returns the first registered format whose written names path
+// matches (by WriteMatch, else Match), as Open takes the first that reads
+// it; ok is false when none does.
 func writer(path string) (f Format, ok bool) {
 	mu.RLock()
 	defer mu.RUnlock()
@@ -298,11 +298,11 @@ func writer(path string) (f Format, ok bool) {
 		if g.WriteMatch != nil {
 			match = g.WriteMatch
 		}
-		if match(path) && (!ok || f.WriteLabels == nil && g.WriteLabels != nil) {
-			f, ok = g, true
+		if match(path) {
+			return g, true
 		}
 	}
-	return f, ok
+	return Format{}, false
 }
 
 // WriteLabels writes a label map to path in the format path's name
