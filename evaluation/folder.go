@@ -29,6 +29,20 @@ type Pair struct {
 // summary.json, a postprocessing.json, a .tif's spacing .json) are
 // ignored.
 func MatchFiles(predDir, refDir, ending string) ([]Pair, error) {
+	return matchFiles(predDir, refDir, ending, true)
+}
+
+// MatchPredictions pairs every prediction of predDir with its reference in
+// refDir as MatchFiles does, but references without a prediction are left
+// out, as compute_metrics_on_folder's chill=True (what nnU-Net's
+// accumulate_cv_results scores a subset of the folds with).
+func MatchPredictions(predDir, refDir, ending string) ([]Pair, error) {
+	return matchFiles(predDir, refDir, ending, false)
+}
+
+// matchFiles is MatchFiles (everyRef: every reference needs a
+// prediction) and MatchPredictions.
+func matchFiles(predDir, refDir, ending string, everyRef bool) ([]Pair, error) {
 	if ending == "" {
 		all, err := LabelNames(refDir, "")
 		if err != nil {
@@ -69,7 +83,7 @@ func MatchFiles(predDir, refDir, ending string) ([]Pair, error) {
 	sort.Strings(noPred)
 	sort.Strings(noRef)
 	var errs []error
-	if len(noPred) > 0 {
+	if len(noPred) > 0 && everyRef {
 		errs = append(errs, fmt.Errorf("%d reference(s) in %s without a prediction in %s: %s", len(noPred), refDir, predDir, list(noPred)))
 	}
 	if len(noRef) > 0 {
@@ -81,8 +95,14 @@ func MatchFiles(predDir, refDir, ending string) ([]Pair, error) {
 	if len(r) == 0 {
 		return nil, fmt.Errorf("%s: no files ending in %s", refDir, ending)
 	}
+	if len(p) == 0 {
+		return nil, fmt.Errorf("%s: no predictions ending in %s", predDir, ending)
+	}
 	var out []Pair
 	for n := range r {
+		if !p[n] {
+			continue
+		}
 		out = append(out, Pair{Name: n, Prediction: filepath.Join(predDir, n), Reference: filepath.Join(refDir, n)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -54,6 +54,18 @@ func TestMatchFilesNamesTheMissing(t *testing.T) {
 	os.WriteFile(filepath.Join(pred, "summary.json"), []byte("{}"), 0o644) // ignored
 	_, err := MatchFiles(pred, ref, "")
 	wantErr(t, err, "b.nii.gz", "without a prediction", "c.nii.gz", "without a reference")
+	// Chill: b.nii.gz's missing prediction is no error, c.nii.gz's
+	// missing reference still is.
+	_, err = MatchPredictions(pred, ref, "")
+	wantErr(t, err, "c.nii.gz", "without a reference")
+	if err != nil && strings.Contains(err.Error(), "b.nii.gz") {
+		t.Errorf("MatchPredictions names the unpredicted reference: %v", err)
+	}
+	os.Rename(filepath.Join(pred, "c.nii.gz"), filepath.Join(dir, "c.nii.gz"))
+	if pairs, err := MatchPredictions(pred, ref, ""); err != nil || len(pairs) != 1 || pairs[0].Name != "a.nii.gz" {
+		t.Errorf("MatchPredictions: %+v, %v; want a.nii.gz alone", pairs, err)
+	}
+	os.Rename(filepath.Join(dir, "c.nii.gz"), filepath.Join(pred, "c.nii.gz"))
 
 	os.Remove(filepath.Join(pred, "c.nii.gz"))
 	writeLabels(t, filepath.Join(pred, "b.nii"), s, z) // another ending: not b.nii.gz's prediction
