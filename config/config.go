@@ -102,7 +102,25 @@ type Validation struct {
 	// HD95 also computes the 95th-percentile Hausdorff distance per case
 	// and class (sliding mode).
 	HD95 bool `yaml:"hd95"`
+	// Final is nnU-Net's final validation: once the run has completed its
+	// epochs, the weights of checkpoint Final ("last", as nnU-Net's
+	// checkpoint_final, or "best") predict every held-out case of the
+	// fold whole (sliding window, the overlap, mirroring and HD95 above),
+	// exported on the case's own grid, into the run's validation/ folder
+	// with summary.json, exactly as `train validate --output` does; "none"
+	// skips it.
+	Final string `yaml:"final"`
+	// FinalProbabilities also writes each case's CASE.npz there (nnU-Net's
+	// --npz), which train find-best needs to ensemble configurations.
+	FinalProbabilities bool `yaml:"final_probabilities"`
 }
+
+// Final validation checkpoints (Validation.Final).
+const (
+	FinalNone = "none"
+	FinalLast = "last"
+	FinalBest = "best"
+)
 
 // Validates reports whether validation runs after epoch e (1-based) of n.
 func (v Validation) Validates(e, n int) bool {

@@ -74,6 +74,35 @@ func TestValidateRejectsBadValues(t *testing.T) {
 	}
 }
 
+// TestValidateFinalValidation: validation.final takes none, last or best
+// (best only where a best checkpoint is kept), and final_probabilities
+// needs a final validation to write them in.
+func TestValidateFinalValidation(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{"validation:\n  final: last\n  final_probabilities: true\n", ""},
+		{"validation:\n  final: best\n", ""},
+		{"validation:\n  final: none\n", ""},
+		{"validation:\n  final: final\n", `validation.final: "final", want last`},
+		{"validation:\n  final: best\ncheckpoint:\n  best_mode: \"\"\n", "validation.final: best, but checkpoint.best_mode is empty"},
+		{"validation:\n  final_probabilities: true\n", "validation.final_probabilities: true, but validation.final is none"},
+	} {
+		c, err := Parse([]byte("data:\n  dataset: d\ntrain:\n  patch_size: [16, 16, 16]\n"+tc.doc), "x", "")
+		if err != nil {
+			t.Fatalf("%q: %v", tc.doc, err)
+		}
+		err = c.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q: %v", tc.doc, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q: error %v, want one saying %q", tc.doc, err, tc.want)
+		}
+	}
+	if got := Default().Validation.Final; got != FinalNone {
+		t.Errorf("default validation.final %q, want none", got)
+	}
+}
+
 func TestValidateChecksPatchAgainstStrides(t *testing.T) {
 	c, _ := Parse([]byte("data:\n  dataset: d\nmodel:\n  features: [4, 8, 16]\ntrain:\n  patch_size: [10, 16, 16]\n"), "x", "")
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "divisible by 4") {

@@ -106,6 +106,10 @@ func table() Config {
 			Every:   0, // after the last epoch only
 			Mode:    "patch",
 			Overlap: 0.5, // tile_step_size 0.5
+			// Off unless asked (nnU-Net's configs and train plan's ask for
+			// last): on a CPU the whole-case predictions can take longer
+			// than a short run's training.
+			Final: FinalNone,
 		},
 
 		Checkpoint: Checkpoint{

@@ -34,6 +34,9 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Train.validate()...)
 	errs = append(errs, c.Validation.validate()...)
 	errs = append(errs, c.Checkpoint.validate()...)
+	if c.Validation.Final == FinalBest && c.Checkpoint.BestMode == "" {
+		bad("validation.final", "best, but checkpoint.best_mode is empty (no best checkpoint is kept): want last or none, or set best_mode")
+	}
 	errs = append(errs, c.Data.validate()...)
 	if err := c.Model.Validate(); err != nil {
 		errs = append(errs, err)
@@ -123,6 +126,14 @@ func (v Validation) validate() []error {
 	}
 	if !(v.Overlap >= 0 && v.Overlap < 1) {
 		errs = append(errs, fmt.Errorf("validation.overlap: %v, want 0 ≤ overlap < 1", v.Overlap))
+	}
+	switch v.Final {
+	case FinalNone, FinalLast, FinalBest:
+	default:
+		errs = append(errs, fmt.Errorf("validation.final: %q, want last (nnU-Net's final validation, with the last weights), best or none", v.Final))
+	}
+	if v.FinalProbabilities && v.Final == FinalNone {
+		errs = append(errs, errors.New("validation.final_probabilities: true, but validation.final is none (no final validation to write them)"))
 	}
 	return errs
 }

@@ -38,6 +38,10 @@ type EvalOptions struct {
 	Log io.Writer
 }
 
+// ErrNoCases is Evaluate's error when the fold holds out no case (or the
+// dataset has no labelled one).
+var ErrNoCases = errors.New("evaluate: no labelled cases to score")
+
 // Evaluate predicts and scores whole cases with m, on the grid of the
 // cases' files (a case resampled to data.target_spacing is predicted on
 // the resampled grid and mapped back before scoring as nnU-Net exports
@@ -78,7 +82,7 @@ func (m *Model) Evaluate(ctx context.Context, o EvalOptions) (*Scores, error) {
 		}
 	}
 	if len(cases) == 0 {
-		return nil, errors.New("evaluate: no labelled cases to score")
+		return nil, ErrNoCases
 	}
 	classes := m.net.Config().NumClasses
 	multi := m.net.Config().MultiLabel()

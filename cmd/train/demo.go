@@ -4,10 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
-	"github.com/voxtrain/voxtrain/infer"
+	"github.com/voxtrain/voxtrain/config"
 )
 
 // demoConfig is the bundled demo's config, relative to the repository root.
@@ -61,38 +60,15 @@ repository root. Running it again resumes (or just re-validates) the same run.`,
 }
 
 // demoRun trains, then validates the best checkpoint (the last when there
-// is no best) on the fold's held-out cases by sliding window.
+// is no best) on the fold's held-out cases by sliding window: the run's
+// final validation, asked for here when the config asks for none.
 func demoRun(ctx context.Context, opts *DemoOptions) error {
-	res, err := trainRun(ctx, opts.Train)
-	if err != nil {
-		return err // an interruption too: no validation, and main exits with its code
+	if v := &opts.Train.Config.Validation; v.Final == config.FinalNone {
+		v.Final = config.FinalBest
+		if opts.Train.Config.Checkpoint.BestMode == "" {
+			v.Final = config.FinalLast
+		}
 	}
-	ckpt := filepath.Join(res.RunDir, "checkpoints", "best")
-	if _, err := os.Stat(ckpt); err != nil {
-		ckpt = filepath.Join(res.RunDir, "checkpoints", "last")
-	}
-	cfg := opts.Train.Config
-	dev, err := opts.Train.OpenDevice(cfg.Device, cfg.Threads)
-	if err != nil {
-		return err
-	}
-	defer dev.Close()
-	m, err := infer.LoadModel(ckpt, dev.Dev, 0)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	out := opts.Train.IO.Out
-	valDir := filepath.Join(res.RunDir, "validation")
-	fmt.Fprintf(out, "validating %s on fold %d by sliding window\n", m.Dir, cfg.Data.Fold)
-	v := m.Config.Validation
-	v.Mirror, v.HD95 = false, false
-	sc, err := m.Evaluate(ctx, infer.EvalOptions{Fold: -1, OutputDir: valDir, Validation: v})
-	if err != nil {
-		return err
-	}
-	names, _ := runClassNames(res.RunDir)
-	printScores(out, sc, names)
-	fmt.Fprintf(out, "predictions and summary.json: %s\nplots: %s\n", valDir, filepath.Join(res.RunDir, "plots"))
-	return nil
+	_, err := trainRun(ctx, opts.Train)
+	return err // an interruption too: no validation, and main exits with its code
 }

@@ -64,6 +64,9 @@ type trainFlags struct {
 	// initWeights and initMismatch are --init-weights and --init-mismatch.
 	initWeights  string
 	initMismatch string
+	// finalVal and npz are --final-validation and --npz.
+	finalVal string
+	npz      bool
 }
 
 func (tf *trainFlags) register(fl *pflag.FlagSet) {
@@ -80,6 +83,8 @@ func (tf *trainFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&tf.initWeights, "init-weights", "", "fine-tune: start a new run from these weights (a checkpoint, its model.safetensors, or a PyTorch state_dict .safetensors); key train.init_weights")
 	fl.StringVar(&tf.initMismatch, "init-mismatch", "", "init weights that do not fit the model: error (default) or skip (keep their fresh initialisation); key train.init_mismatch")
 	fl.IntVar(&tf.threads, "threads", 0, "CPU threads (0: all cores)")
+	fl.StringVar(&tf.finalVal, "final-validation", "", "after the last epoch, validate the last (nnU-Net's final validation) or best checkpoint on the fold's held-out cases into RUN/validation/, or none; key validation.final")
+	fl.BoolVar(&tf.npz, "npz", false, "the final validation also writes CASE.npz probabilities (nnU-Net's --npz; a final validation of the last checkpoint unless one is configured); key validation.final_probabilities")
 	fl.IntVar(&tf.stopAfter, "stop-after-steps", 0, "stop (saving last, as on SIGTERM) after this many steps")
 	fl.MarkHidden("stop-after-steps")
 }
@@ -138,6 +143,17 @@ func (tf *trainFlags) options(f *Factory, fl *pflag.FlagSet) (*TrainOptions, err
 	if set("init-mismatch") {
 		cfg.Train.InitMismatch = tf.initMismatch
 	}
+	if set("final-validation") {
+		cfg.Validation.Final = tf.finalVal
+	}
+	if set("npz") {
+		cfg.Validation.FinalProbabilities = tf.npz
+		if tf.npz && cfg.Validation.Final == config.FinalNone && !set("final-validation") {
+			// nnU-Net's --npz saves the probabilities of the final
+			// validation every training ends with.
+			cfg.Validation.Final = config.FinalLast
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%s with the flags given: %w", tf.config, nameFlags(err, fl, trainFlagKeys))
 	}
@@ -150,6 +166,7 @@ var trainFlagKeys = map[string]string{
 	"fold": "data.fold", "run-id": "run_id", "output-dir": "output_dir", "epochs": "train.epochs",
 	"batch-size": "train.batch_size", "workers": "data.workers", "device": "device", "seed": "seed", "threads": "threads",
 	"init-weights": "train.init_weights", "init-mismatch": "train.init_mismatch",
+	"final-validation": "validation.final", "npz": "validation.final_probabilities",
 }
 
 // nameFlags puts the flag in front of each of a config's validation errors
@@ -236,8 +253,9 @@ Exit status, for schedulers and requeue wrappers:
 }
 
 // trainRun trains on the device the config names and prints where the run
-// is and its best Dice. An interrupted run returns its result with the
-// *trainer.Interrupted error.
+// is and its best Dice, then runs the final validation validation.final
+// asks for (finalValidation). An interrupted run returns its result with
+// the *trainer.Interrupted error, and is not validated.
 func trainRun(ctx context.Context, opts *TrainOptions) (*trainer.Result, error) {
 	cfg := opts.Config
 	if cfg.Threads > 0 {
@@ -270,7 +288,10 @@ func trainRun(ctx context.Context, opts *TrainOptions) (*trainer.Result, error) 
 	if len(res.Plots) > 0 {
 		fmt.Fprintf(opts.IO.Out, "plots: %s\n", filepath.Dir(res.Plots[0]))
 	}
-	return res, err // an *trainer.Interrupted gives the exit status
+	if err != nil {
+		return res, err // an *trainer.Interrupted gives the exit status
+	}
+	return res, finalValidation(ctx, opts, dev, res.RunDir, env.Rank)
 }
 
 // deviceForRank is the device a rank of a data-parallel job opens: as
