@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/voxtrain/voxtrain/checkpoint"
+	"github.com/voxtrain/voxtrain/evaluation"
 	"github.com/voxtrain/voxtrain/internal/atomicfile"
 	"github.com/voxtrain/voxtrain/runlog"
 )
@@ -36,6 +37,10 @@ type jobStatus struct {
 	// BestValDice is the best validation mean Dice of the run
 	// (metrics.jsonl, else the best checkpoint's metric); null when none.
 	BestValDice *float64 `json:"best_val_dice"`
+	// FinalValDice is the foreground mean Dice of the run's final
+	// validation (validation.final: RUN/validation/summary.json); absent
+	// when it has none.
+	FinalValDice *float64 `json:"final_val_dice,omitempty"`
 	// LastExit is the exit status of the job's last attempt the sweep
 	// recorded (here or in a SLURM task); absent when none.
 	LastExit *int   `json:"last_exit,omitempty"`
@@ -51,6 +56,10 @@ type foldStatus struct {
 	// when none has.
 	WithDice        int      `json:"runs_with_dice"`
 	MeanBestValDice *float64 `json:"mean_best_val_dice"`
+	// WithFinal runs have a final validation; MeanFinalValDice is the
+	// mean of their Dice (absent when none has).
+	WithFinal        int      `json:"runs_with_final_dice,omitempty"`
+	MeanFinalValDice *float64 `json:"mean_final_val_dice,omitempty"`
 }
 
 // sweepSummary is sweep_summary.json.
@@ -105,7 +114,22 @@ func (o *SweepOptions) status(j sweepJob) (jobStatus, error) {
 		st.EpochsDone = latest.Epoch
 	}
 	st.BestValDice = bestDice(rd)
+	st.FinalValDice = finalDice(rd)
 	return st, nil
+}
+
+// finalDice is the foreground mean Dice of the run's final validation
+// (RUN/validation/summary.json); nil when it has none or it is NaN.
+func finalDice(rd checkpoint.RunDir) *float64 {
+	s, err := evaluation.Read(filepath.Join(rd.Path, "validation", "summary.json"))
+	if err != nil {
+		return nil
+	}
+	d := s.ForegroundMean.Dice
+	if math.IsNaN(d) || math.IsInf(d, 0) {
+		return nil
+	}
+	return &d
 }
 
 // bestDice is the run's best validation mean Dice: the highest in
@@ -148,7 +172,7 @@ func (o *SweepOptions) summarize() (*sweepSummary, error) {
 	}
 	for _, fold := range o.Folds {
 		fs := foldStatus{Fold: fold}
-		sum := 0.0
+		sum, sumFinal := 0.0, 0.0
 		for _, r := range s.Runs {
 			if r.Fold != fold {
 				continue
@@ -161,10 +185,18 @@ func (o *SweepOptions) summarize() (*sweepSummary, error) {
 				fs.WithDice++
 				sum += *r.BestValDice
 			}
+			if r.FinalValDice != nil {
+				fs.WithFinal++
+				sumFinal += *r.FinalValDice
+			}
 		}
 		if fs.WithDice > 0 {
 			m := sum / float64(fs.WithDice)
 			fs.MeanBestValDice = &m
+		}
+		if fs.WithFinal > 0 {
+			m := sumFinal / float64(fs.WithFinal)
+			fs.MeanFinalValDice = &m
 		}
 		s.Folds = append(s.Folds, fs)
 	}
@@ -215,32 +247,41 @@ func diceText(d *float64, none string) string {
 // print writes the table: a row per job, then each fold's mean.
 func (s *sweepSummary) print(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "fold\trun\tstatus\tepochs\tbest val Dice")
+	fmt.Fprintln(tw, "fold\trun\tstatus\tepochs\tbest val Dice\tfinal val Dice")
 	for _, r := range s.Runs {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d/%d\t%s\n", foldName(r.Fold), r.RunID, r.Status, r.EpochsDone, r.Epochs, diceText(r.BestValDice, "-"))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d/%d\t%s\t%s\n", foldName(r.Fold), r.RunID, r.Status, r.EpochsDone, r.Epochs,
+			diceText(r.BestValDice, "-"), diceText(r.FinalValDice, "-"))
 	}
 	tw.Flush()
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "fold\truns\tfinished\tmean best val Dice")
+	fmt.Fprintln(tw, "fold\truns\tfinished\tmean best val Dice\tmean final val Dice")
 	for _, f := range s.Folds {
-		mean := diceText(f.MeanBestValDice, "-")
-		if f.MeanBestValDice != nil && f.WithDice < f.Runs {
-			mean += fmt.Sprintf(" (of %d)", f.WithDice)
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", foldName(f.Fold), f.Runs, f.Finished, mean)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", foldName(f.Fold), f.Runs, f.Finished,
+			meanText(f.MeanBestValDice, f.WithDice, f.Runs), meanText(f.MeanFinalValDice, f.WithFinal, f.Runs))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "%d finished, %d interrupted, %d failed, %d not started\n", s.Counts[statusFinished],
 		s.Counts[statusInterrupted], s.Counts[statusFailed], s.Counts[statusNotStarted])
 }
 
+// meanText is a fold's mean over the with of its runs that have a Dice:
+// "-" for none, "(of with)" after it when some runs have none.
+func meanText(mean *float64, with, runs int) string {
+	t := diceText(mean, "-")
+	if mean != nil && with < runs {
+		t += fmt.Sprintf(" (of %d)", with)
+	}
+	return t
+}
+
 // tsv is sweep_summary.tsv: a header and a row per job; a missing Dice
 // is an empty field.
 func (s *sweepSummary) tsv() []byte {
 	var b bytes.Buffer
-	b.WriteString("fold\trun_id\tstatus\tepochs_done\tepochs\tbest_val_dice\trun_dir\n")
+	b.WriteString("fold\trun_id\tstatus\tepochs_done\tepochs\tbest_val_dice\tfinal_val_dice\trun_dir\n")
 	for _, r := range s.Runs {
-		fmt.Fprintf(&b, "%d\t%d\t%s\t%d\t%d\t%s\t%s\n", r.Fold, r.RunID, r.Status, r.EpochsDone, r.Epochs, diceText(r.BestValDice, ""), r.RunDir)
+		fmt.Fprintf(&b, "%d\t%d\t%s\t%d\t%d\t%s\t%s\t%s\n", r.Fold, r.RunID, r.Status, r.EpochsDone, r.Epochs,
+			diceText(r.BestValDice, ""), diceText(r.FinalValDice, ""), r.RunDir)
 	}
 	return b.Bytes()
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/voxtrain/voxtrain/evaluation"
 	"github.com/voxtrain/voxtrain/internal/testutil"
 )
 
@@ -395,7 +396,7 @@ func TestSweepLocal(t *testing.T) {
 	err := os.WriteFile(cfg, []byte("experiment: tiny\nseed: 5\ndata:\n  num_folds: 2\n  workers: 1\n  cases:\n"+cases.String()+
 		"model:\n  num_classes: 3\n  features: [4, 8]\n"+
 		"train:\n  epochs: 1\n  iterations_per_epoch: 2\n  patch_size: [16, 16, 16]\n  batch_size: 1\n"+
-		"validation:\n  every: 1\n"), 0o644)
+		"validation:\n  every: 1\n  final: last\n"), 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,8 +435,14 @@ func TestSweepLocal(t *testing.T) {
 			r.LastExit == nil || *r.LastExit != 0 || r.RunDir != filepath.Join("runs", "tiny", fmt.Sprintf("fold_%d", i), "run_0") {
 			t.Errorf("run %d: %+v", i, r)
 		}
-		if f := s.Folds[i]; f.Fold != i || f.Runs != 1 || f.Finished != 1 || f.MeanBestValDice == nil || *f.MeanBestValDice != *r.BestValDice {
+		if f := s.Folds[i]; f.Fold != i || f.Runs != 1 || f.Finished != 1 || f.MeanBestValDice == nil || *f.MeanBestValDice != *r.BestValDice ||
+			f.WithFinal != 1 || f.MeanFinalValDice == nil || r.FinalValDice == nil || *f.MeanFinalValDice != *r.FinalValDice {
 			t.Errorf("fold %d: %+v", i, f)
+		}
+		// The final validation's score is its summary.json's.
+		fs, err := evaluation.Read(filepath.Join(dir, r.RunDir, "validation", "summary.json"))
+		if err != nil || r.FinalValDice == nil || *r.FinalValDice != fs.ForegroundMean.Dice {
+			t.Errorf("run %d: final val Dice %v, its validation/summary.json: %v", i, r.FinalValDice, err)
 		}
 	}
 	tsv, _ := os.ReadFile(filepath.Join(exp, "sweep_summary.tsv"))
