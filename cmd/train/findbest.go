@@ -36,10 +36,28 @@ type FindBestOptions struct {
 	// MultiLabel: the models' channels are sigmoid classes without
 	// regions (bit-packed labels), as train ensemble --multi-label.
 	MultiLabel bool
+	// RunID and Folds pick the runs whose final validations a --cv
+	// training output folder contributes (Folds nil: every fold of the
+	// runs' data.num_folds).
+	RunID int
+	Folds []int
 }
 
 // cvConfig is one --cv NAME=DIR.
-type cvConfig struct{ Name, Dir string }
+type cvConfig struct {
+	Name string
+	// Dir holds the configuration's pooled cross-validation predictions:
+	// DIR itself, or where gatherCrossval gathered a training output
+	// folder's.
+	Dir string
+	// ModelDir is DIR when it is a training output folder (fold_<k>/
+	// run_<r>/ with their final validations), else "". Folds are the folds
+	// gathered from it and CheckpointName the checkpoint they validated
+	// ("" for last: predict's default).
+	ModelDir       string
+	Folds          []int
+	CheckpointName string
+}
 
 // parseCV reads --cv values, NAME=DIR each: names unique and usable in a
 // folder name and a placeholder (letters, digits, _ . -), folders
@@ -67,7 +85,11 @@ func parseCV(vals []string) ([]cvConfig, error) {
 		}
 		seen[name] = true
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			return nil, fmt.Errorf("--cv %s=%s: %s is not a folder (want the configuration's pooled cross-validation predictions)", name, dir, dir)
+			return nil, fmt.Errorf("--cv %s=%s: %s is not a folder (want the configuration's training output folder, or its pooled cross-validation predictions)", name, dir, dir)
+		}
+		if isModelDir(dir) {
+			out = append(out, cvConfig{Name: name, ModelDir: dir})
+			continue
 		}
 		out = append(out, cvConfig{Name: name, Dir: dir})
 	}
@@ -83,9 +105,15 @@ func NewCmdFindBest(f *Factory, runF func(context.Context, *FindBestOptions) err
 		Use:   "find-best --cv NAME=DIR [--cv NAME=DIR ...] --ref LABELS --dataset-json dataset.json -o OUT",
 		Short: "Pick the best configuration or pair of configurations from cross-validation (nnUNetv2_find_best_configuration)",
 		Long: `find-best does what nnUNetv2_find_best_configuration does. Each --cv
-NAME=DIR is one configuration's pooled cross-validation predictions: every
-training case's label file, and its CASE.npz for ensembling (e.g. train
-validate --output DIR --save-probabilities of each fold, all into DIR).
+NAME=DIR is one configuration: its training output folder (runs/EXP, with
+fold_<k>/run_<r>/validation/ from each fold's final validation,
+validation.final; train --npz adds the CASE.npz ensembling needs), whose
+folds' validations are gathered into OUT/NAME as nnU-Net's
+accumulate_cv_results does (--folds, default every fold of the runs'
+data.num_folds; --run-id); or a folder of pooled cross-validation
+predictions: every training case's label file, and its CASE.npz for
+ensembling (e.g. train validate --output DIR --save-probabilities of each
+fold, all into DIR).
 
 Every configuration is scored against --ref (nnU-Net's summary.json in
 OUT/NAME/summary.json); unless --no-ensembling, every pair of
@@ -99,7 +127,9 @@ holds every candidate's score, the chosen one and the post-processing;
 OUT/inference_instructions.txt the commands that predict a test folder the
 same way, with MODEL_DIR_<NAME> standing for each configuration's training
 output folder (train predict --model-dir).`,
-		Example: `  train find-best --cv 3d_fullres=/data/cv/3d_fullres --cv 2d=/data/cv/2d \
+		Example: `  train find-best --cv 3d_fullres=runs/Dataset004_Hippocampus_3d_fullres --cv 2d=runs/Dataset004_Hippocampus_2d \
+      --ref /data/Dataset004_Hippocampus/labelsTr --dataset-json /data/Dataset004_Hippocampus/dataset.json -o /data/find_best
+  train find-best --cv 3d_fullres=/data/cv/3d_fullres --cv 2d=/data/cv/2d \
       --ref /data/Dataset004_Hippocampus/labelsTr --dataset-json /data/Dataset004_Hippocampus/dataset.json -o /data/find_best`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -118,6 +148,15 @@ output folder (train predict --model-dir).`,
 			if opts.CV, err = parseCV(cv); err != nil {
 				return err
 			}
+			models := slices.ContainsFunc(opts.CV, func(c cvConfig) bool { return c.ModelDir != "" })
+			switch {
+			case opts.RunID < 0:
+				return fmt.Errorf("--run-id %d: want ≥ 0", opts.RunID)
+			case slices.ContainsFunc(opts.Folds, func(k int) bool { return k < 0 }):
+				return fmt.Errorf("--folds %v: want folds ≥ 0", opts.Folds)
+			case !models && (cmd.Flags().Changed("folds") || cmd.Flags().Changed("run-id")):
+				return errors.New("--folds and --run-id pick the runs of a training output folder: no --cv names one (each is a folder of pooled predictions)")
+			}
 			if fi, err := os.Stat(opts.RefDir); err != nil || !fi.IsDir() {
 				return fmt.Errorf("--ref %s: not a folder (want the training cases' labels, e.g. labelsTr)", opts.RefDir)
 			}
@@ -128,7 +167,9 @@ output folder (train predict --model-dir).`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringArrayVar(&cv, "cv", nil, "NAME=DIR: a configuration's name and its pooled cross-validation predictions (repeat)")
+	fl.StringArrayVar(&cv, "cv", nil, "NAME=DIR: a configuration's name and its training output folder (runs/EXP) or pooled cross-validation predictions (repeat)")
+	fl.IntSliceVar(&opts.Folds, "folds", nil, "folds whose final validations a training output folder contributes, e.g. 0,1,2 (default: every fold of its runs' data.num_folds)")
+	fl.IntVar(&opts.RunID, "run-id", 0, "run of each fold of a training output folder (run_<id>)")
 	fl.StringVar(&opts.RefDir, "ref", "", "folder of the references (the training cases' labels), same file names")
 	fl.StringVarP(&opts.Output, "output", "o", "", "folder for the candidates' summaries, the ensembles, postprocessing.json and the inference instructions")
 	fl.BoolVar(&opts.NoEnsembling, "no-ensembling", false, "score the configurations alone, no pairs (nnU-Net's --disable_ensembling)")
@@ -160,12 +201,19 @@ func findBestRun(opts *FindBestOptions) error {
 		return err
 	}
 	for _, c := range opts.CV {
-		if samepath.Same(c.Dir, opts.Output) {
+		if c.ModelDir == "" && samepath.Same(c.Dir, opts.Output) {
 			return fmt.Errorf("--output %s is --cv %s=%s: give another folder", opts.Output, c.Name, c.Dir)
 		}
 	}
 	if err := checkOutputDir(opts.Output); err != nil {
 		return fmt.Errorf("--output %s: %w", opts.Output, err)
+	}
+	for i := range opts.CV {
+		if c := &opts.CV[i]; c.ModelDir != "" {
+			if err := gatherCrossval(c, opts.Folds, opts.RunID, sc.ending, filepath.Join(opts.Output, c.Name), out); err != nil {
+				return err
+			}
+		}
 	}
 	// score evaluates c's predictions as train evaluate does; errors are
 	// the caller's to name.
@@ -173,7 +221,13 @@ func findBestRun(opts *FindBestOptions) error {
 		if err := commonCases(c.Dir, opts.RefDir, sc.ending); err != nil {
 			return err
 		}
-		pairs, err := evaluation.MatchFiles(c.Dir, opts.RefDir, sc.ending)
+		match := evaluation.MatchFiles
+		if opts.Folds != nil {
+			// Some folds' validations: their cases alone, as nnU-Net
+			// scores a subset of the folds (chill).
+			match = evaluation.MatchPredictions
+		}
+		pairs, err := match(c.Dir, opts.RefDir, sc.ending)
 		if err != nil {
 			return err
 		}
@@ -192,7 +246,7 @@ func findBestRun(opts *FindBestOptions) error {
 	for _, cfg := range opts.CV {
 		c := &candidate{Name: cfg.Name, Members: []string{cfg.Name}, Dir: cfg.Dir, Summary: filepath.Join(opts.Output, cfg.Name, "summary.json")}
 		if err := score(c); err != nil {
-			return fmt.Errorf("--cv %s=%s: %w", cfg.Name, cfg.Dir, err)
+			return fmt.Errorf("--cv %s=%s: %w", cfg.Name, cfg.source(), err)
 		}
 		cands = append(cands, c)
 	}
@@ -308,10 +362,10 @@ func noProbabilities(ending string, cfgs ...cvConfig) string {
 		}
 		switch {
 		case len(missing) > 0 && len(missing) == len(names):
-			return fmt.Sprintf("%s (--cv %s) has no CASE.npz probabilities (validate with --save-probabilities)", c.Dir, c.Name)
+			return fmt.Sprintf("%s (--cv %s) has no CASE.npz probabilities (train with --npz, or validate with --save-probabilities)", c.Dir, c.Name)
 		case len(missing) > 0:
 			slices.Sort(missing)
-			return fmt.Sprintf("%s (--cv %s): %d of %d label files have no CASE.npz beside them (%s first): validate every fold with --save-probabilities", c.Dir, c.Name, len(missing), len(names), missing[0])
+			return fmt.Sprintf("%s (--cv %s): %d of %d label files have no CASE.npz beside them (%s first): train every fold with --npz (or validate it with --save-probabilities)", c.Dir, c.Name, len(missing), len(names), missing[0])
 		}
 	}
 	return ""
@@ -379,9 +433,23 @@ type bestInfo struct {
 	PostprocessedFolder    string          `json:"postprocessed_folder"`
 }
 
-// MarshalJSON writes a --cv as {"name": NAME, "folder": DIR}.
+// source is the folder --cv named.
+func (c cvConfig) source() string {
+	if c.ModelDir != "" {
+		return c.ModelDir
+	}
+	return c.Dir
+}
+
+// MarshalJSON writes a --cv as {"name": NAME, "folder": DIR}, with the
+// training output folder and the folds gathered from it when it was one
+// (DIR is then where they were gathered).
 func (c cvConfig) MarshalJSON() ([]byte, error) {
-	return json.Marshal(map[string]string{"name": c.Name, "folder": c.Dir})
+	m := map[string]any{"name": c.Name, "folder": c.Dir}
+	if c.ModelDir != "" {
+		m["model_folder"], m["folds"] = c.ModelDir, c.Folds
+	}
+	return json.Marshal(m)
 }
 
 func inferenceInformation(opts *FindBestOptions, cands []*candidate, best *candidate, skipped []string, planPath string, steps int, post float64) findBestInfo {
@@ -408,18 +476,34 @@ func inferenceInstructions(opts *FindBestOptions, best *candidate, planPath stri
 	if err != nil {
 		return "", err
 	}
+	models := map[string]string{} // member → its --model-dir and the flags picking its runs
+	placeholders := false
+	for _, m := range best.Members {
+		c := cvConfig{Name: m} // a member not among opts.CV: a placeholder
+		if i := slices.IndexFunc(opts.CV, func(c cvConfig) bool { return c.Name == m }); i >= 0 {
+			c = opts.CV[i]
+		}
+		if models[m], err = modelArgs(c, opts.RunID); err != nil {
+			return "", err
+		}
+		placeholders = placeholders || c.ModelDir == ""
+	}
 	var b strings.Builder
-	b.WriteString("Run inference like this (INPUT_FOLDER: the test images; MODEL_DIR_<NAME>: the training output folder of\n")
-	b.WriteString("configuration NAME, <output_dir>/<experiment>, holding fold_<k>/; add --device cuda to predict on a GPU):\n\n")
+	if placeholders {
+		b.WriteString("Run inference like this (INPUT_FOLDER: the test images; MODEL_DIR_<NAME>: the training output folder of\n")
+		b.WriteString("configuration NAME, <output_dir>/<experiment>, holding fold_<k>/; add --device cuda to predict on a GPU):\n\n")
+	} else {
+		b.WriteString("Run inference like this (INPUT_FOLDER: the test images; add --device cuda to predict on a GPU):\n\n")
+	}
 	if len(best.Members) == 1 {
-		fmt.Fprintf(&b, "train predict --model-dir MODEL_DIR_%s -i INPUT_FOLDER -o OUTPUT_FOLDER\n", best.Members[0])
+		fmt.Fprintf(&b, "train predict --model-dir %s -i INPUT_FOLDER -o OUTPUT_FOLDER\n", models[best.Members[0]])
 	} else {
 		b.WriteString("An ensemble won: predict with each member, saving the probabilities, then ensemble them:\n\n")
 		var outs []string
 		for _, m := range best.Members {
 			o := "OUTPUT_FOLDER_" + m
 			outs = append(outs, o)
-			fmt.Fprintf(&b, "train predict --model-dir MODEL_DIR_%s -i INPUT_FOLDER -o %s --save-probabilities\n", m, o)
+			fmt.Fprintf(&b, "train predict --model-dir %s -i INPUT_FOLDER -o %s --save-probabilities\n", models[m], o)
 		}
 		fmt.Fprintf(&b, "train ensemble -i %s -o OUTPUT_FOLDER", strings.Join(outs, " "))
 		if opts.DatasetJSON != "" {
@@ -437,8 +521,30 @@ func inferenceInstructions(opts *FindBestOptions, best *candidate, planPath stri
 	b.WriteString("\nOnce inference is completed, run the post-processing like this:\n\n")
 	fmt.Fprintf(&b, "train postprocess apply --plan %s OUTPUT_FOLDER OUTPUT_FOLDER_PP\n", shellQuote(plan))
 	if len(best.Members) == 1 {
-		fmt.Fprintf(&b, "\n(or both at once: train predict --model-dir MODEL_DIR_%s -i INPUT_FOLDER -o OUTPUT_FOLDER_PP --postprocessing %s)\n",
-			best.Members[0], shellQuote(plan))
+		fmt.Fprintf(&b, "\n(or both at once: train predict --model-dir %s -i INPUT_FOLDER -o OUTPUT_FOLDER_PP --postprocessing %s)\n",
+			models[best.Members[0]], shellQuote(plan))
 	}
 	return b.String(), nil
+}
+
+// modelArgs is what follows predict's --model-dir for configuration c:
+// its training output folder (absolute) with the folds, run id and
+// checkpoint its cross-validation used, or the placeholder MODEL_DIR_<NAME>
+// for a folder of pooled predictions, whose models find-best cannot know.
+func modelArgs(c cvConfig, runID int) (string, error) {
+	if c.ModelDir == "" {
+		return "MODEL_DIR_" + c.Name, nil
+	}
+	dir, err := filepath.Abs(c.ModelDir)
+	if err != nil {
+		return "", err
+	}
+	out := shellQuote(dir) + " --fold " + intsText(c.Folds, ",")
+	if runID != 0 {
+		out += fmt.Sprintf(" --run-id %d", runID)
+	}
+	if c.CheckpointName != "" {
+		out += " --checkpoint-name " + c.CheckpointName
+	}
+	return out, nil
 }

@@ -370,3 +370,109 @@ func TestFindBestTieAndNaN(t *testing.T) {
 		}
 	}
 }
+
+// TestFindBestGathersFolds: --cv NAME=runs/EXP (a training output folder)
+// gathers each fold's final validation (fold_<k>/run_<r>/validation/) into
+// OUT/NAME as nnU-Net's accumulate_cv_results, scores that, and names the
+// folder, its folds, run id and checkpoint in the instructions; a fold
+// without a final validation, folds validating the same case, or folds
+// that validated different checkpoints are errors naming them, and files
+// of an earlier gathering are removed.
+func TestFindBestGathersFolds(t *testing.T) {
+	ids := []string{"hippocampus_001", "hippocampus_006", "hippocampus_011"}
+	raw := smallRawDataset(t, ids...)
+	refs := filepath.Join(raw, "labelsTr")
+	root := t.TempDir()
+	model := filepath.Join(root, "runs", "exp")
+	// fold 0 validated the first two cases, fold 1 the third; each
+	// prediction is the reference itself.
+	write := func(path string, b []byte) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setFold := func(fold, run int, final string, cases ...string) string {
+		t.Helper()
+		dir := foldRunDir(model, fold, run)
+		os.RemoveAll(dir)
+		for _, id := range cases {
+			b, err := os.ReadFile(filepath.Join(refs, id+".nii.gz"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			write(filepath.Join(dir, "validation", id+".nii.gz"), b)
+		}
+		write(filepath.Join(dir, "validation", "summary.json"), []byte("{}\n"))
+		write(filepath.Join(dir, "config.yaml"), []byte("data:\n  dataset: "+raw+"\n  num_folds: 2\ntrain:\n  patch_size: [16, 16, 16]\nvalidation:\n  final: "+final+"\n"))
+		return dir
+	}
+	setFold(0, 0, "last", ids[0], ids[1])
+	fold1 := setFold(1, 0, "last", ids[2])
+	out := filepath.Join(root, "fb")
+	stale := filepath.Join(out, "x", "hippocampus_099.nii.gz")
+	write(stale, []byte("an earlier gathering's"))
+	findBest := func(extra ...string) (string, error) {
+		o, errb, err := runCmd(t, append([]string{"find-best", "--cv", "x=" + model, "--ref", refs, "--dataset-json", filepath.Join(raw, "dataset.json"), "-o", out}, extra...)...)
+		return o.String() + errb.String(), err
+	}
+	log, err := findBest()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	if !strings.Contains(log, "x: the final validations of folds 0 1 (run 0) of "+model+": 3 cases, gathered in "+filepath.Join(out, "x")) ||
+		!strings.Contains(log, "x: foreground mean Dice 1.00000 over 3 cases") {
+		t.Errorf("find-best's log:\n%s", log)
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Error("an earlier gathering's file was left in OUT/x")
+	}
+	text, err := os.ReadFile(filepath.Join(out, "inference_instructions.txt"))
+	if err != nil || !strings.Contains(string(text), "train predict --model-dir "+model+" --fold 0,1 -i INPUT_FOLDER -o OUTPUT_FOLDER\n") ||
+		strings.Contains(string(text), "MODEL_DIR_") {
+		t.Errorf("instructions: %v\n%s", err, text)
+	}
+	var info findBestInfo
+	if b, err := os.ReadFile(filepath.Join(out, "inference_information.json")); err != nil || json.Unmarshal(b, &info) != nil ||
+		!strings.Contains(string(b), `"model_folder": "`+model+`"`) {
+		t.Errorf("inference_information.json: %v\n%s", err, b)
+	}
+
+	// --folds 0 and run 1 whose folds validated their best checkpoint.
+	setFold(0, 1, "best", ids[0], ids[1])
+	setFold(1, 1, "best", ids[2])
+	if log, err := findBest("--folds", "0", "--run-id", "1"); err != nil || !strings.Contains(log, "over 2 cases") {
+		t.Errorf("--folds 0 --run-id 1: %v\n%s", err, log)
+	}
+	text, _ = os.ReadFile(filepath.Join(out, "inference_instructions.txt"))
+	if !strings.Contains(string(text), "--model-dir "+model+" --fold 0 --run-id 1 --checkpoint-name best -i INPUT_FOLDER") {
+		t.Errorf("instructions for --folds 0 --run-id 1:\n%s", text)
+	}
+
+	for _, c := range []struct {
+		setup func()
+		args  []string
+		want  string
+	}{
+		{func() { os.Remove(filepath.Join(fold1, "validation", "summary.json")) }, nil,
+			"--cv x=" + model + ": fold 1 has no final validation (" + filepath.Join(fold1, "validation") + "/summary.json)"},
+		{func() { setFold(1, 0, "last", ids[1], ids[2]) }, nil, "folds 0 and 1 both have a prediction hippocampus_006.nii.gz"},
+		{func() { setFold(1, 0, "best", ids[2]) }, nil, "folds [1] validated their best checkpoint, folds [0] their last"},
+		{func() {}, []string{"--run-id", "2"}, "no fold_<k>/run_2"},
+		{func() {}, []string{"--folds", "-1"}, "--folds [-1]: want folds ≥ 0"},
+	} {
+		setFold(1, 0, "last", ids[2])
+		c.setup()
+		if _, err := findBest(c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+	pooled := filepath.Join(model, "fold_0", "run_0", "validation")
+	if _, _, err := runCmd(t, "find-best", "--cv", "x="+pooled, "--ref", refs, "-o", filepath.Join(root, "fb2"), "--folds", "0"); err == nil ||
+		!strings.Contains(err.Error(), "no --cv names one") {
+		t.Errorf("--folds with pooled predictions: %v", err)
+	}
+}

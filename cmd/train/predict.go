@@ -243,30 +243,17 @@ func (o *PredictOptions) checkpointPaths() ([]string, error) {
 		return nil, fmt.Errorf("--model-dir %s: not a folder (want a training output folder, <output_dir>/<experiment>)", o.ModelDir)
 	}
 	ckpt := func(fold int) string {
-		dir := fmt.Sprintf("fold_%d", fold)
-		if fold == -1 {
-			dir = "fold_all"
-		}
-		return filepath.Join(o.ModelDir, dir, fmt.Sprintf("run_%d", o.RunID), "checkpoints", o.CheckpointName)
+		return filepath.Join(foldRunDir(o.ModelDir, fold, o.RunID), "checkpoints", o.CheckpointName)
 	}
 	folds := o.Folds
 	if folds == nil {
 		// As nnU-Net's auto_detect_available_folds: every fold_<k> (not
 		// fold_all) that has the checkpoint.
-		ents, err := os.ReadDir(o.ModelDir)
+		var err error
+		folds, err = modelFolds(o.ModelDir, func(k int) bool { _, err := os.Stat(ckpt(k)); return err == nil })
 		if err != nil {
 			return nil, fmt.Errorf("--model-dir %w", err)
 		}
-		for _, e := range ents {
-			k, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "fold_"))
-			if err != nil || !strings.HasPrefix(e.Name(), "fold_") || k < 0 {
-				continue
-			}
-			if _, err := os.Stat(ckpt(k)); err == nil {
-				folds = append(folds, k)
-			}
-		}
-		slices.Sort(folds)
 		if len(folds) == 0 {
 			return nil, fmt.Errorf("--model-dir %s: no fold_<k>/run_%d/checkpoints/%s (give --fold, --run-id or --checkpoint-name)", o.ModelDir, o.RunID, o.CheckpointName)
 		}

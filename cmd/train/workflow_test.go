@@ -16,12 +16,14 @@ import (
 
 // TestWorkflowEndToEnd is nnU-Net's whole workflow with voxtrain alone,
 // on a few small cases in nnU-Net's raw layout: train plan → train each
-// fold of the planned config → validate each fold (its predictions and
-// probabilities) → train postprocess determine on the pooled
-// cross-validation predictions, and train find-best on them (one
-// configuration: it must choose it and the same post-processing) → train
-// predict a test folder with the fold ensemble, probabilities and
-// the post-processing → train evaluate. The planned config is used as
+// fold of the planned config with --npz (which ends with the final
+// validation: the fold's predictions and probabilities in its run's
+// validation/) → train postprocess determine on the pooled
+// cross-validation predictions, and train find-best on the training
+// output folder (one configuration: it must gather the folds' final
+// validations, choose it and the same post-processing) → train predict a
+// test folder with the fold ensemble, probabilities and the
+// post-processing → train evaluate. The planned config is used as
 // written but for its budget (epochs, iterations, device, folds) and its
 // width (features), which the test shrinks to train on a CPU in seconds.
 // It checks the plumbing, not the Dice: every file where it belongs, the
@@ -95,7 +97,9 @@ func TestWorkflowEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// 2. Train both folds; 3. validate each, pooling the predictions.
+	// 2. Train both folds, each ending with its final validation (the
+	// planned config's validation.final: last; --npz adds CASE.npz);
+	// 3. pool the folds' predictions.
 	runs := filepath.Join(root, "runs")
 	exp := filepath.Join(runs, "Dataset004_Hippocampus_3d_fullres")
 	if _, err := os.Stat(filepath.Join(exp)); err == nil {
@@ -114,10 +118,11 @@ func TestWorkflowEndToEnd(t *testing.T) {
 	validated := map[string]float64{} // case → Dice of label 1, as validate reported it
 	for fold := 0; fold < 2; fold++ {
 		f := itoa(fold)
-		run("--config", cfgPath, "--fold", f, "--output-dir", runs, "--threads", "2")
-		ck := filepath.Join(runs, experiment, "fold_"+f, "run_0", "checkpoints", "last")
-		val := filepath.Join(root, "validation_fold_"+f)
-		run("validate", "--checkpoint", ck, "--output", val, "--save-probabilities", "--threads", "2")
+		log := run("--config", cfgPath, "--fold", f, "--output-dir", runs, "--threads", "2", "--npz")
+		val := filepath.Join(runs, experiment, "fold_"+f, "run_0", "validation")
+		if !strings.Contains(log, "final validation: ") {
+			t.Errorf("fold %d: no final validation in the log:\n%s", fold, log)
+		}
 		s, err := evaluation.Read(filepath.Join(val, "summary.json"))
 		if err != nil {
 			t.Fatal(err)
@@ -136,7 +141,7 @@ func TestWorkflowEndToEnd(t *testing.T) {
 				t.Fatal(err)
 			}
 			if _, err := os.Stat(filepath.Join(val, id+".npz")); err != nil {
-				t.Errorf("validate --save-probabilities: %v", err)
+				t.Errorf("train --npz: %v", err)
 			}
 		}
 	}
@@ -163,10 +168,11 @@ func TestWorkflowEndToEnd(t *testing.T) {
 		}
 	}
 
-	// find-best with this one configuration chooses it and the same
+	// find-best with this one configuration, its training output folder,
+	// gathers the folds' final validations, chooses it and the same
 	// post-processing as postprocess determine.
 	fb := filepath.Join(root, "find_best")
-	run("find-best", "--cv", "3d_fullres="+cv, "--ref", filepath.Join(raw, "labelsTr"), "--dataset-json", filepath.Join(raw, "dataset.json"), "-o", fb)
+	run("find-best", "--cv", "3d_fullres="+filepath.Join(runs, experiment), "--ref", filepath.Join(raw, "labelsTr"), "--dataset-json", filepath.Join(raw, "dataset.json"), "-o", fb)
 	pp, err := postprocess.Load(ppPath)
 	if err != nil {
 		t.Fatal(err)
@@ -178,15 +184,32 @@ func TestWorkflowEndToEnd(t *testing.T) {
 	if !reflect.DeepEqual(pp.Steps, fbpp.Steps) || !reflect.DeepEqual(pp.Decisions, fbpp.Decisions) {
 		t.Errorf("find-best's post-processing %+v, postprocess determine's %+v", fbpp, pp)
 	}
+	for id := range validated {
+		for _, ext := range []string{".nii.gz", ".npz"} {
+			a, err1 := os.ReadFile(filepath.Join(fb, "3d_fullres", id+ext))
+			b, err2 := os.ReadFile(filepath.Join(cv, id+ext))
+			if ext == ".npz" {
+				fold := "0"
+				if _, err := os.Stat(filepath.Join(runs, experiment, "fold_1", "run_0", "validation", id+ext)); err == nil {
+					fold = "1"
+				}
+				b, err2 = os.ReadFile(filepath.Join(runs, experiment, "fold_"+fold, "run_0", "validation", id+ext))
+			}
+			if err1 != nil || err2 != nil || string(a) != string(b) {
+				t.Errorf("find-best's gathered %s%s: %v, %v, same as the fold's: %v", id, ext, err1, err2, string(a) == string(b))
+			}
+		}
+	}
 	if text, err := os.ReadFile(filepath.Join(fb, "inference_instructions.txt")); err != nil ||
-		!strings.Contains(string(text), "train predict --model-dir MODEL_DIR_3d_fullres -i INPUT_FOLDER -o OUTPUT_FOLDER\n") {
+		!strings.Contains(string(text), "train predict --model-dir "+filepath.Join(runs, experiment)+" --fold 0,1 -i INPUT_FOLDER -o OUTPUT_FOLDER\n") {
 		t.Errorf("find-best's instructions: %v\n%s", err, text)
 	}
 
 	// 5. Predict the test folder with the fold ensemble, probabilities and
 	// post-processing; 6. evaluate it.
 	preds := filepath.Join(root, "preds")
-	log := run("predict", "--model-dir", filepath.Join(runs, experiment), "--fold", "0", "1", "-i", filepath.Join(raw, "imagesTs"),
+	// --fold as find-best's instructions write it.
+	log := run("predict", "--model-dir", filepath.Join(runs, experiment), "--fold", "0,1", "-i", filepath.Join(raw, "imagesTs"),
 		"-o", preds, "--save-probabilities", "--postprocessing", ppPath, "--threads", "2")
 	if !strings.Contains(log, "2 cases, 2 checkpoints, mirroring on") || !strings.Contains(log, "post-processing "+ppPath) {
 		t.Errorf("predict's log:\n%s", log)
