@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/ensemble"
 	"github.com/voxtrain/voxtrain/evaluation"
 	"github.com/voxtrain/voxtrain/internal/atomicfile"
@@ -102,7 +103,7 @@ func NewCmdFindBest(f *Factory, runF func(context.Context, *FindBestOptions) err
 	opts := &FindBestOptions{IO: f.IO}
 	var cv []string
 	cmd := &cobra.Command{
-		Use:   "find-best --cv NAME=DIR [--cv NAME=DIR ...] --ref LABELS --dataset-json dataset.json -o OUT",
+		Use:   "find-best --cv NAME=DIR [--cv NAME=DIR ...] [--ref LABELS --dataset-json dataset.json] -o OUT",
 		Short: "Pick the best configuration or pair of configurations from cross-validation (nnUNetv2_find_best_configuration)",
 		Long: `find-best does what nnUNetv2_find_best_configuration does. Each --cv
 NAME=DIR is one configuration: its training output folder (runs/EXP, with
@@ -110,7 +111,8 @@ fold_<k>/run_<r>/validation/ from each fold's final validation,
 validation.final; train --npz adds the CASE.npz ensembling needs), whose
 folds' validations are gathered into OUT/NAME as nnU-Net's
 accumulate_cv_results does (--folds, default every fold of the runs'
-data.num_folds; --run-id); or a folder of pooled cross-validation
+data.num_folds; --run-id; --ref and --dataset-json default to the
+labelsTr and dataset.json of the dataset the runs trained on); or a folder of pooled cross-validation
 predictions: every training case's label file, and its CASE.npz for
 ensembling (e.g. train validate --output DIR --save-probabilities of each
 fold, all into DIR).
@@ -127,8 +129,7 @@ holds every candidate's score, the chosen one and the post-processing;
 OUT/inference_instructions.txt the commands that predict a test folder the
 same way, with MODEL_DIR_<NAME> standing for each configuration's training
 output folder (train predict --model-dir).`,
-		Example: `  train find-best --cv 3d_fullres=runs/Dataset004_Hippocampus_3d_fullres --cv 2d=runs/Dataset004_Hippocampus_2d \
-      --ref /data/Dataset004_Hippocampus/labelsTr --dataset-json /data/Dataset004_Hippocampus/dataset.json -o /data/find_best
+		Example: `  train find-best --cv 3d_fullres=runs/Dataset004_Hippocampus_3d_fullres --cv 2d=runs/Dataset004_Hippocampus_2d -o find_best
   train find-best --cv 3d_fullres=/data/cv/3d_fullres --cv 2d=/data/cv/2d \
       --ref /data/Dataset004_Hippocampus/labelsTr --dataset-json /data/Dataset004_Hippocampus/dataset.json -o /data/find_best`,
 		Args: cobra.NoArgs,
@@ -139,8 +140,6 @@ output folder (train predict --model-dir).`,
 			switch {
 			case len(cv) == 0:
 				return usageErr(cmd, errors.New("--cv NAME=DIR is required (repeat it for each configuration)"))
-			case opts.RefDir == "":
-				return usageErr(cmd, errors.New("--ref is required (the folder of the training cases' labels)"))
 			case opts.Output == "":
 				return usageErr(cmd, errors.New("--output (-o) is required"))
 			}
@@ -157,6 +156,14 @@ output folder (train predict --model-dir).`,
 			case !models && (cmd.Flags().Changed("folds") || cmd.Flags().Changed("run-id")):
 				return errors.New("--folds and --run-id pick the runs of a training output folder: no --cv names one (each is a folder of pooled predictions)")
 			}
+			if opts.RefDir == "" {
+				if !models {
+					return usageErr(cmd, errors.New("--ref is required (the folder of the training cases' labels)"))
+				}
+				if err := opts.trainedDataset(cmd.Flags().Changed("dataset-json")); err != nil {
+					return err
+				}
+			}
 			if fi, err := os.Stat(opts.RefDir); err != nil || !fi.IsDir() {
 				return fmt.Errorf("--ref %s: not a folder (want the training cases' labels, e.g. labelsTr)", opts.RefDir)
 			}
@@ -170,7 +177,7 @@ output folder (train predict --model-dir).`,
 	fl.StringArrayVar(&cv, "cv", nil, "NAME=DIR: a configuration's name and its training output folder (runs/EXP) or pooled cross-validation predictions (repeat)")
 	fl.IntSliceVar(&opts.Folds, "folds", nil, "folds whose final validations a training output folder contributes, e.g. 0,1,2 (default: every fold of its runs' data.num_folds)")
 	fl.IntVar(&opts.RunID, "run-id", 0, "run of each fold of a training output folder (run_<id>)")
-	fl.StringVar(&opts.RefDir, "ref", "", "folder of the references (the training cases' labels), same file names")
+	fl.StringVar(&opts.RefDir, "ref", "", "folder of the references (the training cases' labels), same file names (default with training output folders: their dataset's labelsTr, and its dataset.json)")
 	fl.StringVarP(&opts.Output, "output", "o", "", "folder for the candidates' summaries, the ensembles, postprocessing.json and the inference instructions")
 	fl.BoolVar(&opts.NoEnsembling, "no-ensembling", false, "score the configurations alone, no pairs (nnU-Net's --disable_ensembling)")
 	fl.BoolVar(&opts.MultiLabel, "multi-label", false, "the models' channels are sigmoid classes (model.targets multi_label) without regions: ensembles give bit-packed labels, as train ensemble --multi-label")
@@ -547,4 +554,46 @@ func modelArgs(c cvConfig, runID int) (string, error) {
 		out += " --checkpoint-name " + c.CheckpointName
 	}
 	return out, nil
+}
+
+// trainedDataset sets RefDir (and DatasetJSON unless given: keepJSON) from
+// the dataset the --cv training output folders trained on (data.dataset
+// of a run's config.yaml): its labelsTr and dataset.json, nnU-Net's
+// layout and MSD's, as nnU-Net's find_best takes the references from the
+// dataset. Every folder must have trained on the same dataset.
+func (o *FindBestOptions) trainedDataset(keepJSON bool) error {
+	dataset := ""
+	for _, c := range o.CV {
+		if c.ModelDir == "" {
+			continue
+		}
+		folds, err := modelFolds(c.ModelDir, func(k int) bool {
+			_, err := os.Stat(filepath.Join(foldRunDir(c.ModelDir, k, o.RunID), "config.yaml"))
+			return err == nil
+		})
+		if err != nil || len(folds) == 0 {
+			return fmt.Errorf("--cv %s=%s: no fold_<k>/run_%d/config.yaml to take the dataset from: give --ref", c.Name, c.ModelDir, o.RunID)
+		}
+		cfg, err := config.Load(filepath.Join(foldRunDir(c.ModelDir, folds[0], o.RunID), "config.yaml"))
+		if err != nil {
+			return fmt.Errorf("--cv %s=%s: %w (or give --ref)", c.Name, c.ModelDir, err)
+		}
+		switch {
+		case cfg.Data.Dataset == "":
+			return fmt.Errorf("--cv %s=%s trained on a list of cases (data.cases), not a dataset folder: give --ref", c.Name, c.ModelDir)
+		case dataset != "" && !samepath.Same(dataset, cfg.Data.Dataset):
+			return fmt.Errorf("--cv %s=%s trained on %s, another --cv on %s: give --ref", c.Name, c.ModelDir, cfg.Data.Dataset, dataset)
+		}
+		dataset = cfg.Data.Dataset
+	}
+	o.RefDir = filepath.Join(dataset, "labelsTr")
+	if fi, err := os.Stat(o.RefDir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("the runs' dataset %s has no labelsTr folder: give --ref", dataset)
+	}
+	if dj := filepath.Join(dataset, "dataset.json"); !keepJSON {
+		if _, err := os.Stat(dj); err == nil {
+			o.DatasetJSON = dj
+		}
+	}
+	return nil
 }

@@ -441,6 +441,16 @@ func TestFindBestGathersFolds(t *testing.T) {
 		t.Errorf("inference_information.json: %v\n%s", err, b)
 	}
 
+	// Without --ref and --dataset-json: the runs' dataset's.
+	o, errb, err := runCmd(t, "find-best", "--cv", "x="+model, "-o", out)
+	if err != nil || !strings.Contains(o.String(), "x: foreground mean Dice 1.00000 over 3 cases") {
+		t.Errorf("find-best without --ref: %v\n%s\n%s", err, o, errb)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "inference_information.json")); err != nil ||
+		!strings.Contains(string(b), `"reference_folder": "`+refs+`"`) || !strings.Contains(string(b), `"dataset_json": "`+filepath.Join(raw, "dataset.json")+`"`) {
+		t.Errorf("inference_information.json without --ref: %v\n%s", err, b)
+	}
+
 	// --folds 0 and run 1 whose folds validated their best checkpoint.
 	setFold(0, 1, "best", ids[0], ids[1])
 	setFold(1, 1, "best", ids[2])
@@ -470,7 +480,14 @@ func TestFindBestGathersFolds(t *testing.T) {
 			t.Errorf("%v: %v, want %q", c.args, err, c.want)
 		}
 	}
+	if _, _, err := runCmd(t, "find-best", "--cv", "x="+model, "--run-id", "3", "-o", out); err == nil ||
+		!strings.Contains(err.Error(), "no fold_<k>/run_3/config.yaml to take the dataset from: give --ref") {
+		t.Errorf("find-best without --ref, no such run: %v", err)
+	}
 	pooled := filepath.Join(model, "fold_0", "run_0", "validation")
+	if _, _, err := runCmd(t, "find-best", "--cv", "x="+pooled, "-o", out); err == nil || !strings.Contains(err.Error(), "--ref is required") {
+		t.Errorf("pooled predictions without --ref: %v", err)
+	}
 	if _, _, err := runCmd(t, "find-best", "--cv", "x="+pooled, "--ref", refs, "-o", filepath.Join(root, "fb2"), "--folds", "0"); err == nil ||
 		!strings.Contains(err.Error(), "no --cv names one") {
 		t.Errorf("--folds with pooled predictions: %v", err)

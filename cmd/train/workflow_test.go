@@ -172,7 +172,8 @@ func TestWorkflowEndToEnd(t *testing.T) {
 	// gathers the folds' final validations, chooses it and the same
 	// post-processing as postprocess determine.
 	fb := filepath.Join(root, "find_best")
-	run("find-best", "--cv", "3d_fullres="+filepath.Join(runs, experiment), "--ref", filepath.Join(raw, "labelsTr"), "--dataset-json", filepath.Join(raw, "dataset.json"), "-o", fb)
+	// --ref and --dataset-json: the trained dataset's, as nnU-Net's.
+	run("find-best", "--cv", "3d_fullres="+filepath.Join(runs, experiment), "-o", fb)
 	pp, err := postprocess.Load(ppPath)
 	if err != nil {
 		t.Fatal(err)
