@@ -217,6 +217,14 @@ func findBestRun(opts *FindBestOptions) error {
 	}
 	for i := range opts.CV {
 		if c := &opts.CV[i]; c.ModelDir != "" {
+			// The gathering empties OUT/NAME of label files first: never a
+			// folder find-best reads.
+			dst := filepath.Join(opts.Output, c.Name)
+			for _, o := range opts.CV {
+				if o.ModelDir == "" && samepath.Same(dst, o.Dir) || samepath.Same(dst, opts.RefDir) {
+					return fmt.Errorf("--cv %s=%s gathers its folds into %s, which is an input (--cv or --ref): give another --output", c.Name, c.ModelDir, dst)
+				}
+			}
 			if err := gatherCrossval(c, opts.Folds, opts.RunID, sc.ending, filepath.Join(opts.Output, c.Name), out); err != nil {
 				return err
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/evaluation"
+	"github.com/voxtrain/voxtrain/internal/samepath"
 	"github.com/voxtrain/voxtrain/volume"
 )
 
@@ -44,6 +45,11 @@ func gatherCrossval(c *cvConfig, folds []int, runID int, ending, dst string, log
 		}
 		for k := 0; k < cfg.Data.NumFolds; k++ {
 			folds = append(folds, k)
+		}
+	}
+	for _, k := range folds {
+		if val := filepath.Join(foldRunDir(c.ModelDir, k, runID), "validation"); samepath.Same(dst, val) {
+			return fmt.Errorf("%s: the folds would be gathered into fold %d's own validation %s: give another --output", where, k, val)
 		}
 	}
 	if err := clearCrossval(dst); err != nil {

@@ -484,7 +484,24 @@ func TestFindBestGathersFolds(t *testing.T) {
 		!strings.Contains(err.Error(), "no fold_<k>/run_3/config.yaml to take the dataset from: give --ref") {
 		t.Errorf("find-best without --ref, no such run: %v", err)
 	}
+	// Gathering never empties an input: another --cv, the references, a
+	// fold's own validation.
 	pooled := filepath.Join(model, "fold_0", "run_0", "validation")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cv", "x=" + model, "--cv", "y=" + filepath.Join(out, "x"), "--ref", refs, "-o", out}, "which is an input"},
+		{[]string{"--cv", "labelsTr=" + model, "--ref", refs, "-o", raw}, "which is an input"},
+		{[]string{"--cv", "validation=" + model, "--ref", refs, "-o", filepath.Dir(pooled)}, "fold 0's own validation"},
+	} {
+		if _, _, err := runCmd(t, append([]string{"find-best"}, c.args...)...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(pooled, ids[0]+".nii.gz")); err != nil {
+		t.Errorf("fold 0's validation lost a file: %v", err)
+	}
 	if _, _, err := runCmd(t, "find-best", "--cv", "x="+pooled, "-o", out); err == nil || !strings.Contains(err.Error(), "--ref is required") {
 		t.Errorf("pooled predictions without --ref: %v", err)
 	}
