@@ -129,7 +129,7 @@ holds every candidate's score, the chosen one and the post-processing;
 OUT/inference_instructions.txt the commands that predict a test folder the
 same way, with MODEL_DIR_<NAME> standing for each configuration's training
 output folder (train predict --model-dir).`,
-		Example: `  train find-best --cv 3d_fullres=runs/Dataset004_Hippocampus_3d_fullres --cv 2d=runs/Dataset004_Hippocampus_2d -o find_best
+		Example: `  train find-best --cv 3d_fullres=/data/runs/Dataset004_Hippocampus_3d_fullres --cv 2d=/data/runs/Dataset004_Hippocampus_2d -o /data/find_best
   train find-best --cv 3d_fullres=/data/cv/3d_fullres --cv 2d=/data/cv/2d \
       --ref /data/Dataset004_Hippocampus/labelsTr --dataset-json /data/Dataset004_Hippocampus/dataset.json -o /data/find_best`,
 		Args: cobra.NoArgs,
