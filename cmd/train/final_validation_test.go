@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -127,6 +128,25 @@ func TestFinalValidationIsValidate(t *testing.T) {
 	// Printed: HD95 is NaN (not computed), which DeepEqual never matches.
 	if len(sf.Cases) != 4 || fmt.Sprintf("%+v", sf.Mean) != fmt.Sprintf("%+v", sv.Mean) {
 		t.Errorf("final validation: %d cases, means %+v; train validate's means %+v", len(sf.Cases), sf.Mean, sv.Mean)
+	}
+
+	// A signal during the final validation (its context cancelled) ends it
+	// with the cancellation, which main's exit status calls interrupted.
+	o, err := capture(t, NewCmdTrain, "--config", cfg, "--output-dir", runs, "--resume", "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.IO = &IOStreams{Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}
+	dev, err := openComputeDevice("cpu", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = finalValidation(ctx, o, dev, runDir, 0)
+	dev.Close()
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled final validation returned %v, want context.Canceled", err)
 	}
 
 	// Resuming the completed run trains nothing and validates again; it

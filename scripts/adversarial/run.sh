@@ -143,6 +143,11 @@ case_ "info on dir" err 30 $T info $W
 case_ "info text file" err 30 $T info $W/base.yaml
 case_ "plot missing run" err 30 $T plot $W/nonexistent
 case_ "resume auto (finished run)" ok 120 $T --config $C --resume auto
+case_ "--final-validation bogus" err 60 $T --config $C --resume auto --final-validation bogus
+case_ "final validation of the finished run (--npz)" ok 300 $T --config $C --resume auto --npz
+case_ "find-best: folds 1-4 not validated" err 60 $T find-best --cv adv=$W/runs/adv -o $W/fb
+case_ "find-best --folds 0, output = fold 0's run" err 60 $T find-best --cv validation=$W/runs/adv --folds 0 -o $W/runs/adv/fold_0/run_0
+case_ "find-best --folds 0" ok 120 $T find-best --cv adv=$W/runs/adv --folds 0 -o $W/fb
 # corrupt metrics.jsonl then resume with more epochs
 printf '{"epoch": 1, "loss": \n' >> $W/runs/adv/fold_0/run_0/metrics.jsonl
 case_ "resume w/ torn metrics.jsonl" ok 300 $T --config $C --resume auto --epochs 2
@@ -196,6 +201,11 @@ c slide "  mode: patch=>  mode: sliding||iterations: 1=>iterations: 1\n  max_cas
 n=$((n+1)); $T --config $W/slide.yaml --run-id 41 > $W/c$n.out 2> $W/c$n.err & p=$!
 for i in $(seq 1 300); do grep -q -i "validat" $W/c$n.out $W/c$n.err 2>/dev/null && break; sleep 0.1; done; kill -TERM $p; wait $p; rc=$?
 printf "%d\t%s\trc=%s\t\t%s\n" $n "SIGTERM in sliding validation" $rc "$(grep -iE 'stopped|resume' $W/c$n.err | head -2 | tr '\n' ' ' | cut -c1-250)" >> $res
+# SIGTERM during the final validation (after the training completed): 143, and a resume validates again
+n=$((n+1)); $T --config $C --run-id 42 --final-validation last > $W/c$n.out 2> $W/c$n.err & p=$!
+for i in $(seq 1 600); do grep -q "final validation:" $W/c$n.out 2>/dev/null && break; sleep 0.05; done; kill -TERM $p; wait $p; rc=$?
+printf "%d\t%s\trc=%s\t\t%s\n" $n "SIGTERM in the final validation" $rc "$(tail -1 $W/c$n.err | cut -c1-250)" >> $res
+case_ "resume after SIGTERM in the final validation" ok 300 $T --config $C --run-id 42 --final-validation last --resume auto
 
 # --- round 3: data edits (one run directory each) and a full disk
 W=$W1/r3; mkdir -p $W; C=$W/base.yaml; mkcfg $C $DS
