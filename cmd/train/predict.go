@@ -48,6 +48,12 @@ type PredictOptions struct {
 	// Continue skips cases whose outputs exist (nnU-Net's
 	// --continue_prediction); by default they are overwritten, as there.
 	Continue bool
+	// NumParts and PartID split a folder's cases into NumParts shares
+	// and predict share PartID alone (the cases in name order, every
+	// NumParts-th from the PartID-th: nnU-Net's -num_parts/-part_id), so
+	// that several processes (one per GPU, or array tasks) predict one
+	// folder together. NumParts 1: every case.
+	NumParts, PartID int
 	// Postprocessing is a postprocessing.json (train postprocess
 	// determine) applied to each case's labels after argmax ("": none).
 	Postprocessing string
@@ -157,6 +163,12 @@ rerun with --continue-prediction predicts only the rest.`,
 				return fmt.Errorf("--checkpoint-name %q: want best or last", opts.CheckpointName)
 			case opts.RunID < 0:
 				return fmt.Errorf("--run-id %d: want ≥ 0", opts.RunID)
+			case opts.NumParts < 1:
+				return fmt.Errorf("--num-parts %d: want ≥ 1", opts.NumParts)
+			case opts.PartID < 0 || opts.PartID >= opts.NumParts:
+				return fmt.Errorf("--part-id %d: want 0 ≤ part-id < --num-parts (%d)", opts.PartID, opts.NumParts)
+			case opts.NumParts > 1 && isStoreOutput(opts.Output):
+				return fmt.Errorf("--num-parts splits a folder of cases: -o %s is one OME-Zarr store (predict its blocks with --continue-prediction instead)", opts.Output)
 			}
 			if err := opts.Model.check(fl); err != nil {
 				return err
@@ -189,6 +201,8 @@ rerun with --continue-prediction predicts only the rest.`,
 	fl.StringArrayVarP(&opts.Inputs, "input", "i", nil, "input folder or image file (repeat: several channel files of one case, or several files/folders)")
 	fl.StringVarP(&opts.Output, "output", "o", "", "output label file (one case), folder (many), or OUT.ome.zarr store (blockwise, one case)")
 	fl.BoolVar(&opts.SaveProbabilities, "save-probabilities", false, "also write the class probabilities as CASE.npz beside the labels")
+	fl.IntVar(&opts.NumParts, "num-parts", 1, "split the folder's cases into this many parts and predict one (--part-id), e.g. one process per GPU (nnU-Net's -num_parts)")
+	fl.IntVar(&opts.PartID, "part-id", 0, "the part of --num-parts this process predicts: 0 … num-parts−1 (nnU-Net's -part_id)")
 	fl.BoolVar(&opts.Continue, "continue-prediction", false, "skip cases whose outputs already exist, or an OME-Zarr output's blocks already written (default: overwrite them)")
 	fl.StringVar(&opts.ROI, "roi", "", "with -o OUT.ome.zarr: the region to predict, z0:z1,y0:y1,x0:x1 in the input's voxels (of the level read; default: the whole volume)")
 	fl.StringVar(&block, "block", "128", "with -o OUT.ome.zarr: the output block (and chunk) size, one size or z,y,x; memory grows with (block+2·patch)³")
@@ -352,6 +366,9 @@ func predictRun(ctx context.Context, opts *PredictOptions) error {
 	if err != nil {
 		return err
 	}
+	if single && opts.NumParts > 1 {
+		return fmt.Errorf("--num-parts splits a folder of cases: -o %s names one file", opts.Output)
+	}
 	var pp *postprocess.Plan
 	if opts.Postprocessing != "" {
 		if pp, err = postprocess.Load(opts.Postprocessing); err != nil {
@@ -385,8 +402,13 @@ func predictRun(ctx context.Context, opts *PredictOptions) error {
 		if err != nil {
 			return err
 		}
-		for _, c := range cases {
-			jobs = append(jobs, infer.Job{Case: c.Case, Labels: filepath.Join(opts.Output, c.ID+c.Ext)})
+		for i, c := range cases {
+			if i%opts.NumParts == opts.PartID {
+				jobs = append(jobs, infer.Job{Case: c.Case, Labels: filepath.Join(opts.Output, c.ID+c.Ext)})
+			}
+		}
+		if opts.NumParts > 1 {
+			fmt.Fprintf(opts.IO.Out, "part %d of %d: %d of the %d cases\n", opts.PartID, opts.NumParts, len(jobs), len(cases))
 		}
 	}
 	for i := range jobs {
