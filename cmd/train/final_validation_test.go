@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 
@@ -76,19 +75,7 @@ func TestFinalValidationIsValidate(t *testing.T) {
 		"--save-probabilities", "--threads", "2"); err != nil {
 		t.Fatalf("validate: %v\n%s\n%s", err, out, errb)
 	}
-	names := func(d string) []string {
-		ents, err := os.ReadDir(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, e := range ents {
-			out = append(out, e.Name())
-		}
-		slices.Sort(out)
-		return out
-	}
-	got, want := names(final), names(val)
+	got, want := testutil.DirNames(t, final), testutil.DirNames(t, val)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("the final validation wrote %v, train validate %v", got, want)
 	}
