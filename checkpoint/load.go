@@ -49,6 +49,21 @@ func Load(path string, model, optimizer []nn.HostTensor) (*Loaded, error) {
 	return loadDir(dir, model, optimizer)
 }
 
+// Dir returns the checkpoint directory path names, as Load resolves it:
+// path itself, the directory a last/best link or pointer file (file
+// systems without links) names, the checkpoint a model.safetensors path
+// is in; for a bare weights file, the folder it is in.
+func Dir(path string) (string, error) {
+	dir, bare, err := locate(path)
+	if err != nil {
+		return "", err
+	}
+	if bare != "" {
+		return filepath.Dir(bare), nil
+	}
+	return dir, nil
+}
+
 // locate resolves a path Load takes to a checkpoint directory (dir) or a
 // bare weights file (bare).
 func locate(path string) (dir, bare string, err error) {

@@ -84,3 +84,34 @@ func TestPointersNeverMissingOrPartial(t *testing.T) {
 		t.Errorf("best -> %s", got)
 	}
 }
+
+// TestDir: Dir resolves a checkpoint directory, a last link, a pointer
+// file (file systems without links), the model.safetensors inside a
+// checkpoint and a bare weights file's folder.
+func TestDir(t *testing.T) {
+	dir := t.TempDir()
+	s := &Saver{Dir: dir, Policy: config.Checkpoint{KeepRecent: 2}}
+	saved := mustSave(t, s, testCheckpoint(0, 1, 1, nil))
+	ck := saved.Dir
+	if err := os.WriteFile(filepath.Join(dir, "pointer"), []byte(filepath.Base(ck)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bare := filepath.Join(t.TempDir(), "w.safetensors")
+	if err := os.WriteFile(bare, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ path, want string }{
+		{ck, ck},
+		{filepath.Join(dir, "last"), ck},
+		{filepath.Join(dir, "pointer"), ck},
+		{filepath.Join(ck, modelFile), ck},
+		{bare, filepath.Dir(bare)},
+	} {
+		if got, err := Dir(c.path); err != nil || got != c.want {
+			t.Errorf("Dir(%s) = %s, %v; want %s", c.path, got, err, c.want)
+		}
+	}
+	if _, err := Dir(filepath.Join(dir, "missing")); err == nil {
+		t.Error("Dir of a missing path: no error")
+	}
+}

@@ -26,15 +26,9 @@ type Model struct {
 // last/best pointer, or the model.safetensors inside one) to the
 // directory holding config.yaml.
 func checkpointDir(path string) (string, error) {
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		path = real
-	}
-	fi, err := os.Stat(path)
+	path, err := checkpoint.Dir(path)
 	if err != nil {
-		return "", fmt.Errorf("checkpoint: %w", err)
-	}
-	if !fi.IsDir() {
-		path = filepath.Dir(path)
+		return "", err
 	}
 	if _, err := os.Stat(filepath.Join(path, "config.yaml")); err != nil {
 		return "", fmt.Errorf("checkpoint %s: no config.yaml beside the weights (give a checkpoint directory saved by train, or its last/best pointer)", path)
