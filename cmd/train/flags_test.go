@@ -341,7 +341,7 @@ func TestConfigShorthand(t *testing.T) {
 		t.Errorf("commands taking --config: %v, want %v (add the new one to the checks below)", withConfig, want)
 	}
 	slices.Sort(withOutput)
-	if want := []string{"demo --output-dir", "determine --output", "ensemble --output", "evaluate --output", "export --onnx", "find-best --output", "plan --output", "predict --output", "train --output-dir", "validate --output"}; !slices.Equal(withOutput, want) {
+	if want := []string{"demo --output-dir", "determine --output", "ensemble --output", "evaluate --output", "export --onnx", "export-model --output", "find-best --output", "install-model --output", "plan --output", "predict --output", "train --output-dir", "validate --output"}; !slices.Equal(withOutput, want) {
 		t.Errorf("commands with an output flag: %v, want %v", withOutput, want)
 	}
 
@@ -369,6 +369,12 @@ func TestConfigShorthand(t *testing.T) {
 	}
 	if o, err := capture(t, NewCmdExport, "--checkpoint", "ck", "-o", "m.onnx"); err != nil || o.ONNX != "m.onnx" {
 		t.Errorf("export -o: %+v, %v", o, err)
+	}
+	if o, err := capture(t, NewCmdExportModel, "--model-dir", "runs/x", "-o", "m.zip"); err != nil || o.Output != "m.zip" || !slices.Equal(o.Checkpoints, []string{"last"}) {
+		t.Errorf("export-model -o: %+v, %v", o, err)
+	}
+	if o, err := capture(t, NewCmdInstallModel, "m.zip", "-o", "runs"); err != nil || o.Output != "runs" || o.Zip != "m.zip" {
+		t.Errorf("install-model -o: %+v, %v", o, err)
 	}
 	// demo runs from the repository root, with its own config by default.
 	t.Chdir(testutil.RepoRoot())
