@@ -38,7 +38,7 @@ existing OUTPUT_DIR/EXP is never written over. The files are unpacked
 beside it and moved into place at the end, so a failure (a damaged zip:
 its checksums are verified) leaves nothing half-installed.`,
 		Example: `  train install-model /data/hippocampus.zip -o /data/runs`,
-		Args: cobra.ExactArgs(1),
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Zip = args[0]
 			if opts.Output == "" {
