@@ -54,7 +54,9 @@ func finalValidation(ctx context.Context, opts *TrainOptions, dev *ComputeDevice
 		fmt.Fprintf(out, "final validation skipped: fold %d holds out no labelled case\n", cfg.Data.Fold)
 		return nil
 	case err != nil && ctx.Err() != nil:
-		return err // a signal: the exit status says interrupted, and a resume validates again
+		// A signal: the exit status says interrupted (the cancellation
+		// stays in the chain), and a resume validates again.
+		return fmt.Errorf("final validation interrupted (the training is complete and saved; --resume auto validates again): %w", err)
 	case err != nil:
 		return fmt.Errorf("final validation (the training is complete and saved; train validate --checkpoint %s --output %s runs it again): %w",
 			ckpt, valDir, err)
