@@ -28,7 +28,8 @@
 # by spaces run one after the other: "cuda,fp32 cuda,bf16") and
 # DEMO_EPOCHS its epochs (default 3; the full demo is 16).
 # With TAR_TO set, every log is packed into that .tgz after each step
-# (so a run cut short still hands back what it has).
+# (so a run cut short still hands back what it has). RUNS_DIR (default
+# /tmp) holds the demo's runs and the cli step's outputs.
 # Each step has its own time limit, so one that hangs cannot eat the others'
 # time; a failing step is reported and the next one runs.
 set -uo pipefail
@@ -38,6 +39,7 @@ shift 2
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(info tests bench ops torch compile demo nccl cli)
 mkdir -p "$out"
+tmp="${RUNS_DIR:-/tmp}"
 cd "$(dirname "$0")/.."
 
 # cuBLAS: Python wheels (nvidia-cublas) and toolkits keep it outside the
@@ -115,7 +117,7 @@ for s in "${steps[@]}"; do
 	demo)
 		for dev in ${DEMO_DEVICE:-cuda}; do
 			tag="${dev//[^a-z0-9]/-}"
-			runs="/tmp/vxruns-$tag"
+			runs="$tmp/vxruns-$tag"
 			run "demo-$tag" 150 "$bin/train" demo --device "$dev" --output-dir "$runs" --epochs "${DEMO_EPOCHS:-3}"
 			find "$runs" -name metrics.jsonl -exec cp {} "$out/demo-metrics-$tag.jsonl" \; 2>/dev/null
 			pack
@@ -128,7 +130,7 @@ for s in "${steps[@]}"; do
 		# the same epochs; each epoch's samples_per_s in the two
 		# metrics.jsonl copies is the step with and without NCCL.
 		for mode in nccl none; do
-			runs="/tmp/vxruns-nccl-$mode"
+			runs="$tmp/vxruns-nccl-$mode"
 			rm -rf "$runs"
 			if [ "$mode" = nccl ]; then
 				run "nccl-demo-$mode" 150 env VOXTRAIN_DIST_BACKEND=nccl NCCL_DEBUG=WARN \
@@ -161,15 +163,15 @@ for s in "${steps[@]}"; do
 	cli)
 		run cli-bench-step 150 bash -c "'$bin/train' bench-step --device cuda --batch 2 --patch 64 &&
 			'$bin/train' bench-step --device cuda,bf16 --config configs/nnunet_3d_fullres.yaml --batch 2 --patch 128 --steps 5"
-		ckpt=$(ls -d /tmp/vxruns-*/demo/fold_0/run_0/checkpoints/best 2>/dev/null | head -1)
+		ckpt=$(ls -d "$tmp"/vxruns-*/demo/fold_0/run_0/checkpoints/best 2>/dev/null | head -1)
 		if [ -z "$ckpt" ]; then
 			echo "cli: no demo run to validate (run the demo step first)"
 			continue
 		fi
-		run cli-validate 150 "$bin/train" validate --checkpoint "$ckpt" --device cuda,bf16 --mirror --hd95 --output /tmp/vxval
+		run cli-validate 150 "$bin/train" validate --checkpoint "$ckpt" --device cuda,bf16 --mirror --hd95 --output "$tmp/vxval"
 		run cli-predict 60 bash -c "'$bin/train' predict --checkpoint '$ckpt' --device cuda \
-			--input testdata/demo/imagesTr/hippocampus_001.nii.gz --output /tmp/vxpred.nii.gz &&
-			'$bin/train' info testdata/demo/imagesTr/hippocampus_001.nii.gz /tmp/vxpred.nii.gz"
+			--input testdata/demo/imagesTr/hippocampus_001.nii.gz --output '$tmp/vxpred.nii.gz' &&
+			'$bin/train' info testdata/demo/imagesTr/hippocampus_001.nii.gz '$tmp/vxpred.nii.gz'"
 		;;
 	*) echo "unknown step $s" ;;
 	esac
