@@ -111,8 +111,9 @@ fold_<k>/run_<r>/validation/ from each fold's final validation,
 validation.final; train --npz adds the CASE.npz ensembling needs), whose
 folds' validations are gathered into OUT/NAME as nnU-Net's
 accumulate_cv_results does (--folds, default every fold of the runs'
-data.num_folds; --run-id; --ref and --dataset-json default to the
-labelsTr and dataset.json of the dataset the runs trained on); or a folder of pooled cross-validation
+data.num_folds, and then only those folds' cases are scored; --run-id;
+--ref and --dataset-json default to the labelsTr and dataset.json of the
+dataset the runs trained on); or a folder of pooled cross-validation
 predictions: every training case's label file, and its CASE.npz for
 ensembling (e.g. train validate --output DIR --save-probabilities of each
 fold, all into DIR).
@@ -127,8 +128,9 @@ determined on its predictions, as train postprocess determine does
 (OUT/postprocessing.json, OUT/postprocessed/). OUT/inference_information.json
 holds every candidate's score, the chosen one and the post-processing;
 OUT/inference_instructions.txt the commands that predict a test folder the
-same way, with MODEL_DIR_<NAME> standing for each configuration's training
-output folder (train predict --model-dir).`,
+same way: train predict --model-dir with each configuration's training
+output folder, its folds, run and checkpoint, or MODEL_DIR_<NAME> standing
+for it where --cv gave pooled predictions.`,
 		Example: `  train find-best --cv 3d_fullres=/data/runs/Dataset004_Hippocampus_3d_fullres --cv 2d=/data/runs/Dataset004_Hippocampus_2d -o /data/find_best
   train find-best --cv 3d_fullres=/data/cv/3d_fullres --cv 2d=/data/cv/2d \
       --ref /data/Dataset004_Hippocampus/labelsTr --dataset-json /data/Dataset004_Hippocampus/dataset.json -o /data/find_best`,
