@@ -81,6 +81,7 @@ fuzz:
 	$(FUZZ) -fuzz '^FuzzParseHeader$$' ./nifti
 	$(FUZZ) -fuzz '^FuzzDecode$$' ./nifti
 	$(FUZZ) -fuzz '^FuzzParse$$' ./checkpoint/safetensors
+	$(FUZZ) -fuzz '^FuzzRead$$' ./checkpoint/torchpt
 	$(FUZZ) -fuzz '^FuzzReader$$' ./internal/inflate
 	$(FUZZ) -fuzz '^FuzzReaderStream$$' ./internal/inflate
 	$(FUZZ) -fuzz '^FuzzOpen$$' ./nrrd

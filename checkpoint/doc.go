@@ -83,7 +83,8 @@
 // # Loading
 //
 // Load takes a checkpoint directory, a last/best pointer, a model.safetensors
-// inside a checkpoint, or a bare .safetensors file of weights (e.g. exported
+// inside a checkpoint, a torch.save file of a state_dict (.pt, .pth: read by
+// checkpoint/torchpt, no Python), or a bare .safetensors file of weights (e.g. exported
 // from PyTorch). LoadLatest ("auto") picks the newest complete checkpoint of
 // a run; when it is damaged (truncated, CRC mismatch, unparsable) it falls
 // back to the next newest and reports the skipped ones in Loaded.Skipped.

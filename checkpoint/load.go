@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/voxtrain/voxtrain/checkpoint/safetensors"
+	"github.com/voxtrain/voxtrain/checkpoint/torchpt"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
@@ -87,6 +89,9 @@ func locate(path string) (dir, bare string, err error) {
 		return path, "", nil
 	}
 	parent := filepath.Dir(path)
+	if isTorchFile(path) {
+		return "", path, nil
+	}
 	if strings.HasSuffix(path, ".safetensors") {
 		if filepath.Base(path) == modelFile {
 			if _, err := os.Stat(filepath.Join(parent, manifestFile)); err == nil {
@@ -98,7 +103,7 @@ func locate(path string) (dir, bare string, err error) {
 	// A pointer file (on filesystems without symbolic links).
 	target := readPointer(parent, filepath.Base(path))
 	if target == "" || target == "." {
-		return "", "", fmt.Errorf("load checkpoint: %s is neither a checkpoint directory, a pointer to one, nor a .safetensors file", path)
+		return "", "", fmt.Errorf("load checkpoint: %s is neither a checkpoint directory, a pointer to one, a .safetensors file nor a torch.save file (.pt, .pth)", path)
 	}
 	return filepath.Join(parent, target), "", nil
 }
@@ -304,9 +309,9 @@ func loadWeights(path string, model, optimizer []nn.HostTensor) (*Loaded, error)
 	if optimizer != nil {
 		return nil, fmt.Errorf("load %s: %w (pass a nil optimizer, or a checkpoint directory)", path, ErrBareWeights)
 	}
-	b, err := os.ReadFile(path)
+	b, _, err := readBare(path)
 	if err != nil {
-		return nil, fmt.Errorf("load checkpoint: %w", err)
+		return nil, err
 	}
 	p, err := check(path, b, model)
 	if err != nil {
@@ -361,8 +366,8 @@ func LoadMatching(path string, model []nn.HostTensor) (*Matched, error) {
 	var b []byte
 	if bare != "" {
 		m.Dir, m.File = bare, bare
-		if b, err = os.ReadFile(bare); err != nil {
-			return nil, fmt.Errorf("load checkpoint: %w", err)
+		if b, m.SHA256, err = readBare(bare); err != nil {
+			return nil, err
 		}
 	} else {
 		mf, err := readManifest(dir)
@@ -383,8 +388,10 @@ func LoadMatching(path string, model []nn.HostTensor) (*Matched, error) {
 			}
 		}
 	}
-	sum := sha256.Sum256(b)
-	m.SHA256 = hex.EncodeToString(sum[:])
+	if m.SHA256 == "" {
+		sum := sha256.Sum256(b)
+		m.SHA256 = hex.EncodeToString(sum[:])
+	}
 	r, err := safetensors.Parse(bytes.NewReader(b), int64(len(b)), m.File)
 	if err != nil {
 		return nil, err
@@ -408,4 +415,42 @@ func LoadMatching(path string, model []nn.HostTensor) (*Matched, error) {
 		m.Filled = append(m.Filled, t.Name)
 	}
 	return m, nil
+}
+
+// isTorchFile reports whether path is a torch.save file: named .pt, .pth
+// or .bin, or a regular file beginning as a zip does.
+func isTorchFile(path string) bool {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".pt", ".pth", ".bin":
+		return true
+	case ".safetensors":
+		return false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, len(torchpt.Magic))
+	n, _ := io.ReadFull(f, head)
+	return n == len(head) && bytes.Equal(head, torchpt.Magic)
+}
+
+// readBare reads a bare weights file as safetensors bytes: a safetensors
+// file as it is, a torch.save file (a zip not named .safetensors)
+// converted (torchpt); sum is the SHA-256 of the file's own bytes (hex).
+func readBare(path string) (b []byte, sum string, err error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("load checkpoint: %w", err)
+	}
+	h := sha256.Sum256(raw)
+	sum = hex.EncodeToString(h[:])
+	if !bytes.HasPrefix(raw, torchpt.Magic) || strings.EqualFold(filepath.Ext(path), ".safetensors") {
+		return raw, sum, nil // a .safetensors name is read as one (and refused as one when it is not)
+	}
+	if b, err = torchpt.ToSafetensors(bytes.NewReader(raw), int64(len(raw)), path); err != nil {
+		return nil, "", fmt.Errorf("load checkpoint: %w", err)
+	}
+	return b, sum, nil
 }

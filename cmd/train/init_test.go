@@ -428,3 +428,28 @@ func TestInitWeightsRefusedWithResume(t *testing.T) {
 	out = resumed("--config", keys, "--epochs", "3", "--resume", "auto")
 	wantAll(t, "the output", out, "init weights not loaded: the run continues from its checkpoint")
 }
+
+// TestInitWeightsFromTorchSave: the same weights saved with torch.save
+// (torch.save(state_dict, "torch_init.pt"), checkpoint/torchpt's fixture)
+// fine-tune as the safetensors file does, bit for bit; the log records
+// the .pt file and its own SHA-256.
+func TestInitWeightsFromTorchSave(t *testing.T) {
+	dir := t.TempDir()
+	cfg := initConfig(t, dir, 3, "", "")
+	pt := filepath.Join(testutil.RepoRoot(), "checkpoint", "torchpt", "testdata", "torch_init.pt")
+	first, res, out, err := fineTune(t, "--config", cfg, "--init-weights", pt)
+	if err != nil {
+		t.Fatalf("fine-tuning from %s: %v\n%s", pt, err, out)
+	}
+	want := testutil.ReadSafetensors(t, torchInit())
+	if len(first) != len(want) {
+		t.Fatalf("the model has %d tensors, the file %d", len(first), len(want))
+	}
+	for _, w := range first {
+		if !slices.Equal(w.Data, want[w.Name].Data) {
+			t.Errorf("%s differs from the safetensors file's", w.Name)
+		}
+	}
+	wantAll(t, "train.log", readFile(t, filepath.Join(res.RunDir, "train.log")),
+		"init weights: fine-tuning from "+pt, "sha256="+sha256File(t, pt), "loaded=48 of=48 reinitialised=0 unused=0")
+}

@@ -80,7 +80,7 @@ func (tf *trainFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&tf.device, "device", "", deviceHelp)
 	fl.Uint64Var(&tf.seed, "seed", 0, "random seed")
 	fl.StringVar(&tf.resume, "resume", "", "resume from a checkpoint path, or auto (the run's latest)")
-	fl.StringVar(&tf.initWeights, "init-weights", "", "fine-tune: start a new run from these weights (a checkpoint, its model.safetensors, or a PyTorch state_dict .safetensors); key train.init_weights")
+	fl.StringVar(&tf.initWeights, "init-weights", "", "fine-tune: start a new run from these weights (a checkpoint, its model.safetensors, or a PyTorch state_dict as .safetensors or torch.save's .pt/.pth); key train.init_weights")
 	fl.StringVar(&tf.initMismatch, "init-mismatch", "", "init weights that do not fit the model: error (default) or skip (keep their fresh initialisation); key train.init_mismatch")
 	fl.IntVar(&tf.threads, "threads", 0, "CPU threads (0: all cores)")
 	fl.StringVar(&tf.finalVal, "final-validation", "", "after the last epoch, validate the last (nnU-Net's final validation) or best checkpoint on the fold's held-out cases into RUN/validation/, or none; key validation.final")
