@@ -334,6 +334,24 @@ func (st *Reader) ReadFloat32(name string, dst []float32) error {
 	return nil
 }
 
+// Float32s returns an in-memory tensor's values as float32: F32, and F16,
+// BF16 and F64 converted, as ReadFloat32 reads them from a file. Other
+// dtypes, or Data not holding Shape's elements, are an error.
+func (t Tensor) Float32s() ([]float32, error) {
+	n := NumElements(t.Shape)
+	switch t.DType {
+	case F32, F16, BF16, F64:
+	default:
+		return nil, &FormatError{Tensor: t.Name, Msg: fmt.Sprintf("dtype %s cannot be read as float32", t.DType)}
+	}
+	if len(t.Data) != n*t.DType.Size() {
+		return nil, &FormatError{Tensor: t.Name, Msg: fmt.Sprintf("%d bytes for %d elements of %s", len(t.Data), n, t.DType)}
+	}
+	out := make([]float32, n)
+	decodeFloat32(t.DType, t.Data, out)
+	return out, nil
+}
+
 // ReadInt64 reads the named I64, I32 or U8 tensor into dst, which must hold
 // exactly its number of elements.
 func (st *Reader) ReadInt64(name string, dst []int64) error {

@@ -341,7 +341,7 @@ func TestConfigShorthand(t *testing.T) {
 		t.Errorf("commands taking --config: %v, want %v (add the new one to the checks below)", withConfig, want)
 	}
 	slices.Sort(withOutput)
-	if want := []string{"demo --output-dir", "determine --output", "ensemble --output", "evaluate --output", "export --onnx", "export-model --output", "find-best --output", "install-model --output", "plan --output", "predict --output", "train --output-dir", "validate --output"}; !slices.Equal(withOutput, want) {
+	if want := []string{"demo --output-dir", "determine --output", "ensemble --output", "evaluate --output", "export --onnx", "export-model --output", "find-best --output", "import-nnunet --output", "install-model --output", "plan --output", "predict --output", "train --output-dir", "validate --output"}; !slices.Equal(withOutput, want) {
 		t.Errorf("commands with an output flag: %v, want %v", withOutput, want)
 	}
 
@@ -375,6 +375,9 @@ func TestConfigShorthand(t *testing.T) {
 	}
 	if o, err := capture(t, NewCmdInstallModel, "m.zip", "-o", "runs"); err != nil || o.Output != "runs" || o.Zip != "m.zip" {
 		t.Errorf("install-model -o: %+v, %v", o, err)
+	}
+	if o, err := capture(t, NewCmdImportNNUNet, "model", "--data", "raw", "-o", "runs", "--fold", "0,1"); err != nil || o.Output != "runs" || o.Model != "model" || !slices.Equal(o.Folds, []int{0, 1}) {
+		t.Errorf("import-nnunet -o: %+v, %v", o, err)
 	}
 	// demo runs from the repository root, with its own config by default.
 	t.Chdir(testutil.RepoRoot())

@@ -48,7 +48,7 @@ func NewCmdRoot(f *Factory) *cobra.Command {
 	root := NewCmdTrain(f, nil)
 	root.AddCommand(NewCmdDemo(f, nil), NewCmdValidate(f, nil), NewCmdPredict(f, nil), NewCmdPlot(f, nil),
 		NewCmdInfo(f, nil), NewCmdPrepare(f, nil), NewCmdBenchData(f, nil), NewCmdBenchStep(f, nil), NewCmdExport(f, nil),
-		NewCmdEvaluate(f, nil), NewCmdEnsemble(f, nil), NewCmdFindBest(f, nil), NewCmdExportModel(f, nil), NewCmdInstallModel(f, nil), NewCmdPostprocess(f), NewCmdPlan(f, nil), NewCmdLaunch(f, nil), NewCmdSweep(f, nil))
+		NewCmdEvaluate(f, nil), NewCmdEnsemble(f, nil), NewCmdFindBest(f, nil), NewCmdExportModel(f, nil), NewCmdInstallModel(f, nil), NewCmdImportNNUNet(f, nil), NewCmdPostprocess(f), NewCmdPlan(f, nil), NewCmdLaunch(f, nil), NewCmdSweep(f, nil))
 	root.SuggestionsMinimumDistance = 2 // cobra's default, which SuggestionsFor alone does not apply
 	withUsageHints(root)
 	return root

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/voxtrain/voxtrain/checkpoint"
+	"github.com/voxtrain/voxtrain/checkpoint/torchpt"
+	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/cpu"
+	"github.com/voxtrain/voxtrain/nn"
+	"github.com/voxtrain/voxtrain/nnunet"
+	"github.com/voxtrain/voxtrain/plan"
+)
+
+// ImportNNUNetOptions are `train import-nnunet`'s.
+type ImportNNUNetOptions struct {
+	IO *IOStreams
+	// Model is nnU-Net's trained-model folder; Configuration overrides the
+	// configuration its name gives.
+	Model, Configuration string
+	// Data is the raw dataset the model was trained on (data.dataset of
+	// the written configs); Output the training outputs folder the
+	// experiment goes in; Experiment its name ("": DATASET_CONFIGURATION,
+	// as train plan names it).
+	Data, Output, Experiment string
+	// Folds to import (nil: every fold with a checkpoint_final.pth).
+	Folds []int
+	// Version is recorded in the checkpoints.
+	Version string
+}
+
+// NewCmdImportNNUNet builds `train import-nnunet`; runF (nil:
+// importNNUNetRun) receives the options.
+func NewCmdImportNNUNet(f *Factory, runF func(context.Context, *ImportNNUNetOptions) error) *cobra.Command {
+	opts := &ImportNNUNetOptions{IO: f.IO, Version: f.Version}
+	var folds []string
+	cmd := &cobra.Command{
+		Use:   "import-nnunet MODEL_FOLDER --data DATASET -o OUTPUT_DIR",
+		Short: "Turn a model nnU-Net v2 trained into a voxtrain training output folder (predict, validate, fine-tune with it)",
+		Long: `import-nnunet reads a trained-model folder of nnU-Net v2
+(nnUNet_results/DATASET/nnUNetTrainer__nnUNetPlans__3d_fullres: plans.json,
+dataset.json, dataset_fingerprint.json, fold_<k>/checkpoint_final.pth) and
+writes OUTPUT_DIR/EXPERIMENT/fold_<k>/run_0/ as training with voxtrain would:
+the run's config.yaml — what train plan writes for that configuration
+(plan.YAML, axes in the files' order) — and a checkpoint holding the fold's
+network weights: nnU-Net's PlainConvUNet state_dict renamed to voxtrain's,
+every kernel's axes put back from nnU-Net's transposed order. train predict
+--model-dir OUTPUT_DIR/EXPERIMENT, validate, find-best and ensemble then use
+it as any voxtrain model; --init-weights fine-tunes from a fold's checkpoint.
+
+The checkpoint carries no optimiser state (nnU-Net's is not mapped), so
+an imported run is not resumed. Residual-encoder presets, cascades and
+region-based datasets are refused, saying so. The .pth files are read
+without Python (checkpoint/torchpt).`,
+		Example: `  train import-nnunet /data/nnUNet_results/Dataset004_Hippocampus/nnUNetTrainer__nnUNetPlans__3d_fullres \
+      --data /data/nnUNet_raw/Dataset004_Hippocampus -o /data/runs
+  train predict --model-dir /data/runs/Dataset004_Hippocampus_3d_fullres -i /data/nnUNet_raw/Dataset004_Hippocampus/imagesTs -o /data/preds`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Model = args[0]
+			switch {
+			case opts.Output == "":
+				return usageErr(cmd, errors.New("--output (-o) is required: the training outputs folder to write the experiment into"))
+			case opts.Data == "":
+				return usageErr(cmd, errors.New("--data is required: the raw dataset the model was trained on (the configs' data.dataset)"))
+			case strings.ContainsAny(opts.Experiment, `/\`):
+				return fmt.Errorf("--experiment %q: a name, no slashes", opts.Experiment)
+			}
+			var err error
+			if opts.Folds, err = parseFolds(folds); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return importNNUNetRun(opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Data, "data", "", "the raw dataset the model was trained on (nnUNet_raw/DATASET), data.dataset of the configs")
+	fl.StringVarP(&opts.Output, "output", "o", "", "training outputs folder to write the experiment into (e.g. runs)")
+	fl.StringVar(&opts.Experiment, "experiment", "", "the experiment's name (default: DATASET_CONFIGURATION, as train plan names it)")
+	fl.StringVar(&opts.Configuration, "configuration", "", "the plans' configuration the model trained (default: the folder name's, TRAINER__PLANS__CONFIGURATION)")
+	fl.StringSliceVarP(&folds, "fold", "f", nil, "folds to import: 0 1 2, 0,1,2 or all (fold_all); default every fold with a checkpoint_final.pth")
+	return cmd
+}
+
+func importNNUNetRun(opts *ImportNNUNetOptions) error {
+	m, err := nnunet.ReadModel(opts.Model, opts.Configuration)
+	if err != nil {
+		return err
+	}
+	folds := m.Folds
+	if opts.Folds != nil {
+		for _, k := range opts.Folds {
+			if !slices.Contains(m.Folds, k) {
+				return fmt.Errorf("--fold %s: no %s", foldName(k), m.Checkpoint(k))
+			}
+		}
+		folds = opts.Folds
+	}
+	data, err := filepath.Abs(opts.Data)
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(data); err != nil || !fi.IsDir() {
+		return fmt.Errorf("--data %s: not a folder (want the raw dataset the model was trained on)", opts.Data)
+	}
+	text, err := plan.YAML(m.Plans, m.Configuration, m.Fingerprint, m.Dataset, plan.YAMLOptions{Dataset: data, Experiment: m.Plans.DatasetName})
+	if err != nil {
+		return fmt.Errorf("%s: %w", opts.Model, err)
+	}
+	cfg, err := config.Parse([]byte(text), filepath.Join(opts.Model, "plans.json"), filepath.Dir(data))
+	if err != nil {
+		return fmt.Errorf("%s: the configuration written from plans.json: %w", opts.Model, err)
+	}
+	if opts.Experiment != "" {
+		cfg.Experiment = opts.Experiment
+	}
+	cfg.OutputDir = opts.Output
+	exp := filepath.Join(opts.Output, cfg.Experiment)
+	for _, k := range folds {
+		if run := foldRunDir(exp, k, 0); exists(run) {
+			return fmt.Errorf("%s exists: import into another --output or --experiment (nothing is written over)", run)
+		}
+	}
+	// The network voxtrain builds from the config names the tensors and
+	// shapes every fold's weights must fill.
+	dev := cpu.New(cpu.Options{Threads: 1})
+	net, err := nn.NewUNet(dev, cfg.Model, 0)
+	if err != nil {
+		return fmt.Errorf("%s: %w", opts.Model, err)
+	}
+	want, err := nn.ExportParams(dev, net.Params())
+	net.Free()
+	if err != nil {
+		return err
+	}
+	out := opts.IO.Out
+	stages := len(cfg.Model.Features)
+	for _, k := range folds {
+		cfg.Data.Fold = k
+		if k >= 0 && k >= cfg.Data.NumFolds {
+			return fmt.Errorf("fold %d: the plans' data.num_folds is %d", k, cfg.Data.NumFolds)
+		}
+		runText, err := cfg.YAML()
+		if err != nil {
+			return err
+		}
+		pth := m.Checkpoint(k)
+		raw, err := os.ReadFile(pth)
+		if err != nil {
+			return err
+		}
+		ts, err := torchpt.Read(bytes.NewReader(raw), int64(len(raw)), pth)
+		if err != nil {
+			return err
+		}
+		w, err := nnunet.Weights(ts, stages, m.Plans.TransposeBackward, cfg.Model.DeepSupervision)
+		if err != nil {
+			return fmt.Errorf("%s: %w", pth, err)
+		}
+		model := make([]nn.HostTensor, len(want))
+		for i, p := range want {
+			t, ok := w[p.Name]
+			if !ok {
+				return fmt.Errorf("%s: no weights for voxtrain's %s %v (a network other than the plans' %s?)", pth, p.Name, p.Shape, m.Configuration)
+			}
+			if !slices.Equal(t.Shape, p.Shape) {
+				return fmt.Errorf("%s: %s is %v in the file, %v in the network the plans describe", pth, p.Name, t.Shape, p.Shape)
+			}
+			model[i] = t
+			delete(w, p.Name)
+		}
+		if len(w) > 0 {
+			var extra []string
+			for n := range w {
+				extra = append(extra, n)
+			}
+			slices.Sort(extra)
+			return fmt.Errorf("%s: weights the network the plans describe does not have: %s", pth, strings.Join(extra, ", "))
+		}
+		rd, err := checkpoint.NewRunDir(opts.Output, cfg.Experiment, k, 0)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(rd.Config, []byte(runText), 0o644); err != nil {
+			return err
+		}
+		s := checkpoint.Saver{Dir: rd.Checkpoints, Policy: cfg.Checkpoint}
+		saved, err := s.Save(&checkpoint.Checkpoint{Model: model, Optimizer: []nn.HostTensor{}, Config: runText, Version: opts.Version,
+			State: map[string]string{"imported_from": pth, "nnunet_trainer": m.Trainer, "nnunet_plans": m.PlansName}})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "fold %s: %s → %s\n", foldName(k), pth, saved.Dir)
+	}
+	fmt.Fprintf(out, "imported %s (%s, %d folds) into %s\n", m.Configuration, m.Plans.DatasetName, len(folds), exp)
+	fmt.Fprintf(out, "predict with it: train predict --model-dir %s -i INPUT_FOLDER -o OUTPUT_FOLDER\n", shellQuote(exp))
+	return nil
+}

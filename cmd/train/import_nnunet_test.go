@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/voxtrain/voxtrain/checkpoint"
+	"github.com/voxtrain/voxtrain/config"
+	"github.com/voxtrain/voxtrain/cpu"
+	"github.com/voxtrain/voxtrain/internal/npy"
+	"github.com/voxtrain/voxtrain/internal/testutil"
+	"github.com/voxtrain/voxtrain/nn"
+)
+
+// nnunetModel is the fixture: a trained-model folder nnU-Net v2 wrote
+// (testdata/nnunet_model/make_fixture.py), a transpose that is not the
+// identity.
+var nnunetModel = filepath.Join("testdata", "nnunet_model", "Dataset999_Tiny", "nnUNetTrainer__nnUNetPlans__3d_fullres")
+
+// permute3 reorders a (N, C, a0, a1, a2) array's spatial axes: axis j of
+// the result is axis perm[j] of the input.
+func permute3(a npy.Array, perm []int) npy.Array {
+	s := a.Shape[2:]
+	ns := []int{s[perm[0]], s[perm[1]], s[perm[2]]}
+	nc := a.Shape[0] * a.Shape[1]
+	n := s[0] * s[1] * s[2]
+	out := make([]float32, len(a.Data))
+	stride := [3]int{s[1] * s[2], s[2], 1}
+	for c := 0; c < nc; c++ {
+		i := 0
+		for x := 0; x < ns[0]; x++ {
+			for y := 0; y < ns[1]; y++ {
+				for z := 0; z < ns[2]; z++ {
+					var idx [3]int
+					idx[perm[0]], idx[perm[1]], idx[perm[2]] = x, y, z
+					out[c*n+i] = a.Data[c*n+idx[0]*stride[0]+idx[1]*stride[1]+idx[2]*stride[2]]
+					i++
+				}
+			}
+		}
+	}
+	return npy.Array{Shape: append(a.Shape[:2:2], ns...), Data: out}
+}
+
+// TestImportNNUNet: import-nnunet turns nnU-Net's trained-model folder into
+// a voxtrain run whose network computes what nnU-Net's computed, every
+// deep-supervision output (the fixture's io.npz, made by nnU-Net's own
+// PlainConvUNet), on the same input in the files' axes rather than
+// nnU-Net's transposed ones; the run predicts with predict --model-dir.
+func TestImportNNUNet(t *testing.T) {
+	out := t.TempDir()
+	data := testutil.DemoDir(t)
+	o, errb, err := runCmd(t, "import-nnunet", nnunetModel, "--data", data, "-o", out)
+	if err != nil {
+		t.Fatalf("import-nnunet: %v\n%s\n%s", err, o, errb)
+	}
+	exp := filepath.Join(out, "Dataset999_Tiny_3d_fullres")
+	if !strings.Contains(o.String(), "imported 3d_fullres (Dataset999_Tiny, 1 folds) into "+exp) {
+		t.Errorf("import-nnunet's output:\n%s", o)
+	}
+	cfg, err := config.Load(filepath.Join(exp, "fold_0", "run_0", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := cpu.New(cpu.Options{Threads: 2})
+	m, err := nn.NewUNet(dev, cfg.Model, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Free()
+	want, err := nn.ExportParams(dev, m.Params())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkpoint.Load(filepath.Join(exp, "fold_0", "run_0", "checkpoints", "last"), want, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := nn.ImportParams(dev, m.Params(), want); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join("testdata", "nnunet_model", "io.npz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io, err := npy.ReadNPZ(bytes.NewReader(raw), int64(len(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := []int{1, 2, 0} // the plans' transpose_backward
+	x := permute3(io["input"], tb)
+	ws, err := m.NewWorkspace(1, [3]int{x.Shape[2], x.Shape[3], x.Shape[4]}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Free()
+	xd := dev.Alloc(nn.Shape(x.Shape))
+	if err := dev.Upload(dev.ComputeStream(), xd, x.Data); err != nil {
+		t.Fatal(err)
+	}
+	outs := m.Forward(ws, xd)
+	if len(outs) != 2 {
+		t.Fatalf("%d outputs, nnU-Net's network gave 2", len(outs))
+	}
+	for i, od := range outs {
+		w := permute3(io[fmt.Sprintf("output%d", i)], tb)
+		nc := dev.Alloc(nn.Shape(w.Shape))
+		dev.NDHWCToNCDHW(od, nc)
+		got := make([]float32, len(w.Data))
+		if err := dev.Download(dev.ComputeStream(), got, nc); err != nil {
+			t.Fatal(err)
+		}
+		var num, den float64
+		for j := range got {
+			d := float64(got[j] - w.Data[j])
+			num += d * d
+			den += float64(w.Data[j]) * float64(w.Data[j])
+		}
+		if rel := math.Sqrt(num / den); rel > 1e-5 {
+			t.Errorf("output %d %v: relative L2 error %.2e against nnU-Net's network", i, w.Shape, rel)
+		}
+	}
+
+	// The run predicts as any voxtrain model.
+	pred := filepath.Join(t.TempDir(), "p.nii.gz")
+	if o, errb, err := runCmd(t, "predict", "--model-dir", exp, "-i", filepath.Join(data, "imagesTr", "hippocampus_001.nii.gz"),
+		"-o", pred, "--disable-tta", "--threads", "2"); err != nil {
+		t.Fatalf("predict --model-dir: %v\n%s\n%s", err, o, errb)
+	}
+	// Imported twice: refused, nothing written over.
+	if _, _, err := runCmd(t, "import-nnunet", nnunetModel, "--data", data, "-o", out); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Errorf("a second import: %v", err)
+	}
+}
+
+// TestImportNNUNetRefuses: what the import cannot map is refused, saying
+// what and why.
+func TestImportNNUNetRefuses(t *testing.T) {
+	data := testutil.DemoDir(t)
+	edit := func(t *testing.T, file, old, new string) string {
+		t.Helper()
+		dir := filepath.Join(t.TempDir(), "nnUNetTrainer__nnUNetPlans__3d_fullres")
+		if err := os.CopyFS(dir, os.DirFS(nnunetModel)); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, file)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), old) {
+			t.Fatalf("%s lacks %q", file, old)
+		}
+		if err := os.WriteFile(p, []byte(strings.ReplaceAll(string(b), old, new)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	for _, c := range []struct {
+		name string
+		dir  string
+		args []string
+		want string
+	}{
+		{"resenc", edit(t, "plans.json", "unet.PlainConvUNet", "residual_unet.ResidualEncoderUNet"), nil, "PlainConvUNet only (not the residual encoder presets)"},
+		{"regions", edit(t, "dataset.json", `"b": 2`, `"b": [1, 2]`), nil, `label "b" is [1, 2]`},
+		{"configuration", nnunetModel, []string{"--configuration", "2d"}, `plans.json has no configuration "2d" (it has 3d_fullres)`},
+		{"fold", nnunetModel, []string{"--fold", "3"}, "--fold 3: no "},
+		{"data", nnunetModel, []string{"--data", filepath.Join(t.TempDir(), "none")}, "--data"},
+	} {
+		args := append([]string{"import-nnunet", c.dir, "--data", data, "-o", t.TempDir()}, c.args...)
+		if _, _, err := runCmd(t, args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+	if _, _, err := runCmd(t, "import-nnunet", nnunetModel, "-o", t.TempDir()); err == nil || !strings.Contains(err.Error(), "--data is required") {
+		t.Errorf("no --data: %v", err)
+	}
+}

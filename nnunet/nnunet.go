@@ -1,0 +1,292 @@
+// Package nnunet reads what nnU-Net v2 trained: a trained-model folder
+// (nnUNet_results/DATASET/TRAINER__PLANS__CONFIGURATION, holding
+// plans.json, dataset.json, dataset_fingerprint.json and
+// fold_<k>/checkpoint_final.pth) and the PlainConvUNet weights in its
+// checkpoints, renamed to voxtrain's state_dict names and with every
+// kernel's axes put back into the files' (D, H, W) order: nnU-Net's
+// network runs on arrays transposed by the plans' transpose_forward,
+// voxtrain's on the files' own axes (see plan.YAML, which writes the
+// configuration the same way).
+package nnunet
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/voxtrain/voxtrain/checkpoint/safetensors"
+	"github.com/voxtrain/voxtrain/nn"
+	"github.com/voxtrain/voxtrain/plan"
+)
+
+// Model is a trained-model folder's description.
+type Model struct {
+	Dir string
+	// Trainer, PlansName and Configuration are the folder name's three
+	// parts (nnUNetTrainer__nnUNetPlans__3d_fullres).
+	Trainer, PlansName, Configuration string
+	Plans                             *plan.Plans
+	Fingerprint                       *plan.Fingerprint
+	Dataset                           plan.Dataset
+	// Folds are the folds with a checkpoint_final.pth (-1: fold_all).
+	Folds []int
+}
+
+// ReadModel reads the trained-model folder dir; configuration ("": the
+// folder name's) names the plans' configuration it trained.
+func ReadModel(dir, configuration string) (*Model, error) {
+	m := &Model{Dir: dir}
+	parts := strings.Split(filepath.Base(filepath.Clean(dir)), "__")
+	if len(parts) == 3 {
+		m.Trainer, m.PlansName, m.Configuration = parts[0], parts[1], parts[2]
+	}
+	if configuration != "" {
+		m.Configuration = configuration
+	}
+	if m.Configuration == "" {
+		return nil, fmt.Errorf("%s: not named TRAINER__PLANS__CONFIGURATION as nnU-Net names its trained-model folders: give the configuration", dir)
+	}
+	m.Plans = &plan.Plans{}
+	if err := readJSON(filepath.Join(dir, "plans.json"), m.Plans); err != nil {
+		return nil, err
+	}
+	c := m.Plans.Configurations[m.Configuration]
+	if c == nil {
+		var names []string
+		for n := range m.Plans.Configurations {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return nil, fmt.Errorf("%s: plans.json has no configuration %q (it has %s)", dir, m.Configuration, strings.Join(names, ", "))
+	}
+	if c.InheritsFrom != "" || c.PreviousStage != "" {
+		return nil, fmt.Errorf("%s: %s is a cascade stage (previous_stage %q): voxtrain has no cascade", dir, m.Configuration, c.PreviousStage)
+	}
+	if cls := c.Architecture.NetworkClassName; !strings.HasSuffix(cls, ".PlainConvUNet") && cls != "PlainConvUNet" {
+		return nil, fmt.Errorf("%s: %s's network is %s: voxtrain builds nnU-Net's PlainConvUNet only (not the residual encoder presets)", dir, m.Configuration, cls)
+	}
+	if n := len(m.Plans.TransposeForward); n != 3 || !isPermutation(m.Plans.TransposeForward) {
+		return nil, fmt.Errorf("%s: plans.json's transpose_forward %v is not a permutation of 3 axes", dir, m.Plans.TransposeForward)
+	}
+	m.Fingerprint = &plan.Fingerprint{}
+	if err := readJSON(filepath.Join(dir, "dataset_fingerprint.json"), m.Fingerprint); err != nil {
+		return nil, err
+	}
+	ds, err := readDataset(filepath.Join(dir, "dataset.json"))
+	if err != nil {
+		return nil, err
+	}
+	ds.Name = m.Plans.DatasetName
+	m.Dataset = ds
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		name, ok := strings.CutPrefix(e.Name(), "fold_")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		k, err := strconv.Atoi(name)
+		if name == "all" {
+			k, err = -1, nil
+		}
+		if err != nil || k < -1 {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, e.Name(), "checkpoint_final.pth")); err == nil {
+			m.Folds = append(m.Folds, k)
+		}
+	}
+	slices.Sort(m.Folds)
+	if len(m.Folds) == 0 {
+		return nil, fmt.Errorf("%s: no fold_<k>/checkpoint_final.pth (train the folds to their end first)", dir)
+	}
+	return m, nil
+}
+
+// Checkpoint is fold's checkpoint_final.pth (-1: fold_all).
+func (m *Model) Checkpoint(fold int) string {
+	name := "fold_" + strconv.Itoa(fold)
+	if fold == -1 {
+		name = "fold_all"
+	}
+	return filepath.Join(m.Dir, name, "checkpoint_final.pth")
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// readDataset reads what the plans need of dataset.json: the channels'
+// names, the number of classes (background included) and of training
+// cases. Region labels (lists) are refused: voxtrain trains them as
+// multi-label targets, whose heads nnU-Net's softmax network is not.
+func readDataset(path string) (plan.Dataset, error) {
+	var d struct {
+		ChannelNames map[string]string          `json:"channel_names"`
+		Modality     map[string]string          `json:"modality"`
+		Labels       map[string]json.RawMessage `json:"labels"`
+		NumTraining  int                        `json:"numTraining"`
+		RegionsOrder []int                      `json:"regions_class_order"`
+	}
+	if err := readJSON(path, &d); err != nil {
+		return plan.Dataset{}, err
+	}
+	names := d.ChannelNames
+	if names == nil {
+		names = d.Modality
+	}
+	out := plan.Dataset{NumTraining: d.NumTraining}
+	for i := 0; i < len(names); i++ {
+		n, ok := names[strconv.Itoa(i)]
+		if !ok {
+			return plan.Dataset{}, fmt.Errorf("%s: channel_names lacks channel %d", path, i)
+		}
+		out.ChannelNames = append(out.ChannelNames, n)
+	}
+	if len(out.ChannelNames) == 0 {
+		return plan.Dataset{}, fmt.Errorf("%s: no channel_names", path)
+	}
+	if d.RegionsOrder != nil {
+		return plan.Dataset{}, fmt.Errorf("%s: a region-based dataset (regions_class_order): its nnU-Net network has sigmoid region heads, which the import does not map", path)
+	}
+	maxLabel := 0
+	for name, raw := range d.Labels {
+		var v int
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return plan.Dataset{}, fmt.Errorf("%s: label %q is %s, want one integer (regions are not imported)", path, name, raw)
+		}
+		if name != "ignore" {
+			maxLabel = max(maxLabel, v)
+		}
+	}
+	out.NumClasses = maxLabel + 1
+	if out.NumClasses < 2 {
+		return plan.Dataset{}, fmt.Errorf("%s: no foreground label", path)
+	}
+	return out, nil
+}
+
+func isPermutation(p []int) bool {
+	seen := make([]bool, len(p))
+	for _, a := range p {
+		if a < 0 || a >= len(p) || seen[a] {
+			return false
+		}
+		seen[a] = true
+	}
+	return true
+}
+
+// nnU-Net's PlainConvUNet state_dict names (dynamic_network_architectures):
+// each conv block's conv and norm appear twice (as .conv/.norm and in
+// .all_modules), and the decoder holds the encoder again (decoder.encoder.*).
+var (
+	encKey  = regexp.MustCompile(`^encoder\.stages\.(\d+)\.0\.convs\.(\d+)\.(conv|norm)\.(weight|bias)$`)
+	decKey  = regexp.MustCompile(`^decoder\.stages\.(\d+)\.convs\.(\d+)\.(conv|norm)\.(weight|bias)$`)
+	upKey   = regexp.MustCompile(`^decoder\.transpconvs\.(\d+)\.(weight|bias)$`)
+	segKey  = regexp.MustCompile(`^decoder\.seg_layers\.(\d+)\.(weight|bias)$`)
+	skipKey = regexp.MustCompile(`(^decoder\.encoder\.|\.all_modules\.)`)
+)
+
+// Weights renames a PlainConvUNet state_dict of stages encoder stages to
+// voxtrain's names (nn.UNet's: enc.L.K.0/1, up.D, dec.D.K.0/1, head,
+// ds.D), converts it to float32 and permutes every kernel's three spatial
+// axes by transposeBackward (the plans' transpose_backward), so that a
+// kernel over nnU-Net's transposed axes becomes the same kernel over the
+// files' axes. The deep-supervision heads are kept (ds.D) when deepSup,
+// else left out. A tensor it does not know is an error naming it.
+func Weights(ts []safetensors.Tensor, stages int, transposeBackward []int, deepSup bool) (map[string]nn.HostTensor, error) {
+	if stages < 1 {
+		return nil, errors.New("nnunet: no stages")
+	}
+	out := map[string]nn.HostTensor{}
+	for _, t := range ts {
+		var name string
+		switch {
+		case skipKey.MatchString(t.Name):
+			continue
+		case encKey.MatchString(t.Name):
+			m := encKey.FindStringSubmatch(t.Name)
+			name = fmt.Sprintf("enc.%s.%s.%s.%s", m[1], m[2], layer(m[3]), m[4])
+		case decKey.MatchString(t.Name):
+			m := decKey.FindStringSubmatch(t.Name)
+			name = fmt.Sprintf("dec.%s.%s.%s.%s", m[1], m[2], layer(m[3]), m[4])
+		case upKey.MatchString(t.Name):
+			m := upKey.FindStringSubmatch(t.Name)
+			name = fmt.Sprintf("up.%s.%s", m[1], m[2])
+		case segKey.MatchString(t.Name):
+			m := segKey.FindStringSubmatch(t.Name)
+			d, _ := strconv.Atoi(m[1])
+			switch {
+			case d == stages-2:
+				name = "head." + m[2]
+			case d < stages-2 && deepSup:
+				name = fmt.Sprintf("ds.%d.%s", d, m[2])
+			case d < stages-2:
+				continue
+			default:
+				return nil, fmt.Errorf("nnunet: %s: a segmentation layer past the %d decoder stages", t.Name, stages-1)
+			}
+		default:
+			return nil, fmt.Errorf("nnunet: %s is not a PlainConvUNet weight voxtrain maps", t.Name)
+		}
+		v, err := t.Float32s()
+		if err != nil {
+			return nil, fmt.Errorf("nnunet: %s: %w", t.Name, err)
+		}
+		shape := slices.Clone(t.Shape)
+		if len(shape) == 5 {
+			v, shape = permuteKernel(v, shape, transposeBackward)
+		}
+		out[name] = nn.HostTensor{Name: name, Shape: nn.Shape(shape), Data: v}
+	}
+	return out, nil
+}
+
+func layer(kind string) string {
+	if kind == "conv" {
+		return "0"
+	}
+	return "1"
+}
+
+// permuteKernel reorders a 5-D tensor's (A, B, k0, k1, k2) spatial axes:
+// axis j of the result is axis perm[j] of the input.
+func permuteKernel(v []float32, shape []int, perm []int) ([]float32, []int) {
+	k := shape[2:]
+	nk := [3]int{k[perm[0]], k[perm[1]], k[perm[2]]}
+	ab := shape[0] * shape[1]
+	n := k[0] * k[1] * k[2]
+	out := make([]float32, len(v))
+	inStride := [3]int{k[1] * k[2], k[2], 1}
+	for c := 0; c < ab; c++ {
+		src, dst := v[c*n:(c+1)*n], out[c*n:(c+1)*n]
+		i := 0
+		for a := 0; a < nk[0]; a++ {
+			for b := 0; b < nk[1]; b++ {
+				for e := 0; e < nk[2]; e++ {
+					var idx [3]int
+					idx[perm[0]], idx[perm[1]], idx[perm[2]] = a, b, e
+					dst[i] = src[idx[0]*inStride[0]+idx[1]*inStride[1]+idx[2]*inStride[2]]
+					i++
+				}
+			}
+		}
+	}
+	return out, []int{shape[0], shape[1], nk[0], nk[1], nk[2]}
+}
