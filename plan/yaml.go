@@ -16,6 +16,12 @@ type YAMLOptions struct {
 	Dataset string
 	// Experiment prefixes the experiment name.
 	Experiment string
+	// AlwaysResample writes data.target_spacing even when every case of
+	// the fingerprint has it already, as nnU-Net resamples every case it
+	// predicts (a model imported from nnU-Net predicts cases of other
+	// spacings). Planned configs leave it out then: resampling every
+	// training case to the spacing it has would only cost time.
+	AlwaysResample bool
 }
 
 // YAML renders configuration name of p as a run config that `train
@@ -172,7 +178,7 @@ func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (st
 		}
 	}
 	sp := fmt.Sprintf("[%s, %s, %s]", num(spacing[0]), num(spacing[1]), num(spacing[2]))
-	resample := needsResampling(fp, spacing)
+	resample := o.AlwaysResample || needsResampling(fp, spacing)
 	if fp.SpacingUnit != "" {
 		line("  spacing_unit: %s   # the cases' unit, target_spacing's (when set): predict converts it into an input's", fp.SpacingUnit)
 	}

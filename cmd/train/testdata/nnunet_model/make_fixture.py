@@ -17,7 +17,9 @@ get_network_from_plans), PyTorch's initialisation (seed 5) moved by
 nnU-Net's save_checkpoint saves it (network_weights, optimizer_state,
 current_epoch, init_args, trainer_name, ...) in fold_0/checkpoint_final.pth.
 io.npz holds an input in nnU-Net's (transposed) axes and the network's
-outputs on it (eval mode, every deep-supervision output).
+outputs on it (eval mode, every deep-supervision output). predicted/ holds
+nnU-Net's own prediction of the demo case hippocampus_001 with this model
+(nnUNetPredictor, no mirroring, CPU): its labels and probabilities.
 """
 import json
 import os
@@ -122,5 +124,24 @@ def main():
     }, os.path.join(MODEL, "fold_0", "checkpoint_final.pth"))
 
 
+def predict():
+    import shutil
+    import tempfile
+    from nnunetv2.inference.predict_from_raw_data import nnUNetPredictor
+    demo = os.path.normpath(os.path.join(HERE, "..", "..", "..", "..", "testdata", "demo"))
+    tmp = tempfile.mkdtemp()
+    shutil.copy(os.path.join(demo, "imagesTr", "hippocampus_001.nii.gz"), os.path.join(tmp, "hippocampus_001_0000.nii.gz"))
+    out = os.path.join(HERE, "predicted")
+    p = nnUNetPredictor(tile_step_size=0.5, use_gaussian=True, use_mirroring=False, perform_everything_on_device=False,
+                        device=torch.device("cpu"), verbose=False, allow_tqdm=False)
+    p.initialize_from_trained_model_folder(MODEL, use_folds=(0,), checkpoint_name="checkpoint_final.pth")
+    p.predict_from_files(tmp, out, save_probabilities=True, overwrite=True, num_processes_preprocessing=1,
+                         num_processes_segmentation_export=1)
+    for f in os.listdir(out):
+        if not f.startswith("hippocampus_001.n"):
+            os.remove(os.path.join(out, f))
+
+
 if __name__ == "__main__":
     main()
+    predict()
