@@ -152,13 +152,7 @@ func TestTorchLoaderMatchesCPU(t *testing.T) {
 		if err := dev.Download(dev.ComputeStream(), got, nc); err != nil {
 			t.Fatal(err)
 		}
-		var num, den float64
-		for j := range got {
-			d := float64(got[j] - w.Data[j])
-			num += d * d
-			den += float64(w.Data[j]) * float64(w.Data[j])
-		}
-		rel := math.Sqrt(num / den)
+		rel := testutil.RelativeL2(got, w.Data)
 		if rel > 1e-5 {
 			t.Errorf("output %d %v: relative L2 error %.2e against PyTorch > 1e-5", i, w.Shape, rel)
 		} else {
