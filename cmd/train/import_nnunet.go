@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -33,6 +34,9 @@ type ImportNNUNetOptions struct {
 	Data, Output, Experiment string
 	// Folds to import (nil: every fold with a checkpoint_final.pth).
 	Folds []int
+	// Splits is nnU-Net's splits_final.json the model was trained with
+	// ("": nnU-Net's default folds, which voxtrain generates alike).
+	Splits string
 	// Version is recorded in the checkpoints.
 	Version string
 }
@@ -89,6 +93,7 @@ without Python (checkpoint/torchpt).`,
 	fl.StringVarP(&opts.Output, "output", "o", "", "training outputs folder to write the experiment into (e.g. runs)")
 	fl.StringVar(&opts.Experiment, "experiment", "", "the experiment's name (default: DATASET_CONFIGURATION, as train plan names it)")
 	fl.StringVar(&opts.Configuration, "configuration", "", "the plans' configuration the model trained (default: the folder name's, TRAINER__PLANS__CONFIGURATION)")
+	fl.StringVar(&opts.Splits, "splits", "", "nnU-Net's splits_final.json the folds were trained with (nnUNet_preprocessed/DATASET/splits_final.json), when not its default 5 folds: copied into the experiment as its data.splits_file")
 	fl.StringSliceVarP(&folds, "fold", "f", nil, "folds to import: 0 1 2, 0,1,2 or all (fold_all); default every fold with a checkpoint_final.pth")
 	return cmd
 }
@@ -132,6 +137,21 @@ func importNNUNetRun(opts *ImportNNUNetOptions) error {
 			return fmt.Errorf("%s exists: import into another --output or --experiment (nothing is written over)", run)
 		}
 	}
+	var splits []byte
+	if opts.Splits != "" {
+		if splits, cfg.Data.NumFolds, err = readNNUNetSplits(opts.Splits); err != nil {
+			return err
+		}
+		if cfg.Data.SplitsFile, err = filepath.Abs(filepath.Join(exp, "splits_final.json")); err != nil {
+			return err
+		}
+		if exists(cfg.Data.SplitsFile) {
+			return fmt.Errorf("%s exists: import into another --output or --experiment (nothing is written over)", cfg.Data.SplitsFile)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("%s: the configuration written from plans.json: %w", opts.Model, err)
+	}
 	// The network voxtrain builds from the config names the tensors and
 	// shapes every fold's weights must fill.
 	dev := cpu.New(cpu.Options{Threads: 1})
@@ -145,6 +165,14 @@ func importNNUNetRun(opts *ImportNNUNetOptions) error {
 		return err
 	}
 	out := opts.IO.Out
+	if splits != nil {
+		if err := os.MkdirAll(exp, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(cfg.Data.SplitsFile, splits, 0o644); err != nil {
+			return err
+		}
+	}
 	stages := len(cfg.Model.Features)
 	for _, k := range folds {
 		cfg.Data.Fold = k
@@ -206,4 +234,29 @@ func importNNUNetRun(opts *ImportNNUNetOptions) error {
 	fmt.Fprintf(out, "imported %s (%s, %d folds) into %s\n", m.Configuration, m.Plans.DatasetName, len(folds), exp)
 	fmt.Fprintf(out, "predict with it: train predict --model-dir %s -i INPUT_FOLDER -o OUTPUT_FOLDER\n", shellQuote(exp))
 	return nil
+}
+
+// readNNUNetSplits reads nnU-Net's splits_final.json (a list of
+// {"train": [...], "val": [...]}) and returns its bytes and fold count.
+func readNNUNetSplits(path string) ([]byte, int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, 0, fmt.Errorf("--splits: %w", err)
+	}
+	var folds []struct {
+		Train []string `json:"train"`
+		Val   []string `json:"val"`
+	}
+	if err := json.Unmarshal(b, &folds); err != nil {
+		return nil, 0, fmt.Errorf("--splits %s: not nnU-Net's splits_final.json: %w", path, err)
+	}
+	if len(folds) < 1 {
+		return nil, 0, fmt.Errorf("--splits %s: no fold", path)
+	}
+	for k, f := range folds {
+		if len(f.Val) == 0 {
+			return nil, 0, fmt.Errorf("--splits %s: fold %d has no validation case", path, k)
+		}
+	}
+	return b, len(folds), nil
 }

@@ -214,4 +214,35 @@ func TestImportNNUNetRefuses(t *testing.T) {
 	if _, _, err := runCmd(t, "import-nnunet", nnunetModel, "-o", t.TempDir()); err == nil || !strings.Contains(err.Error(), "--data is required") {
 		t.Errorf("no --data: %v", err)
 	}
+	bad := filepath.Join(t.TempDir(), "splits_final.json")
+	os.WriteFile(bad, []byte(`{"train": []}`), 0o644)
+	if _, _, err := runCmd(t, "import-nnunet", nnunetModel, "--data", data, "-o", t.TempDir(), "--splits", bad); err == nil ||
+		!strings.Contains(err.Error(), "not nnU-Net's splits_final.json") {
+		t.Errorf("bad --splits: %v", err)
+	}
+}
+
+// TestImportNNUNetSplits: --splits copies nnU-Net's splits_final.json into
+// the experiment, which the runs' configs name with its fold count.
+func TestImportNNUNetSplits(t *testing.T) {
+	splits := filepath.Join(t.TempDir(), "splits_final.json")
+	text := `[{"train": ["hippocampus_001", "hippocampus_006"], "val": ["hippocampus_011"]}, {"train": ["hippocampus_011"], "val": ["hippocampus_001", "hippocampus_006"]}]`
+	if err := os.WriteFile(splits, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	if o, errb, err := runCmd(t, "import-nnunet", nnunetModel, "--data", testutil.DemoDir(t), "-o", out, "--splits", splits); err != nil {
+		t.Fatalf("import-nnunet --splits: %v\n%s\n%s", err, o, errb)
+	}
+	exp := filepath.Join(out, "Dataset999_Tiny_3d_fullres")
+	if b, err := os.ReadFile(filepath.Join(exp, "splits_final.json")); err != nil || string(b) != text {
+		t.Errorf("the experiment's splits_final.json: %v\n%s", err, b)
+	}
+	cfg, err := config.Load(filepath.Join(exp, "fold_0", "run_0", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Data.SplitsFile != filepath.Join(exp, "splits_final.json") || cfg.Data.NumFolds != 2 {
+		t.Errorf("the run's data.splits_file %q, num_folds %d", cfg.Data.SplitsFile, cfg.Data.NumFolds)
+	}
 }
