@@ -17,9 +17,11 @@ package torchpt
 import (
 	"archive/zip"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path"
 	"strings"
 
@@ -40,6 +42,26 @@ const maxPickle = 256 << 20
 // Read returns the tensors of the state_dict in the torch.save file r
 // (size bytes; name is used in errors).
 func Read(r io.ReaderAt, size int64, name string) ([]safetensors.Tensor, error) {
+	f, err := ReadFile(r, size, name)
+	if err != nil {
+		return nil, err
+	}
+	return f.Tensors, nil
+}
+
+// File is what ReadFile finds in a torch.save file.
+type File struct {
+	// Tensors are the state_dict's, in the file's order.
+	Tensors []safetensors.Tensor
+	// Numbers are the top-level dict's int and float values by key (a
+	// training checkpoint's current_epoch, nnU-Net's _best_ema), when the
+	// state_dict is one of its values.
+	Numbers map[string]float64
+}
+
+// ReadFile reads the state_dict in the torch.save file r, as Read, and
+// the numbers beside it.
+func ReadFile(r io.ReaderAt, size int64, name string) (*File, error) {
 	zr, err := zip.NewReader(r, size)
 	if err != nil {
 		var head [4]byte
@@ -84,6 +106,27 @@ func Read(r io.ReaderAt, size int64, name string) ([]safetensors.Tensor, error) 
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	numbers := map[string]float64{}
+	if d, ok := top.(*dict); ok && d != sd {
+		for i, k := range d.keys {
+			key, ok := k.(string)
+			if !ok {
+				continue
+			}
+			switch v := d.vals[i].(type) {
+			case int64:
+				numbers[key] = float64(v)
+			case float64:
+				numbers[key] = v
+			case *object:
+				// numpy.float64 and the like: a scalar of a dtype and its
+				// bytes (numpy.core.multiarray.scalar(dtype, bytes)).
+				if x, ok := numpyScalar(v); ok {
+					numbers[key] = x
+				}
+			}
+		}
+	}
 	var out []safetensors.Tensor
 	data := map[string][]byte{}
 	// The copies may total a few times the storages (tensors tied to one
@@ -124,7 +167,30 @@ func Read(r io.ReaderAt, size int64, name string) ([]safetensors.Tensor, error) 
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: the state_dict holds no tensor", name)
 	}
-	return out, nil
+	return &File{Tensors: out, Numbers: numbers}, nil
+}
+
+// numpyScalar reads numpy.core.multiarray.scalar(dtype('f8' or 'f4'),
+// bytes), as a numpy.float64 is pickled; ok is false for anything else.
+func numpyScalar(o *object) (float64, bool) {
+	if !strings.HasSuffix(o.fn.module, "multiarray") || o.fn.name != "scalar" || len(o.args) != 2 {
+		return 0, false
+	}
+	dt, ok := o.args[0].(*object)
+	if !ok || dt.fn.name != "dtype" || len(dt.args) == 0 {
+		return 0, false
+	}
+	kind, _ := dt.args[0].(string)
+	b, ok := o.args[1].([]byte) // protocol 2 writes them as _codecs.encode, which call turns into bytes
+	switch {
+	case !ok:
+		return 0, false
+	case kind == "f8" && len(b) == 8:
+		return math.Float64frombits(binary.LittleEndian.Uint64(b)), true
+	case kind == "f4" && len(b) == 4:
+		return float64(math.Float32frombits(binary.LittleEndian.Uint32(b))), true
+	}
+	return 0, false
 }
 
 // stateDict finds the dict of tensors: the top object itself, or the

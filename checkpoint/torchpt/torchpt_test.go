@@ -120,6 +120,17 @@ func TestCheckpointDict(t *testing.T) {
 	if len(ts) != 2 || ts[0].Name != "conv.weight" || ts[1].Name != "conv.bias" || !slices.Equal(ts[0].Shape, []int{2, 3, 3, 3, 3}) {
 		t.Errorf("checkpoint.pth: %d tensors %v", len(ts), ts)
 	}
+	raw, err := os.ReadFile("testdata/checkpoint.pth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ReadFile(bytes.NewReader(raw), int64(len(raw)), "checkpoint.pth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Numbers["current_epoch"] != 5 || len(f.Numbers) != 1 {
+		t.Errorf("numbers %v, want current_epoch 5 alone", f.Numbers)
+	}
 	want, err := read(t, "state_dict.pt")
 	if err != nil {
 		t.Fatal(err)

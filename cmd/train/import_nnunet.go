@@ -183,39 +183,6 @@ func importNNUNetRun(opts *ImportNNUNetOptions) error {
 		if err != nil {
 			return err
 		}
-		pth := m.Checkpoint(k)
-		raw, err := os.ReadFile(pth)
-		if err != nil {
-			return err
-		}
-		ts, err := torchpt.Read(bytes.NewReader(raw), int64(len(raw)), pth)
-		if err != nil {
-			return err
-		}
-		w, err := nnunet.Weights(ts, stages, m.Plans.TransposeBackward, cfg.Model.DeepSupervision)
-		if err != nil {
-			return fmt.Errorf("%s: %w", pth, err)
-		}
-		model := make([]nn.HostTensor, len(want))
-		for i, p := range want {
-			t, ok := w[p.Name]
-			if !ok {
-				return fmt.Errorf("%s: no weights for voxtrain's %s %v (a network other than the plans' %s?)", pth, p.Name, p.Shape, m.Configuration)
-			}
-			if !slices.Equal(t.Shape, p.Shape) {
-				return fmt.Errorf("%s: %s is %v in the file, %v in the network the plans describe", pth, p.Name, t.Shape, p.Shape)
-			}
-			model[i] = t
-			delete(w, p.Name)
-		}
-		if len(w) > 0 {
-			var extra []string
-			for n := range w {
-				extra = append(extra, n)
-			}
-			slices.Sort(extra)
-			return fmt.Errorf("%s: weights the network the plans describe does not have: %s", pth, strings.Join(extra, ", "))
-		}
 		rd, err := checkpoint.NewRunDir(opts.Output, cfg.Experiment, k, 0)
 		if err != nil {
 			return err
@@ -224,16 +191,74 @@ func importNNUNetRun(opts *ImportNNUNetOptions) error {
 			return err
 		}
 		s := checkpoint.Saver{Dir: rd.Checkpoints, Policy: cfg.Checkpoint}
-		saved, err := s.Save(&checkpoint.Checkpoint{Model: model, Optimizer: []nn.HostTensor{}, Config: runText, Version: opts.Version,
-			State: map[string]string{"imported_from": pth, "nnunet_trainer": m.Trainer, "nnunet_plans": m.PlansName}})
-		if err != nil {
-			return err
+		// checkpoint_best.pth first, with the EMA pseudo Dice nnU-Net kept
+		// it by (voxtrain's best pointer), then checkpoint_final.pth (last).
+		pths := []string{m.Checkpoint(k)}
+		if best := filepath.Join(filepath.Dir(pths[0]), "checkpoint_best.pth"); exists(best) {
+			pths = []string{best, pths[0]}
 		}
-		fmt.Fprintf(out, "fold %s: %s → %s\n", foldName(k), pth, saved.Dir)
+		for _, pth := range pths {
+			model, numbers, err := importWeights(pth, want, stages, m, cfg.Model.DeepSupervision)
+			if err != nil {
+				return err
+			}
+			c := &checkpoint.Checkpoint{Model: model, Optimizer: []nn.HostTensor{}, Config: runText, Version: opts.Version,
+				Epoch: int(numbers["current_epoch"]),
+				State: map[string]string{"imported_from": pth, "nnunet_trainer": m.Trainer, "nnunet_plans": m.PlansName}}
+			if ema, ok := numbers["_best_ema"]; ok && filepath.Base(pth) == "checkpoint_best.pth" {
+				c.Metric = &ema
+			}
+			saved, err := s.Save(c)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "fold %s: %s → %s\n", foldName(k), pth, saved.Dir)
+		}
 	}
 	fmt.Fprintf(out, "imported %s (%s, %d folds) into %s\n", m.Configuration, m.Plans.DatasetName, len(folds), exp)
 	fmt.Fprintf(out, "predict with it: train predict --model-dir %s -i INPUT_FOLDER -o OUTPUT_FOLDER\n", shellQuote(exp))
 	return nil
+}
+
+// importWeights reads a checkpoint nnU-Net wrote and returns its network
+// weights in voxtrain's order (want: the names and shapes of the network
+// the plans describe), and the numbers beside them (current_epoch,
+// _best_ema). A tensor missing, of another shape or left over is an
+// error naming it.
+func importWeights(pth string, want []nn.HostTensor, stages int, m *nnunet.Model, deepSup bool) ([]nn.HostTensor, map[string]float64, error) {
+	raw, err := os.ReadFile(pth)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := torchpt.ReadFile(bytes.NewReader(raw), int64(len(raw)), pth)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := nnunet.Weights(f.Tensors, stages, m.Plans.TransposeBackward, deepSup)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", pth, err)
+	}
+	model := make([]nn.HostTensor, len(want))
+	for i, p := range want {
+		t, ok := w[p.Name]
+		if !ok {
+			return nil, nil, fmt.Errorf("%s: no weights for voxtrain's %s %v (a network other than the plans' %s?)", pth, p.Name, p.Shape, m.Configuration)
+		}
+		if !slices.Equal(t.Shape, p.Shape) {
+			return nil, nil, fmt.Errorf("%s: %s is %v in the file, %v in the network the plans describe", pth, p.Name, t.Shape, p.Shape)
+		}
+		model[i] = t
+		delete(w, p.Name)
+	}
+	if len(w) > 0 {
+		var extra []string
+		for n := range w {
+			extra = append(extra, n)
+		}
+		slices.Sort(extra)
+		return nil, nil, fmt.Errorf("%s: weights the network the plans describe does not have: %s", pth, strings.Join(extra, ", "))
+	}
+	return model, f.Numbers, nil
 }
 
 // readNNUNetSplits reads nnU-Net's splits_final.json (a list of

@@ -165,6 +165,17 @@ func TestImportNNUNet(t *testing.T) {
 	if agree < 0.995 || mean > 1e-3 {
 		t.Errorf("against nnU-Net's predictor: labels agree on %.4f of the voxels (want ≥ 0.995), mean |Δp| %.2e (want ≤ 1e-3)", agree, mean)
 	}
+	// checkpoint_best.pth became the best checkpoint, with nnU-Net's EMA
+	// pseudo Dice as its metric and its own weights; final is last.
+	ck := filepath.Join(exp, "fold_0", "run_0", "checkpoints")
+	best, err := checkpoint.Best(ck)
+	if err != nil || best.Metric == nil || *best.Metric != 0.625 || best.Epoch != 2 {
+		t.Fatalf("the imported best checkpoint: %+v, %v", best, err)
+	}
+	last, err := checkpoint.Latest(ck)
+	if err != nil || last.Epoch != 3 || last.Dir == best.Dir {
+		t.Errorf("the imported last checkpoint: %+v, %v (best %s)", last, err, best.Dir)
+	}
 	// Imported twice: refused, nothing written over.
 	if _, _, err := runCmd(t, "import-nnunet", nnunetModel, "--data", data, "-o", out); err == nil || !strings.Contains(err.Error(), "exists") {
 		t.Errorf("a second import: %v", err)

@@ -15,7 +15,8 @@ PlainConvUNet (dynamic_network_architectures, built with nnU-Net's
 get_network_from_plans), PyTorch's initialisation (seed 5) moved by
 0.05 * N(0, 1) so that the norms are not 1 and 0, saved by torch.save as
 nnU-Net's save_checkpoint saves it (network_weights, optimizer_state,
-current_epoch, init_args, trainer_name, ...) in fold_0/checkpoint_final.pth.
+current_epoch, init_args, trainer_name, ...) in fold_0/checkpoint_final.pth;
+fold_0/checkpoint_best.pth holds other weights and a _best_ema of 0.625.
 io.npz holds an input in nnU-Net's (transposed) axes and the network's
 outputs on it (eval mode, every deep-supervision output). predicted/ holds
 nnU-Net's own prediction of the demo case hippocampus_001 with this model
@@ -122,6 +123,12 @@ def main():
         "trainer_name": "nnUNetTrainer",
         "inference_allowed_mirroring_axes": (0, 1, 2),
     }, os.path.join(MODEL, "fold_0", "checkpoint_final.pth"))
+    # checkpoint_best.pth: other weights (the final ones moved again) and
+    # the EMA pseudo Dice nnU-Net keeps the best by.
+    g = torch.Generator().manual_seed(11)
+    best = {k: v + 0.05 * torch.randn(v.shape, generator=g) if v.is_floating_point() else v for k, v in net.state_dict().items()}
+    torch.save({"network_weights": best, "_best_ema": np.float64(0.625), "current_epoch": 2, "trainer_name": "nnUNetTrainer"},
+               os.path.join(MODEL, "fold_0", "checkpoint_best.pth"))
 
 
 def predict():
