@@ -49,7 +49,8 @@ type Loss struct {
 	// PosWeight weighs the positive class of bce.
 	PosWeight float64 `yaml:"pos_weight"`
 	// DeepSupervisionWeights overrides nnU-Net's output weights (one per
-	// output, highest resolution first; renormalised to sum 1).
+	// output, highest resolution first; renormalised to sum 1); empty:
+	// nnU-Net's.
 	DeepSupervisionWeights []float64 `yaml:"deep_supervision_weights"`
 	// IgnoreLabel is the label value whose voxels are excluded from the
 	// loss and the metrics (nil: none). It is not a class: model.num_classes

@@ -185,7 +185,9 @@ func NewCriterion(dev Device, cfg config.Loss, outputs []Shape) (*Criterion, err
 	}
 	n := len(outputs)
 	weights := DeepSupervisionWeights(n)
-	if cfg.DeepSupervisionWeights != nil {
+	// Empty is unset: a resolved config (a run's config.yaml) writes the
+	// unset list as [], which must read back as nnU-Net's weights.
+	if len(cfg.DeepSupervisionWeights) > 0 {
 		if len(cfg.DeepSupervisionWeights) != n {
 			return nil, fmt.Errorf("loss.deep_supervision_weights: %d weights for %d outputs", len(cfg.DeepSupervisionWeights), n)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -75,5 +76,24 @@ func TestResumeCommandPastesIntoSh(t *testing.T) {
 		if w := []string{"train", "--output-dir", nasty, "--resume", "auto"}; !slices.Equal(got, w) {
 			t.Errorf("--output-dir %q: sh read %q", nasty, got)
 		}
+	}
+}
+
+// TestRunConfigTrainsAgain: a run's own config.yaml (the resolved config,
+// every setting written out) is a config train takes: resuming the run
+// from it trains on. Before, a deep-supervised model's unset
+// loss.deep_supervision_weights came back from it as an empty list, which
+// the loss refused ("0 weights for 2 outputs").
+func TestRunConfigTrainsAgain(t *testing.T) {
+	dir := t.TempDir()
+	cfg := initConfig(t, dir, 3, "", "")
+	runs := filepath.Join(dir, "runs")
+	if o, errb, err := runCmd(t, "--config", cfg, "--output-dir", runs, "--threads", "2"); err != nil {
+		t.Fatalf("train: %v\n%s\n%s", err, o, errb)
+	}
+	runCfg := filepath.Join(runs, "ft", "fold_0", "run_0", "config.yaml")
+	o, errb, err := runCmd(t, "--config", runCfg, "--resume", "auto", "--epochs", "2", "--threads", "2")
+	if err != nil || !strings.Contains(o.String(), "2 epochs, 2 steps") {
+		t.Fatalf("train --config %s --resume auto --epochs 2: %v\n%s\n%s", runCfg, err, o, errb)
 	}
 }
