@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -194,6 +195,14 @@ func (c *checkpoints) resume(what string, st *State) error {
 		if errors.Is(err, checkpoint.ErrBareWeights) {
 			return fmt.Errorf("--resume %s: a bare weights file holds the weights only, not the optimiser and training state a resume continues: to start a new run from these weights use --init-weights %s", what, what)
 		}
+	}
+	var me *checkpoint.MismatchError
+	if errors.As(err, &me) && filepath.Base(me.File) == "optimizer.safetensors" && len(me.Missing) == len(moments) && len(moments) > 0 &&
+		len(me.Mismatched)+len(me.Unexpected) == 0 {
+		// An optimiser file without a tensor: weights saved without
+		// their training (train import-nnunet writes such checkpoints).
+		dir := filepath.Dir(me.File)
+		return fmt.Errorf("resume: %s holds the weights only, no optimiser state to continue from (a model imported with train import-nnunet?): start a new run from them with --init-weights %s", dir, dir)
 	}
 	if err != nil {
 		return fmt.Errorf("resume: %w", err)

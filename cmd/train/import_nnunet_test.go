@@ -176,6 +176,12 @@ func TestImportNNUNet(t *testing.T) {
 	if err != nil || last.Epoch != 3 || last.Dir == best.Dir {
 		t.Errorf("the imported last checkpoint: %+v, %v (best %s)", last, err, best.Dir)
 	}
+	// Its checkpoints hold no optimiser state: a resume says so and what
+	// to do instead.
+	if _, _, err := runCmd(t, "--config", filepath.Join(exp, "fold_0", "run_0", "config.yaml"), "--resume", "auto", "--epochs", "4", "--threads", "2", "--device", "cpu"); err == nil ||
+		!strings.Contains(err.Error(), "holds the weights only, no optimiser state") || !strings.Contains(err.Error(), "--init-weights "+last.Dir) {
+		t.Errorf("resuming an imported run: %v", err)
+	}
 	// Imported twice: refused, nothing written over.
 	if _, _, err := runCmd(t, "import-nnunet", nnunetModel, "--data", data, "-o", out); err == nil || !strings.Contains(err.Error(), "exists") {
 		t.Errorf("a second import: %v", err)
