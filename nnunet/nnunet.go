@@ -68,6 +68,12 @@ func ReadModel(dir, configuration string) (*Model, error) {
 	if c.InheritsFrom != "" || c.PreviousStage != "" {
 		return nil, fmt.Errorf("%s: %s is a cascade stage (previous_stage %q): voxtrain has no cascade", dir, m.Configuration, c.PreviousStage)
 	}
+	if len(c.PatchSize) == 2 {
+		// voxtrain trains 2d as a 3-D network with kernels of 1 across the
+		// slices, but its target_spacing sets the slicing axis too, where
+		// nnU-Net keeps each case's own: predictions would differ.
+		return nil, fmt.Errorf("%s: %s is a 2-D configuration: not imported (voxtrain's 2d resamples across slices to the fullres spacing, where nnU-Net keeps each case's own)", dir, m.Configuration)
+	}
 	if cls := c.Architecture.NetworkClassName; !strings.HasSuffix(cls, ".PlainConvUNet") && cls != "PlainConvUNet" {
 		return nil, fmt.Errorf("%s: %s's network is %s: voxtrain builds nnU-Net's PlainConvUNet only (not the residual encoder presets)", dir, m.Configuration, cls)
 	}

@@ -220,6 +220,11 @@ func TestImportNNUNetRefuses(t *testing.T) {
 		{"resenc", edit(t, "plans.json", "unet.PlainConvUNet", "residual_unet.ResidualEncoderUNet"), nil, "PlainConvUNet only (not the residual encoder presets)"},
 		{"regions", edit(t, "dataset.json", `"b": 2`, `"b": [1, 2]`), nil, `label "b" is [1, 2]`},
 		{"configuration", nnunetModel, []string{"--configuration", "2d"}, `plans.json has no configuration "2d" (it has 3d_fullres)`},
+		{"2d", edit(t, "plans.json", `"patch_size": [
+                8,
+                16,
+                16
+            ],`, `"patch_size": [16, 16],`), nil, "3d_fullres is a 2-D configuration: not imported"},
 		{"fold", nnunetModel, []string{"--fold", "3"}, "--fold 3: no "},
 		{"data", nnunetModel, []string{"--data", filepath.Join(t.TempDir(), "none")}, "--data"},
 	} {
