@@ -437,8 +437,10 @@ func isTorchFile(path string) bool {
 }
 
 // readBare reads a bare weights file as safetensors bytes: a safetensors
-// file as it is, a torch.save file (a zip not named .safetensors)
-// converted (torchpt); sum is the SHA-256 of the file's own bytes (hex).
+// file as it is, a torch.save file (named .pt, .pth or .bin, or a zip not
+// named .safetensors) converted (torchpt, whose errors say what such a
+// file is when it is not one); sum is the SHA-256 of the file's own bytes
+// (hex).
 func readBare(path string) (b []byte, sum string, err error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -446,8 +448,11 @@ func readBare(path string) (b []byte, sum string, err error) {
 	}
 	h := sha256.Sum256(raw)
 	sum = hex.EncodeToString(h[:])
-	if !bytes.HasPrefix(raw, torchpt.Magic) || strings.EqualFold(filepath.Ext(path), ".safetensors") {
-		return raw, sum, nil // a .safetensors name is read as one (and refused as one when it is not)
+	switch ext := strings.ToLower(filepath.Ext(path)); {
+	case ext == ".safetensors":
+		return raw, sum, nil // read as one (and refused as one when it is not)
+	case !bytes.HasPrefix(raw, torchpt.Magic) && ext != ".pt" && ext != ".pth" && ext != ".bin":
+		return raw, sum, nil
 	}
 	if b, err = torchpt.ToSafetensors(bytes.NewReader(raw), int64(len(raw)), path); err != nil {
 		return nil, "", fmt.Errorf("load checkpoint: %w", err)

@@ -148,6 +148,11 @@ case_ "final validation of the finished run (--npz)" ok 300 $T --config $C --res
 case_ "find-best: folds 1-4 not validated" err 60 $T find-best --cv adv=$W/runs/adv -o $W/fb
 case_ "find-best --folds 0, output = fold 0's run" err 60 $T find-best --cv validation=$W/runs/adv --folds 0 -o $W/runs/adv/fold_0/run_0
 case_ "find-best --folds 0" ok 120 $T find-best --cv adv=$W/runs/adv --folds 0 -o $W/fb
+case_ "import-nnunet of a run folder" err 60 $T import-nnunet $W/runs/adv --data $DS -o $W/imp
+echo "not a torch file" > $W/w.pt; case_ "init-weights text file named .pt" err 60 $T --config $C --run-id 6 --init-weights $W/w.pt
+head -c 2000 $ROOT/checkpoint/torchpt/testdata/state_dict.pt > $W/cut.pt; case_ "init-weights truncated .pt" err 60 $T --config $C --run-id 7 --init-weights $W/cut.pt
+case_ "init-weights a torch.save'd module" err 60 $T --config $C --run-id 8 --init-weights $ROOT/checkpoint/torchpt/testdata/model.pt
+echo "PK junk" > $W/m.zip; case_ "install-model of a non-zip" err 60 $T install-model $W/m.zip -o $W/inst
 # corrupt metrics.jsonl then resume with more epochs
 printf '{"epoch": 1, "loss": \n' >> $W/runs/adv/fold_0/run_0/metrics.jsonl
 case_ "resume w/ torn metrics.jsonl" ok 300 $T --config $C --resume auto --epochs 2
