@@ -222,6 +222,9 @@ func Weights(ts []safetensors.Tensor, stages int, transposeBackward []int, deepS
 	}
 	out := map[string]nn.HostTensor{}
 	for _, t := range ts {
+		// A compiled or DDP-wrapped network's names (nnU-Net strips these
+		// prefixes on load too).
+		t.Name = strings.TrimPrefix(strings.TrimPrefix(t.Name, "module."), "_orig_mod.")
 		var name string
 		switch {
 		case skipKey.MatchString(t.Name):

@@ -47,7 +47,7 @@ func TestWeightsNames(t *testing.T) {
 		f32("decoder.transpconvs.0.weight", 16, 8, 2, 2, 2),
 		f32("decoder.stages.1.convs.1.conv.bias", 4),
 		f32("decoder.seg_layers.0.weight", 3, 8, 1, 1, 1),
-		f32("decoder.seg_layers.1.bias", 3),
+		f32("_orig_mod.decoder.seg_layers.1.bias", 3), // a compiled network's name
 	}
 	w, err := Weights(ts, 3, []int{0, 1, 2}, true)
 	if err != nil {
