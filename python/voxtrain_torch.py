@@ -20,6 +20,8 @@ The other way, weights trained or changed in PyTorch start a voxtrain run
 
     safetensors.torch.save_file(model.state_dict(), "unet.safetensors")
     # train --config my.yaml --init-weights unet.safetensors [--init-mismatch skip]
+    torch.save(model.state_dict(), "unet.pt")  # read as well (no Python on voxtrain's side)
+    # train --config my.yaml --init-weights unet.pt
 
 Needs torch and PyYAML; nothing of voxtrain at run time. The state_dict
 keys are voxtrain's (enc.L.B.0.weight, up.D.weight, dec.D.B.1.bias, head,
