@@ -152,6 +152,11 @@ func importNNUNetRun(opts *ImportNNUNetOptions) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%s: the configuration written from plans.json: %w", opts.Model, err)
 	}
+	for _, k := range folds {
+		if k >= cfg.Data.NumFolds {
+			return fmt.Errorf("fold %d: the runs have data.num_folds %d (give --splits with nnU-Net's splits_final.json)", k, cfg.Data.NumFolds)
+		}
+	}
 	// The network voxtrain builds from the config names the tensors and
 	// shapes every fold's weights must fill.
 	dev := cpu.New(cpu.Options{Threads: 1})
@@ -176,9 +181,6 @@ func importNNUNetRun(opts *ImportNNUNetOptions) error {
 	stages := len(cfg.Model.Features)
 	for _, k := range folds {
 		cfg.Data.Fold = k
-		if k >= 0 && k >= cfg.Data.NumFolds {
-			return fmt.Errorf("fold %d: the plans' data.num_folds is %d", k, cfg.Data.NumFolds)
-		}
 		runText, err := cfg.YAML()
 		if err != nil {
 			return err
