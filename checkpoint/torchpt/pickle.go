@@ -423,19 +423,9 @@ func (m *machine) run() (any, error) {
 				}
 			}
 		case 'q', 'r', 'p', 0x94: // BINPUT, LONG_BINPUT, PUT, MEMOIZE
-			var idx uint64
-			switch op {
-			case 'q':
-				idx, err = m.uint(1)
-			case 'r':
-				idx, err = m.uint(4)
-			case 'p':
-				var s string
-				if s, err = m.line(); err == nil {
-					idx, err = strconv.ParseUint(s, 10, 32)
-				}
-			default:
-				idx = uint64(len(m.memo))
+			idx := uint64(len(m.memo))
+			if op != 0x94 {
+				idx, err = m.memoIndex(op)
 			}
 			var v any
 			if err == nil {
@@ -450,17 +440,7 @@ func (m *machine) run() (any, error) {
 			}
 		case 'h', 'j', 'g': // BINGET, LONG_BINGET, GET
 			var idx uint64
-			switch op {
-			case 'h':
-				idx, err = m.uint(1)
-			case 'j':
-				idx, err = m.uint(4)
-			default:
-				var s string
-				if s, err = m.line(); err == nil {
-					idx, err = strconv.ParseUint(s, 10, 32)
-				}
-			}
+			idx, err = m.memoIndex(op)
 			if err == nil {
 				v, ok := m.memo[idx]
 				if !ok {
@@ -484,6 +464,22 @@ func (m *machine) run() (any, error) {
 			return nil, err
 		}
 	}
+}
+
+// memoIndex reads the memo index of a PUT or GET: one byte (BINPUT,
+// BINGET), four (LONG_BINPUT, LONG_BINGET) or a line of text (PUT, GET).
+func (m *machine) memoIndex(op byte) (uint64, error) {
+	switch op {
+	case 'q', 'h':
+		return m.uint(1)
+	case 'r', 'j':
+		return m.uint(4)
+	}
+	s, err := m.line()
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(s, 10, 32)
 }
 
 func appendTo(l, v any) error {
