@@ -16,12 +16,6 @@ type YAMLOptions struct {
 	Dataset string
 	// Experiment prefixes the experiment name.
 	Experiment string
-	// AlwaysResample writes data.target_spacing even when every case of
-	// the fingerprint has it already, as nnU-Net resamples every case it
-	// predicts (a model imported from nnU-Net predicts cases of other
-	// spacings). Planned configs leave it out then: resampling every
-	// training case to the spacing it has would only cost time.
-	AlwaysResample bool
 }
 
 // YAML renders configuration name of p as a run config that `train
@@ -178,16 +172,11 @@ func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (st
 		}
 	}
 	sp := fmt.Sprintf("[%s, %s, %s]", num(spacing[0]), num(spacing[1]), num(spacing[2]))
-	resample := o.AlwaysResample || needsResampling(fp, spacing)
 	if fp.SpacingUnit != "" {
-		line("  spacing_unit: %s   # the cases' unit, target_spacing's (when set): predict converts it into an input's", fp.SpacingUnit)
+		line("  spacing_unit: %s   # the cases' unit, target_spacing's: predict converts it into an input's", fp.SpacingUnit)
 	}
-	if resample {
-		line("  target_spacing: %s", sp)
-		line("  resample_order: nnunet    # images cubic, labels one-hot linear, nearest across slices when anisotropic (> 3)")
-	} else {
-		line("  # target_spacing: %s", sp)
-	}
+	line("  target_spacing: %s", sp)
+	line("  resample_order: nnunet    # images cubic, labels one-hot linear, nearest across slices when anisotropic (> 3)")
 	if name == "3d_lowres" {
 		line("  #   the fullres spacing coarsened 3 %% a step (first the axes finer than half the coarsest) until")
 		line("  #   the patch holds >= 1/4 of the median image's voxels (nnU-Net's lowres_creation_threshold)")
@@ -197,8 +186,9 @@ func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (st
 	} else {
 		line("  #   the median spacing of the cases (the coarsest axis: its 10th percentile when very anisotropic)")
 	}
-	if !resample {
-		line("  #   every case already has this spacing, so the key is left out: no resampling (nnU-Net's is a no-op)")
+	if !needsResampling(fp, spacing) {
+		line("  #   every training case already has this spacing (resampling them is a copy); cases predicted")
+		line("  #   with other spacings are resampled to it, as nnU-Net resamples every case it predicts")
 	}
 	line("  oversample_foreground: 0.33     # nnU-Net's oversample_foreground_percent")
 	line("")

@@ -119,7 +119,7 @@ func importNNUNetRun(opts *ImportNNUNetOptions) error {
 	if fi, err := os.Stat(data); err != nil || !fi.IsDir() {
 		return fmt.Errorf("--data %s: not a folder (want the raw dataset the model was trained on)", opts.Data)
 	}
-	text, err := plan.YAML(m.Plans, m.Configuration, m.Fingerprint, m.Dataset, plan.YAMLOptions{Dataset: data, Experiment: m.Plans.DatasetName, AlwaysResample: true})
+	text, err := plan.YAML(m.Plans, m.Configuration, m.Fingerprint, m.Dataset, plan.YAMLOptions{Dataset: data, Experiment: m.Plans.DatasetName})
 	if err != nil {
 		return fmt.Errorf("%s: %w", opts.Model, err)
 	}
