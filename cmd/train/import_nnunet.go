@@ -54,8 +54,10 @@ func NewCmdImportNNUNet(f *Factory, runF func(context.Context, *ImportNNUNetOpti
 dataset.json, dataset_fingerprint.json, fold_<k>/checkpoint_final.pth) and
 writes OUTPUT_DIR/EXPERIMENT/fold_<k>/run_0/ as training with voxtrain would:
 the run's config.yaml — what train plan writes for that configuration
-(plan.YAML, axes in the files' order) — and a checkpoint holding the fold's
-network weights: nnU-Net's PlainConvUNet state_dict renamed to voxtrain's,
+(plan.YAML, axes in the files' order) —, the fold's validation folder (its
+predictions, CASE.npz and summary.json, for find-best) and checkpoints
+holding the fold's network weights (checkpoint_final.pth as last,
+checkpoint_best.pth as best): nnU-Net's PlainConvUNet state_dict renamed to voxtrain's,
 every kernel's axes put back from nnU-Net's transposed order. train predict
 --model-dir OUTPUT_DIR/EXPERIMENT, validate, find-best and ensemble then use
 it as any voxtrain model; --init-weights fine-tunes from a fold's checkpoint.
@@ -215,6 +217,27 @@ func importNNUNetRun(opts *ImportNNUNetOptions) error {
 				return err
 			}
 			fmt.Fprintf(out, "fold %s: %s → %s\n", foldName(k), pth, saved.Dir)
+		}
+		// nnU-Net's final validation of the fold (its predictions, CASE.npz
+		// with --npz, summary.json in nnU-Net's schema, voxtrain's too)
+		// comes along, so that find-best gathers the imported folds.
+		val := filepath.Join(filepath.Dir(m.Checkpoint(k)), "validation")
+		if ents, err := os.ReadDir(val); err == nil {
+			dst := filepath.Join(rd.Path, "validation")
+			if err := os.MkdirAll(dst, 0o755); err != nil {
+				return err
+			}
+			n := 0
+			for _, e := range ents {
+				if !e.Type().IsRegular() {
+					continue
+				}
+				if err := linkOrCopy(filepath.Join(val, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+					return err
+				}
+				n++
+			}
+			fmt.Fprintf(out, "fold %s: nnU-Net's validation (%d files) → %s\n", foldName(k), n, dst)
 		}
 	}
 	fmt.Fprintf(out, "imported %s (%s, %d folds) into %s\n", m.Configuration, m.Plans.DatasetName, len(folds), exp)

@@ -268,3 +268,35 @@ func TestImportNNUNetSplits(t *testing.T) {
 		t.Errorf("the run's data.splits_file %q, num_folds %d", cfg.Data.SplitsFile, cfg.Data.NumFolds)
 	}
 }
+
+// TestImportNNUNetValidation: a fold's validation folder nnU-Net wrote
+// comes along into the run's validation/, so find-best gathers the
+// imported folds as voxtrain's own (here fold 0 alone, --folds 0).
+func TestImportNNUNetValidation(t *testing.T) {
+	model := filepath.Join(t.TempDir(), "nnUNetTrainer__nnUNetPlans__3d_fullres")
+	if err := os.CopyFS(model, os.DirFS(nnunetModel)); err != nil {
+		t.Fatal(err)
+	}
+	val := filepath.Join(model, "fold_0", "validation")
+	if err := os.CopyFS(val, os.DirFS(filepath.Join("testdata", "nnunet_model", "predicted"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(val, "summary.json"), []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	o, errb, err := runCmd(t, "import-nnunet", model, "--data", testutil.DemoDir(t), "-o", out)
+	if err != nil {
+		t.Fatalf("import-nnunet: %v\n%s\n%s", err, o, errb)
+	}
+	exp := filepath.Join(out, "Dataset999_Tiny_3d_fullres")
+	got := testutil.DirNames(t, filepath.Join(exp, "fold_0", "run_0", "validation"))
+	if want := []string{"hippocampus_001.nii.gz", "hippocampus_001.npz", "summary.json"}; !slices.Equal(got, want) {
+		t.Errorf("the run's validation/ holds %v, want %v", got, want)
+	}
+	fb := filepath.Join(t.TempDir(), "fb")
+	o, errb, err = runCmd(t, "find-best", "--cv", "nnunet="+exp, "--folds", "0", "-o", fb)
+	if err != nil || !strings.Contains(o.String(), "nnunet: foreground mean Dice") || !strings.Contains(o.String(), "over 1 cases") {
+		t.Errorf("find-best on the imported folds: %v\n%s\n%s", err, o, errb)
+	}
+}
