@@ -53,19 +53,20 @@ func NewCmdImportNNUNet(f *Factory, runF func(context.Context, *ImportNNUNetOpti
 (nnUNet_results/DATASET/nnUNetTrainer__nnUNetPlans__3d_fullres: plans.json,
 dataset.json, dataset_fingerprint.json, fold_<k>/checkpoint_final.pth) and
 writes OUTPUT_DIR/EXPERIMENT/fold_<k>/run_0/ as training with voxtrain would:
-the run's config.yaml — what train plan writes for that configuration
-(plan.YAML, axes in the files' order) —, the fold's validation folder (its
-predictions, CASE.npz and summary.json, for find-best) and checkpoints
-holding the fold's network weights (checkpoint_final.pth as last,
-checkpoint_best.pth as best): nnU-Net's PlainConvUNet state_dict renamed to voxtrain's,
-every kernel's axes put back from nnU-Net's transposed order. train predict
---model-dir OUTPUT_DIR/EXPERIMENT, validate, find-best and ensemble then use
-it as any voxtrain model; --init-weights fine-tunes from a fold's checkpoint.
+the run's config.yaml (what train plan writes for that configuration, axes
+in the files' order), checkpoints of the fold's network weights
+(checkpoint_final.pth as last, checkpoint_best.pth as best: nnU-Net's
+PlainConvUNet state_dict renamed to voxtrain's, every kernel's axes put
+back from nnU-Net's transposed order) and the fold's validation folder (its
+predictions, CASE.npz and summary.json, which find-best gathers). train
+predict --model-dir OUTPUT_DIR/EXPERIMENT, validate, find-best and ensemble
+then use it as any voxtrain model; --init-weights fine-tunes from a fold's
+checkpoint.
 
-The checkpoint carries no optimiser state (nnU-Net's is not mapped), so
-an imported run is not resumed. Residual-encoder presets, cascades and
-region-based datasets are refused, saying so. The .pth files are read
-without Python (checkpoint/torchpt).`,
+The checkpoints carry no optimiser state (nnU-Net's is not mapped), so an
+imported run is not resumed. 2d configurations, residual-encoder presets,
+cascades and region-based datasets are refused, saying why. The .pth files
+are read without Python (checkpoint/torchpt).`,
 		Example: `  train import-nnunet /data/nnUNet_results/Dataset004_Hippocampus/nnUNetTrainer__nnUNetPlans__3d_fullres \
       --data /data/nnUNet_raw/Dataset004_Hippocampus -o /data/runs
   train predict --model-dir /data/runs/Dataset004_Hippocampus_3d_fullres -i /data/nnUNet_raw/Dataset004_Hippocampus/imagesTs -o /data/preds`,
