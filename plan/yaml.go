@@ -274,6 +274,7 @@ func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (st
 	line("  mode: patch                     # nnU-Net's pseudo-Dice on 50 batches per epoch")
 	line("  iterations: 50")
 	line("  final: last                     # nnU-Net's final validation: fold_<k>/run_<r>/validation/ (train --npz adds CASE.npz)")
+	line("  mirror: true                    # with test-time mirroring, as nnU-Net's (8 passes)")
 	line("")
 	line("checkpoint:")
 	line("  best_mode: max")
