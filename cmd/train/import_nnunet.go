@@ -76,8 +76,8 @@ are read without Python (checkpoint/torchpt).`,
 			switch {
 			case opts.Output == "":
 				return usageErr(cmd, errors.New("--output (-o) is required: the training outputs folder to write the experiment into"))
-			case opts.Data == "":
-				return usageErr(cmd, errors.New("--data is required: the raw dataset the model was trained on (the configs' data.dataset)"))
+			case opts.Data == "" && os.Getenv("nnUNet_raw") == "":
+				return usageErr(cmd, errors.New("--data is required (or nnU-Net's nnUNet_raw in the environment): the raw dataset the model was trained on (the configs' data.dataset)"))
 			case strings.ContainsAny(opts.Experiment, `/\`):
 				return fmt.Errorf("--experiment %q: a name, no slashes", opts.Experiment)
 			}
@@ -92,11 +92,11 @@ are read without Python (checkpoint/torchpt).`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.Data, "data", "", "the raw dataset the model was trained on (nnUNet_raw/DATASET), data.dataset of the configs")
+	fl.StringVar(&opts.Data, "data", "", "the raw dataset the model was trained on, data.dataset of the configs (default: $nnUNet_raw/DATASET)")
 	fl.StringVarP(&opts.Output, "output", "o", "", "training outputs folder to write the experiment into (e.g. runs)")
 	fl.StringVar(&opts.Experiment, "experiment", "", "the experiment's name (default: DATASET_CONFIGURATION, as train plan names it)")
 	fl.StringVar(&opts.Configuration, "configuration", "", "the plans' configuration the model trained (default: the folder name's, TRAINER__PLANS__CONFIGURATION)")
-	fl.StringVar(&opts.Splits, "splits", "", "nnU-Net's splits_final.json the folds were trained with (nnUNet_preprocessed/DATASET/splits_final.json), when not its default 5 folds: copied into the experiment as its data.splits_file")
+	fl.StringVar(&opts.Splits, "splits", "", "nnU-Net's splits_final.json the folds were trained with, copied into the experiment as its data.splits_file (default: $nnUNet_preprocessed/DATASET/splits_final.json when there is one, else nnU-Net's default folds)")
 	fl.StringSliceVarP(&folds, "fold", "f", nil, "folds to import: 0 1 2, 0,1,2 or all (fold_all); default every fold with a checkpoint_final.pth")
 	return cmd
 }
@@ -105,6 +105,16 @@ func importNNUNetRun(opts *ImportNNUNetOptions) error {
 	m, err := nnunet.ReadModel(opts.Model, opts.Configuration)
 	if err != nil {
 		return err
+	}
+	// nnU-Net's environment, when set, says where the raw dataset and the
+	// splits it trained with are, as nnU-Net itself finds them.
+	if opts.Data == "" {
+		opts.Data = filepath.Join(os.Getenv("nnUNet_raw"), m.Plans.DatasetName)
+	}
+	if pre := os.Getenv("nnUNet_preprocessed"); opts.Splits == "" && pre != "" {
+		if p := filepath.Join(pre, m.Plans.DatasetName, "splits_final.json"); exists(p) {
+			opts.Splits = p
+		}
 	}
 	folds := m.Folds
 	if opts.Folds != nil {

@@ -57,6 +57,7 @@ func permute3(a npy.Array, perm []int) npy.Array {
 // PlainConvUNet), on the same input in the files' axes rather than
 // nnU-Net's transposed ones; the run predicts with predict --model-dir.
 func TestImportNNUNet(t *testing.T) {
+	noNNUNetEnvironment(t)
 	out := t.TempDir()
 	data := testutil.DemoDir(t)
 	o, errb, err := runCmd(t, "import-nnunet", nnunetModel, "--data", data, "-o", out)
@@ -191,6 +192,7 @@ func TestImportNNUNet(t *testing.T) {
 // TestImportNNUNetRefuses: what the import cannot map is refused, saying
 // what and why.
 func TestImportNNUNetRefuses(t *testing.T) {
+	noNNUNetEnvironment(t)
 	data := testutil.DemoDir(t)
 	edit := func(t *testing.T, file, old, new string) string {
 		t.Helper()
@@ -247,6 +249,7 @@ func TestImportNNUNetRefuses(t *testing.T) {
 // TestImportNNUNetSplits: --splits copies nnU-Net's splits_final.json into
 // the experiment, which the runs' configs name with its fold count.
 func TestImportNNUNetSplits(t *testing.T) {
+	noNNUNetEnvironment(t)
 	splits := filepath.Join(t.TempDir(), "splits_final.json")
 	text := `[{"train": ["hippocampus_001", "hippocampus_006"], "val": ["hippocampus_011"]}, {"train": ["hippocampus_011"], "val": ["hippocampus_001", "hippocampus_006"]}]`
 	if err := os.WriteFile(splits, []byte(text), 0o644); err != nil {
@@ -269,10 +272,42 @@ func TestImportNNUNetSplits(t *testing.T) {
 	}
 }
 
+// TestImportNNUNetEnvironment: with nnU-Net's environment set, the raw
+// dataset is $nnUNet_raw/DATASET and the splits
+// $nnUNet_preprocessed/DATASET/splits_final.json, as nnU-Net finds them.
+func TestImportNNUNetEnvironment(t *testing.T) {
+	root := t.TempDir()
+	raw := filepath.Join(root, "raw", "Dataset999_Tiny")
+	pre := filepath.Join(root, "pre", "Dataset999_Tiny")
+	for _, d := range []string{raw, pre} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text := `[{"train": ["a"], "val": ["b"]}, {"train": ["b"], "val": ["a"]}, {"train": ["a"], "val": ["c"]}]`
+	if err := os.WriteFile(filepath.Join(pre, "splits_final.json"), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("nnUNet_raw", filepath.Join(root, "raw"))
+	t.Setenv("nnUNet_preprocessed", filepath.Join(root, "pre"))
+	out := t.TempDir()
+	if o, errb, err := runCmd(t, "import-nnunet", nnunetModel, "-o", out); err != nil {
+		t.Fatalf("import-nnunet with nnU-Net's environment: %v\n%s\n%s", err, o, errb)
+	}
+	cfg, err := config.Load(filepath.Join(out, "Dataset999_Tiny_3d_fullres", "fold_0", "run_0", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Data.Dataset != raw || cfg.Data.NumFolds != 3 {
+		t.Errorf("data.dataset %q (want %q), num_folds %d (want the splits' 3)", cfg.Data.Dataset, raw, cfg.Data.NumFolds)
+	}
+}
+
 // TestImportNNUNetValidation: a fold's validation folder nnU-Net wrote
 // comes along into the run's validation/, so find-best gathers the
 // imported folds as voxtrain's own (here fold 0 alone, --folds 0).
 func TestImportNNUNetValidation(t *testing.T) {
+	noNNUNetEnvironment(t)
 	model := filepath.Join(t.TempDir(), "nnUNetTrainer__nnUNetPlans__3d_fullres")
 	if err := os.CopyFS(model, os.DirFS(nnunetModel)); err != nil {
 		t.Fatal(err)
@@ -299,4 +334,11 @@ func TestImportNNUNetValidation(t *testing.T) {
 	if err != nil || !strings.Contains(o.String(), "nnunet: foreground mean Dice") || !strings.Contains(o.String(), "over 1 cases") {
 		t.Errorf("find-best on the imported folds: %v\n%s\n%s", err, o, errb)
 	}
+}
+
+// noNNUNetEnvironment unsets nnU-Net's variables for the test: a
+// developer's own must not choose the dataset or splits.
+func noNNUNetEnvironment(t *testing.T) {
+	t.Setenv("nnUNet_raw", "")
+	t.Setenv("nnUNet_preprocessed", "")
 }
