@@ -417,30 +417,35 @@ func LoadMatching(path string, model []nn.HostTensor) (*Matched, error) {
 	return m, nil
 }
 
-// isTorchFile reports whether path is a torch.save file: named .pt, .pth
-// or .bin, or a regular file beginning as a zip does.
-func isTorchFile(path string) bool {
+// isTorch reports whether a weights file named path, beginning with
+// head, is read as a torch.save file: named .pt, .pth or .bin, or a zip
+// not named .safetensors (a .safetensors name is read as one, and
+// refused as one when it is not).
+func isTorch(path string, head []byte) bool {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".pt", ".pth", ".bin":
 		return true
 	case ".safetensors":
 		return false
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
+	return bytes.HasPrefix(head, torchpt.Magic)
+}
+
+// isTorchFile is isTorch of the file at path.
+func isTorchFile(path string) bool {
 	head := make([]byte, len(torchpt.Magic))
-	n, _ := io.ReadFull(f, head)
-	return n == len(head) && bytes.Equal(head, torchpt.Magic)
+	if f, err := os.Open(path); err == nil {
+		n, _ := io.ReadFull(f, head)
+		head = head[:n]
+		f.Close()
+	}
+	return isTorch(path, head)
 }
 
 // readBare reads a bare weights file as safetensors bytes: a safetensors
-// file as it is, a torch.save file (named .pt, .pth or .bin, or a zip not
-// named .safetensors) converted (torchpt, whose errors say what such a
-// file is when it is not one); sum is the SHA-256 of the file's own bytes
-// (hex).
+// file as it is, a torch.save file (isTorch) converted (torchpt, whose
+// errors say what such a file is when it is not one); sum is the SHA-256
+// of the file's own bytes (hex).
 func readBare(path string) (b []byte, sum string, err error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -448,10 +453,7 @@ func readBare(path string) (b []byte, sum string, err error) {
 	}
 	h := sha256.Sum256(raw)
 	sum = hex.EncodeToString(h[:])
-	switch ext := strings.ToLower(filepath.Ext(path)); {
-	case ext == ".safetensors":
-		return raw, sum, nil // read as one (and refused as one when it is not)
-	case !bytes.HasPrefix(raw, torchpt.Magic) && ext != ".pt" && ext != ".pth" && ext != ".bin":
+	if !isTorch(path, raw) {
 		return raw, sum, nil
 	}
 	if b, err = torchpt.ToSafetensors(bytes.NewReader(raw), int64(len(raw)), path); err != nil {
