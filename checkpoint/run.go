@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -22,6 +23,33 @@ type RunDir struct {
 	TensorBoard string // Dir/tensorboard: event files (made when written)
 }
 
+// FoldDir is the name of the folder of a fold's runs in an experiment's
+// folder: fold_<fold>, or fold_all for fold -1 (a run on every case, as
+// nnU-Net's fold "all"). nnU-Net names its trained folds alike.
+func FoldDir(fold int) string {
+	if fold == -1 {
+		return "fold_all"
+	}
+	return "fold_" + strconv.Itoa(fold)
+}
+
+// ParseFoldDir is FoldDir's inverse: the fold a folder named name holds,
+// ok false for any other name (fold_01, fold_-2, ...).
+func ParseFoldDir(name string) (fold int, ok bool) {
+	s, ok := strings.CutPrefix(name, "fold_")
+	if !ok {
+		return 0, false
+	}
+	if s == "all" {
+		return -1, true
+	}
+	k, err := strconv.Atoi(s)
+	if err != nil || k < 0 || strconv.Itoa(k) != s {
+		return 0, false
+	}
+	return k, true
+}
+
 // RunDirAt returns the paths of the run <output>/<experiment>/fold_<fold>/run_<run>
 // (fold_all for fold -1, a run on every case) without touching the disk.
 // experiment must be a single path element.
@@ -36,11 +64,7 @@ func RunDirAt(output, experiment string, fold, run int) (RunDir, error) {
 	case run < 0:
 		return RunDir{}, fmt.Errorf("run directory: run id %d is negative", run)
 	}
-	foldDir := fmt.Sprintf("fold_%d", fold)
-	if fold == -1 {
-		foldDir = "fold_all" // trained on every case, as nnU-Net's fold "all"
-	}
-	dir := filepath.Join(output, experiment, foldDir, fmt.Sprintf("run_%d", run))
+	dir := filepath.Join(output, experiment, FoldDir(fold), fmt.Sprintf("run_%d", run))
 	return RunDir{
 		Path:        dir,
 		Experiment:  filepath.Join(output, experiment),

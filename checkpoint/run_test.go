@@ -42,3 +42,21 @@ func TestRunDirAt(t *testing.T) {
 		t.Error("RunDirAt touched the disk")
 	}
 }
+
+// TestFoldDir: fold folders are named fold_<k> and fold_all, and only
+// those names parse back.
+func TestFoldDir(t *testing.T) {
+	for _, k := range []int{-1, 0, 4, 12} {
+		if got, ok := ParseFoldDir(FoldDir(k)); !ok || got != k {
+			t.Errorf("ParseFoldDir(FoldDir(%d) = %q) = %d, %v", k, FoldDir(k), got, ok)
+		}
+	}
+	if FoldDir(-1) != "fold_all" || FoldDir(3) != "fold_3" {
+		t.Errorf("FoldDir: %q, %q", FoldDir(-1), FoldDir(3))
+	}
+	for _, name := range []string{"fold_01", "fold_-2", "fold_", "fold_x", "folds_1", "run_0"} {
+		if k, ok := ParseFoldDir(name); ok {
+			t.Errorf("ParseFoldDir(%q) = %d, want no fold", name, k)
+		}
+	}
+}

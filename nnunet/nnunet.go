@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/voxtrain/voxtrain/checkpoint"
 	"github.com/voxtrain/voxtrain/checkpoint/safetensors"
 	"github.com/voxtrain/voxtrain/nn"
 	"github.com/voxtrain/voxtrain/plan"
@@ -95,15 +96,8 @@ func ReadModel(dir, configuration string) (*Model, error) {
 		return nil, err
 	}
 	for _, e := range ents {
-		name, ok := strings.CutPrefix(e.Name(), "fold_")
+		k, ok := checkpoint.ParseFoldDir(e.Name()) // nnU-Net names its folds as voxtrain does
 		if !ok || !e.IsDir() {
-			continue
-		}
-		k, err := strconv.Atoi(name)
-		if name == "all" {
-			k, err = -1, nil
-		}
-		if err != nil || k < -1 {
 			continue
 		}
 		if _, err := os.Stat(filepath.Join(dir, e.Name(), "checkpoint_final.pth")); err == nil {
@@ -119,11 +113,7 @@ func ReadModel(dir, configuration string) (*Model, error) {
 
 // Checkpoint is fold's checkpoint_final.pth (-1: fold_all).
 func (m *Model) Checkpoint(fold int) string {
-	name := "fold_" + strconv.Itoa(fold)
-	if fold == -1 {
-		name = "fold_all"
-	}
-	return filepath.Join(m.Dir, name, "checkpoint_final.pth")
+	return filepath.Join(m.Dir, checkpoint.FoldDir(fold), "checkpoint_final.pth")
 }
 
 func readJSON(path string, v any) error {

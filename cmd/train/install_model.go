@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/voxtrain/voxtrain/checkpoint"
 )
 
 // InstallModelOptions are `train install-model`'s.
@@ -128,7 +129,8 @@ func checkModelZip(zipPath string, files []*zip.File) (string, error) {
 			return "", fmt.Errorf("%s: the experiment folder %q is hidden: not a model zip", zipPath, top)
 		}
 		parts := strings.Split(rest, "/")
-		if len(parts) == 4 && strings.HasPrefix(parts[0], "fold_") && parts[2] == "checkpoints" && (parts[3] == "last" || parts[3] == "best") {
+		_, isFold := checkpoint.ParseFoldDir(parts[0])
+		if len(parts) == 4 && isFold && parts[2] == "checkpoints" && (parts[3] == "last" || parts[3] == "best") {
 			pointers++
 		}
 		if len(parts) == 5 && parts[2] == "checkpoints" && parts[4] == "manifest.json" {

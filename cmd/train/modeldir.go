@@ -5,8 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
+
+	"github.com/voxtrain/voxtrain/checkpoint"
 )
 
 // A training output folder (<output_dir>/<experiment>, nnU-Net's
@@ -17,11 +17,7 @@ import (
 // foldRunDir is the run folder of fold (-1: fold_all) and run id run in
 // modelDir.
 func foldRunDir(modelDir string, fold, run int) string {
-	dir := fmt.Sprintf("fold_%d", fold)
-	if fold == -1 {
-		dir = "fold_all"
-	}
-	return filepath.Join(modelDir, dir, fmt.Sprintf("run_%d", run))
+	return filepath.Join(modelDir, checkpoint.FoldDir(fold), fmt.Sprintf("run_%d", run))
 }
 
 // modelFolds lists the folds k ≥ 0 of modelDir's fold_<k> folders for
@@ -34,9 +30,8 @@ func modelFolds(modelDir string, has func(fold int) bool) ([]int, error) {
 	}
 	var folds []int
 	for _, e := range ents {
-		name, ok := strings.CutPrefix(e.Name(), "fold_")
-		k, err := strconv.Atoi(name)
-		if !ok || err != nil || k < 0 || !e.IsDir() || strconv.Itoa(k) != name {
+		k, ok := checkpoint.ParseFoldDir(e.Name())
+		if !ok || k < 0 || !e.IsDir() {
 			continue
 		}
 		if has(k) {
@@ -51,7 +46,7 @@ func modelFolds(modelDir string, has func(fold int) bool) ([]int, error) {
 // fold_<k> folder with a run in it.
 func isModelDir(dir string) bool {
 	folds, err := modelFolds(dir, func(k int) bool {
-		runs, _ := filepath.Glob(filepath.Join(dir, fmt.Sprintf("fold_%d", k), "run_*"))
+		runs, _ := filepath.Glob(filepath.Join(dir, checkpoint.FoldDir(k), "run_*"))
 		return len(runs) > 0
 	})
 	return err == nil && len(folds) > 0
