@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/voxtrain/voxtrain/checkpoint"
+	"github.com/voxtrain/voxtrain/internal/atomicfile"
 )
 
 // ExportModelOptions are `train export-model`'s.
@@ -101,33 +102,24 @@ func exportModelRun(opts *ExportModelOptions) error {
 	if err := os.MkdirAll(filepath.Dir(opts.Output), 0o755); err != nil {
 		return fmt.Errorf("--output %s: %w", opts.Output, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(opts.Output), ".export-*.zip")
+	f, err := atomicfile.CreateUmask(opts.Output, 0o666)
 	if err != nil {
 		return fmt.Errorf("--output %s: %w", opts.Output, err)
 	}
-	defer os.Remove(tmp.Name()) // after the rename: nothing
-	zw := zip.NewWriter(tmp)
+	defer f.Close() // after Commit: nothing
+	zw := zip.NewWriter(f)
 	var size int64
-	for _, f := range files {
-		n, err := addZipFile(zw, f.name, f.path)
+	for _, e := range files {
+		n, err := addZipFile(zw, e)
 		if err != nil {
-			tmp.Close()
 			return err
 		}
 		size += n
 	}
 	if err := zw.Close(); err != nil {
-		tmp.Close()
 		return fmt.Errorf("write %s: %w", opts.Output, err)
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", opts.Output, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", opts.Output, err)
-	}
-	if err := os.Rename(tmp.Name(), opts.Output); err != nil {
+	if err := f.Commit(); err != nil {
 		return fmt.Errorf("write %s: %w", opts.Output, err)
 	}
 	fmt.Fprintf(opts.IO.Out, "wrote %s: %s, folds %s (run %d, checkpoint %s), %d files, %.1f MiB\n", opts.Output,
@@ -137,8 +129,12 @@ func exportModelRun(opts *ExportModelOptions) error {
 }
 
 // zipEntry is a file to pack: its name in the zip (slash-separated,
-// under the experiment's folder) and where it is.
-type zipEntry struct{ name, path string }
+// under the experiment's folder) and where it is, or its contents (a
+// pointer file the export makes).
+type zipEntry struct {
+	name, path string
+	data       []byte
+}
 
 // modelFiles lists the files to pack and the folds they come from.
 func (o *ExportModelOptions) modelFiles() ([]zipEntry, []int, error) {
@@ -222,7 +218,7 @@ func (o *ExportModelOptions) modelFiles() ([]zipEntry, []int, error) {
 			// The pointer is packed as a pointer file holding the
 			// checkpoint's name, which checkpoint.Load follows as it
 			// follows the link: a zip holds no links.
-			files = append(files, zipEntry{name: exp + "/" + path.Join(rel, "checkpoints", c), path: "pointer:" + name})
+			files = append(files, zipEntry{name: exp + "/" + path.Join(rel, "checkpoints", c), data: []byte(name + "\n")})
 			if packed[name] {
 				continue
 			}
@@ -241,19 +237,19 @@ func (o *ExportModelOptions) modelFiles() ([]zipEntry, []int, error) {
 	return files, folds, nil
 }
 
-// addZipFile packs the file at path (or, for "pointer:NAME", a pointer
-// file holding NAME) as name: deflated, but for weights and probabilities
-// (float arrays deflate gains little on), which are stored. It returns
-// the bytes packed.
-func addZipFile(zw *zip.Writer, name, path string) (int64, error) {
-	if target, ok := strings.CutPrefix(path, "pointer:"); ok {
-		w, err := zw.Create(name)
+// addZipFile packs e: deflated, but for weights and probabilities (float
+// arrays deflate gains little on), which are stored. It returns the bytes
+// packed.
+func addZipFile(zw *zip.Writer, e zipEntry) (int64, error) {
+	if e.data != nil {
+		w, err := zw.Create(e.name)
 		if err != nil {
 			return 0, err
 		}
-		n, err := io.WriteString(w, target+"\n")
+		n, err := w.Write(e.data)
 		return int64(n), err
 	}
+	name, path := e.name, e.path
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, err

@@ -372,8 +372,7 @@ func noProbabilities(ending string, cfgs ...cvConfig) string {
 		}
 		var missing []string
 		for n := range names {
-			id := strings.TrimSuffix(n, volume.FileEnding(n))
-			if fi, err := os.Stat(filepath.Join(c.Dir, id+".npz")); err != nil || fi.IsDir() {
+			if fi, err := os.Stat(labelStem(filepath.Join(c.Dir, n)) + ".npz"); err != nil || fi.IsDir() {
 				missing = append(missing, n)
 			}
 		}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/evaluation"
@@ -77,7 +76,7 @@ func gatherCrossval(c *cvConfig, folds []int, runID int, ending, dst string, log
 			}
 			byCase[n] = k
 			files := volume.WrittenFiles(filepath.Join(val, n))
-			npz := filepath.Join(val, strings.TrimSuffix(n, volume.FileEnding(n))+".npz")
+			npz := labelStem(filepath.Join(val, n)) + ".npz"
 			if _, err := os.Stat(npz); err == nil {
 				files = append(files, npz)
 			}
@@ -118,7 +117,7 @@ func clearCrossval(dir string) error {
 	var files []string
 	for _, n := range names {
 		files = append(files, volume.WrittenFiles(filepath.Join(dir, n))...)
-		files = append(files, filepath.Join(dir, strings.TrimSuffix(n, volume.FileEnding(n))+".npz"))
+		files = append(files, labelStem(filepath.Join(dir, n))+".npz")
 	}
 	files = append(files, filepath.Join(dir, "summary.json"))
 	for _, f := range files {
