@@ -22,6 +22,7 @@ import (
 
 	"github.com/voxtrain/voxtrain/checkpoint"
 	"github.com/voxtrain/voxtrain/checkpoint/safetensors"
+	"github.com/voxtrain/voxtrain/evaluation"
 	"github.com/voxtrain/voxtrain/nn"
 	"github.com/voxtrain/voxtrain/plan"
 )
@@ -128,16 +129,15 @@ func readJSON(path string, v any) error {
 }
 
 // readDataset reads what the plans need of dataset.json: the channels'
-// names, the number of classes (background included) and of training
-// cases. Region labels (lists) are refused: voxtrain trains them as
-// multi-label targets, whose heads nnU-Net's softmax network is not.
+// names, the number of classes (background included; the labels read as
+// evaluation.ReadDataset reads them) and of training cases. A
+// region-based dataset is refused: voxtrain trains regions as
+// multi-label targets, whose heads are not nnU-Net's softmax network's.
 func readDataset(path string) (plan.Dataset, error) {
 	var d struct {
-		ChannelNames map[string]string          `json:"channel_names"`
-		Modality     map[string]string          `json:"modality"`
-		Labels       map[string]json.RawMessage `json:"labels"`
-		NumTraining  int                        `json:"numTraining"`
-		RegionsOrder []int                      `json:"regions_class_order"`
+		ChannelNames map[string]string `json:"channel_names"`
+		Modality     map[string]string `json:"modality"`
+		NumTraining  int               `json:"numTraining"`
 	}
 	if err := readJSON(path, &d); err != nil {
 		return plan.Dataset{}, err
@@ -157,23 +157,24 @@ func readDataset(path string) (plan.Dataset, error) {
 	if len(out.ChannelNames) == 0 {
 		return plan.Dataset{}, fmt.Errorf("%s: no channel_names", path)
 	}
-	if d.RegionsOrder != nil {
-		return plan.Dataset{}, fmt.Errorf("%s: a region-based dataset (regions_class_order): its nnU-Net network has sigmoid region heads, which the import does not map", path)
+	labels, err := evaluation.ReadDataset(path)
+	if err != nil {
+		return plan.Dataset{}, err
 	}
-	maxLabel := 0
-	for name, raw := range d.Labels {
-		var v int
-		if err := json.Unmarshal(raw, &v); err != nil {
-			return plan.Dataset{}, fmt.Errorf("%s: label %q is %s, want one integer (regions are not imported)", path, name, raw)
-		}
-		if name != "ignore" {
-			maxLabel = max(maxLabel, v)
+	for _, r := range labels.Regions {
+		if len(r.Labels) > 1 {
+			vals := make([]string, len(r.Labels))
+			for i, v := range r.Labels {
+				vals[i] = strconv.Itoa(v)
+			}
+			return plan.Dataset{}, fmt.Errorf("%s: label %q is [%s], a region: its nnU-Net network has sigmoid region heads, which the import does not map",
+				path, r.Name, strings.Join(vals, ", "))
 		}
 	}
-	out.NumClasses = maxLabel + 1
-	if out.NumClasses < 2 {
+	if len(labels.Labels) == 0 {
 		return plan.Dataset{}, fmt.Errorf("%s: no foreground label", path)
 	}
+	out.NumClasses = slices.Max(labels.Labels) + 1
 	return out, nil
 }
 

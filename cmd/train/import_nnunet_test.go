@@ -213,6 +213,17 @@ func TestImportNNUNetRefuses(t *testing.T) {
 		}
 		return dir
 	}
+	// A region-based dataset.json, as nnU-Net requires one: a label given
+	// as a list and regions_class_order.
+	regions := edit(t, "dataset.json", `"b": 2`, `"b": [1, 2]`)
+	dj := filepath.Join(regions, "dataset.json")
+	b, err := os.ReadFile(dj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dj, []byte(strings.Replace(string(b), `"numTraining"`, `"regions_class_order": [1, 2], "numTraining"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		dir  string
@@ -220,7 +231,7 @@ func TestImportNNUNetRefuses(t *testing.T) {
 		want string
 	}{
 		{"resenc", edit(t, "plans.json", "unet.PlainConvUNet", "residual_unet.ResidualEncoderUNet"), nil, "PlainConvUNet only (not the residual encoder presets)"},
-		{"regions", edit(t, "dataset.json", `"b": 2`, `"b": [1, 2]`), nil, `label "b" is [1, 2]`},
+		{"regions", regions, nil, `label "b" is [1, 2]`},
 		{"configuration", nnunetModel, []string{"--configuration", "2d"}, `plans.json has no configuration "2d" (it has 3d_fullres)`},
 		{"2d", edit(t, "plans.json", `"patch_size": [
                 8,
