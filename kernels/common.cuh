@@ -147,6 +147,17 @@ struct __attribute__((may_alias, aligned(8))) vt_h4 {
 };
 #endif
 
+// vt_u4 is sixteen bytes moved as one load or store (eight bfloat16s):
+// CUDA's uint4 under nvcc, a 16-byte-aligned struct that may alias any
+// type in the emulation. Only for addresses that are multiples of 16 bytes.
+#if defined(__CUDACC__)
+typedef uint4 vt_u4;
+#else
+struct __attribute__((may_alias, aligned(16))) vt_u4 {
+    unsigned int x, y, z, w;
+};
+#endif
+
 // vt_aligned8 reports whether p may be written as vt_h4.
 __device__ __forceinline__ bool vt_aligned8(const void* p)
 {
@@ -157,6 +168,59 @@ __device__ __forceinline__ bool vt_aligned8(const void* p)
 __device__ __forceinline__ bool vt_aligned16(const void* p)
 {
     return ((unsigned long long)p & 15ull) == 0;
+}
+
+// VT_VEC is the elements a vectorised memory-bound kernel moves per
+// thread and access: eight, one 16-byte access of bfloat16s (two of
+// float32s). Its paths need the channel count to be a multiple of VT_VEC
+// and the tensors 16-byte aligned (vt_aligned16), as device allocations
+// are; other tensors take the kernels' element-wise path, which computes
+// the same values.
+#define VT_VEC 8
+
+// vt_ld8 loads elements i .. i+7 of a float32 or bfloat16 array (i a
+// multiple of 8, the array 16-byte aligned) as floats, a bf16 value
+// widened exactly as vt_ld widens it.
+__device__ __forceinline__ void vt_ld8(const float* p, long long i, float v[VT_VEC])
+{
+    const vt_f4 a = *(const vt_f4*)(p + i);
+    const vt_f4 b = *(const vt_f4*)(p + i + 4);
+    v[0] = a.x;
+    v[1] = a.y;
+    v[2] = a.z;
+    v[3] = a.w;
+    v[4] = b.x;
+    v[5] = b.y;
+    v[6] = b.z;
+    v[7] = b.w;
+}
+
+__device__ __forceinline__ void vt_ld8(const unsigned short* p, long long i, float v[VT_VEC])
+{
+    // Little-endian: element 2k is the low half of word k.
+    const vt_u4 u = *(const vt_u4*)(p + i);
+    const unsigned int w[4] = {u.x, u.y, u.z, u.w};
+    for (int k = 0; k < 4; k++) {
+        v[2 * k] = __uint_as_float(w[k] << 16);
+        v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+    }
+}
+
+// vt_st8 stores v as elements i .. i+7 (as vt_ld8 requires), rounded to
+// bfloat16 as vt_st rounds into a bf16 array.
+__device__ __forceinline__ void vt_st8(float* p, long long i, const float v[VT_VEC])
+{
+    *(vt_f4*)(p + i) = vt_f4{v[0], v[1], v[2], v[3]};
+    *(vt_f4*)(p + i + 4) = vt_f4{v[4], v[5], v[6], v[7]};
+}
+
+__device__ __forceinline__ void vt_st8(unsigned short* p, long long i, const float v[VT_VEC])
+{
+    unsigned int w[4];
+    for (int k = 0; k < 4; k++) {
+        w[k] = (unsigned int)vt_bf16(v[2 * k]) | ((unsigned int)vt_bf16(v[2 * k + 1]) << 16);
+    }
+    *(vt_u4*)(p + i) = vt_u4{w[0], w[1], w[2], w[3]};
 }
 
 // vt_gid and vt_gstride give a 1-D grid-stride loop over long long indices:
@@ -241,6 +305,63 @@ __device__ void vt_chunk_channel_sums(long long lo, long long hi, int C, F f, do
             }
         }
         __syncthreads(); // red is reused by the next channel group
+    }
+}
+
+// vt_chunk_channel_sums_v is vt_chunk_channel_sums over groups of VT_VEC
+// channels: thread t handles the channels 8g .. 8g+7 of group g = g0 +
+// t%gp (gp = min(C/8, VT_BLOCK) groups at a time) of voxel rows t/gp,
+// t/gp + rows, ... (rows = VT_BLOCK/gp), so that one thread reads 16
+// bytes of bf16s (or 32 of float32s) per voxel and neighbouring threads
+// neighbouring groups. f(v, c0, acc) adds f_q(v, c0 + k) to acc[k*NV + q]
+// for k < VT_VEC, q < NV; the rows' double sums are then folded in a
+// fixed tree, all of a thread's at once. C must be a multiple of VT_VEC.
+// The order of the sums differs from vt_chunk_channel_sums' (fixed all
+// the same: results never depend on scheduling). All threads of the block
+// must call it; thread r = 0 of each group writes out.
+template <int NV, typename F>
+__device__ void vt_chunk_channel_sums_v(long long lo, long long hi, int C, F f, double* out)
+{
+    __shared__ double red[NV * VT_VEC][VT_BLOCK];
+    const int t = threadIdx.x;
+    const int groups = C / VT_VEC;
+    const int gp = groups < VT_BLOCK ? groups : VT_BLOCK;
+    const int rows = VT_BLOCK / gp;
+    const int r = t / gp;
+    const int gl = t % gp;
+    const int top = vt_pow2ceil(rows);
+    for (int g0 = 0; g0 < groups; g0 += gp) {
+        const int g = g0 + gl;
+        const bool mine = r < rows && g < groups;
+        double acc[NV * VT_VEC];
+        for (int q = 0; q < NV * VT_VEC; q++) {
+            acc[q] = 0.0;
+        }
+        if (mine) {
+            for (long long v = lo + r; v < hi; v += rows) {
+                f(v, g * VT_VEC, acc);
+            }
+        }
+        for (int q = 0; q < NV * VT_VEC; q++) {
+            red[q][t] = acc[q];
+        }
+        __syncthreads();
+        for (int s = top >> 1; s > 0; s >>= 1) {
+            if (mine && r < s && r + s < rows) {
+                for (int q = 0; q < NV * VT_VEC; q++) {
+                    red[q][t] += red[q][t + s * gp];
+                }
+            }
+            __syncthreads();
+        }
+        if (mine && r == 0) {
+            for (int k = 0; k < VT_VEC; k++) {
+                for (int q = 0; q < NV; q++) {
+                    out[q * C + g * VT_VEC + k] = red[k * NV + q][t];
+                }
+            }
+        }
+        __syncthreads(); // red is reused by the next group of groups
     }
 }
 

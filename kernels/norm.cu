@@ -16,6 +16,15 @@
 //   instnorm_bwd_affine    dbeta = Σ_n Σg, dgamma = Σ_n Σg·x̂ (samples in order)
 //   instnorm_bwd_apply     dx = gamma·rstd·(g - mean(g) - x̂·mean(g·x̂))
 //
+// With c a multiple of VT_VEC and 16-byte aligned tensors (device
+// allocations are), every kernel that reads an activation moves 8
+// channels of a voxel per thread and access (16-byte bf16 loads and
+// stores) and divides its index once per 8 elements: these passes are
+// memory-bound, and the element-wise path spends more instructions on
+// index arithmetic and 2-byte accesses than the memory takes. The
+// partial sums then run in vt_chunk_channel_sums_v's order (fixed, like
+// the element-wise path's); the elementwise passes compute the same bits.
+//
 // Sums are double, added in a fixed order (see common.cuh), so the
 // statistics match the CPU device's to double rounding and the elementwise
 // passes repeat its float32 arithmetic exactly.
@@ -44,11 +53,24 @@ __device__ __forceinline__ void instnorm_fwd_partial_t(const T* x, double* part,
     const long long lo = (long long)blockIdx.x * chunk;
     const long long hi = lo + chunk < v ? lo + chunk : v;
     const T* xn = x + n * v * c;
+    double* out = part + (n * gridDim.x + blockIdx.x) * 2 * c;
+    if (c % VT_VEC == 0 && vt_aligned16(x)) {
+        vt_chunk_channel_sums_v<2>(lo, hi, c, [=](long long vox, int j0, double* acc) {
+            float xv[VT_VEC];
+            vt_ld8(xn, vox * c + j0, xv);
+            for (int k = 0; k < VT_VEC; k++) {
+                const double f = (double)xv[k];
+                acc[2 * k] += f;
+                acc[2 * k + 1] += f * f;
+            }
+        }, out);
+        return;
+    }
     vt_chunk_channel_sums<2>(lo, hi, c, [=](long long vox, int j, double* acc) {
         const double f = (double)vt_ld(xn, vox * c + j);
         acc[0] += f;
         acc[1] += f * f;
-    }, part + (n * gridDim.x + blockIdx.x) * 2 * c);
+    }, out);
 }
 
 VT_KERNEL instnorm_fwd_partial(const float* x, double* part, int v, int c, int chunk)
@@ -96,6 +118,24 @@ __device__ __forceinline__ void instnorm_fwd_apply_t(const T* x, const float* ga
 {
     const long long total = (long long)nb * v * c;
     const int per = v * c;
+    if (c % VT_VEC == 0 && vt_aligned16(x) && vt_aligned16(y)) {
+        // VT_VEC channels of one voxel per thread and step: one 16-byte
+        // load and store of bf16s, one index division per 8 elements.
+        for (long long i8 = vt_gid(); i8 < total / VT_VEC; i8 += vt_gstride()) {
+            const int i = (int)i8 * VT_VEC;
+            const int j0 = i % c;
+            const int s0 = (i / per) * c + j0;
+            float e[VT_VEC];
+            vt_ld8(x, i, e);
+            for (int k = 0; k < VT_VEC; k++) {
+                const float mean = stats[(s0 + k) * 2];
+                const float scale = stats[(s0 + k) * 2 + 1] * gamma[j0 + k];
+                e[k] = vt_act((e[k] - mean) * scale + beta[j0 + k], slope);
+            }
+            vt_st8(y, i, e);
+        }
+        return;
+    }
     for (long long i = vt_gid(); i < total; i += vt_gstride()) {
         const int j = (int)i % c;
         const int s = (((int)i / per) * c + j) * 2;
@@ -134,6 +174,23 @@ __device__ __forceinline__ void instnorm_bwd_partial_t(const T* x, const float* 
     const long long hi = lo + chunk < v ? lo + chunk : v;
     const long long off = n * v * c;
     const float* st = stats + n * c * 2;
+    double* out = part + (n * gridDim.x + blockIdx.x) * 2 * c;
+    if (c % VT_VEC == 0 && vt_aligned16(x) && vt_aligned16(dy)) {
+        vt_chunk_channel_sums_v<2>(lo, hi, c, [=](long long vox, int j0, double* acc) {
+            const long long i = off + vox * c + j0;
+            float xv[VT_VEC], dv[VT_VEC];
+            vt_ld8(x, i, xv);
+            vt_ld8(dy, i, dv);
+            for (int k = 0; k < VT_VEC; k++) {
+                const int j = j0 + k;
+                const float z = (xv[k] - st[2 * j]) * (st[2 * j + 1] * gamma[j]) + beta[j];
+                const double g = (double)vt_act_grad(dv[k], z, slope);
+                acc[2 * k] += g;
+                acc[2 * k + 1] += g * (double)xv[k];
+            }
+        }, out);
+        return;
+    }
     vt_chunk_channel_sums<2>(lo, hi, c, [=](long long vox, int j, double* acc) {
         const long long i = off + vox * c + j;
         const float xi = vt_ld(x, i);
@@ -141,7 +198,7 @@ __device__ __forceinline__ void instnorm_bwd_partial_t(const T* x, const float* 
         const double g = (double)vt_act_grad(vt_ld(dy, i), z, slope);
         acc[0] += g;
         acc[1] += g * (double)xi;
-    }, part + (n * gridDim.x + blockIdx.x) * 2 * c);
+    }, out);
 }
 
 VT_KERNEL instnorm_bwd_partial(const float* x, const float* gamma, const float* beta, const float* dy,
@@ -224,6 +281,25 @@ __device__ __forceinline__ void instnorm_bwd_apply_t(const T* x, const float* ga
 {
     const long long total = (long long)nb * v * c;
     const int per = v * c;
+    if (c % VT_VEC == 0 && vt_aligned16(x) && vt_aligned16(dy) && vt_aligned16(dx)) {
+        for (long long i8 = vt_gid(); i8 < total / VT_VEC; i8 += vt_gstride()) {
+            const int i = (int)i8 * VT_VEC;
+            const int j0 = i % c;
+            const int s0 = (i / per) * c + j0;
+            float xv[VT_VEC], e[VT_VEC];
+            vt_ld8(x, i, xv);
+            vt_ld8(dy, i, e);
+            for (int k = 0; k < VT_VEC; k++) {
+                const int s = s0 + k;
+                const float xc = xv[k] - stats[s * 2];
+                const float scale = stats[s * 2 + 1] * gamma[j0 + k];
+                const float g = vt_act_grad(e[k], xc * scale + beta[j0 + k], slope);
+                e[k] = coef[s * 3] * g + coef[s * 3 + 1] * xc + coef[s * 3 + 2];
+            }
+            vt_st8(dx, i, e);
+        }
+        return;
+    }
     for (long long i = vt_gid(); i < total; i += vt_gstride()) {
         const int j = (int)i % c;
         const int s = ((int)i / per) * c + j;

@@ -104,7 +104,7 @@ func rounded(t *testing.T, f *Buffer, n int) []uint16 {
 // the neighbouring bf16 value).
 func TestInstanceNormBF16(t *testing.T) {
 	r := rng(31)
-	for _, c := range []int{1, 6, 260} {
+	for _, c := range []int{1, 6, 40, 260} { // 40: the 8-channel vector path
 		n := tn
 		if c == 260 { // keep the emulation quick for the wide case
 			n = 1
