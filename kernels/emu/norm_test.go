@@ -146,7 +146,9 @@ func TestInstanceNormVectorPath(t *testing.T) {
 	}
 	for _, v := range []variant{
 		{"float32", 4,
-			func(x, y, s, _, _, _ *Buffer) error { return ops.InstanceNormActForward(x, gb, bb, y, s, sc, n, tv, c, eps, slope) },
+			func(x, y, s, _, _, _ *Buffer) error {
+				return ops.InstanceNormActForward(x, gb, bb, y, s, sc, n, tv, c, eps, slope)
+			},
 			func(x, _, s, d, dg, db *Buffer) error {
 				return ops.InstanceNormActBackward(x, gb, bb, s, d, d, dg, db, sc, n, tv, c, slope)
 			},
