@@ -223,6 +223,19 @@ __device__ __forceinline__ void vt_st8(unsigned short* p, long long i, const flo
     *(vt_u4*)(p + i) = vt_u4{w[0], w[1], w[2], w[3]};
 }
 
+// vt_cp8 copies elements 0 .. 7 of src to dst (both 16-byte aligned),
+// the bits unchanged.
+__device__ __forceinline__ void vt_cp8(float* dst, const float* src)
+{
+    *(vt_f4*)dst = *(const vt_f4*)src;
+    *(vt_f4*)(dst + 4) = *(const vt_f4*)(src + 4);
+}
+
+__device__ __forceinline__ void vt_cp8(unsigned short* dst, const unsigned short* src)
+{
+    *(vt_u4*)dst = *(const vt_u4*)src;
+}
+
 // vt_gid and vt_gstride give a 1-D grid-stride loop over long long indices:
 // for (long long i = vt_gid(); i < n; i += vt_gstride()).
 __device__ __forceinline__ long long vt_gid()

@@ -59,6 +59,18 @@ VT_KERNEL copy_f32(float* dst, const float* src, int n)
 template <typename T>
 __device__ __forceinline__ void add_t(T* dst, const T* src, int n)
 {
+    if (n % VT_VEC == 0 && vt_aligned16(dst) && vt_aligned16(src)) {
+        for (long long i8 = vt_gid(); i8 < n / VT_VEC; i8 += vt_gstride()) {
+            float d[VT_VEC], e[VT_VEC];
+            vt_ld8(dst, i8 * VT_VEC, d);
+            vt_ld8(src, i8 * VT_VEC, e);
+            for (int k = 0; k < VT_VEC; k++) {
+                d[k] = d[k] + e[k];
+            }
+            vt_st8(dst, i8 * VT_VEC, d);
+        }
+        return;
+    }
     for (long long i = vt_gid(); i < n; i += vt_gstride()) {
         vt_st(dst, i, vt_ld(dst, i) + vt_ld(src, i));
     }
@@ -81,6 +93,17 @@ VT_KERNEL add_bf16(unsigned short* dst, const unsigned short* src, int n)
 template <typename T>
 __device__ __forceinline__ void act_forward_t(const T* x, T* y, int n, float slope)
 {
+    if (n % VT_VEC == 0 && vt_aligned16(x) && vt_aligned16(y)) {
+        for (long long i8 = vt_gid(); i8 < n / VT_VEC; i8 += vt_gstride()) {
+            float e[VT_VEC];
+            vt_ld8(x, i8 * VT_VEC, e);
+            for (int k = 0; k < VT_VEC; k++) {
+                e[k] = vt_act(e[k], slope);
+            }
+            vt_st8(y, i8 * VT_VEC, e);
+        }
+        return;
+    }
     for (long long i = vt_gid(); i < n; i += vt_gstride()) {
         vt_st(y, i, vt_act(vt_ld(x, i), slope));
     }
@@ -103,6 +126,18 @@ VT_KERNEL act_forward_bf16(const unsigned short* x, unsigned short* y, int n, fl
 template <typename T, typename G>
 __device__ __forceinline__ void act_backward_t(const T* y, const G* dy, G* dx, int n, float slope)
 {
+    if (n % VT_VEC == 0 && vt_aligned16(y) && vt_aligned16(dy) && vt_aligned16(dx)) {
+        for (long long i8 = vt_gid(); i8 < n / VT_VEC; i8 += vt_gstride()) {
+            float yv[VT_VEC], e[VT_VEC];
+            vt_ld8(y, i8 * VT_VEC, yv);
+            vt_ld8(dy, i8 * VT_VEC, e);
+            for (int k = 0; k < VT_VEC; k++) {
+                e[k] = vt_act_grad(e[k], yv[k], slope);
+            }
+            vt_st8(dx, i8 * VT_VEC, e);
+        }
+        return;
+    }
     for (long long i = vt_gid(); i < n; i += vt_gstride()) {
         vt_st(dx, i, vt_act_grad(vt_ld(dy, i), vt_ld(y, i), slope));
     }
@@ -133,6 +168,18 @@ template <typename T>
 __device__ __forceinline__ void add_channel_bias_t(T* t, const float* bias, int rows, int c)
 {
     const long long n = (long long)rows * c;
+    if (c % VT_VEC == 0 && vt_aligned16(t)) {
+        for (long long i8 = vt_gid(); i8 < n / VT_VEC; i8 += vt_gstride()) {
+            const int j0 = (int)(i8 * VT_VEC) % c;
+            float e[VT_VEC];
+            vt_ld8(t, i8 * VT_VEC, e);
+            for (int k = 0; k < VT_VEC; k++) {
+                e[k] = e[k] + bias[j0 + k];
+            }
+            vt_st8(t, i8 * VT_VEC, e);
+        }
+        return;
+    }
     for (long long i = vt_gid(); i < n; i += vt_gstride()) {
         vt_st(t, i, vt_ld(t, i) + bias[(int)i % c]);
     }
@@ -157,6 +204,16 @@ __device__ __forceinline__ void concat_channels_t(const T* a, const T* b, T* dst
 {
     const int c = ca + cb;
     const long long n = (long long)voxels * c;
+    if (ca % VT_VEC == 0 && cb % VT_VEC == 0 && vt_aligned16(a) && vt_aligned16(b) && vt_aligned16(dst)) {
+        // VT_VEC channels (16 bytes of bf16s) per thread and step.
+        const int c8 = c / VT_VEC, ca8 = ca / VT_VEC, cb8 = cb / VT_VEC;
+        for (long long i8 = vt_gid(); i8 < n / VT_VEC; i8 += vt_gstride()) {
+            const int v = (int)i8 / c8;
+            const int j8 = (int)i8 % c8;
+            vt_cp8(dst + i8 * VT_VEC, j8 < ca8 ? a + (v * ca8 + j8) * VT_VEC : b + (v * cb8 + (j8 - ca8)) * VT_VEC);
+        }
+        return;
+    }
     for (long long i = vt_gid(); i < n; i += vt_gstride()) {
         const int v = (int)i / c;
         const int j = (int)i % c;
@@ -185,6 +242,15 @@ __device__ __forceinline__ void split_channels_t(const T* src, T* a, T* b, int v
 {
     const int c = ca + cb;
     const long long n = (long long)voxels * c;
+    if (ca % VT_VEC == 0 && cb % VT_VEC == 0 && vt_aligned16(a) && vt_aligned16(b) && vt_aligned16(src)) {
+        const int c8 = c / VT_VEC, ca8 = ca / VT_VEC, cb8 = cb / VT_VEC;
+        for (long long i8 = vt_gid(); i8 < n / VT_VEC; i8 += vt_gstride()) {
+            const int v = (int)i8 / c8;
+            const int j8 = (int)i8 % c8;
+            vt_cp8(j8 < ca8 ? a + (v * ca8 + j8) * VT_VEC : b + (v * cb8 + (j8 - ca8)) * VT_VEC, src + i8 * VT_VEC);
+        }
+        return;
+    }
     for (long long i = vt_gid(); i < n; i += vt_gstride()) {
         const int v = (int)i / c;
         const int j = (int)i % c;

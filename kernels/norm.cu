@@ -45,7 +45,8 @@
 
 // instnorm_fwd_partial: part[(n*gridDim.x + k)*2c + j] = Σx and
 // part[... + c + j] = Σx² over the voxels of chunk k of sample n. Launch:
-// grid (ceil(v/chunk), nb), block VT_BLOCK, static shared memory 4 KiB.
+// grid (ceil(v/chunk), nb), block VT_BLOCK, static shared memory 36 KiB
+// (the VT_VEC path's 32).
 template <typename T>
 __device__ __forceinline__ void instnorm_fwd_partial_t(const T* x, double* part, int v, int c, int chunk)
 {
@@ -163,7 +164,7 @@ VT_KERNEL instnorm_fwd_apply_bf16(const unsigned short* x, const float* gamma, c
 // part[... + c + j] = Σg·x over the voxels of chunk k of sample n, with
 // g = dy·act'(z) and z = (x - mean)·(rstd·gamma) + beta recomputed as the
 // forward computed it. Launch: grid (ceil(v/chunk), nb), block VT_BLOCK,
-// static shared memory 4 KiB.
+// static shared memory 36 KiB (the VT_VEC path's 32).
 template <typename T, typename G>
 __device__ __forceinline__ void instnorm_bwd_partial_t(const T* x, const float* gamma, const float* beta,
                                                        const G* dy, const float* stats, double* part, int v,

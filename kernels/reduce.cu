@@ -16,7 +16,8 @@
 //   part[(n*gridDim.x + k)*c + j] = Σ_v a[n][v][j]·b[n][v][j]   (double)
 //
 // with b == null meaning plain sums. Launch: grid (ceil(v/chunk), nb),
-// block VT_BLOCK, static shared memory 2 KiB.
+// block VT_BLOCK, static shared memory 36 KiB (the VT_VEC path's 32, 16 for
+// each of its two lambdas).
 template <typename T>
 __device__ __forceinline__ void channel_sum_partial_t(const T* a, const T* b, double* part, int v, int c, int chunk)
 {
@@ -26,6 +27,28 @@ __device__ __forceinline__ void channel_sum_partial_t(const T* a, const T* b, do
     const T* an = a + n * v * c;
     const T* bn = b != nullptr ? b + n * v * c : nullptr;
     double* out = part + (n * gridDim.x + blockIdx.x) * c;
+    if (c % VT_VEC == 0 && vt_aligned16(a) && (b == nullptr || vt_aligned16(b))) {
+        // VT_VEC channels per thread and voxel (see vt_chunk_channel_sums_v).
+        if (bn == nullptr) {
+            vt_chunk_channel_sums_v<1>(lo, hi, c, [=](long long vox, int j0, double* acc) {
+                float e[VT_VEC];
+                vt_ld8(an, vox * c + j0, e);
+                for (int k = 0; k < VT_VEC; k++) {
+                    acc[k] += (double)e[k];
+                }
+            }, out);
+        } else {
+            vt_chunk_channel_sums_v<1>(lo, hi, c, [=](long long vox, int j0, double* acc) {
+                float e[VT_VEC], f[VT_VEC];
+                vt_ld8(an, vox * c + j0, e);
+                vt_ld8(bn, vox * c + j0, f);
+                for (int k = 0; k < VT_VEC; k++) {
+                    acc[k] += (double)e[k] * (double)f[k];
+                }
+            }, out);
+        }
+        return;
+    }
     if (bn == nullptr) {
         vt_chunk_channel_sums<1>(lo, hi, c, [=](long long vox, int j, double* acc) {
             acc[0] += (double)vt_ld(an, vox * c + j);
