@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/gpu"
 	"github.com/voxtrain/voxtrain/internal/optiming"
 	"github.com/voxtrain/voxtrain/nn"
@@ -23,6 +24,7 @@ type opTimes struct {
 	dev     *gpu.Device
 	pending []timedOp
 	t       map[string]time.Duration
+	calls   map[string]int
 }
 
 type timedOp struct {
@@ -48,6 +50,7 @@ func (o *opTimes) collect() error {
 			return err
 		}
 		o.t[p.name] += e
+		o.calls[p.name]++
 	}
 	o.pending = o.pending[:0]
 	return nil
@@ -64,50 +67,90 @@ func BenchmarkUNetStepOps(b *testing.B) {
 			base = open(b, gpu.Options{Math: m})
 		}
 		for _, sc := range stepConfigs {
-			b.Run(fmt.Sprintf("%s/%s", sc.name, m), func(b *testing.B) {
-				ot := &opTimes{dev: base, t: map[string]time.Duration{}}
-				d := &optiming.Device{Device: base, Span: ot.span}
-				const warm = 2
-				var total time.Duration
-				var cerr error
-				r, err := nn.BenchStep(d, sc.cfg, nn.BenchOptions{Batch: sc.batch, Patch: sc.patch, Steps: max(b.N, 3), Warmup: warm, Seed: 1,
-					Progress: func(s int, w bool, dt time.Duration, _ float64) {
-						if err := ot.collect(); err != nil && cerr == nil {
-							cerr = err
-						}
-						if s == warm-1 {
-							clear(ot.t) // drop the warm-up steps
-						}
-						if !w {
-							total += dt
-						}
-					}})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if cerr != nil {
-					b.Fatal(cerr)
-				}
-				steps := float64(len(r.StepTimes))
-				names := make([]string, 0, len(ot.t))
-				var ops time.Duration
-				for name, t := range ot.t {
-					names = append(names, name)
-					ops += t
-				}
-				sort.Slice(names, func(i, j int) bool { return ot.t[names[i]] > ot.t[names[j]] })
-				var parts []string
-				for _, name := range names {
-					ms := ot.t[name].Seconds() * 1e3 / steps
-					b.ReportMetric(ms, strings.NewReplacer(" ", "_", "/", "+", "(", "", ")", "").Replace(name)+"-ms/step")
-					parts = append(parts, fmt.Sprintf("%s %.2f", name, ms))
-				}
-				other := (total - ops).Seconds() * 1e3 / steps
-				b.ReportMetric(other, "other-ms/step")
-				b.ReportMetric(total.Seconds()*1e3/steps, "total-ms/step")
-				b.Logf("%s on %s: %.1f ms/step (wall): %s; other (loss reductions, gradient norm, host) %.2f",
-					sc.name, base.Name(), total.Seconds()*1e3/steps, strings.Join(parts, ", "), other)
-			})
+			b.Run(fmt.Sprintf("%s/%s", sc.name, m), func(b *testing.B) { benchOps(b, base, m, sc.name, sc.cfg, sc.batch, sc.patch, false) })
 		}
 	}
+}
+
+// BenchmarkUNetStepOpsByShape splits nnU-Net 3d_fullres 2×1×128³'s bf16 and
+// tf32 steps by op group and tensor shape (optiming.Device.ByShape): each
+// op at each U-Net level, with its calls per step and the GB/s a
+// memory-bound op reaches — what to mend next, level by level.
+func BenchmarkUNetStepOpsByShape(b *testing.B) {
+	sc := stepConfigs[len(stepConfigs)-1]
+	for _, m := range []gpu.Math{gpu.MathBF16, gpu.MathTF32} {
+		base := open(b, gpu.Options{Math: m})
+		b.Run(fmt.Sprintf("%s/%s", sc.name, m), func(b *testing.B) { benchOps(b, base, m, sc.name, sc.cfg, sc.batch, sc.patch, true) })
+	}
+}
+
+// benchOps times steps of model cfg on base with the ops' GPU time split
+// by group (and shape when byShape), reporting each group's ms per step.
+func benchOps(b *testing.B, base *gpu.Device, m gpu.Math, name string, cfg config.Model, batch int, patch [3]int, byShape bool) {
+	ot := &opTimes{dev: base, t: map[string]time.Duration{}, calls: map[string]int{}}
+	d := &optiming.Device{Device: base, Span: ot.span, ByShape: byShape}
+	const warm = 2
+	var total time.Duration
+	var cerr error
+	r, err := nn.BenchStep(d, cfg, nn.BenchOptions{Batch: batch, Patch: patch, Steps: max(b.N, 3), Warmup: warm, Seed: 1,
+		Progress: func(s int, w bool, dt time.Duration, _ float64) {
+			if err := ot.collect(); err != nil && cerr == nil {
+				cerr = err
+			}
+			if s == warm-1 {
+				clear(ot.t) // drop the warm-up steps
+				clear(ot.calls)
+			}
+			if !w {
+				total += dt
+			}
+		}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if cerr != nil {
+		b.Fatal(cerr)
+	}
+	steps := float64(len(r.StepTimes))
+	names := make([]string, 0, len(ot.t))
+	var ops time.Duration
+	for name, t := range ot.t {
+		names = append(names, name)
+		ops += t
+	}
+	sort.Slice(names, func(i, j int) bool { return ot.t[names[i]] > ot.t[names[j]] })
+	other := (total - ops).Seconds() * 1e3 / steps
+	if byShape {
+		// One line per op and shape: too many for metrics.
+		lines := []string{fmt.Sprintf("%s on %s: %.1f ms/step (wall), other %.2f; by op and shape (ms/step, calls/step, GB/s of a memory-bound op's minimal traffic):",
+			name, base.Name(), total.Seconds()*1e3/steps, other)}
+		for _, n := range names {
+			ms := ot.t[n].Seconds() * 1e3 / steps
+			line := fmt.Sprintf("  %-70s %8.3f ms %4.0f×", n, ms, float64(ot.calls[n])/steps)
+			// Activations (and their gradients) are bf16 under MathBF16,
+			// the default storage (with VOXTRAIN_BF16_ACTIVATIONS=0 or
+			// VOXTRAIN_BF16_GRADIENTS=0 this understates the traffic).
+			elem := 4
+			if m == gpu.MathBF16 {
+				elem = 2
+			}
+			if by := optiming.MinimalTraffic(n, elem); by > 0 && ms > 0 {
+				line += fmt.Sprintf(" %7.0f GB/s", float64(by)/1e9*float64(ot.calls[n])/steps/(ms/1e3))
+			}
+			lines = append(lines, line)
+		}
+		b.Log(strings.Join(lines, "\n"))
+		b.ReportMetric(total.Seconds()*1e3/steps, "total-ms/step")
+		return
+	}
+	var parts []string
+	for _, n := range names {
+		ms := ot.t[n].Seconds() * 1e3 / steps
+		b.ReportMetric(ms, strings.NewReplacer(" ", "_", "/", "+", "(", "", ")", "").Replace(n)+"-ms/step")
+		parts = append(parts, fmt.Sprintf("%s %.2f", n, ms))
+	}
+	b.ReportMetric(other, "other-ms/step")
+	b.ReportMetric(total.Seconds()*1e3/steps, "total-ms/step")
+	b.Logf("%s on %s: %.1f ms/step (wall): %s; other (loss reductions, gradient norm, host) %.2f",
+		name, base.Name(), total.Seconds()*1e3/steps, strings.Join(parts, ", "), other)
 }

@@ -21,7 +21,9 @@
 # world size 1 and without, for NCCL's cost per step; cli: bench-step, validate and
 # predict on the GPU from the demo's run).
 # BENCH is the benchmarks' -test.bench pattern (default 'H2D|UNetStep$'),
-# OPS BenchmarkUNetStepOps's (default 'UNetStepOps') and OPS_CONV its
+# OPS the ops step's (default 'UNetStepOps': BenchmarkUNetStepOps, by op
+# group, and BenchmarkUNetStepOpsByShape, nnU-Net's bf16 and tf32 steps by
+# op and U-Net level, with the GB/s of the norms) and OPS_CONV its
 # -gpu.conv (default auto); TORCH_ARGS and COMPILE_ARGS are added to the
 # PyTorch script's arguments in the torch and compile steps.
 # DEMO_DEVICE picks the demo's --device (default cuda; several separated

@@ -114,7 +114,7 @@ if [ "$1" = demo ]; then mkdir -p "$5/demo/fold_0/run_0/checkpoints/best"; fi
 	for file, wants := range map[string][]string{
 		"gpu/gpu_test.go":                      {`flag.String("gpu.conv"`},
 		"gpu/bench_test.go":                    {"func BenchmarkH2D(", "func BenchmarkUNetStep("},
-		"gpu/opsbench_test.go":                 {"func BenchmarkUNetStepOps("},
+		"gpu/opsbench_test.go":                 {"func BenchmarkUNetStepOps(", "func BenchmarkUNetStepOpsByShape("},
 		"gpu/testdata/torch_unet_step_cuda.py": {`"--steps"`, `"--warmup"`, `"--compile"`, `"--configs"`, `"--maths"`, `"nnunet-2x128"`},
 	} {
 		src, err := os.ReadFile(filepath.Join(root, file))
