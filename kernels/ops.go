@@ -24,12 +24,23 @@ type Launcher[B any] interface {
 	Offset(b B, bytes int) B
 }
 
-// DefaultChunk is the voxels per block of per-channel reductions (as the
-// CPU device's chunkVoxels) and DefaultFlatChunk the elements per block of
-// flat reductions.
+// DefaultChunk is the most voxels per block of per-channel reductions (as
+// the CPU device's chunkVoxels) and DefaultFlatChunk the elements per
+// block of flat reductions.
 const (
 	DefaultChunk     = 4096
 	DefaultFlatChunk = 1 << 16
+)
+
+// With the default chunk, a per-sample reduction over v voxels takes
+// chunks of DefaultChunk voxels, halved (down to minChunk) until there are
+// at least minChunks per sample: the deep U-Net levels (nnU-Net's 16³ ×
+// 256 channels: one chunk of 4096 voxels a sample) would otherwise run on
+// a block or two per sample, a few of a GPU's 100+ multiprocessors, each
+// waiting on its memory reads one after the other.
+const (
+	minChunks = 128
+	minChunk  = 32
 )
 
 // Ops turns nn.Device operations into kernel launches on Launcher. The zero
@@ -49,11 +60,18 @@ type Ops[B any] struct {
 	FlatChunk int // elements per block in flat reductions
 }
 
-func (o Ops[B]) chunk() int {
+// chunk returns the voxels per block of a per-sample reduction over v
+// voxels: Chunk when set, else DefaultChunk halved as minChunks asks. It
+// depends on v alone, so a shape's sums are always added in one order.
+func (o Ops[B]) chunk(v int) int {
 	if o.Chunk > 0 {
 		return o.Chunk
 	}
-	return DefaultChunk
+	ch := DefaultChunk
+	for ch > minChunk && (v+ch-1)/ch < minChunks {
+		ch /= 2
+	}
+	return ch
 }
 
 func (o Ops[B]) flatChunk() int {
@@ -64,7 +82,7 @@ func (o Ops[B]) flatChunk() int {
 }
 
 // nChunks returns the chunks of a reduction over v voxels.
-func (o Ops[B]) nChunks(v int) int { return (v + o.chunk() - 1) / o.chunk() }
+func (o Ops[B]) nChunks(v int) int { return (v + o.chunk(v) - 1) / o.chunk(v) }
 
 // ScratchBytes returns the scratch every per-channel reduction (ChannelSum,
 // ChannelDot, InstanceNorm*, SoftmaxLoss, SigmoidBCE) needs for n samples

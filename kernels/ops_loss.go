@@ -86,10 +86,10 @@ func (o Ops[B]) softmaxLoss(op string, logits, labels, probs, out, bad, scratch,
 	if err := o.Launcher.Launch(kFillI32, Dim3{X: 1}, bad, int32(1), int32(NoBadLabel)); err != nil {
 		return err
 	}
-	if err := o.Launcher.Launch(kSoftmaxFwd, o.chunkGrid(n, v), logits, labels, probs, cepart, cntpart, bad, i32(v), i32(c), i32(o.chunk()), i32(ignore)); err != nil {
+	if err := o.Launcher.Launch(kSoftmaxFwd, o.chunkGrid(n, v), logits, labels, probs, cepart, cntpart, bad, i32(v), i32(c), i32(o.chunk(v)), i32(ignore)); err != nil {
 		return err
 	}
-	if err := o.Launcher.Launch(kSegStatsPartial, o.chunkGrid(n, v), probs, labels, part, i32(v), i32(c), i32(o.chunk()), i32(ignore)); err != nil {
+	if err := o.Launcher.Launch(kSegStatsPartial, o.chunkGrid(n, v), probs, labels, part, i32(v), i32(c), i32(o.chunk(v)), i32(ignore)); err != nil {
 		return err
 	}
 	if err := o.launch1(kReduceChunksF64, n, cepart, out, i32(n), i32(nch), int32(1)); err != nil {
@@ -164,7 +164,7 @@ func (o Ops[B]) SigmoidBCE(logits, labels, dlogits, out, bad, scratch B, n, v in
 	if err := o.Launcher.Launch(kFillI32, Dim3{X: 1}, bad, int32(1), int32(NoBadLabel)); err != nil {
 		return err
 	}
-	if err := o.Launcher.Launch(kSigmoidBCE, o.chunkGrid(n, v), logits, labels, dlogits, scratch, bad, i32(v), i32(o.chunk()), posWeight, gradScale); err != nil {
+	if err := o.Launcher.Launch(kSigmoidBCE, o.chunkGrid(n, v), logits, labels, dlogits, scratch, bad, i32(v), i32(o.chunk(v)), posWeight, gradScale); err != nil {
 		return err
 	}
 	return o.launch1(kReduceChunksF64, n, scratch, out, i32(n), i32(o.nChunks(v)), int32(1))
@@ -242,7 +242,7 @@ func (o Ops[B]) SigmoidMultiLabelLoss(logits, labels, probs, out, bad, scratch B
 	if err := o.Launcher.Launch(kFillI32, Dim3{X: 1}, bad, int32(1), int32(NoBadLabel)); err != nil {
 		return err
 	}
-	if err := o.Launcher.Launch(kSigmoidMultiLabelLoss, o.chunkGrid(n, v), logits, labels, probs, scratch, bad, i32(v), i32(c), i32(o.chunk()), b2i(ignore)); err != nil {
+	if err := o.Launcher.Launch(kSigmoidMultiLabelLoss, o.chunkGrid(n, v), logits, labels, probs, scratch, bad, i32(v), i32(c), i32(o.chunk(v)), b2i(ignore)); err != nil {
 		return err
 	}
 	return o.launch1(kReduceChunksF64, n*5*c, scratch, out, i32(n), i32(nch), i32(5*c))

@@ -27,7 +27,7 @@ func (o Ops[B]) instNormFwd(op string, kPartial, kApply Kernel, x, gamma, beta, 
 		return err
 	}
 	nch := o.nChunks(v)
-	if err := o.Launcher.Launch(kPartial, o.chunkGrid(n, v), x, scratch, i32(v), i32(c), i32(o.chunk())); err != nil {
+	if err := o.Launcher.Launch(kPartial, o.chunkGrid(n, v), x, scratch, i32(v), i32(c), i32(o.chunk(v))); err != nil {
 		return err
 	}
 	if err := o.launch1(kINFwdStats, n*c, scratch, stats, i32(n), i32(v), i32(c), i32(nch), eps); err != nil {
@@ -72,7 +72,7 @@ func (o Ops[B]) instNormBwd(op string, kPartial, kApply Kernel, x, gamma, beta, 
 	part := scratch
 	tot := o.Launcher.Offset(scratch, 8*n*nch*2*c)
 	coef := o.Launcher.Offset(tot, 8*n*2*c)
-	if err := o.Launcher.Launch(kPartial, o.chunkGrid(n, v), x, gamma, beta, dy, stats, part, i32(v), i32(c), i32(o.chunk()), slope); err != nil {
+	if err := o.Launcher.Launch(kPartial, o.chunkGrid(n, v), x, gamma, beta, dy, stats, part, i32(v), i32(c), i32(o.chunk(v)), slope); err != nil {
 		return err
 	}
 	if err := o.launch1(kINBwdFinish, n*c, part, stats, gamma, tot, coef, i32(n), i32(v), i32(c), i32(nch)); err != nil {

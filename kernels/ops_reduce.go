@@ -38,7 +38,7 @@ func (o Ops[B]) channelSum(op string, kPartial Kernel, t, dst, scratch B, rows, 
 	}
 	var null B
 	nch := o.nChunks(rows)
-	if err := o.Launcher.Launch(kPartial, o.chunkGrid(1, rows), t, null, scratch, i32(rows), i32(c), i32(o.chunk())); err != nil {
+	if err := o.Launcher.Launch(kPartial, o.chunkGrid(1, rows), t, null, scratch, i32(rows), i32(c), i32(o.chunk(rows))); err != nil {
 		return err
 	}
 	return o.launch1(kReduceChunksF32, c, scratch, dst, int32(1), i32(nch), i32(c))
@@ -50,7 +50,7 @@ func (o Ops[B]) ChannelDot(a, b, out, scratch B, n, v, c int) error {
 	if err := o.checkChunked("ChannelDot", n, v, c); err != nil {
 		return err
 	}
-	if err := o.Launcher.Launch(kChannelSumPartial, o.chunkGrid(n, v), a, b, scratch, i32(v), i32(c), i32(o.chunk())); err != nil {
+	if err := o.Launcher.Launch(kChannelSumPartial, o.chunkGrid(n, v), a, b, scratch, i32(v), i32(c), i32(o.chunk(v))); err != nil {
 		return err
 	}
 	return o.launch1(kReduceChunksF64, n*c, scratch, out, i32(n), i32(o.nChunks(v)), i32(c))
