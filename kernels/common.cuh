@@ -267,6 +267,22 @@ __device__ inline double vt_block_sum(double x)
     return r;
 }
 
+// vt_block_chunk_sum returns, in every thread of the block, the sum of
+// the n doubles p[0], p[stride], ..., p[(n-1)*stride]: thread t adds
+// elements t, t + VT_BLOCK, ... in order, then vt_block_sum folds the
+// threads' sums in its fixed tree. The second pass of a chunked reduction:
+// one block per output, so that the hundreds of chunk partials of a large
+// volume are added by 256 threads at once, not one after the other. All
+// threads of the block must call it.
+__device__ inline double vt_block_chunk_sum(const double* p, long long stride, int n)
+{
+    double s = 0.0;
+    for (int k = threadIdx.x; k < n; k += VT_BLOCK) {
+        s += p[(long long)k * stride];
+    }
+    return vt_block_sum(s);
+}
+
 // vt_chunk_channel_sums computes, for one block, NV sums per channel over
 // the voxels [lo, hi) of a channels-last tensor with C channels:
 //

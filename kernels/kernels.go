@@ -71,6 +71,7 @@ type Kernel struct {
 const (
 	gridStride = "1-D grid-stride: min(ceil(work/Block), MaxGrid) blocks"
 	gridChunks = "(ceil(voxels/chunk), N): one block per chunk of one sample"
+	gridBlocks = "1-D: min(work, MaxGrid) blocks, one per output, striding over the rest"
 )
 
 // MaxGrid caps the blocks of grid-stride launches: enough to fill any
@@ -118,27 +119,27 @@ var (
 	kVol2ColBF16X = Kernel{"conv", "vol2col_bf16x", "pp" + strings.Repeat("i", 15), gridStride + ", work rows·InC/4", 0}
 	kCol2VolBF16  = Kernel{"conv", "col2vol_bf16", "pppp" + strings.Repeat("i", 19), gridStride + ", work vcount·InC/4", 0}
 
-	kChannelSumPartial = Kernel{"reduce", "channel_sum_partial", "pppiii", gridChunks, 8 * Block}
+	kChannelSumPartial = Kernel{"reduce", "channel_sum_partial", "pppiii", gridChunks, 2 * (8 + 8*8) * Block}
 	kSumSqPartial      = Kernel{"reduce", "sumsq_partial", "ppii", "ceil(n/chunk): one block per chunk", 8 * Block}
-	kReduceChunksF64   = Kernel{"reduce", "reduce_chunks_f64", "ppiii", gridStride + ", work rows·w", 0}
-	kReduceChunksF32   = Kernel{"reduce", "reduce_chunks_f32", "ppiii", gridStride + ", work rows·w", 0}
+	kReduceChunksF64   = Kernel{"reduce", "reduce_chunks_f64", "ppiii", gridBlocks + ", work rows·w", 8 * Block}
+	kReduceChunksF32   = Kernel{"reduce", "reduce_chunks_f32", "ppiii", gridBlocks + ", work rows·w", 8 * Block}
 	// channel_sum_partial_bf16: the partial channel sums of a bf16 tensor.
-	kChannelSumPartialBF16 = Kernel{"reduce", "channel_sum_partial_bf16", "pppiii", gridChunks, 8 * Block}
+	kChannelSumPartialBF16 = Kernel{"reduce", "channel_sum_partial_bf16", "pppiii", gridChunks, 2 * (8 + 8*8) * Block}
 
-	kINFwdPartial = Kernel{"norm", "instnorm_fwd_partial", "ppiii", gridChunks, 2 * 8 * Block}
-	kINFwdStats   = Kernel{"norm", "instnorm_fwd_stats", "ppiiiif", gridStride + ", work n·c", 0}
+	kINFwdPartial = Kernel{"norm", "instnorm_fwd_partial", "ppiii", gridChunks, (2*8 + 2*8*8) * Block}
+	kINFwdStats   = Kernel{"norm", "instnorm_fwd_stats", "ppiiiif", gridBlocks + ", work n·c", 8 * Block}
 	kINFwdApply   = Kernel{"norm", "instnorm_fwd_apply", "pppppiiif", gridStride + ", work n·v·c", 0}
-	kINBwdPartial = Kernel{"norm", "instnorm_bwd_partial", "ppppppiiif", gridChunks, 2 * 8 * Block}
-	kINBwdFinish  = Kernel{"norm", "instnorm_bwd_finish", "pppppiiii", gridStride + ", work n·c", 0}
+	kINBwdPartial = Kernel{"norm", "instnorm_bwd_partial", "ppppppiiif", gridChunks, (2*8 + 2*8*8) * Block}
+	kINBwdFinish  = Kernel{"norm", "instnorm_bwd_finish", "pppppiiii", gridBlocks + ", work n·c", 8 * Block}
 	kINBwdAffine  = Kernel{"norm", "instnorm_bwd_affine", "pppii", gridStride + ", work c", 0}
 	kINBwdApply   = Kernel{"norm", "instnorm_bwd_apply", "pppppppiiif", gridStride + ", work n·v·c", 0}
 	// The _bf16 twins read a bf16 x (and write a bf16 y), see norm.cu.
-	kINFwdPartialBF16 = Kernel{"norm", "instnorm_fwd_partial_bf16", "ppiii", gridChunks, 2 * 8 * Block}
+	kINFwdPartialBF16 = Kernel{"norm", "instnorm_fwd_partial_bf16", "ppiii", gridChunks, (2*8 + 2*8*8) * Block}
 	kINFwdApplyBF16   = Kernel{"norm", "instnorm_fwd_apply_bf16", "pppppiiif", gridStride + ", work n·v·c", 0}
-	kINBwdPartialBF16 = Kernel{"norm", "instnorm_bwd_partial_bf16", "ppppppiiif", gridChunks, 2 * 8 * Block}
+	kINBwdPartialBF16 = Kernel{"norm", "instnorm_bwd_partial_bf16", "ppppppiiif", gridChunks, (2*8 + 2*8*8) * Block}
 	kINBwdApplyBF16   = Kernel{"norm", "instnorm_bwd_apply_bf16", "pppppppiiif", gridStride + ", work n·v·c", 0}
 	// The _bf16g twins read bf16 x and dy and write a bf16 dx.
-	kINBwdPartialBF16G = Kernel{"norm", "instnorm_bwd_partial_bf16g", "ppppppiiif", gridChunks, 2 * 8 * Block}
+	kINBwdPartialBF16G = Kernel{"norm", "instnorm_bwd_partial_bf16g", "ppppppiiif", gridChunks, (2*8 + 2*8*8) * Block}
 	kINBwdApplyBF16G   = Kernel{"norm", "instnorm_bwd_apply_bf16g", "pppppppiiif", gridStride + ", work n·v·c", 0}
 
 	kSoftmax         = Kernel{"loss", "softmax", "ppii", gridStride + ", work nvox (voxels)", 0}

@@ -5,13 +5,13 @@
 //
 // Forward, three launches:
 //   instnorm_fwd_partial   per (sample, chunk): Σx, Σx² per channel (double)
-//   instnorm_fwd_stats     per (sample, channel): add the chunks in order,
+//   instnorm_fwd_stats     per (sample, channel): add the chunks (a block each),
 //                          mean and rstd as package cpu computes them
 //   instnorm_fwd_apply     y = act((x - mean)·(rstd·gamma) + beta)
 // Backward, with z recomputed from x (the forward's output is not needed),
 // g = dy·act'(z) and x̂ = (x - mean)·rstd, four launches:
 //   instnorm_bwd_partial   per (sample, chunk): Σg, Σg·x per channel
-//   instnorm_bwd_finish    per (sample, channel): add the chunks in order,
+//   instnorm_bwd_finish    per (sample, channel): add the chunks (a block each),
 //                          Σg·x̂ = rstd·(Σg·x - mean·Σg), dx's coefficients
 //   instnorm_bwd_affine    dbeta = Σ_n Σg, dgamma = Σ_n Σg·x̂ (samples in order)
 //   instnorm_bwd_apply     dx = gamma·rstd·(g - mean(g) - x̂·mean(g·x̂))
@@ -85,20 +85,21 @@ VT_KERNEL instnorm_fwd_partial_bf16(const unsigned short* x, double* part, int v
     instnorm_fwd_partial_t(x, part, v, c, chunk);
 }
 
-// instnorm_fwd_stats: for each (n, j), adds the nchunks partials in order
-// and writes stats[(n*c + j)*2] = mean, [.. + 1] = 1/sqrt(max(E[x²] - mean², 0) + eps).
-// Launch: 1-D, grid-stride, work nb*c.
+// instnorm_fwd_stats: for each (n, j), adds the nchunks partials
+// (vt_block_chunk_sum) and writes stats[(n*c + j)*2] = mean, [.. + 1] =
+// 1/sqrt(max(E[x²] - mean², 0) + eps). Launch: one block per (n, j),
+// min(nb*c, MaxGrid) blocks striding over them; static shared memory 2 KiB.
 VT_KERNEL instnorm_fwd_stats(const double* part, float* stats, int nb, int v, int c, int nchunks, float eps)
 {
     const long long total = (long long)nb * c;
-    for (long long i = vt_gid(); i < total; i += vt_gstride()) {
+    for (long long i = blockIdx.x; i < total; i += gridDim.x) {
         const long long n = i / c;
         const long long j = i % c;
-        double s = 0.0, q = 0.0;
-        for (int k = 0; k < nchunks; k++) {
-            const double* p = part + (n * nchunks + k) * 2 * c;
-            s += p[j];
-            q += p[c + j];
+        const double* p = part + n * nchunks * 2 * c;
+        const double s = vt_block_chunk_sum(p + j, 2 * c, nchunks);
+        const double q = vt_block_chunk_sum(p + c + j, 2 * c, nchunks);
+        if (threadIdx.x != 0) {
+            continue;
         }
         const double mean = s / (double)v;
         double var = q / (double)v - mean * mean;
@@ -224,25 +225,26 @@ VT_KERNEL instnorm_bwd_partial_bf16g(const unsigned short* x, const float* gamma
     instnorm_bwd_partial_t(x, gamma, beta, dy, stats, part, v, c, chunk, slope);
 }
 
-// instnorm_bwd_finish: for each (n, j), adds the nchunks partials in order
+// instnorm_bwd_finish: for each (n, j), adds the nchunks partials
 // and writes
 //   tot[n*2c + j]      = Σg
 //   tot[n*2c + c + j]  = Σg·x̂ = rstd·(Σg·x - mean·Σg)
 //   coef[(n*c + j)*3]  = A = gamma·rstd, B = -A·rstd·Σg·x̂/v, C = -A·Σg/v
-// (float), so that dx = A·g + B·(x - mean) + C. Launch: 1-D, grid-stride,
-// work nb*c.
+// (float), so that dx = A·g + B·(x - mean) + C, the partials added by
+// vt_block_chunk_sum. Launch: one block per (n, j), min(nb*c, MaxGrid)
+// blocks striding over them; static shared memory 2 KiB.
 VT_KERNEL instnorm_bwd_finish(const double* part, const float* stats, const float* gamma, double* tot, float* coef,
                               int nb, int v, int c, int nchunks)
 {
     const long long total = (long long)nb * c;
-    for (long long i = vt_gid(); i < total; i += vt_gstride()) {
+    for (long long i = blockIdx.x; i < total; i += gridDim.x) {
         const long long n = i / c;
         const long long j = i % c;
-        double sg = 0.0, sgx = 0.0;
-        for (int k = 0; k < nchunks; k++) {
-            const double* p = part + (n * nchunks + k) * 2 * c;
-            sg += p[j];
-            sgx += p[c + j];
+        const double* p = part + n * nchunks * 2 * c;
+        const double sg = vt_block_chunk_sum(p + j, 2 * c, nchunks);
+        const double sgx = vt_block_chunk_sum(p + c + j, 2 * c, nchunks);
+        if (threadIdx.x != 0) {
+            continue;
         }
         const double mean = (double)stats[i * 2];
         const double rstd = (double)stats[i * 2 + 1];

@@ -133,6 +133,16 @@ func (o Ops[B]) launchFlat(op string, k Kernel, n int, args ...any) error {
 }
 
 // launch1 runs a grid-stride kernel over work elements; no launch for 0.
+// launchBlocks launches k with one block per output (min(work, MaxGrid)
+// blocks, the kernel striding over the rest): the second passes of chunked
+// reductions (reduce_chunks_*, instnorm_fwd_stats, instnorm_bwd_finish).
+func (o Ops[B]) launchBlocks(k Kernel, work int, args ...any) error {
+	if work == 0 {
+		return nil
+	}
+	return o.Launcher.Launch(k, Dim3{X: min(work, MaxGrid)}, args...)
+}
+
 func (o Ops[B]) launch1(k Kernel, work int, args ...any) error {
 	if work == 0 {
 		return nil

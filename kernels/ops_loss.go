@@ -71,7 +71,7 @@ func (o Ops[B]) SoftmaxLossIgnore(logits, labels, probs, out, bad, scratch B, n,
 	if err := o.softmaxLoss(op, logits, labels, probs, out, bad, scratch, cntpart, n, v, c, ignore); err != nil {
 		return err
 	}
-	return o.launch1(kReduceChunksF64, n, cntpart, o.Launcher.Offset(out, 8*SoftmaxLossOutLen(n, c)), i32(n), i32(o.nChunks(v)), int32(1))
+	return o.launchBlocks(kReduceChunksF64, n, cntpart, o.Launcher.Offset(out, 8*SoftmaxLossOutLen(n, c)), i32(n), i32(o.nChunks(v)), int32(1))
 }
 
 // softmaxLoss launches SoftmaxLoss's kernels; cntpart (B's zero value: none)
@@ -92,10 +92,10 @@ func (o Ops[B]) softmaxLoss(op string, logits, labels, probs, out, bad, scratch,
 	if err := o.Launcher.Launch(kSegStatsPartial, o.chunkGrid(n, v), probs, labels, part, i32(v), i32(c), i32(o.chunk(v)), i32(ignore)); err != nil {
 		return err
 	}
-	if err := o.launch1(kReduceChunksF64, n, cepart, out, i32(n), i32(nch), int32(1)); err != nil {
+	if err := o.launchBlocks(kReduceChunksF64, n, cepart, out, i32(n), i32(nch), int32(1)); err != nil {
 		return err
 	}
-	return o.launch1(kReduceChunksF64, n*3*c, part, o.Launcher.Offset(out, 8*n), i32(n), i32(nch), i32(3*c))
+	return o.launchBlocks(kReduceChunksF64, n*3*c, part, o.Launcher.Offset(out, 8*n), i32(n), i32(nch), i32(3*c))
 }
 
 // SegStatsFromOut turns SoftmaxLoss's out (downloaded) into nn.SegStats.
@@ -167,7 +167,7 @@ func (o Ops[B]) SigmoidBCE(logits, labels, dlogits, out, bad, scratch B, n, v in
 	if err := o.Launcher.Launch(kSigmoidBCE, o.chunkGrid(n, v), logits, labels, dlogits, scratch, bad, i32(v), i32(o.chunk(v)), posWeight, gradScale); err != nil {
 		return err
 	}
-	return o.launch1(kReduceChunksF64, n, scratch, out, i32(n), i32(o.nChunks(v)), int32(1))
+	return o.launchBlocks(kReduceChunksF64, n, scratch, out, i32(n), i32(o.nChunks(v)), int32(1))
 }
 
 // SegCountsLen is the uint64 counters SegCounts writes for c channels:
@@ -245,7 +245,7 @@ func (o Ops[B]) SigmoidMultiLabelLoss(logits, labels, probs, out, bad, scratch B
 	if err := o.Launcher.Launch(kSigmoidMultiLabelLoss, o.chunkGrid(n, v), logits, labels, probs, scratch, bad, i32(v), i32(c), i32(o.chunk(v)), b2i(ignore)); err != nil {
 		return err
 	}
-	return o.launch1(kReduceChunksF64, n*5*c, scratch, out, i32(n), i32(nch), i32(5*c))
+	return o.launchBlocks(kReduceChunksF64, n*5*c, scratch, out, i32(n), i32(nch), i32(5*c))
 }
 
 // MultiLabelStatsFromOut turns SigmoidMultiLabelLoss's out (downloaded)

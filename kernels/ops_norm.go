@@ -30,7 +30,7 @@ func (o Ops[B]) instNormFwd(op string, kPartial, kApply Kernel, x, gamma, beta, 
 	if err := o.Launcher.Launch(kPartial, o.chunkGrid(n, v), x, scratch, i32(v), i32(c), i32(o.chunk(v))); err != nil {
 		return err
 	}
-	if err := o.launch1(kINFwdStats, n*c, scratch, stats, i32(n), i32(v), i32(c), i32(nch), eps); err != nil {
+	if err := o.launchBlocks(kINFwdStats, n*c, scratch, stats, i32(n), i32(v), i32(c), i32(nch), eps); err != nil {
 		return err
 	}
 	return o.launch1(kApply, n*v*c, x, gamma, beta, stats, y, i32(n), i32(v), i32(c), slope)
@@ -75,7 +75,7 @@ func (o Ops[B]) instNormBwd(op string, kPartial, kApply Kernel, x, gamma, beta, 
 	if err := o.Launcher.Launch(kPartial, o.chunkGrid(n, v), x, gamma, beta, dy, stats, part, i32(v), i32(c), i32(o.chunk(v)), slope); err != nil {
 		return err
 	}
-	if err := o.launch1(kINBwdFinish, n*c, part, stats, gamma, tot, coef, i32(n), i32(v), i32(c), i32(nch)); err != nil {
+	if err := o.launchBlocks(kINBwdFinish, n*c, part, stats, gamma, tot, coef, i32(n), i32(v), i32(c), i32(nch)); err != nil {
 		return err
 	}
 	if err := o.launch1(kINBwdAffine, c, tot, dgamma, dbeta, i32(n), i32(c)); err != nil {

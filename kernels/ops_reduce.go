@@ -41,7 +41,7 @@ func (o Ops[B]) channelSum(op string, kPartial Kernel, t, dst, scratch B, rows, 
 	if err := o.Launcher.Launch(kPartial, o.chunkGrid(1, rows), t, null, scratch, i32(rows), i32(c), i32(o.chunk(rows))); err != nil {
 		return err
 	}
-	return o.launch1(kReduceChunksF32, c, scratch, dst, int32(1), i32(nch), i32(c))
+	return o.launchBlocks(kReduceChunksF32, c, scratch, dst, int32(1), i32(nch), i32(c))
 }
 
 // ChannelDot writes out[n·c+j] (float64) = Σ_v a[n,v,j]·b[n,v,j]; b may
@@ -53,7 +53,7 @@ func (o Ops[B]) ChannelDot(a, b, out, scratch B, n, v, c int) error {
 	if err := o.Launcher.Launch(kChannelSumPartial, o.chunkGrid(n, v), a, b, scratch, i32(v), i32(c), i32(o.chunk(v))); err != nil {
 		return err
 	}
-	return o.launch1(kReduceChunksF64, n*c, scratch, out, i32(n), i32(o.nChunks(v)), i32(c))
+	return o.launchBlocks(kReduceChunksF64, n*c, scratch, out, i32(n), i32(o.nChunks(v)), i32(c))
 }
 
 // SumSquares writes out[0] (float64) = Σ x[i]² over n elements.
@@ -68,5 +68,5 @@ func (o Ops[B]) SumSquares(x, out, scratch B, n int) error {
 	if err := o.Launcher.Launch(kSumSqPartial, Dim3{X: nch}, x, scratch, i32(n), i32(o.flatChunk())); err != nil {
 		return err
 	}
-	return o.launch1(kReduceChunksF64, 1, scratch, out, int32(1), i32(nch), int32(1))
+	return o.launchBlocks(kReduceChunksF64, 1, scratch, out, int32(1), i32(nch), int32(1))
 }

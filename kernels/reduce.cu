@@ -5,8 +5,8 @@
 //
 // A reduction is two launches. Pass 1 gives each block a fixed chunk of
 // voxels (or elements) and writes one double partial per chunk and output;
-// pass 2 (reduce_chunks_*) has one thread per output add its chunk partials
-// in chunk order. Chunk sizes are chosen by package kernels from the
+// pass 2 (reduce_chunks_*) has one block per output add its chunk partials
+// in a fixed order (vt_block_chunk_sum). Chunk sizes are chosen by package kernels from the
 // geometry only, so the result is the same on every run and GPU.
 #include "common.cuh"
 
@@ -92,21 +92,20 @@ VT_KERNEL sumsq_partial(const float* x, double* part, int n, int chunk)
     }
 }
 
-// reduce_chunks_f64: out[r*w + j] = Σ_{k < nchunks} part[(r*nchunks + k)*w + j],
-// added in chunk order, for r < rows, j < w. Launch: 1-D, grid-stride,
-// work rows*w.
+// reduce_chunks_f64: out[r*w + j] = Σ_{k < nchunks} part[(r*nchunks + k)*w + j]
+// for r < rows, j < w, each sum added in vt_block_chunk_sum's fixed order.
+// Launch: one block per output, min(rows*w, MaxGrid) blocks striding over
+// the outputs; static shared memory 2 KiB.
 VT_KERNEL reduce_chunks_f64(const double* part, double* out, int rows, int nchunks, int w)
 {
     const long long total = (long long)rows * w;
-    for (long long i = vt_gid(); i < total; i += vt_gstride()) {
+    for (long long i = blockIdx.x; i < total; i += gridDim.x) {
         const long long r = i / w;
         const long long j = i % w;
-        const double* p = part + r * nchunks * w + j;
-        double s = 0.0;
-        for (int k = 0; k < nchunks; k++) {
-            s += p[(long long)k * w];
+        const double s = vt_block_chunk_sum(part + r * nchunks * w + j, w, nchunks);
+        if (threadIdx.x == 0) {
+            out[i] = s;
         }
-        out[i] = s;
     }
 }
 
@@ -114,14 +113,12 @@ VT_KERNEL reduce_chunks_f64(const double* part, double* out, int rows, int nchun
 VT_KERNEL reduce_chunks_f32(const double* part, float* out, int rows, int nchunks, int w)
 {
     const long long total = (long long)rows * w;
-    for (long long i = vt_gid(); i < total; i += vt_gstride()) {
+    for (long long i = blockIdx.x; i < total; i += gridDim.x) {
         const long long r = i / w;
         const long long j = i % w;
-        const double* p = part + r * nchunks * w + j;
-        double s = 0.0;
-        for (int k = 0; k < nchunks; k++) {
-            s += p[(long long)k * w];
+        const double s = vt_block_chunk_sum(part + r * nchunks * w + j, w, nchunks);
+        if (threadIdx.x == 0) {
+            out[i] = (float)s;
         }
-        out[i] = (float)s;
     }
 }

@@ -5,6 +5,8 @@ package emu
 import (
 	"math"
 	"testing"
+
+	"github.com/voxtrain/voxtrain/kernels"
 )
 
 // The VT_VEC paths of the memory-bound kernels (8 elements per thread and
@@ -134,4 +136,18 @@ func TestVectorPaths(t *testing.T) {
 	if math.IsNaN(float64(widen(toBF16([]float32{float32(math.NaN())}))[0])) == false {
 		t.Fatal("toBF16 lost a NaN: the specials above test nothing")
 	}
+}
+
+// TestReduceChunksStride: more outputs than MaxGrid blocks, so the
+// one-block-per-output second pass strides over the rest.
+func TestReduceChunksStride(t *testing.T) {
+	const rows, c = 3, kernels.MaxGrid + 9
+	x := uniform(rng(51), rows*c, -1, 1)
+	out := scratch(t, 4*c)
+	must(t, ops.ChannelSum(buf(t, x), out, scratch(t, ops.ScratchBytes(1, rows, c)), rows, c))
+	want := make([]float32, c)
+	for j := range want {
+		want[j] = float32(float64(x[j]) + float64(x[c+j]) + float64(x[2*c+j]))
+	}
+	compare(t, "channel_sum_partial+reduce_chunks_f32", "the sums in Go", out.F32(), want, 0, 1e-7)
 }
