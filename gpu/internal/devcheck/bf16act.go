@@ -145,7 +145,7 @@ func bf16Activations(k *checker, s [4]int) {
 		k.sameBF16("AddChannelBias bf16 "+gc.name, up, k.tol.Elementwise)
 	}
 
-	for _, c := range []int{1, 6, 33} {
+	for _, c := range []int{1, 6, 33, 40} { // 40: the kernels' 8-channel paths
 		shape := act(s, c)
 		xs := k.uniform(shape.Len(), -2, 3)
 		for i := range xs[:c] {
@@ -191,10 +191,13 @@ func bf16Activations(k *checker, s [4]int) {
 		k.same(fmt.Sprintf("ActBackward bf16 y slope %g", slope), dx, k.tol.Elementwise)
 	}
 
-	ua := k.activation(a, act(s, 3), k.uniform(act(s, 3).Len(), -1, 1))
-	sa := k.activation(a, act(s, 5), k.uniform(act(s, 5).Len(), -1, 1))
-	cat := k.activation(a, act(s, 8), make([]float32, act(s, 8).Len()))
-	k.dev.ConcatChannels(ua.dev, sa.dev, cat.dev)
-	k.ref.ConcatChannels(ua.ref, sa.ref, cat.ref)
-	k.sameBF16("ConcatChannels bf16", cat, Exact)
+	for _, cc := range [][2]int{{3, 5}, {8, 16}} { // 8 and 16: the 8-channel path
+		ca, cb := cc[0], cc[1]
+		ua := k.activation(a, act(s, ca), k.uniform(act(s, ca).Len(), -1, 1))
+		sa := k.activation(a, act(s, cb), k.uniform(act(s, cb).Len(), -1, 1))
+		cat := k.activation(a, act(s, ca+cb), make([]float32, act(s, ca+cb).Len()))
+		k.dev.ConcatChannels(ua.dev, sa.dev, cat.dev)
+		k.ref.ConcatChannels(ua.ref, sa.ref, cat.ref)
+		k.sameBF16(fmt.Sprintf("ConcatChannels bf16 (%d+%d channels)", ca, cb), cat, Exact)
+	}
 }

@@ -81,7 +81,7 @@ func bf16Gradients(k *checker, s [4]int) {
 		k.same("ChannelSum bf16 "+gc.name, cs, k.tol.Reduce)
 	}
 
-	for _, c := range []int{1, 6, 33} {
+	for _, c := range []int{1, 6, 33, 40} { // 40: the kernels' 8-channel paths
 		shape := act(s, c)
 		xs := k.uniform(shape.Len(), -2, 3)
 		for i := range xs[:c] {
@@ -119,17 +119,22 @@ func bf16Gradients(k *checker, s [4]int) {
 
 	// A deep-supervision head's gradient added to the decoder's; a
 	// concat's gradient split into the transposed conv's and the skip's.
-	shape = act(s, 5)
-	sum := newGrad(shape, k.uniform(shape.Len(), -1, 1))
-	add := newGrad(shape, k.uniform(shape.Len(), -1, 1))
-	k.dev.Add(sum.dev, add.dev)
-	k.ref.Add(sum.ref, add.ref)
-	k.sameBF16("Add bf16 += bf16", sum, Exact)
-	cat := newGrad(act(s, 8), k.uniform(act(s, 8).Len(), -1, 1))
-	up := newGrad(act(s, 3), make([]float32, act(s, 3).Len()))
-	skip := newGrad(act(s, 5), make([]float32, act(s, 5).Len()))
-	k.dev.SplitChannels(cat.dev, up.dev, skip.dev)
-	k.ref.SplitChannels(cat.ref, up.ref, skip.ref)
-	k.sameBF16("SplitChannels bf16 (first part)", up, Exact)
-	k.sameBF16("SplitChannels bf16 (second part)", skip, Exact)
+	// 8 and 16 channels: the kernels' 8-element paths.
+	for _, cc := range [][2]int{{3, 5}, {8, 16}} {
+		ca, cb := cc[0], cc[1]
+		tag := fmt.Sprintf(" (%d+%d channels)", ca, cb)
+		shape = act(s, cb)
+		sum := newGrad(shape, k.uniform(shape.Len(), -1, 1))
+		add := newGrad(shape, k.uniform(shape.Len(), -1, 1))
+		k.dev.Add(sum.dev, add.dev)
+		k.ref.Add(sum.ref, add.ref)
+		k.sameBF16("Add bf16 += bf16"+tag, sum, Exact)
+		cat := newGrad(act(s, ca+cb), k.uniform(act(s, ca+cb).Len(), -1, 1))
+		up := newGrad(act(s, ca), make([]float32, act(s, ca).Len()))
+		skip := newGrad(act(s, cb), make([]float32, act(s, cb).Len()))
+		k.dev.SplitChannels(cat.dev, up.dev, skip.dev)
+		k.ref.SplitChannels(cat.ref, up.ref, skip.ref)
+		k.sameBF16("SplitChannels bf16 (first part)"+tag, up, Exact)
+		k.sameBF16("SplitChannels bf16 (second part)"+tag, skip, Exact)
+	}
 }

@@ -108,17 +108,22 @@ var opTests = []opTest{
 		k.same("NDHWCToNCDHW", back, Exact)
 	}},
 	{"ConcatSplit", func(k *checker, s [4]int) {
-		a := k.both(act(s, 3), k.uniform(act(s, 3).Len(), -1, 1))
-		b := k.both(act(s, 5), k.uniform(act(s, 5).Len(), -1, 1))
-		cat := k.zeros(act(s, 8))
-		k.dev.ConcatChannels(a.dev, b.dev, cat.dev)
-		k.ref.ConcatChannels(a.ref, b.ref, cat.ref)
-		k.same("ConcatChannels", cat, Exact)
-		a2, b2 := k.zeros(act(s, 3)), k.zeros(act(s, 5))
-		k.dev.SplitChannels(cat.dev, a2.dev, b2.dev)
-		k.ref.SplitChannels(cat.ref, a2.ref, b2.ref)
-		k.same("SplitChannels (first)", a2, Exact)
-		k.same("SplitChannels (rest)", b2, Exact)
+		// 8 and 16: the kernels' 8-channel paths.
+		for _, cc := range [][2]int{{3, 5}, {8, 16}} {
+			ca, cb := cc[0], cc[1]
+			tag := fmt.Sprintf(" (%d+%d channels)", ca, cb)
+			a := k.both(act(s, ca), k.uniform(act(s, ca).Len(), -1, 1))
+			b := k.both(act(s, cb), k.uniform(act(s, cb).Len(), -1, 1))
+			cat := k.zeros(act(s, ca+cb))
+			k.dev.ConcatChannels(a.dev, b.dev, cat.dev)
+			k.ref.ConcatChannels(a.ref, b.ref, cat.ref)
+			k.same("ConcatChannels"+tag, cat, Exact)
+			a2, b2 := k.zeros(act(s, ca)), k.zeros(act(s, cb))
+			k.dev.SplitChannels(cat.dev, a2.dev, b2.dev)
+			k.ref.SplitChannels(cat.ref, a2.ref, b2.ref)
+			k.same("SplitChannels (first)"+tag, a2, Exact)
+			k.same("SplitChannels (rest)"+tag, b2, Exact)
+		}
 	}},
 	{"ChannelBiasSum", func(k *checker, s [4]int) {
 		for _, c := range []int{1, 7, 40} {
@@ -173,7 +178,7 @@ var opTests = []opTest{
 		}
 	}},
 	{"InstanceNormAct", func(k *checker, s [4]int) {
-		for _, c := range []int{1, 6, 33} {
+		for _, c := range []int{1, 6, 33, 40} { // 40: the kernels' 8-channel paths
 			shape := act(s, c)
 			xs := k.uniform(shape.Len(), -2, 3)
 			for i := range xs[:c] {
