@@ -141,7 +141,9 @@ type Data struct {
 	// TargetSpacing, when set, resamples every case after normalisation to
 	// this voxel size, [d, h, w] in the files' units in (D, H, W) = NIfTI
 	// (z, y, x) order, as nnU-Net's preprocessing (images trilinear,
-	// labels nearest). Absent: no resampling. The cases must state one
+	// labels nearest). Absent: no resampling. An axis of 0 keeps each
+	// case's own spacing along it: nnU-Net's 2d configurations resample
+	// the slices in-plane and never across them. The cases must state one
 	// unit (a case stating none is taken to be in the others'): a dataset
 	// mixing millimetres and micrometres is refused (data.SameUnit).
 	TargetSpacing []float64 `yaml:"target_spacing,omitempty"`

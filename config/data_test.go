@@ -104,8 +104,9 @@ func TestTargetSpacing(t *testing.T) {
 	for _, in := range []string{
 		"target_spacing: [1, 1]",
 		"target_spacing: [1, 1, 1, 1]",
-		"target_spacing: [1, 0, 1]",
+		"target_spacing: [0, 0, 0]",
 		"target_spacing: [1, -2, 1]",
+		"target_spacing: [-0.0001, 1, 1]",
 		"target_spacing: [1, .nan, 1]",
 		"target_spacing: [1, .inf, 1]",
 		"target_spacing: []",
@@ -116,6 +117,14 @@ func TestTargetSpacing(t *testing.T) {
 	}
 	if c, _ := parseData(t, "dataset: x"); c.Target() != nil {
 		t.Error("absent target_spacing gives a target")
+	}
+	// 0 keeps each case's spacing along its axis (nnU-Net's 2d).
+	c, err = parseData(t, "dataset: x\ntarget_spacing: [0, 0.8, 0.8]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Target(); p == nil || *p != [3]float64{0, 0.8, 0.8} {
+		t.Errorf("target %v", p)
 	}
 }
 

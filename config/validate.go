@@ -241,11 +241,18 @@ func (d Data) validate() []error {
 		if len(t) != 3 {
 			bad("target_spacing", "want three voxel sizes [d, h, w] (NIfTI z, y, x), got %d values %v", len(t), t)
 		} else {
+			kept := 0
 			for _, s := range t {
-				if !(s > 0) || math.IsInf(s, 0) {
-					bad("target_spacing", "voxel sizes must be finite and > 0, got %v", t)
+				if s == 0 {
+					kept++
+				} else if !(s > 0) || math.IsInf(s, 0) {
+					bad("target_spacing", "voxel sizes must be finite and > 0 (0: keep each case's own along that axis), got %v", t)
+					kept = -1
 					break
 				}
+			}
+			if kept == 3 {
+				bad("target_spacing", "every axis is 0 (each case's own spacing): leave target_spacing out for no resampling")
 			}
 		}
 	}

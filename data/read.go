@@ -146,7 +146,7 @@ func readCase(c Case, channels int, spec *preprocess.Spec, into, src *Volume) (*
 	if spec.Target != nil {
 		// In the case's unit: prediction's input may be in another than
 		// training's (data.spacing_unit), a training case is not.
-		target, err := spec.TargetIn(dec.Unit)
+		target, err := spec.TargetIn(dec.Unit, dec.Spacing)
 		if err == nil {
 			err = resampleCase(v, dec, *target, spec.Resample)
 		}

@@ -229,7 +229,7 @@ func (s *gzSource) chunkedMeta(c int) (*caseMeta, error) {
 		}
 	}
 	if spec.Target != nil {
-		target, err := spec.TargetIn(h.Unit)
+		target, err := spec.TargetIn(h.Unit, h.Spacing)
 		if err == nil {
 			err = checkSpacing(h.Spacing, *target)
 		}

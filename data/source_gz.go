@@ -72,7 +72,7 @@ func (s *gzSource) meta(w *worker, c int) (*caseMeta, error) {
 	m := &caseMeta{shape: src.Shape, srcShape: src.Shape, stats: st, spacing: src.Spacing, affine: src.Affine}
 	grid := &Volume{Shape: src.Shape, Label: src.Label}
 	if spec.Target != nil {
-		target, err := spec.TargetIn(src.Unit)
+		target, err := spec.TargetIn(src.Unit, src.Spacing)
 		if err == nil {
 			err = checkSpacing(src.Spacing, *target)
 		}

@@ -207,3 +207,27 @@ func TestResampleBadInput(t *testing.T) {
 		t.Error("empty output shape accepted")
 	}
 }
+
+// TestTargetIn: the target converted into a case's unit, an axis of 0
+// taking the case's own spacing (not converted: it is the case's).
+func TestTargetIn(t *testing.T) {
+	p := Spec{Target: &[3]float64{0, 0.5, 0.25}, TargetUnit: "millimeter"}
+	got, err := p.TargetIn("micrometer", [3]float64{2000, 300, 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *got != [3]float64{2000, 500, 250} {
+		t.Errorf("TargetIn: %v, want [2000 500 250]", *got)
+	}
+	p.Target = &[3]float64{1, 0.5, 0.25}
+	if got, _ := p.TargetIn("millimeter", [3]float64{3, 3, 3}); *got != *p.Target {
+		t.Errorf("TargetIn without a kept axis: %v", *got)
+	}
+	if _, err := p.TargetIn("second", [3]float64{1, 1, 1}); err == nil {
+		t.Error("a unit that is not a length was accepted")
+	}
+	p.Target = nil
+	if got, err := p.TargetIn("millimeter", [3]float64{1, 1, 1}); got != nil || err != nil {
+		t.Errorf("no target: %v, %v", got, err)
+	}
+}

@@ -27,8 +27,10 @@ type Spec struct {
 	// FGSamples is the foreground index's per-class cap.
 	FGSamples int `json:"fg_samples"`
 	// Target is the voxel size (D, H, W) every case is resampled to after
-	// normalisation (nil: none). Absent from the JSON when nil, so stores
-	// made without resampling keep their fingerprint.
+	// normalisation (nil: none); an axis of 0 keeps each case's own
+	// spacing along it (nnU-Net's 2d: no resampling across slices; see
+	// TargetIn). Absent from the JSON when nil, so stores made without
+	// resampling keep their fingerprint.
 	Target *[3]float64 `json:"target_spacing,omitempty"`
 	// Crop crops every case to the bounding box of its nonzero mask
 	// before normalisation (NonzeroMask, MaskBox), as nnU-Net always does.
@@ -51,11 +53,12 @@ type Spec struct {
 	TargetUnit string `json:"-"`
 }
 
-// TargetIn returns Target converted into unit, the unit of a case's
-// spacing (volume.Header.Unit): unchanged when either states no unit
-// (volume.UnitScale); nil when there is no Target. A unit that is not a
-// length is an error naming it.
-func (p *Spec) TargetIn(unit string) (*[3]float64, error) {
+// TargetIn returns the voxel size a case of the given spacing, in unit
+// (volume.Header.Unit), is resampled to: Target converted into unit
+// (unchanged when either states no unit, volume.UnitScale), its 0 axes
+// taking the case's own spacing; nil when there is no Target. A unit that
+// is not a length is an error naming it.
+func (p *Spec) TargetIn(unit string, spacing [3]float64) (*[3]float64, error) {
 	if p.Target == nil {
 		return nil, nil
 	}
@@ -65,7 +68,11 @@ func (p *Spec) TargetIn(unit string) (*[3]float64, error) {
 	}
 	t := *p.Target
 	for a := range t {
-		t[a] *= f
+		if t[a] == 0 {
+			t[a] = spacing[a]
+		} else {
+			t[a] *= f
+		}
 	}
 	return &t, nil
 }

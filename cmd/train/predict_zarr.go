@@ -210,7 +210,7 @@ func levelAtTarget(p string, d config.Data) (path string, l zarr.Level, ok bool)
 		return "", l, false
 	}
 	for k, lk := range ls {
-		t, err := spec.TargetIn(lk.Unit)
+		t, err := spec.TargetIn(lk.Unit, lk.Spacing)
 		if err != nil {
 			return "", l, false
 		}
@@ -334,7 +334,7 @@ func checkBlockwiseSpec(d config.Data, h volume.Header) error {
 	if spec.Crop || len(spec.MaskNorm) > 0 {
 		return errors.New("blockwise prediction (-o *.zarr): the checkpoint's data.crop_to_nonzero or use_mask_for_norm needs the whole case at once; predict it as a NIfTI case instead")
 	}
-	t, err := spec.TargetIn(h.Unit)
+	t, err := spec.TargetIn(h.Unit, h.Spacing)
 	if err != nil {
 		return fmt.Errorf("blockwise prediction (-o *.zarr): the input in %s: %w", volume.UnitName(h.Unit), err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/voxtrain/voxtrain/config"
@@ -95,7 +96,14 @@ func prepareRun(ctx context.Context, opts *PrepareOptions) error {
 			rep.CT.Channel, rep.CT.Cases, rep.CT.Stats.Lower, rep.CT.Stats.Upper, rep.CT.Stats.Mean, rep.CT.Stats.Std)
 	}
 	if t := rep.TargetSpacing; t != nil {
-		fmt.Fprintf(out, "resampled to spacing %g × %g × %g (D × H × W)\n", t[0], t[1], t[2])
+		ax := make([]string, 3)
+		for a, s := range t {
+			ax[a] = fmt.Sprint(s)
+			if s == 0 {
+				ax[a] = "each case's own"
+			}
+		}
+		fmt.Fprintf(out, "resampled to spacing %s (D × H × W)\n", strings.Join(ax, " × "))
 	}
 	fmt.Fprintf(out, "store %s: %d cases (%d written, %d current), %.1f MiB raw → %.1f MiB stored (%.2fx, %s, %d³ chunks) in %.1fs\n",
 		rep.Dir, rep.Cases, rep.Written, rep.Current, float64(rep.RawBytes)/(1<<20), float64(rep.StoredBytes)/(1<<20),
