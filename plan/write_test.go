@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"math"
 	"path/filepath"
 	"testing"
 
@@ -69,15 +70,23 @@ func TestWrittenYAMLsLoad(t *testing.T) {
 			}
 			// Every planned per-axis value sits on its file axis, and in
 			// 2-D the slicing axis is 1 throughout.
+			// The target spacing likewise; in 2-D the slicing axis keeps
+			// each case's own (0), as nnU-Net's 2d.
 			off := 0
 			if len(c.PatchSize) == 2 {
 				off = 1
 				if cfg.Train.PatchSize[fwd[0]] != 1 {
 					t.Errorf("%s: patch %v, want 1 along slicing axis %d", path, cfg.Train.PatchSize, fwd[0])
 				}
+				if ts := cfg.Data.TargetSpacing; len(ts) != 3 || ts[fwd[0]] != 0 {
+					t.Errorf("%s: target_spacing %v, want 0 along slicing axis %d", path, ts, fwd[0])
+				}
 			}
 			for i := range c.PatchSize {
 				a := fwd[i+off]
+				if ts := cfg.Data.TargetSpacing; len(ts) != 3 || math.Abs(ts[a]-c.Spacing[i]) > 1e-9*c.Spacing[i] {
+					t.Errorf("%s: target_spacing %v, planned %v (transpose %v)", path, ts, c.Spacing, fwd)
+				}
 				if cfg.Train.PatchSize[a] != c.PatchSize[i] {
 					t.Errorf("%s: patch %v, planned %v (transpose %v)", path, cfg.Train.PatchSize, c.PatchSize, fwd)
 				}

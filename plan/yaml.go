@@ -67,14 +67,10 @@ func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (st
 	}
 	spacing := backF(c.Spacing)
 	if twoD {
-		// The slicing axis keeps the fullres spacing (nnU-Net's 2d data
-		// is the 3d_fullres data, sliced).
-		full := p.Configurations["3d_fullres"]
-		if full != nil {
-			spacing[fwd[0]] = full.Spacing[0]
-		} else {
-			spacing[fwd[0]] = p.OriginalMedianSpacingAfterTransp[0]
-		}
+		// Across slices each case keeps its own spacing, as nnU-Net's
+		// DefaultPreprocessor gives a 2d configuration "the original
+		// spacing" along the slicing axis: target_spacing's 0.
+		spacing[fwd[0]] = 0
 	}
 	axisName := [3]string{"D", "H", "W"}
 	dhw := func(v [3]int) string { return fmt.Sprintf("[%d, %d, %d]", v[0], v[1], v[2]) }
@@ -181,8 +177,7 @@ func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (st
 		line("  #   the fullres spacing coarsened 3 %% a step (first the axes finer than half the coarsest) until")
 		line("  #   the patch holds >= 1/4 of the median image's voxels (nnU-Net's lowres_creation_threshold)")
 	} else if twoD {
-		line("  #   the 3d_fullres spacing. Across slices (axis %s) nnU-Net's 2d keeps each case's own spacing;", axisName[fwd[0]])
-		line("  #   voxtrain's target_spacing sets all three axes, so it gets the fullres one")
+		line("  #   in-plane the 3d_fullres spacing; across slices (axis %s, 0) each case keeps its own, as nnU-Net's 2d", axisName[fwd[0]])
 	} else {
 		line("  #   the median spacing of the cases (the coarsest axis: its 10th percentile when very anisotropic)")
 	}
@@ -299,11 +294,11 @@ func dummy2D(patch []int) bool {
 }
 
 // needsResampling reports whether some case's spacing differs from target
-// (NaN axes ignored) by more than a part in 10⁶.
+// (axes of 0, each case's own, ignored) by more than a part in 10⁶.
 func needsResampling(fp *Fingerprint, target [3]float64) bool {
 	for _, s := range fp.Spacings {
 		for a := range 3 {
-			if !math.IsNaN(target[a]) && math.Abs(s[a]-target[a]) > 1e-6*target[a] {
+			if target[a] != 0 && math.Abs(s[a]-target[a]) > 1e-6*target[a] {
 				return true
 			}
 		}
