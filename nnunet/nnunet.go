@@ -70,12 +70,6 @@ func ReadModel(dir, configuration string) (*Model, error) {
 	if c.InheritsFrom != "" || c.PreviousStage != "" {
 		return nil, fmt.Errorf("%s: %s is a cascade stage (previous_stage %q): voxtrain has no cascade", dir, m.Configuration, c.PreviousStage)
 	}
-	if len(c.PatchSize) == 2 {
-		// voxtrain trains 2d as a 3-D network with kernels of 1 across the
-		// slices, but its target_spacing sets the slicing axis too, where
-		// nnU-Net keeps each case's own: predictions would differ.
-		return nil, fmt.Errorf("%s: %s is a 2-D configuration: not imported (voxtrain's 2d resamples across slices to the fullres spacing, where nnU-Net keeps each case's own)", dir, m.Configuration)
-	}
 	if cls := c.Architecture.NetworkClassName; !strings.HasSuffix(cls, ".PlainConvUNet") && cls != "PlainConvUNet" {
 		return nil, fmt.Errorf("%s: %s's network is %s: voxtrain builds nnU-Net's PlainConvUNet only (not the residual encoder presets)", dir, m.Configuration, cls)
 	}
@@ -205,7 +199,8 @@ var (
 // ds.D), converts it to float32 and permutes every kernel's three spatial
 // axes by transposeBackward (the plans' transpose_backward), so that a
 // kernel over nnU-Net's transposed axes becomes the same kernel over the
-// files' axes. The deep-supervision heads are kept (ds.D) when deepSup,
+// files' axes (a 2d configuration's 2-D kernels first become 3-D ones of
+// depth 1 across the slices). The deep-supervision heads are kept (ds.D) when deepSup,
 // else left out. A tensor it does not know is an error naming it.
 func Weights(ts []safetensors.Tensor, stages int, transposeBackward []int, deepSup bool) (map[string]nn.HostTensor, error) {
 	if stages < 1 {
@@ -250,6 +245,12 @@ func Weights(ts []safetensors.Tensor, stages int, transposeBackward []int, deepS
 			return nil, fmt.Errorf("nnunet: %s: %w", t.Name, err)
 		}
 		shape := slices.Clone(t.Shape)
+		if len(shape) == 4 {
+			// A 2d configuration's kernel, over nnU-Net's transposed axes 1
+			// and 2: the same kernel, one voxel deep across the slices
+			// (transposed axis 0), is voxtrain's 2d network's (plan.YAML).
+			shape = []int{shape[0], shape[1], 1, shape[2], shape[3]}
+		}
 		if len(shape) == 5 {
 			v, shape = permuteKernel(v, shape, transposeBackward)
 		}

@@ -68,61 +68,7 @@ func TestImportNNUNet(t *testing.T) {
 	if !strings.Contains(o.String(), "imported 3d_fullres (Dataset999_Tiny, 1 folds) into "+exp) {
 		t.Errorf("import-nnunet's output:\n%s", o)
 	}
-	cfg, err := config.Load(filepath.Join(exp, "fold_0", "run_0", "config.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev := cpu.New(cpu.Options{Threads: 2})
-	m, err := nn.NewUNet(dev, cfg.Model, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Free()
-	want, err := nn.ExportParams(dev, m.Params())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := checkpoint.Load(filepath.Join(exp, "fold_0", "run_0", "checkpoints", "last"), want, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := nn.ImportParams(dev, m.Params(), want); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(filepath.Join("testdata", "nnunet_model", "io.npz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	io, err := npy.ReadNPZ(bytes.NewReader(raw), int64(len(raw)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb := []int{1, 2, 0} // the plans' transpose_backward
-	x := permute3(io["input"], tb)
-	ws, err := m.NewWorkspace(1, [3]int{x.Shape[2], x.Shape[3], x.Shape[4]}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.Free()
-	xd := dev.Alloc(nn.Shape(x.Shape))
-	if err := dev.Upload(dev.ComputeStream(), xd, x.Data); err != nil {
-		t.Fatal(err)
-	}
-	outs := m.Forward(ws, xd)
-	if len(outs) != 2 {
-		t.Fatalf("%d outputs, nnU-Net's network gave 2", len(outs))
-	}
-	for i, od := range outs {
-		w := permute3(io[fmt.Sprintf("output%d", i)], tb)
-		nc := dev.Alloc(nn.Shape(w.Shape))
-		dev.NDHWCToNCDHW(od, nc)
-		got := make([]float32, len(w.Data))
-		if err := dev.Download(dev.ComputeStream(), got, nc); err != nil {
-			t.Fatal(err)
-		}
-		if rel := testutil.RelativeL2(got, w.Data); rel > 1e-5 {
-			t.Errorf("output %d %v: relative L2 error %.2e against nnU-Net's network", i, w.Shape, rel)
-		}
-	}
+	checkImportedNetwork(t, exp, filepath.Join("testdata", "nnunet_model", "io.npz"))
 
 	// The run predicts a case as nnU-Net's predictor did with the model
 	// (the fixture's predicted/: same preprocessing, here a resampling to
@@ -132,40 +78,7 @@ func TestImportNNUNet(t *testing.T) {
 	// windows in float16 (its Gaussian map and both accumulators), which
 	// rounds the voxels only patch corners reach (the volume's corners)
 	// where voxtrain blends in float32.
-	pred := filepath.Join(t.TempDir(), "hippocampus_001.nii.gz")
-	if o, errb, err := runCmd(t, "predict", "--model-dir", exp, "-i", filepath.Join(data, "imagesTr", "hippocampus_001.nii.gz"),
-		"-o", pred, "--disable-tta", "--save-probabilities", "--threads", "2"); err != nil {
-		t.Fatalf("predict --model-dir: %v\n%s\n%s", err, o, errb)
-	}
-	ref := filepath.Join("testdata", "nnunet_model", "predicted")
-	_, lv, err := nifti.ReadFloat32(pred)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, ln, err := nifti.ReadFloat32(filepath.Join(ref, "hippocampus_001.nii.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pv := readProbs(t, strings.TrimSuffix(pred, ".nii.gz")+".npz")
-	pn := readProbs(t, filepath.Join(ref, "hippocampus_001.npz"))
-	if len(lv) != len(ln) || !slices.Equal(pv.Shape, pn.Shape) {
-		t.Fatalf("voxtrain's prediction: %d voxels, probabilities %v; nnU-Net's %d, %v", len(lv), pv.Shape, len(ln), pn.Shape)
-	}
-	same := 0
-	for i := range lv {
-		if lv[i] == ln[i] {
-			same++
-		}
-	}
-	var sum float64
-	for i := range pv.Data {
-		sum += math.Abs(float64(pv.Data[i] - pn.Data[i]))
-	}
-	agree, mean := float64(same)/float64(len(lv)), sum/float64(len(pv.Data))
-	t.Logf("against nnU-Net's predictor: labels agree on %.4f of the voxels, mean |Δp| %.2e", agree, mean)
-	if agree < 0.995 || mean > 1e-3 {
-		t.Errorf("against nnU-Net's predictor: labels agree on %.4f of the voxels (want ≥ 0.995), mean |Δp| %.2e (want ≤ 1e-3)", agree, mean)
-	}
+	checkImportedPrediction(t, exp, filepath.Join("testdata", "nnunet_model", "predicted"), data)
 	// checkpoint_best.pth became the best checkpoint, with nnU-Net's EMA
 	// pseudo Dice as its metric and its own weights; final is last.
 	ck := filepath.Join(exp, "fold_0", "run_0", "checkpoints")
@@ -233,11 +146,13 @@ func TestImportNNUNetRefuses(t *testing.T) {
 		{"resenc", edit(t, "plans.json", "unet.PlainConvUNet", "residual_unet.ResidualEncoderUNet"), nil, "PlainConvUNet only (not the residual encoder presets)"},
 		{"regions", regions, nil, `label "b" is [1, 2]`},
 		{"configuration", nnunetModel, []string{"--configuration", "2d"}, `plans.json has no configuration "2d" (it has 3d_fullres)`},
-		{"2d", edit(t, "plans.json", `"patch_size": [
+		// Plans that do not describe the checkpoint's network: a 2-D patch
+		// over 3-D weights.
+		{"plans and weights disagree", edit(t, "plans.json", `"patch_size": [
                 8,
                 16,
                 16
-            ],`, `"patch_size": [16, 16],`), nil, "3d_fullres is a 2-D configuration: not imported"},
+            ],`, `"patch_size": [16, 16],`), nil, "in the network the plans describe"},
 		{"fold", nnunetModel, []string{"--fold", "3"}, "--fold 3: no "},
 		{"data", nnunetModel, []string{"--data", filepath.Join(t.TempDir(), "none")}, "--data"},
 	} {
@@ -352,4 +267,145 @@ func TestImportNNUNetValidation(t *testing.T) {
 func noNNUNetEnvironment(t *testing.T) {
 	t.Setenv("nnUNet_raw", "")
 	t.Setenv("nnUNet_preprocessed", "")
+}
+
+// checkImportedNetwork loads the imported run's last checkpoint into the
+// network its config builds and holds its outputs on ioPath's input to
+// nnU-Net's network's (every deep-supervision output), the arrays put back
+// from nnU-Net's transposed axes (the fixture's transpose_backward [1, 2,
+// 0]) into the files'; a 2d model's (N, C, a1, a2) arrays are one slice
+// along transposed axis 0.
+func checkImportedNetwork(t *testing.T, exp, ioPath string) {
+	t.Helper()
+	cfg, err := config.Load(filepath.Join(exp, "fold_0", "run_0", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := cpu.New(cpu.Options{Threads: 2})
+	m, err := nn.NewUNet(dev, cfg.Model, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Free()
+	want, err := nn.ExportParams(dev, m.Params())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkpoint.Load(filepath.Join(exp, "fold_0", "run_0", "checkpoints", "last"), want, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := nn.ImportParams(dev, m.Params(), want); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(ioPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io, err := npy.ReadNPZ(bytes.NewReader(raw), int64(len(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	as3D := func(a npy.Array) npy.Array {
+		if len(a.Shape) == 4 {
+			a.Shape = []int{a.Shape[0], a.Shape[1], 1, a.Shape[2], a.Shape[3]}
+		}
+		return a
+	}
+	tb := []int{1, 2, 0} // the plans' transpose_backward
+	x := permute3(as3D(io["input"]), tb)
+	ws, err := m.NewWorkspace(1, [3]int{x.Shape[2], x.Shape[3], x.Shape[4]}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Free()
+	xd := dev.Alloc(nn.Shape(x.Shape))
+	if err := dev.Upload(dev.ComputeStream(), xd, x.Data); err != nil {
+		t.Fatal(err)
+	}
+	outs := m.Forward(ws, xd)
+	if len(outs) != 2 {
+		t.Fatalf("%d outputs, nnU-Net's network gave 2", len(outs))
+	}
+	for i, od := range outs {
+		w := permute3(as3D(io[fmt.Sprintf("output%d", i)]), tb)
+		nc := dev.Alloc(nn.Shape(w.Shape))
+		dev.NDHWCToNCDHW(od, nc)
+		got := make([]float32, len(w.Data))
+		if err := dev.Download(dev.ComputeStream(), got, nc); err != nil {
+			t.Fatal(err)
+		}
+		if rel := testutil.RelativeL2(got, w.Data); rel > 1e-5 {
+			t.Errorf("output %d %v: relative L2 error %.2e against nnU-Net's network", i, w.Shape, rel)
+		}
+	}
+}
+
+// checkImportedPrediction predicts the demo case hippocampus_001 with the
+// imported experiment exp (no mirroring, as the fixture's nnU-Net
+// prediction in ref) and holds labels and probabilities to nnU-Net's.
+func checkImportedPrediction(t *testing.T, exp, ref, data string) {
+	t.Helper()
+	pred := filepath.Join(t.TempDir(), "hippocampus_001.nii.gz")
+	if o, errb, err := runCmd(t, "predict", "--model-dir", exp, "-i", filepath.Join(data, "imagesTr", "hippocampus_001.nii.gz"),
+		"-o", pred, "--disable-tta", "--save-probabilities", "--threads", "2"); err != nil {
+		t.Fatalf("predict --model-dir: %v\n%s\n%s", err, o, errb)
+	}
+	_, lv, err := nifti.ReadFloat32(pred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ln, err := nifti.ReadFloat32(filepath.Join(ref, "hippocampus_001.nii.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv := readProbs(t, strings.TrimSuffix(pred, ".nii.gz")+".npz")
+	pn := readProbs(t, filepath.Join(ref, "hippocampus_001.npz"))
+	if len(lv) != len(ln) || !slices.Equal(pv.Shape, pn.Shape) {
+		t.Fatalf("voxtrain's prediction: %d voxels, probabilities %v; nnU-Net's %d, %v", len(lv), pv.Shape, len(ln), pn.Shape)
+	}
+	same := 0
+	for i := range lv {
+		if lv[i] == ln[i] {
+			same++
+		}
+	}
+	var sum float64
+	for i := range pv.Data {
+		sum += math.Abs(float64(pv.Data[i] - pn.Data[i]))
+	}
+	agree, mean := float64(same)/float64(len(lv)), sum/float64(len(pv.Data))
+	t.Logf("%s against nnU-Net's predictor: labels agree on %.4f of the voxels, mean |Δp| %.2e", filepath.Base(exp), agree, mean)
+	if agree < 0.995 || mean > 1e-3 {
+		t.Errorf("%s against nnU-Net's predictor: labels agree on %.4f of the voxels (want ≥ 0.995), mean |Δp| %.2e (want ≤ 1e-3)", filepath.Base(exp), agree, mean)
+	}
+}
+
+// TestImportNNUNet2D: a 2d configuration imports too: its 2-D kernels
+// become voxtrain's 2d network's (one voxel deep across the slices, the
+// files' W here), which computes nnU-Net's 2-D network's outputs; the
+// planned target_spacing keeps each case's own spacing across the slices
+// (nnU-Net's 2d preprocessing) and resamples in-plane to the plans' 1.25 ×
+// 0.8, and the run predicts the demo case as nnU-Net's predictor did.
+func TestImportNNUNet2D(t *testing.T) {
+	noNNUNetEnvironment(t)
+	out := t.TempDir()
+	data := testutil.DemoDir(t)
+	model := filepath.Join("testdata", "nnunet_model", "Dataset999_Tiny", "nnUNetTrainer__nnUNetPlans__2d")
+	o, errb, err := runCmd(t, "import-nnunet", model, "--data", data, "-o", out)
+	if err != nil {
+		t.Fatalf("import-nnunet: %v\n%s\n%s", err, o, errb)
+	}
+	exp := filepath.Join(out, "Dataset999_Tiny_2d")
+	if !strings.Contains(o.String(), "imported 2d (Dataset999_Tiny, 1 folds) into "+exp) {
+		t.Errorf("import-nnunet's output:\n%s", o)
+	}
+	cfg, err := config.Load(filepath.Join(exp, "fold_0", "run_0", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts := cfg.Data.TargetSpacing; !slices.Equal(ts, []float64{1.25, 0.8, 0}) || cfg.Train.PatchSize != [3]int{16, 16, 1} {
+		t.Errorf("imported 2d config: target_spacing %v, patch %v; want [1.25 0.8 0] (W kept), [16 16 1]", ts, cfg.Train.PatchSize)
+	}
+	checkImportedNetwork(t, exp, filepath.Join("testdata", "nnunet_model", "io2d.npz"))
+	checkImportedPrediction(t, exp, filepath.Join("testdata", "nnunet_model", "predicted2d"), data)
 }
