@@ -46,7 +46,9 @@ for four levels), so run it on patches (metadata voxtrain.patch_size, the
 training patch) by sliding window as predict does. The input must be
 preprocessed as in training: the data section of the checkpoint's
 config.yaml (metadata voxtrain.normalization, and voxtrain.target_spacing
-when resampled, in voxtrain.spacing_unit when the config records it).
+when resampled, in voxtrain.spacing_unit when the config records it; an
+axis of 0 keeps the input's own spacing along it, as a 2d model's across
+its slices).
 
 Output "logits": float32 (N, K, D, H, W) of the full-resolution head, the
 one inference uses; the lower-resolution heads of deep supervision only
