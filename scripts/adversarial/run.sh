@@ -101,6 +101,8 @@ c huge "patch_size: [16, 16, 16]=>patch_size: [4096, 4096, 4096]"; case_ "patch 
 c inch "in_channels: 1=>in_channels: 2";                           case_ "in_channels 2 for 1-ch data" err 60 $T --config $W/inch.yaml
 c ovs "workers: 1=>workers: 1\n  oversample_foreground: 1.5";     case_ "oversample 1.5" err 60 $T --config $W/ovs.yaml
 c nan "seed: 1=>seed: 1\noptim:\n  lr: .nan";                       case_ "lr NaN" err 60 $T --config $W/nan.yaml
+c ts000 "  workers: 1=>  workers: 1\n  target_spacing: [0, 0, 0]";   case_ "target_spacing all 0 (all kept)" err 60 $T --config $W/ts000.yaml
+c ts0 "  workers: 1=>  workers: 1\n  target_spacing: [0, 1.5, 1.5]"; case_ "target_spacing [0, 1.5, 1.5] (slices kept)" ok 300 $T --config $W/ts0.yaml --run-id 21
 # --- data
 bad() { rm -rf $W/$1; mkds $W/$1 6; mkcfg $W/$1.yaml $W/$1; }
 bad trunc; f=$(ls $W/trunc/labelsTr/*.gz | sed -n 3p); head -c 300 $f > $f.x && mv $f.x $f; case_ "truncated label gz" err 120 $T --config $W/trunc.yaml
@@ -149,6 +151,8 @@ case_ "find-best: folds 1-4 not validated" err 60 $T find-best --cv adv=$W/runs/
 case_ "find-best --folds 0, output = fold 0's run" err 60 $T find-best --cv validation=$W/runs/adv --folds 0 -o $W/runs/adv/fold_0/run_0
 case_ "find-best --folds 0" ok 120 $T find-best --cv adv=$W/runs/adv --folds 0 -o $W/fb
 case_ "import-nnunet of a run folder" err 60 $T import-nnunet $W/runs/adv --data $DS -o $W/imp
+case_ "import-nnunet of a 2d model" ok 60 $T import-nnunet $ROOT/cmd/train/testdata/nnunet_model/Dataset999_Tiny/nnUNetTrainer__nnUNetPlans__2d --data $DS -o $W/imp2d
+case_ "predict with the imported 2d model" ok 120 $T predict --model-dir $W/imp2d/Dataset999_Tiny_2d -i $(ls $DS/imagesTr/*.nii.gz | head -1) -o $W/imp2d/p.nii.gz
 echo "not a torch file" > $W/w.pt; case_ "init-weights text file named .pt" err 60 $T --config $C --run-id 6 --init-weights $W/w.pt
 head -c 2000 $ROOT/checkpoint/torchpt/testdata/state_dict.pt > $W/cut.pt; case_ "init-weights truncated .pt" err 60 $T --config $C --run-id 7 --init-weights $W/cut.pt
 case_ "init-weights a torch.save'd module" err 60 $T --config $C --run-id 8 --init-weights $ROOT/checkpoint/torchpt/testdata/model.pt
