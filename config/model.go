@@ -49,7 +49,9 @@ type Model struct {
 	Nonlinearity  string  `yaml:"nonlinearity"`
 	NegativeSlope float64 `yaml:"negative_slope"`
 	// ConvBias adds a bias to the conv layers of the blocks (as nnU-Net and
-	// PyTorch). Transposed convs and heads always have one.
+	// PyTorch). Transposed convs and heads always have one. With instance
+	// norm after the conv the bias is a parameter only (checkpoints, ONNX,
+	// imports): the norm cancels it, so it is not applied (nn/layers.go).
 	ConvBias bool `yaml:"conv_bias"`
 	// DeepSupervision adds a 1×1×1 head to every decoder stage but the last,
 	// whose outputs the loss weighs 1, ½, ¼, … (lowest 0, renormalised).

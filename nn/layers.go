@@ -57,16 +57,35 @@ func (b *block) params() []*Param {
 	return ps
 }
 
+// A convolution's bias right before instance norm changes nothing: the
+// norm subtracts each (sample, channel)'s mean, the bias with it, so its
+// output is the same without the bias, and the bias's gradient is exactly
+// 0 (the norm's input gradient sums to 0 over each sample and channel).
+// nnU-Net's networks have it (conv_bias), so it stays a parameter —
+// checkpoints, imports and ONNX exports keep it, and weight decay acts on
+// it as in PyTorch — but blockForward does not add it and blockBackward
+// does not sum its gradient, which NewUNet sets to 0 once (normedBias):
+// two passes over every normalised activation saved per step.
+
+// normedBias returns the block's conv bias when an instance norm follows
+// it (so that it is not applied), else nil.
+func (b *block) normedBias() *Param {
+	if b.gamma == nil {
+		return nil
+	}
+	return b.conv.bias
+}
+
 // blockForward runs conv → norm → activation.
 func (m *UNet) blockForward(b *block, bb *blockBuf, in Tensor) {
+	if b.gamma != nil {
+		m.dev.Conv3DForward(bb.geom, in, b.conv.weight.W, nil, bb.convOut) // the norm cancels the bias
+		m.dev.InstanceNormActForward(bb.convOut, b.gamma.W, b.beta.W, bb.out, bb.stats, m.eps, m.slope)
+		return
+	}
 	var bias Tensor
 	if b.conv.bias != nil {
 		bias = b.conv.bias.W
-	}
-	if b.gamma != nil {
-		m.dev.Conv3DForward(bb.geom, in, b.conv.weight.W, bias, bb.convOut)
-		m.dev.InstanceNormActForward(bb.convOut, b.gamma.W, b.beta.W, bb.out, bb.stats, m.eps, m.slope)
-		return
 	}
 	m.dev.Conv3DForward(bb.geom, in, b.conv.weight.W, bias, bb.out)
 	if m.slope != 1 {
@@ -80,7 +99,14 @@ func (m *UNet) blockForward(b *block, bb *blockBuf, in Tensor) {
 func (m *UNet) blockBackward(b *block, bb *blockBuf, in, da, dx Tensor) {
 	if b.gamma != nil {
 		m.dev.InstanceNormActBackward(bb.convOut, b.gamma.W, b.beta.W, bb.stats, da, da, b.gamma.G, b.beta.G, m.slope)
-	} else if m.slope != 1 {
+		// The bias's gradient is 0 (normedBias), set once.
+		m.dev.Conv3DBackwardWeight(bb.geom, in, da, b.conv.weight.G, nil)
+		if dx != nil {
+			m.dev.Conv3DBackwardData(bb.geom, da, b.conv.weight.W, dx)
+		}
+		return
+	}
+	if m.slope != 1 {
 		m.dev.ActBackward(bb.out, da, da, m.slope)
 	}
 	convBackward(m.dev, &b.conv, bb.geom, in, da, dx)

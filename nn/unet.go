@@ -3,6 +3,7 @@ package nn
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/voxtrain/voxtrain/config"
 )
@@ -106,6 +107,13 @@ func NewUNet(dev Device, cfg config.Model, seed uint64) (*UNet, error) {
 	rng := rand.New(rand.NewPCG(seed, 0x766f787472616e))
 	if err := initHe(dev, m.params, 1e-2, rng); err != nil {
 		return nil, err
+	}
+	for _, lvl := range append(slices.Clone(m.enc), m.dec...) {
+		for _, b := range lvl {
+			if p := b.normedBias(); p != nil {
+				dev.Fill(p.G, 0) // its gradient, never written (layers.go)
+			}
+		}
 	}
 	return m, nil
 }
