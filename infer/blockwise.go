@@ -243,7 +243,7 @@ func (m *Model) BlockProbabilities(ctx context.Context, g *BlockGrid, b volume.B
 	net := m.dnet
 	w := Window{Patch: net.patch, Overlap: vc.Overlap, BatchSize: net.batch}
 	if vc.Mirror {
-		w.MirrorAxes = []int{0, 1, 2}
+		w.MirrorAxes = mirrorAxes(net.patch)
 	}
 	logits, err := PredictBlock(ctx, net, g, b, net.inC, net.outC, w, read)
 	if err != nil {

@@ -215,7 +215,7 @@ func (m *Model) logits(ctx context.Context, v *data.Volume, vc config.Validation
 	}
 	w := Window{Patch: net.patch, Overlap: vc.Overlap, BatchSize: net.batch}
 	if vc.Mirror {
-		w.MirrorAxes = []int{0, 1, 2}
+		w.MirrorAxes = mirrorAxes(net.patch)
 	}
 	return Predict(ctx, net, v.Image, v.Shape, net.outC, w)
 }

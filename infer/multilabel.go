@@ -90,7 +90,7 @@ func SegmentMultiLabel(ctx context.Context, net *DeviceNet, vol *data.Volume, v 
 	}
 	w := Window{Patch: net.patch, Overlap: v.Overlap, BatchSize: net.batch}
 	if v.Mirror {
-		w.MirrorAxes = []int{0, 1, 2}
+		w.MirrorAxes = mirrorAxes(net.patch)
 	}
 	logits, err := Predict(ctx, net, vol.Image, vol.Shape, net.outC, w)
 	if err != nil {

@@ -17,7 +17,7 @@ func Segment(ctx context.Context, net *DeviceNet, vol *data.Volume, v config.Val
 	}
 	w := Window{Patch: net.patch, Overlap: v.Overlap, BatchSize: net.batch}
 	if v.Mirror {
-		w.MirrorAxes = []int{0, 1, 2}
+		w.MirrorAxes = mirrorAxes(net.patch)
 	}
 	logits, err := Predict(ctx, net, vol.Image, vol.Shape, net.outC, w)
 	if err != nil {

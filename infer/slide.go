@@ -262,6 +262,21 @@ func slideWindows(ctx context.Context, m Network, src [][]float32, padded [3]int
 	return acc, nil
 }
 
+// mirrorAxes returns the axes test-time mirroring flips for windows of the
+// given patch: every axis the patch spans more than one voxel of. Along an
+// axis one voxel deep (a 2d configuration's slices) each window sees one
+// slice, so a flip there predicts every slice as it is and only doubles
+// the work; nnU-Net's 2d mirrors in-plane only as well.
+func mirrorAxes(patch [3]int) []int {
+	var axes []int
+	for a, p := range patch {
+		if p > 1 {
+			axes = append(axes, a)
+		}
+	}
+	return axes
+}
+
 // mirrorCombos returns every subset of axes as a flip mask, identity first.
 func mirrorCombos(axes []int) [][3]bool {
 	out := [][3]bool{{}}

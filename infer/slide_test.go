@@ -157,3 +157,63 @@ func TestPredictRejectsBadInput(t *testing.T) {
 		t.Fatal("overlap 1 accepted")
 	}
 }
+
+// TestMirrorAxes: test-time mirroring skips the axes a patch is one voxel
+// deep along (a 2d configuration's slices), where a flip changes nothing.
+func TestMirrorAxes(t *testing.T) {
+	for _, c := range []struct {
+		patch [3]int
+		want  []int
+	}{
+		{[3]int{16, 16, 16}, []int{0, 1, 2}},
+		{[3]int{1, 56, 40}, []int{1, 2}},
+		{[3]int{16, 16, 1}, []int{0, 1}},
+		{[3]int{1, 1, 1}, nil},
+	} {
+		if got := mirrorAxes(c.patch); !slices.Equal(got, c.want) {
+			t.Errorf("mirrorAxes(%v) = %v, want %v", c.patch, got, c.want)
+		}
+	}
+}
+
+// mixed's logits depend on the input and on the position inside the
+// patch: not flip-equivariant in-plane.
+type mixed struct{}
+
+func (mixed) Forward(n int, in, out []float32) error {
+	pv := len(in) / n
+	for b := 0; b < n; b++ {
+		for i := 0; i < pv; i++ {
+			out[b*pv+i] = 2*in[b*pv+i] + float32(i%7)
+		}
+	}
+	return nil
+}
+
+// TestMirrorAcrossSlicesChangesNothing: with windows one slice deep,
+// mirroring across the slices too gives what mirroring in-plane gives (in
+// twice the passes), which is why mirrorAxes leaves that axis out.
+func TestMirrorAcrossSlicesChangesNothing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	shape, patch := [3]int{5, 9, 11}, [3]int{1, 4, 6}
+	img := make([]float32, shape[0]*shape[1]*shape[2])
+	for i := range img {
+		img[i] = float32(rng.NormFloat64())
+	}
+	run := func(axes []int) []float32 {
+		got, err := Predict(context.Background(), mixed{}, [][]float32{img}, shape, 1, Window{Patch: patch, Overlap: 0.5, MirrorAxes: axes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	all, inPlane := run([]int{0, 1, 2}), run(mirrorAxes(patch))
+	for i := range all {
+		if math.Abs(float64(all[i]-inPlane[i])) > 1e-5 {
+			t.Fatalf("voxel %d: %v mirrored on all axes, %v in-plane", i, all[i], inPlane[i])
+		}
+	}
+	if none := run(nil); slices.Equal(none, inPlane) {
+		t.Fatal("in-plane mirroring changed nothing: the model does not test it")
+	}
+}
