@@ -54,6 +54,22 @@ ARCH = {
 }
 
 
+def save_final(net, plans, dataset, configuration, mirror_axes, path):
+    """Save net as nnU-Net's save_checkpoint saves checkpoint_final.pth."""
+    torch.save({
+        "network_weights": net.state_dict(),
+        "optimizer_state": {"state": {}, "param_groups": [{"lr": 0.01}]},
+        "grad_scaler_state": None,
+        "logging": {"mean_fg_dice": [np.float64(0.1)], "ema_fg_dice": [np.float64(0.1)]},
+        "_best_ema": np.float64(0.1),
+        "current_epoch": 3,
+        "init_args": {"plans": plans, "configuration": configuration, "fold": 0, "dataset_json": dataset,
+                      "device": torch.device("cpu")},
+        "trainer_name": "nnUNetTrainer",
+        "inference_allowed_mirroring_axes": mirror_axes,
+    }, path)
+
+
 def main():
     os.makedirs(os.path.join(MODEL, "fold_0"), exist_ok=True)
     plans = {
@@ -111,18 +127,7 @@ def main():
     with torch.no_grad():
         ys = net(x)
     np.savez(os.path.join(HERE, "io.npz"), input=x.numpy(), **{"output%d" % i: y.numpy() for i, y in enumerate(ys)})
-    torch.save({
-        "network_weights": net.state_dict(),
-        "optimizer_state": {"state": {}, "param_groups": [{"lr": 0.01}]},
-        "grad_scaler_state": None,
-        "logging": {"mean_fg_dice": [np.float64(0.1)], "ema_fg_dice": [np.float64(0.1)]},
-        "_best_ema": np.float64(0.1),
-        "current_epoch": 3,
-        "init_args": {"plans": plans, "configuration": "3d_fullres", "fold": 0, "dataset_json": dataset,
-                      "device": torch.device("cpu")},
-        "trainer_name": "nnUNetTrainer",
-        "inference_allowed_mirroring_axes": (0, 1, 2),
-    }, os.path.join(MODEL, "fold_0", "checkpoint_final.pth"))
+    save_final(net, plans, dataset, "3d_fullres", (0, 1, 2), os.path.join(MODEL, "fold_0", "checkpoint_final.pth"))
     # checkpoint_best.pth: other weights (the final ones moved again) and
     # the EMA pseudo Dice nnU-Net keeps the best by.
     g = torch.Generator().manual_seed(11)
@@ -131,17 +136,18 @@ def main():
                os.path.join(MODEL, "fold_0", "checkpoint_best.pth"))
 
 
-def predict():
+def predict(model=MODEL, out=os.path.join(HERE, "predicted")):
+    """nnU-Net's own prediction of the demo case hippocampus_001 with the
+    model folder's fold 0 into out (no mirroring, CPU)."""
     import shutil
     import tempfile
     from nnunetv2.inference.predict_from_raw_data import nnUNetPredictor
     demo = os.path.normpath(os.path.join(HERE, "..", "..", "..", "..", "testdata", "demo"))
     tmp = tempfile.mkdtemp()
     shutil.copy(os.path.join(demo, "imagesTr", "hippocampus_001.nii.gz"), os.path.join(tmp, "hippocampus_001_0000.nii.gz"))
-    out = os.path.join(HERE, "predicted")
     p = nnUNetPredictor(tile_step_size=0.5, use_gaussian=True, use_mirroring=False, perform_everything_on_device=False,
                         device=torch.device("cpu"), verbose=False, allow_tqdm=False)
-    p.initialize_from_trained_model_folder(MODEL, use_folds=(0,), checkpoint_name="checkpoint_final.pth")
+    p.initialize_from_trained_model_folder(model, use_folds=(0,), checkpoint_name="checkpoint_final.pth")
     p.predict_from_files(tmp, out, save_probabilities=True, overwrite=True, num_processes_preprocessing=1,
                          num_processes_segmentation_export=1)
     for f in os.listdir(out):

@@ -30,6 +30,8 @@ import numpy as np
 import torch
 from nnunetv2.utilities.get_network_from_plans import get_network_from_plans
 
+from make_fixture import predict, save_final
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 FULL = os.path.join(HERE, "Dataset999_Tiny", "nnUNetTrainer__nnUNetPlans__3d_fullres")
 MODEL = os.path.join(HERE, "Dataset999_Tiny", "nnUNetTrainer__nnUNetPlans__2d")
@@ -88,37 +90,8 @@ def main():
     with torch.no_grad():
         ys = net(x)
     np.savez(os.path.join(HERE, "io2d.npz"), input=x.numpy(), **{"output%d" % i: y.numpy() for i, y in enumerate(ys)})
-    torch.save({
-        "network_weights": net.state_dict(),
-        "optimizer_state": {"state": {}, "param_groups": [{"lr": 0.01}]},
-        "grad_scaler_state": None,
-        "logging": {"mean_fg_dice": [np.float64(0.1)], "ema_fg_dice": [np.float64(0.1)]},
-        "_best_ema": np.float64(0.1),
-        "current_epoch": 3,
-        "init_args": {"plans": plans, "configuration": "2d", "fold": 0, "dataset_json": dataset,
-                      "device": torch.device("cpu")},
-        "trainer_name": "nnUNetTrainer",
-        "inference_allowed_mirroring_axes": (0, 1),
-    }, os.path.join(MODEL, "fold_0", "checkpoint_final.pth"))
-
-
-def predict():
-    import tempfile
-    from nnunetv2.inference.predict_from_raw_data import nnUNetPredictor
-    demo = os.path.normpath(os.path.join(HERE, "..", "..", "..", "..", "testdata", "demo"))
-    tmp = tempfile.mkdtemp()
-    shutil.copy(os.path.join(demo, "imagesTr", "hippocampus_001.nii.gz"), os.path.join(tmp, "hippocampus_001_0000.nii.gz"))
-    out = os.path.join(HERE, "predicted2d")
-    p = nnUNetPredictor(tile_step_size=0.5, use_gaussian=True, use_mirroring=False, perform_everything_on_device=False,
-                        device=torch.device("cpu"), verbose=False, allow_tqdm=False)
-    p.initialize_from_trained_model_folder(MODEL, use_folds=(0,), checkpoint_name="checkpoint_final.pth")
-    p.predict_from_files(tmp, out, save_probabilities=True, overwrite=True, num_processes_preprocessing=1,
-                         num_processes_segmentation_export=1)
-    for f in os.listdir(out):
-        if not f.startswith("hippocampus_001.n"):
-            os.remove(os.path.join(out, f))
-
+    save_final(net, plans, dataset, "2d", (0, 1), os.path.join(MODEL, "fold_0", "checkpoint_final.pth"))
 
 if __name__ == "__main__":
     main()
-    predict()
+    predict(MODEL, os.path.join(HERE, "predicted2d"))
