@@ -12,8 +12,9 @@ import (
 // channel names from the folder's dataset.json (channel_names, else
 // MSD's modality, as package data reads them; without either every
 // channel is unnamed and z-scored), the class count (the largest label
-// named in dataset.json or present in the fingerprint, plus one), and the
-// case count. channels is the image channel count the fingerprint was
+// named in dataset.json or present in the fingerprint, plus one; with
+// nnU-Net regions the regions, their names and regions_class_order), and
+// the case count. channels is the image channel count the fingerprint was
 // made with.
 func DescribeDataset(ds *data.Dataset, fp *Fingerprint, channels int) (Dataset, error) {
 	d := Dataset{NumTraining: len(ds.Cases), Name: filepath.Base(filepath.Clean(ds.Root))}
@@ -34,5 +35,14 @@ func DescribeDataset(ds *data.Dataset, fp *Fingerprint, channels int) (Dataset, 
 		}
 	}
 	d.NumClasses = top + 1
+	if len(ds.Regions) > 0 {
+		// The fingerprint's frequencies are of the regions' bits (package
+		// data reads region labels through them): count the labels.
+		d.NumClasses = 1 + len(ds.Regions)
+		for _, r := range ds.Regions {
+			d.Regions = append(d.Regions, r.Name)
+		}
+		d.RegionsClassOrder = ds.RegionsClassOrder
+	}
 	return d, nil
 }

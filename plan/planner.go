@@ -41,8 +41,15 @@ type Dataset struct {
 	// ChannelNames are the channels' names (dataset.json channel_names or
 	// modality), which choose the normalisation ("CT": ct).
 	ChannelNames []string
-	// NumClasses counts the classes, background included.
+	// NumClasses counts the classes, background included (with regions:
+	// background and the regions, dataset.json's labels, which nnU-Net's
+	// planner counts as the network's outputs).
 	NumClasses int
+	// Regions names dataset.json's nnU-Net regions (region-based
+	// training: sigmoid outputs, one per region), nil for plain classes;
+	// RegionsClassOrder is its regions_class_order.
+	Regions           []string
+	RegionsClassOrder []int
 	// NumTraining is the number of training cases (nnU-Net's numTraining).
 	NumTraining int
 }

@@ -200,7 +200,13 @@ func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (st
 	line("")
 	line("model:")
 	line("  in_channels: %d", len(c.NormalizationSchemes))
-	line("  num_classes: %d                  # background included", ds.NumClasses)
+	if len(ds.Regions) > 0 {
+		line("  targets: multi_label            # dataset.json's nnU-Net regions: one sigmoid output per region")
+		line("  num_classes: %d                  # the regions (%s), no background channel", len(ds.Regions), strings.Join(ds.Regions, ", "))
+		line("  regions_class_order: %s        # dataset.json's: the label value each region paints", ints(ds.RegionsClassOrder))
+	} else {
+		line("  num_classes: %d                  # background included", ds.NumClasses)
+	}
 	maxF := maxFeatures3D
 	if twoD {
 		maxF = maxFeatures2D
@@ -222,7 +228,11 @@ func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (st
 	}
 	line("")
 	line("loss:")
-	line("  name: dice_ce                   # nnU-Net's Dice + CE")
+	if len(ds.Regions) > 0 {
+		line("  name: dice_bce                  # nnU-Net's DC_and_BCE_loss for regions")
+	} else {
+		line("  name: dice_ce                   # nnU-Net's Dice + CE")
+	}
 	line("")
 	line("optim:                            # nnU-Net's SGD, poly schedule")
 	line("  name: sgd")

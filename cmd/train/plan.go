@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/data"
+	"github.com/voxtrain/voxtrain/evaluation"
 	"github.com/voxtrain/voxtrain/plan"
 )
 
@@ -96,7 +97,17 @@ func inside(path, dir string) bool {
 
 // planRun extracts the fingerprint, plans and writes the outputs.
 func planRun(ctx context.Context, opts *PlanOptions) error {
-	ds, err := data.OpenDataset(config.Data{Dataset: opts.Dataset})
+	// A dataset of nnU-Net regions opens as the multi-label dataset it
+	// trains as (its configs say so, plan.YAML).
+	cfg := config.Data{Dataset: opts.Dataset}
+	if dj := filepath.Join(opts.Dataset, "dataset.json"); isFile(dj) {
+		ev, err := evaluation.ReadDataset(dj)
+		if err != nil {
+			return err
+		}
+		cfg.MultiLabel = len(ev.Regions) > 0
+	}
+	ds, err := data.OpenDataset(cfg)
 	if err != nil {
 		return err
 	}

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,5 +70,48 @@ func TestPlanRunDemo(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "3d_fullres patch [40 56 40]") {
 		t.Errorf("output %q, want the 3d_fullres summary", out.String())
+	}
+}
+
+// TestPlanRegions: on a dataset of nnU-Net regions (the demo's labels as
+// "whole" = {1, 2} and "posterior" = {2}) train plan writes configs that
+// train as nnU-Net trains regions: sigmoid outputs, one per region,
+// regions_class_order and Dice + BCE; a planned config trains an epoch
+// and validates.
+func TestPlanRegions(t *testing.T) {
+	ds := smallRawDataset(t, "hippocampus_001", "hippocampus_006", "hippocampus_011", "hippocampus_019", "hippocampus_024")
+	meta, _ := json.Marshal(map[string]any{"channel_names": map[string]string{"0": "MRI"},
+		"labels": map[string]any{"background": 0, "whole": []int{1, 2}, "posterior": []int{2}}, "regions_class_order": []int{1, 2},
+		"numTraining": 5, "file_ending": ".nii.gz"})
+	if err := os.WriteFile(filepath.Join(ds, "dataset.json"), meta, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "plans")
+	if o, errb, err := runCmd(t, "plan", ds, "-o", dir, "--workers", "2"); err != nil {
+		t.Fatalf("plan: %v\n%s\n%s", err, o, errb)
+	}
+	for _, name := range []string{"3d_fullres.yaml", "2d.yaml"} {
+		cfg, err := config.Load(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := cfg.Model
+		if !m.MultiLabel() || m.NumClasses != 2 || !slices.Equal(m.RegionsClassOrder, []int{1, 2}) || cfg.Loss.Name != "dice_bce" {
+			t.Errorf("%s: targets %q, num_classes %d, regions_class_order %v, loss %s; want multi_label, 2, [1 2], dice_bce",
+				name, m.Targets, m.NumClasses, m.RegionsClassOrder, cfg.Loss.Name)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "3d_fullres.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.NewReplacer("iterations_per_epoch: 250", "iterations_per_epoch: 2", "epochs: 1000", "epochs: 1", "  iterations: 50", "  iterations: 2").Replace(string(b))
+	cfgPath := filepath.Join(dir, "short.yaml")
+	if err := os.WriteFile(cfgPath, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runs := filepath.Join(t.TempDir(), "runs")
+	if o, errb, err := runCmd(t, "--config", cfgPath, "--device", "cpu", "--threads", "2", "-o", runs, "--final-validation", "none"); err != nil {
+		t.Fatalf("training the planned region config: %v\n%s\n%s", err, o, errb)
 	}
 }
