@@ -124,9 +124,10 @@ func readJSON(path string, v any) error {
 
 // readDataset reads what the plans need of dataset.json: the channels'
 // names, the number of classes (background included; the labels read as
-// evaluation.ReadDataset reads them) and of training cases. A
-// region-based dataset is refused: voxtrain trains regions as
-// multi-label targets, whose heads are not nnU-Net's softmax network's.
+// evaluation.ReadDataset reads them; with nnU-Net regions the regions
+// and regions_class_order, which voxtrain trains as multi-label targets
+// with one sigmoid output per region, as nnU-Net's heads) and of training
+// cases.
 func readDataset(path string) (plan.Dataset, error) {
 	var d struct {
 		ChannelNames map[string]string `json:"channel_names"`
@@ -155,15 +156,15 @@ func readDataset(path string) (plan.Dataset, error) {
 	if err != nil {
 		return plan.Dataset{}, err
 	}
-	for _, r := range labels.Regions {
-		if len(r.Labels) > 1 {
-			vals := make([]string, len(r.Labels))
-			for i, v := range r.Labels {
-				vals[i] = strconv.Itoa(v)
-			}
-			return plan.Dataset{}, fmt.Errorf("%s: label %q is [%s], a region: its nnU-Net network has sigmoid region heads, which the import does not map",
-				path, r.Name, strings.Join(vals, ", "))
+	if len(labels.Regions) > 0 {
+		// Region-based: one sigmoid head per region (nnU-Net's
+		// num_segmentation_heads), voxtrain's multi-label targets.
+		for _, r := range labels.Regions {
+			out.Regions = append(out.Regions, r.Name)
 		}
+		out.RegionsClassOrder = labels.RegionsClassOrder
+		out.NumClasses = 1 + len(labels.Regions)
+		return out, nil
 	}
 	if len(labels.Labels) == 0 {
 		return plan.Dataset{}, fmt.Errorf("%s: no foreground label", path)

@@ -65,9 +65,10 @@ checkpoint.
 
 The checkpoints carry no optimiser state (nnU-Net's is not mapped), so an
 imported run is not resumed. 3d_fullres and 2d configurations import (a
-2d model's 2-D kernels become voxtrain's 2d network's, one voxel
-deep across the slices); residual-encoder presets, cascades and
-region-based datasets are refused, saying why. The .pth files
+2d model's 2-D kernels become voxtrain's 2d network's, one voxel deep
+across the slices), and datasets of nnU-Net regions (multi-label targets,
+one sigmoid output per region, regions_class_order); residual-encoder
+presets and cascades are refused, saying why. The .pth files
 are read without Python (checkpoint/torchpt).`,
 		Example: `  train import-nnunet /data/nnUNet_results/Dataset004_Hippocampus/nnUNetTrainer__nnUNetPlans__3d_fullres \
       --data /data/nnUNet_raw/Dataset004_Hippocampus -o /data/runs

@@ -126,17 +126,6 @@ func TestImportNNUNetRefuses(t *testing.T) {
 		}
 		return dir
 	}
-	// A region-based dataset.json, as nnU-Net requires one: a label given
-	// as a list and regions_class_order.
-	regions := edit(t, "dataset.json", `"b": 2`, `"b": [1, 2]`)
-	dj := filepath.Join(regions, "dataset.json")
-	b, err := os.ReadFile(dj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dj, []byte(strings.Replace(string(b), `"numTraining"`, `"regions_class_order": [1, 2], "numTraining"`, 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range []struct {
 		name string
 		dir  string
@@ -144,7 +133,6 @@ func TestImportNNUNetRefuses(t *testing.T) {
 		want string
 	}{
 		{"resenc", edit(t, "plans.json", "unet.PlainConvUNet", "residual_unet.ResidualEncoderUNet"), nil, "PlainConvUNet only (not the residual encoder presets)"},
-		{"regions", regions, nil, `label "b" is [1, 2]`},
 		{"configuration", nnunetModel, []string{"--configuration", "2d"}, `plans.json has no configuration "2d" (it has 3d_fullres)`},
 		// Plans that do not describe the checkpoint's network: a 2-D patch
 		// over 3-D weights.
@@ -408,4 +396,31 @@ func TestImportNNUNet2D(t *testing.T) {
 	}
 	checkImportedNetwork(t, exp, filepath.Join("testdata", "nnunet_model", "io2d.npz"))
 	checkImportedPrediction(t, exp, filepath.Join("testdata", "nnunet_model", "predicted2d"), data)
+}
+
+// TestImportNNUNetRegions: a model of nnU-Net regions (sigmoid heads, one
+// per region: the demo's "whole" = {1, 2} and "posterior" = {2}) imports
+// as voxtrain's multi-label targets with dataset.json's
+// regions_class_order and Dice + BCE; the network computes nnU-Net's
+// logits and the run predicts the demo case as nnU-Net's predictor did:
+// labels painted by regions_class_order, the regions' probabilities.
+func TestImportNNUNetRegions(t *testing.T) {
+	noNNUNetEnvironment(t)
+	out := t.TempDir()
+	data := testutil.DemoDir(t)
+	model := filepath.Join("testdata", "nnunet_model", "Dataset998_TinyRegions", "nnUNetTrainer__nnUNetPlans__3d_fullres")
+	if o, errb, err := runCmd(t, "import-nnunet", model, "--data", data, "-o", out); err != nil {
+		t.Fatalf("import-nnunet: %v\n%s\n%s", err, o, errb)
+	}
+	exp := filepath.Join(out, "Dataset998_TinyRegions_3d_fullres")
+	cfg, err := config.Load(filepath.Join(exp, "fold_0", "run_0", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := cfg.Model; !m.MultiLabel() || m.NumClasses != 2 || !slices.Equal(m.RegionsClassOrder, []int{1, 2}) || cfg.Loss.Name != "dice_bce" {
+		t.Errorf("imported region config: targets %q, num_classes %d, regions_class_order %v, loss %s; want multi_label, 2, [1 2], dice_bce",
+			m.Targets, m.NumClasses, m.RegionsClassOrder, cfg.Loss.Name)
+	}
+	checkImportedNetwork(t, exp, filepath.Join("testdata", "nnunet_model", "ioregions.npz"))
+	checkImportedPrediction(t, exp, filepath.Join("testdata", "nnunet_model", "predictedregions"), data)
 }

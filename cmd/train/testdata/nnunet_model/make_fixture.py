@@ -31,6 +31,7 @@ from nnunetv2.utilities.get_network_from_plans import get_network_from_plans
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = os.path.join(HERE, "Dataset999_Tiny", "nnUNetTrainer__nnUNetPlans__3d_fullres")
+FULL_MODEL = MODEL
 
 ARCH = {
     "network_class_name": "dynamic_network_architectures.architectures.unet.PlainConvUNet",
