@@ -101,6 +101,9 @@ func TestPlanRegions(t *testing.T) {
 				name, m.Targets, m.NumClasses, m.RegionsClassOrder, cfg.Loss.Name)
 		}
 	}
+	if testutil.Race {
+		return // training is numeric: slow under the race detector, which the configs' checks need not
+	}
 	b, err := os.ReadFile(filepath.Join(dir, "3d_fullres.yaml"))
 	if err != nil {
 		t.Fatal(err)
