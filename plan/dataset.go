@@ -25,16 +25,26 @@ func DescribeDataset(ds *data.Dataset, fp *Fingerprint, channels int) (Dataset, 
 	for c := range channels {
 		d.ChannelNames = append(d.ChannelNames, names[c])
 	}
-	top := 0
+	top, topClass := 0, 0
 	for l := range ds.LabelNames {
 		top = max(top, l)
+		topClass = max(topClass, l) // LabelNames never holds the ignore label
 	}
 	for k := range fp.ClassFrequencies {
 		if l, err := strconv.Atoi(k); err == nil {
 			top = max(top, l)
+			if l != ds.IgnoreLabel {
+				topClass = max(topClass, l)
+			}
 		}
 	}
 	d.NumClasses = top + 1
+	if ds.IgnoreLabel > 0 && len(ds.Regions) == 0 {
+		// nnU-Net's ignore label: no output, left out of the loss.
+		d.IgnoreLabel = ds.IgnoreLabel
+		d.NumClasses = max(d.NumClasses, ds.IgnoreLabel+1)
+		d.Outputs = topClass + 1
+	}
 	if len(ds.Regions) > 0 {
 		// The fingerprint's frequencies are of the regions' bits (package
 		// data reads region labels through them): count the labels.

@@ -50,6 +50,13 @@ type Dataset struct {
 	// RegionsClassOrder is its regions_class_order.
 	Regions           []string
 	RegionsClassOrder []int
+	// IgnoreLabel is dataset.json's "ignore" label (nnU-Net v2's ignore
+	// label; 0: none). nnU-Net's planner counts it among the labels
+	// (NumClasses); the network has no output for it (Outputs).
+	IgnoreLabel int
+	// Outputs counts the network's classes, background included, when
+	// that differs from NumClasses (an ignore label); 0: NumClasses.
+	Outputs int
 	// NumTraining is the number of training cases (nnU-Net's numTraining).
 	NumTraining int
 }

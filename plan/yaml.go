@@ -204,6 +204,8 @@ func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (st
 		line("  targets: multi_label            # dataset.json's nnU-Net regions: one sigmoid output per region")
 		line("  num_classes: %d                  # the regions (%s), no background channel", len(ds.Regions), strings.Join(ds.Regions, ", "))
 		line("  regions_class_order: %s        # dataset.json's: the label value each region paints", ints(ds.RegionsClassOrder))
+	} else if ds.IgnoreLabel > 0 {
+		line("  num_classes: %d                  # background included; not the ignore label %d", ds.Outputs, ds.IgnoreLabel)
 	} else {
 		line("  num_classes: %d                  # background included", ds.NumClasses)
 	}
@@ -232,6 +234,9 @@ func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (st
 		line("  name: dice_bce                  # nnU-Net's DC_and_BCE_loss for regions")
 	} else {
 		line("  name: dice_ce                   # nnU-Net's Dice + CE")
+	}
+	if ds.IgnoreLabel > 0 {
+		line("  ignore_label: %d                 # dataset.json's \"ignore\": its voxels are left out of the loss and metrics, as nnU-Net's", ds.IgnoreLabel)
 	}
 	line("")
 	line("optim:                            # nnU-Net's SGD, poly schedule")

@@ -118,3 +118,44 @@ func TestPlanRegions(t *testing.T) {
 		t.Fatalf("training the planned region config: %v\n%s\n%s", err, o, errb)
 	}
 }
+
+// TestPlanIgnoreLabel: on a dataset with nnU-Net's ignore label (the
+// demo's label 2 declared "ignore") train plan writes configs whose
+// network has no output for it and whose loss leaves its voxels out
+// (loss.ignore_label), which the trainer requires; one trains an epoch.
+func TestPlanIgnoreLabel(t *testing.T) {
+	ds := smallRawDataset(t, "hippocampus_001", "hippocampus_006", "hippocampus_011", "hippocampus_019", "hippocampus_024")
+	meta, _ := json.Marshal(map[string]any{"channel_names": map[string]string{"0": "MRI"},
+		"labels": map[string]int{"background": 0, "anterior": 1, "ignore": 2}, "numTraining": 5, "file_ending": ".nii.gz"})
+	if err := os.WriteFile(filepath.Join(ds, "dataset.json"), meta, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "plans")
+	if o, errb, err := runCmd(t, "plan", ds, "-o", dir, "--workers", "2"); err != nil {
+		t.Fatalf("plan: %v\n%s\n%s", err, o, errb)
+	}
+	for _, name := range []string{"3d_fullres.yaml", "2d.yaml"} {
+		cfg, err := config.Load(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Model.NumClasses != 2 || cfg.Loss.Ignore() != 2 {
+			t.Errorf("%s: num_classes %d, ignore_label %d; want 2 (background, anterior) and 2", name, cfg.Model.NumClasses, cfg.Loss.Ignore())
+		}
+	}
+	if testutil.Race {
+		return // training is numeric: slow under the race detector
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "3d_fullres.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.NewReplacer("iterations_per_epoch: 250", "iterations_per_epoch: 2", "epochs: 1000", "epochs: 1", "  iterations: 50", "  iterations: 2").Replace(string(b))
+	cfgPath := filepath.Join(dir, "short.yaml")
+	if err := os.WriteFile(cfgPath, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if o, errb, err := runCmd(t, "--config", cfgPath, "--device", "cpu", "--threads", "2", "-o", filepath.Join(t.TempDir(), "runs"), "--final-validation", "none"); err != nil {
+		t.Fatalf("training the planned config: %v\n%s\n%s", err, o, errb)
+	}
+}
