@@ -170,6 +170,10 @@ func readDataset(path string) (plan.Dataset, error) {
 		return plan.Dataset{}, fmt.Errorf("%s: no foreground label", path)
 	}
 	out.NumClasses = slices.Max(labels.Labels) + 1
+	if labels.Ignore > 0 {
+		// nnU-Net's ignore label: no output; the config's loss leaves it out.
+		out.IgnoreLabel, out.Outputs = labels.Ignore, out.NumClasses
+	}
 	return out, nil
 }
 

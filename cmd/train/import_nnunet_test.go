@@ -424,3 +424,34 @@ func TestImportNNUNetRegions(t *testing.T) {
 	checkImportedNetwork(t, exp, filepath.Join("testdata", "nnunet_model", "ioregions.npz"))
 	checkImportedPrediction(t, exp, filepath.Join("testdata", "nnunet_model", "predictedregions"), data)
 }
+
+// TestImportNNUNetIgnoreLabel: a dataset.json with nnU-Net's ignore label
+// imports with loss.ignore_label set and no class for it, so that the run
+// fine-tunes (the trainer refuses a dataset's ignore label the config does
+// not name).
+func TestImportNNUNetIgnoreLabel(t *testing.T) {
+	noNNUNetEnvironment(t)
+	dir := filepath.Join(t.TempDir(), "nnUNetTrainer__nnUNetPlans__3d_fullres")
+	if err := os.CopyFS(dir, os.DirFS(nnunetModel)); err != nil {
+		t.Fatal(err)
+	}
+	dj := filepath.Join(dir, "dataset.json")
+	b, err := os.ReadFile(dj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dj, []byte(strings.Replace(string(b), `"b": 2`, `"b": 2, "ignore": 3`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	if o, errb, err := runCmd(t, "import-nnunet", dir, "--data", testutil.DemoDir(t), "-o", out); err != nil {
+		t.Fatalf("import-nnunet: %v\n%s\n%s", err, o, errb)
+	}
+	cfg, err := config.Load(filepath.Join(out, "Dataset999_Tiny_3d_fullres", "fold_0", "run_0", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Model.NumClasses != 3 || cfg.Loss.Ignore() != 3 {
+		t.Errorf("num_classes %d, ignore_label %d; want 3 and 3", cfg.Model.NumClasses, cfg.Loss.Ignore())
+	}
+}
