@@ -53,6 +53,12 @@ func DescribeDataset(ds *data.Dataset, fp *Fingerprint, channels int) (Dataset, 
 			d.Regions = append(d.Regions, r.Name)
 		}
 		d.RegionsClassOrder = ds.RegionsClassOrder
+		if ds.IgnoreLabel > 0 {
+			// Region labels read the ignore label as the multi-label
+			// ignore byte (255); nnU-Net's planner counts its key too.
+			d.IgnoreLabel = ds.IgnoreLabel
+			d.NumClasses++
+		}
 	}
 	return d, nil
 }

@@ -235,7 +235,10 @@ func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (st
 	} else {
 		line("  name: dice_ce                   # nnU-Net's Dice + CE")
 	}
-	if ds.IgnoreLabel > 0 {
+	switch {
+	case ds.IgnoreLabel > 0 && len(ds.Regions) > 0:
+		line("  ignore_label: %d               # dataset.json's \"ignore\", read as multi-label labels' ignore byte: left out of the loss and metrics", ds.IgnoreLabel)
+	case ds.IgnoreLabel > 0:
 		line("  ignore_label: %d                 # dataset.json's \"ignore\": its voxels are left out of the loss and metrics, as nnU-Net's", ds.IgnoreLabel)
 	}
 	line("")

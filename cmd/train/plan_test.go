@@ -143,6 +143,24 @@ func TestPlanIgnoreLabel(t *testing.T) {
 			t.Errorf("%s: num_classes %d, ignore_label %d; want 2 (background, anterior) and 2", name, cfg.Model.NumClasses, cfg.Loss.Ignore())
 		}
 	}
+	// With regions the ignore label is read as multi-label labels' ignore
+	// byte, 255: the configs say so.
+	rds := smallRawDataset(t, "hippocampus_001", "hippocampus_006")
+	meta, _ = json.Marshal(map[string]any{"channel_names": map[string]string{"0": "MRI"},
+		"labels": map[string]any{"background": 0, "whole": []int{1, 2}, "ignore": 3}, "regions_class_order": []int{1},
+		"numTraining": 2, "file_ending": ".nii.gz"})
+	if err := os.WriteFile(filepath.Join(rds, "dataset.json"), meta, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rdir := filepath.Join(t.TempDir(), "plans")
+	if o, errb, err := runCmd(t, "plan", rds, "-o", rdir, "--workers", "2"); err != nil {
+		t.Fatalf("plan (regions): %v\n%s\n%s", err, o, errb)
+	}
+	if cfg, err := config.Load(filepath.Join(rdir, "3d_fullres.yaml")); err != nil {
+		t.Fatal(err)
+	} else if !cfg.Model.MultiLabel() || cfg.Model.NumClasses != 1 || cfg.Loss.Ignore() != 255 {
+		t.Errorf("regions with an ignore label: targets %q, num_classes %d, ignore_label %d; want multi_label, 1, 255", cfg.Model.Targets, cfg.Model.NumClasses, cfg.Loss.Ignore())
+	}
 	if testutil.Race {
 		return // training is numeric: slow under the race detector
 	}
