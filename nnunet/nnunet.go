@@ -25,6 +25,7 @@ import (
 	"github.com/voxtrain/voxtrain/evaluation"
 	"github.com/voxtrain/voxtrain/nn"
 	"github.com/voxtrain/voxtrain/plan"
+	"github.com/voxtrain/voxtrain/volume"
 )
 
 // Model is a trained-model folder's description.
@@ -164,6 +165,10 @@ func readDataset(path string) (plan.Dataset, error) {
 		}
 		out.RegionsClassOrder = labels.RegionsClassOrder
 		out.NumClasses = 1 + len(labels.Regions)
+		if labels.Ignore > 0 {
+			// Read as the multi-label ignore byte, as package data reads it.
+			out.IgnoreLabel = volume.IgnoreByte
+		}
 		return out, nil
 	}
 	if len(labels.Labels) == 0 {

@@ -454,4 +454,27 @@ func TestImportNNUNetIgnoreLabel(t *testing.T) {
 	if cfg.Model.NumClasses != 3 || cfg.Loss.Ignore() != 3 {
 		t.Errorf("num_classes %d, ignore_label %d; want 3 and 3", cfg.Model.NumClasses, cfg.Loss.Ignore())
 	}
+	// Regions with an ignore label: the multi-label ignore byte.
+	rdir := filepath.Join(t.TempDir(), "nnUNetTrainer__nnUNetPlans__3d_fullres")
+	regions := filepath.Join("testdata", "nnunet_model", "Dataset998_TinyRegions", "nnUNetTrainer__nnUNetPlans__3d_fullres")
+	if err := os.CopyFS(rdir, os.DirFS(regions)); err != nil {
+		t.Fatal(err)
+	}
+	rj := filepath.Join(rdir, "dataset.json")
+	if b, err = os.ReadFile(rj); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(rj, []byte(strings.Replace(string(b), `"background": 0,`, `"background": 0, "ignore": 3,`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out = t.TempDir()
+	if o, errb, err := runCmd(t, "import-nnunet", rdir, "--data", testutil.DemoDir(t), "-o", out); err != nil {
+		t.Fatalf("import-nnunet (regions): %v\n%s\n%s", err, o, errb)
+	}
+	if cfg, err = config.Load(filepath.Join(out, "Dataset998_TinyRegions_3d_fullres", "fold_0", "run_0", "config.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Model.MultiLabel() || cfg.Model.NumClasses != 2 || cfg.Loss.Ignore() != 255 {
+		t.Errorf("regions with an ignore label: targets %q, num_classes %d, ignore_label %d; want multi_label, 2, 255", cfg.Model.Targets, cfg.Model.NumClasses, cfg.Loss.Ignore())
+	}
 }
