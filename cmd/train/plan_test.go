@@ -73,16 +73,18 @@ func TestPlanRunDemo(t *testing.T) {
 	}
 }
 
-// TestPlanRegions: on a dataset of nnU-Net regions (the demo's labels as
-// "whole" = {1, 2} and "posterior" = {2}) train plan writes configs that
-// train as nnU-Net trains regions: sigmoid outputs, one per region,
-// regions_class_order and Dice + BCE; a planned config trains an epoch
-// and validates.
-func TestPlanRegions(t *testing.T) {
-	ds := smallRawDataset(t, "hippocampus_001", "hippocampus_006", "hippocampus_011", "hippocampus_019", "hippocampus_024")
-	meta, _ := json.Marshal(map[string]any{"channel_names": map[string]string{"0": "MRI"},
-		"labels": map[string]any{"background": 0, "whole": []int{1, 2}, "posterior": []int{2}}, "regions_class_order": []int{1, 2},
-		"numTraining": 5, "file_ending": ".nii.gz"})
+// planLabels plans a small demo dataset (n cases) whose dataset.json
+// has the given labels (and regions_class_order when not nil) and
+// returns the plans' folder.
+func planLabels(t *testing.T, n int, labels map[string]any, order []int) string {
+	t.Helper()
+	ids := []string{"hippocampus_001", "hippocampus_006", "hippocampus_011", "hippocampus_019", "hippocampus_024"}[:n]
+	ds := smallRawDataset(t, ids...)
+	m := map[string]any{"channel_names": map[string]string{"0": "MRI"}, "labels": labels, "numTraining": n, "file_ending": ".nii.gz"}
+	if order != nil {
+		m["regions_class_order"] = order
+	}
+	meta, _ := json.Marshal(m)
 	if err := os.WriteFile(filepath.Join(ds, "dataset.json"), meta, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -90,79 +92,15 @@ func TestPlanRegions(t *testing.T) {
 	if o, errb, err := runCmd(t, "plan", ds, "-o", dir, "--workers", "2"); err != nil {
 		t.Fatalf("plan: %v\n%s\n%s", err, o, errb)
 	}
-	for _, name := range []string{"3d_fullres.yaml", "2d.yaml"} {
-		cfg, err := config.Load(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := cfg.Model
-		if !m.MultiLabel() || m.NumClasses != 2 || !slices.Equal(m.RegionsClassOrder, []int{1, 2}) || cfg.Loss.Name != "dice_bce" {
-			t.Errorf("%s: targets %q, num_classes %d, regions_class_order %v, loss %s; want multi_label, 2, [1 2], dice_bce",
-				name, m.Targets, m.NumClasses, m.RegionsClassOrder, cfg.Loss.Name)
-		}
-	}
-	if testutil.Race {
-		return // training is numeric: slow under the race detector, which the configs' checks need not
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "3d_fullres.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := strings.NewReplacer("iterations_per_epoch: 250", "iterations_per_epoch: 2", "epochs: 1000", "epochs: 1", "  iterations: 50", "  iterations: 2").Replace(string(b))
-	cfgPath := filepath.Join(dir, "short.yaml")
-	if err := os.WriteFile(cfgPath, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	runs := filepath.Join(t.TempDir(), "runs")
-	if o, errb, err := runCmd(t, "--config", cfgPath, "--device", "cpu", "--threads", "2", "-o", runs, "--final-validation", "none"); err != nil {
-		t.Fatalf("training the planned region config: %v\n%s\n%s", err, o, errb)
-	}
+	return dir
 }
 
-// TestPlanIgnoreLabel: on a dataset with nnU-Net's ignore label (the
-// demo's label 2 declared "ignore") train plan writes configs whose
-// network has no output for it and whose loss leaves its voxels out
-// (loss.ignore_label), which the trainer requires; one trains an epoch.
-func TestPlanIgnoreLabel(t *testing.T) {
-	ds := smallRawDataset(t, "hippocampus_001", "hippocampus_006", "hippocampus_011", "hippocampus_019", "hippocampus_024")
-	meta, _ := json.Marshal(map[string]any{"channel_names": map[string]string{"0": "MRI"},
-		"labels": map[string]int{"background": 0, "anterior": 1, "ignore": 2}, "numTraining": 5, "file_ending": ".nii.gz"})
-	if err := os.WriteFile(filepath.Join(ds, "dataset.json"), meta, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "plans")
-	if o, errb, err := runCmd(t, "plan", ds, "-o", dir, "--workers", "2"); err != nil {
-		t.Fatalf("plan: %v\n%s\n%s", err, o, errb)
-	}
-	for _, name := range []string{"3d_fullres.yaml", "2d.yaml"} {
-		cfg, err := config.Load(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cfg.Model.NumClasses != 2 || cfg.Loss.Ignore() != 2 {
-			t.Errorf("%s: num_classes %d, ignore_label %d; want 2 (background, anterior) and 2", name, cfg.Model.NumClasses, cfg.Loss.Ignore())
-		}
-	}
-	// With regions the ignore label is read as multi-label labels' ignore
-	// byte, 255: the configs say so.
-	rds := smallRawDataset(t, "hippocampus_001", "hippocampus_006")
-	meta, _ = json.Marshal(map[string]any{"channel_names": map[string]string{"0": "MRI"},
-		"labels": map[string]any{"background": 0, "whole": []int{1, 2}, "ignore": 3}, "regions_class_order": []int{1},
-		"numTraining": 2, "file_ending": ".nii.gz"})
-	if err := os.WriteFile(filepath.Join(rds, "dataset.json"), meta, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rdir := filepath.Join(t.TempDir(), "plans")
-	if o, errb, err := runCmd(t, "plan", rds, "-o", rdir, "--workers", "2"); err != nil {
-		t.Fatalf("plan (regions): %v\n%s\n%s", err, o, errb)
-	}
-	if cfg, err := config.Load(filepath.Join(rdir, "3d_fullres.yaml")); err != nil {
-		t.Fatal(err)
-	} else if !cfg.Model.MultiLabel() || cfg.Model.NumClasses != 1 || cfg.Loss.Ignore() != 255 {
-		t.Errorf("regions with an ignore label: targets %q, num_classes %d, ignore_label %d; want multi_label, 1, 255", cfg.Model.Targets, cfg.Model.NumClasses, cfg.Loss.Ignore())
-	}
+// trainPlanned trains the planned 3d_fullres.yaml in dir for one epoch of
+// two steps (skipped under the race detector: numeric and slow there).
+func trainPlanned(t *testing.T, dir string) {
+	t.Helper()
 	if testutil.Race {
-		return // training is numeric: slow under the race detector
+		return
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "3d_fullres.yaml"))
 	if err != nil {
@@ -176,4 +114,51 @@ func TestPlanIgnoreLabel(t *testing.T) {
 	if o, errb, err := runCmd(t, "--config", cfgPath, "--device", "cpu", "--threads", "2", "-o", filepath.Join(t.TempDir(), "runs"), "--final-validation", "none"); err != nil {
 		t.Fatalf("training the planned config: %v\n%s\n%s", err, o, errb)
 	}
+}
+
+// TestPlanRegions: on a dataset of nnU-Net regions (the demo's labels as
+// "whole" = {1, 2} and "posterior" = {2}) train plan writes configs that
+// train as nnU-Net trains regions: sigmoid outputs, one per region,
+// regions_class_order and Dice + BCE; a planned config trains an epoch
+// and validates.
+func TestPlanRegions(t *testing.T) {
+	dir := planLabels(t, 5, map[string]any{"background": 0, "whole": []int{1, 2}, "posterior": []int{2}}, []int{1, 2})
+	for _, name := range []string{"3d_fullres.yaml", "2d.yaml"} {
+		cfg, err := config.Load(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := cfg.Model
+		if !m.MultiLabel() || m.NumClasses != 2 || !slices.Equal(m.RegionsClassOrder, []int{1, 2}) || cfg.Loss.Name != "dice_bce" {
+			t.Errorf("%s: targets %q, num_classes %d, regions_class_order %v, loss %s; want multi_label, 2, [1 2], dice_bce",
+				name, m.Targets, m.NumClasses, m.RegionsClassOrder, cfg.Loss.Name)
+		}
+	}
+	trainPlanned(t, dir)
+}
+
+// TestPlanIgnoreLabel: on a dataset with nnU-Net's ignore label (the
+// demo's label 2 declared "ignore") train plan writes configs whose
+// network has no output for it and whose loss leaves its voxels out
+// (loss.ignore_label), which the trainer requires; one trains an epoch.
+// With regions the ignore label is read as multi-label labels' ignore
+// byte, 255: the configs say so.
+func TestPlanIgnoreLabel(t *testing.T) {
+	dir := planLabels(t, 5, map[string]any{"background": 0, "anterior": 1, "ignore": 2}, nil)
+	for _, name := range []string{"3d_fullres.yaml", "2d.yaml"} {
+		cfg, err := config.Load(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Model.NumClasses != 2 || cfg.Loss.Ignore() != 2 {
+			t.Errorf("%s: num_classes %d, ignore_label %d; want 2 (background, anterior) and 2", name, cfg.Model.NumClasses, cfg.Loss.Ignore())
+		}
+	}
+	rdir := planLabels(t, 2, map[string]any{"background": 0, "whole": []int{1, 2}, "ignore": 3}, []int{1})
+	if cfg, err := config.Load(filepath.Join(rdir, "3d_fullres.yaml")); err != nil {
+		t.Fatal(err)
+	} else if !cfg.Model.MultiLabel() || cfg.Model.NumClasses != 1 || cfg.Loss.Ignore() != 255 {
+		t.Errorf("regions with an ignore label: targets %q, num_classes %d, ignore_label %d; want multi_label, 1, 255", cfg.Model.Targets, cfg.Model.NumClasses, cfg.Loss.Ignore())
+	}
+	trainPlanned(t, dir)
 }
