@@ -55,6 +55,25 @@ ARCH = {
 }
 
 
+def make_network(arch, outputs, seed, input_shape, input_seed, io_path):
+    """nnU-Net's PlainConvUNet for arch with the given outputs, PyTorch's
+    initialisation (seed) moved by 0.05 * N(0, 1), in eval mode; io_path
+    gets a random input of input_shape (input_seed) and every
+    deep-supervision output on it."""
+    torch.manual_seed(seed)
+    net = get_network_from_plans(arch["network_class_name"], arch["arch_kwargs"], arch["_kw_requires_import"],
+                                 1, outputs, allow_init=True, deep_supervision=True)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    net.eval()
+    x = torch.randn(*input_shape, generator=torch.Generator().manual_seed(input_seed))
+    with torch.no_grad():
+        ys = net(x)
+    np.savez(io_path, input=x.numpy(), **{"output%d" % i: y.numpy() for i, y in enumerate(ys)})
+    return net
+
+
 def save_final(net, plans, dataset, configuration, mirror_axes, path):
     """Save net as nnU-Net's save_checkpoint saves checkpoint_final.pth."""
     torch.save({
@@ -117,17 +136,7 @@ def main():
         with open(os.path.join(MODEL, name), "w") as f:
             json.dump(obj, f, indent=4)
 
-    torch.manual_seed(5)
-    net = get_network_from_plans(ARCH["network_class_name"], ARCH["arch_kwargs"], ARCH["_kw_requires_import"],
-                                 1, 3, allow_init=True, deep_supervision=True)
-    with torch.no_grad():
-        for p in net.parameters():
-            p.add_(0.05 * torch.randn_like(p))
-    net.eval()
-    x = torch.randn(1, 1, 8, 16, 16, generator=torch.Generator().manual_seed(7))
-    with torch.no_grad():
-        ys = net(x)
-    np.savez(os.path.join(HERE, "io.npz"), input=x.numpy(), **{"output%d" % i: y.numpy() for i, y in enumerate(ys)})
+    net = make_network(ARCH, 3, 5, (1, 1, 8, 16, 16), 7, os.path.join(HERE, "io.npz"))
     save_final(net, plans, dataset, "3d_fullres", (0, 1, 2), os.path.join(MODEL, "fold_0", "checkpoint_final.pth"))
     # checkpoint_best.pth: other weights (the final ones moved again) and
     # the EMA pseudo Dice nnU-Net keeps the best by.

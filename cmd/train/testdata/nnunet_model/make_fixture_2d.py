@@ -26,11 +26,7 @@ import json
 import os
 import shutil
 
-import numpy as np
-import torch
-from nnunetv2.utilities.get_network_from_plans import get_network_from_plans
-
-from make_fixture import predict, save_final
+from make_fixture import make_network, predict, save_final
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FULL = os.path.join(HERE, "Dataset999_Tiny", "nnUNetTrainer__nnUNetPlans__3d_fullres")
@@ -79,17 +75,7 @@ def main():
     with open(os.path.join(MODEL, "dataset.json")) as f:
         dataset = json.load(f)
 
-    torch.manual_seed(6)
-    net = get_network_from_plans(ARCH["network_class_name"], ARCH["arch_kwargs"], ARCH["_kw_requires_import"],
-                                 1, 3, allow_init=True, deep_supervision=True)
-    with torch.no_grad():
-        for p in net.parameters():
-            p.add_(0.05 * torch.randn_like(p))
-    net.eval()
-    x = torch.randn(1, 1, 16, 16, generator=torch.Generator().manual_seed(8))
-    with torch.no_grad():
-        ys = net(x)
-    np.savez(os.path.join(HERE, "io2d.npz"), input=x.numpy(), **{"output%d" % i: y.numpy() for i, y in enumerate(ys)})
+    net = make_network(ARCH, 3, 6, (1, 1, 16, 16), 8, os.path.join(HERE, "io2d.npz"))
     save_final(net, plans, dataset, "2d", (0, 1), os.path.join(MODEL, "fold_0", "checkpoint_final.pth"))
 
 if __name__ == "__main__":

@@ -22,11 +22,7 @@ import json
 import os
 import shutil
 
-import numpy as np
-import torch
-from nnunetv2.utilities.get_network_from_plans import get_network_from_plans
-
-from make_fixture import ARCH, FULL_MODEL, HERE, predict, save_final
+from make_fixture import ARCH, FULL_MODEL, HERE, make_network, predict, save_final
 
 MODEL = os.path.join(HERE, "Dataset998_TinyRegions", "nnUNetTrainer__nnUNetPlans__3d_fullres")
 
@@ -44,17 +40,7 @@ def main():
     with open(os.path.join(MODEL, "dataset.json"), "w") as f:
         json.dump(dataset, f, indent=4)
 
-    torch.manual_seed(9)
-    net = get_network_from_plans(ARCH["network_class_name"], ARCH["arch_kwargs"], ARCH["_kw_requires_import"],
-                                 1, 2, allow_init=True, deep_supervision=True)
-    with torch.no_grad():
-        for p in net.parameters():
-            p.add_(0.05 * torch.randn_like(p))
-    net.eval()
-    x = torch.randn(1, 1, 8, 16, 16, generator=torch.Generator().manual_seed(10))
-    with torch.no_grad():
-        ys = net(x)
-    np.savez(os.path.join(HERE, "ioregions.npz"), input=x.numpy(), **{"output%d" % i: y.numpy() for i, y in enumerate(ys)})
+    net = make_network(ARCH, 2, 9, (1, 1, 8, 16, 16), 10, os.path.join(HERE, "ioregions.npz"))
     save_final(net, plans, dataset, "3d_fullres", (0, 1, 2), os.path.join(MODEL, "fold_0", "checkpoint_final.pth"))
 
 
