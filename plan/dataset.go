@@ -2,7 +2,9 @@ package plan
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/voxtrain/voxtrain/data"
@@ -24,6 +26,9 @@ func DescribeDataset(ds *data.Dataset, fp *Fingerprint, channels int) (Dataset, 
 	}
 	for c := range channels {
 		d.ChannelNames = append(d.ChannelNames, names[c])
+	}
+	if err := checkDeclared(ds, fp); err != nil {
+		return Dataset{}, err
 	}
 	top, topClass := 0, 0
 	for l := range ds.LabelNames {
@@ -61,4 +66,32 @@ func DescribeDataset(ds *data.Dataset, fp *Fingerprint, channels int) (Dataset, 
 		}
 	}
 	return d, nil
+}
+
+// checkDeclared refuses label values the training labels hold but
+// dataset.json's labels do not name (nor as its ignore label): training
+// refuses them (package data's verification), and planned from the
+// fingerprint they would become a class dataset.json does not know, so
+// planning says so first, as nnU-Net's verify_dataset_integrity does.
+func checkDeclared(ds *data.Dataset, fp *Fingerprint) error {
+	if ds.LabelNames == nil {
+		return nil // no dataset.json labels, or regions (read through their bits)
+	}
+	var extra []int
+	for k, f := range fp.ClassFrequencies {
+		l, err := strconv.Atoi(k)
+		if err != nil || f <= 0 || l == 0 || l == ds.IgnoreLabel {
+			continue
+		}
+		if _, ok := ds.LabelNames[l]; !ok {
+			extra = append(extra, l)
+		}
+	}
+	if len(extra) == 0 {
+		return nil
+	}
+	slices.Sort(extra)
+	named := slices.Sorted(maps.Keys(ds.LabelNames))
+	return fmt.Errorf("%s: the training labels hold label values %v that dataset.json's labels do not name (they name %v): add them to dataset.json's \"labels\", or fix the label files (training would refuse them)",
+		ds.Root, extra, named)
 }

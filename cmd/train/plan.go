@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -97,6 +98,10 @@ func inside(path, dir string) bool {
 
 // planRun extracts the fingerprint, plans and writes the outputs.
 func planRun(ctx context.Context, opts *PlanOptions) error {
+	// The output folder is checked before the cases are read.
+	if st, err := os.Stat(opts.Output); err == nil && !st.IsDir() {
+		return fmt.Errorf("-o %s: a file, not a folder to write the plans into", opts.Output)
+	}
 	// A dataset of nnU-Net regions opens as the multi-label dataset it
 	// trains as (its configs say so, plan.YAML).
 	cfg := config.Data{Dataset: opts.Dataset}

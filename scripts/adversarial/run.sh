@@ -157,6 +157,20 @@ echo "not a torch file" > $W/w.pt; case_ "init-weights text file named .pt" err 
 head -c 2000 $ROOT/checkpoint/torchpt/testdata/state_dict.pt > $W/cut.pt; case_ "init-weights truncated .pt" err 60 $T --config $C --run-id 7 --init-weights $W/cut.pt
 case_ "init-weights a torch.save'd module" err 60 $T --config $C --run-id 8 --init-weights $ROOT/checkpoint/torchpt/testdata/model.pt
 echo "PK junk" > $W/m.zip; case_ "install-model of a non-zip" err 60 $T install-model $W/m.zip -o $W/inst
+# train plan on datasets whose dataset.json is wrong or unusual
+pds() { # pds NAME LABELS_JSON [ORDER_JSON]: a 6-case dataset with those labels (and regions_class_order)
+  rm -rf $W/$1; mkds $W/$1 6
+  python3 -c "import json,sys; p=sys.argv[1]; d=json.load(open(p)); d['labels']=json.loads(sys.argv[2]); o=sys.argv[3] if len(sys.argv)>3 else ''
+if o: d['regions_class_order']=json.loads(o)
+json.dump(d, open(p,'w'))" $W/$1/dataset.json "$2" ${3:-}
+}
+pds rgnoorder '{"background": 0, "whole": [1, 2], "posterior": [2]}'; case_ "plan: regions without regions_class_order" err 120 $T plan $W/rgnoorder -o $W/pl1
+pds rgshort '{"background": 0, "whole": [1, 2], "posterior": [2]}' '[1]'; case_ "plan: regions_class_order too short" err 120 $T plan $W/rgshort -o $W/pl2
+pds rgign '{"background": 0, "whole": [1, 2], "ignore": 3}' '[1]'; case_ "plan: regions and an ignore label" ok 120 $T plan $W/rgign -o $W/pl3
+pds undecl '{"background": 0, "anterior": 1}'; case_ "plan: label 2 in the data, not in dataset.json" err 120 $T plan $W/undecl -o $W/pl4
+case_ "plan: no such dataset" err 60 $T plan $W/nonexistent -o $W/pl5
+case_ "plan: -o is a file" err 120 $T plan $DS -o $W/base.yaml
+case_ "plan: --gpu-memory -3" err 60 $T plan $DS -o $W/pl6 --gpu-memory -3
 # corrupt metrics.jsonl then resume with more epochs
 printf '{"epoch": 1, "loss": \n' >> $W/runs/adv/fold_0/run_0/metrics.jsonl
 case_ "resume w/ torn metrics.jsonl" ok 300 $T --config $C --resume auto --epochs 2
