@@ -119,12 +119,12 @@ var (
 	kVol2ColBF16X = Kernel{"conv", "vol2col_bf16x", "pp" + strings.Repeat("i", 15), gridStride + ", work rows·InC/4", 0}
 	kCol2VolBF16  = Kernel{"conv", "col2vol_bf16", "pppp" + strings.Repeat("i", 19), gridStride + ", work vcount·InC/4", 0}
 
-	kChannelSumPartial = Kernel{"reduce", "channel_sum_partial", "pppiii", gridChunks, 2 * (8 + 8*8) * Block}
+	kChannelSumPartial = Kernel{"reduce", "channel_sum_partial", "pppiii", gridChunks, (2*8 + 8*8) * Block}
 	kSumSqPartial      = Kernel{"reduce", "sumsq_partial", "ppii", "ceil(n/chunk): one block per chunk", 8 * Block}
 	kReduceChunksF64   = Kernel{"reduce", "reduce_chunks_f64", "ppiii", gridBlocks + ", work rows·w", 8 * Block}
 	kReduceChunksF32   = Kernel{"reduce", "reduce_chunks_f32", "ppiii", gridBlocks + ", work rows·w", 8 * Block}
 	// channel_sum_partial_bf16: the partial channel sums of a bf16 tensor.
-	kChannelSumPartialBF16 = Kernel{"reduce", "channel_sum_partial_bf16", "pppiii", gridChunks, 2 * (8 + 8*8) * Block}
+	kChannelSumPartialBF16 = Kernel{"reduce", "channel_sum_partial_bf16", "pppiii", gridChunks, (2*8 + 8*8) * Block}
 
 	kINFwdPartial = Kernel{"norm", "instnorm_fwd_partial", "ppiii", gridChunks, (2*8 + 2*8*8) * Block}
 	kINFwdStats   = Kernel{"norm", "instnorm_fwd_stats", "ppiiiif", gridBlocks + ", work n·c", 8 * Block}

@@ -16,8 +16,7 @@
 //   part[(n*gridDim.x + k)*c + j] = Σ_v a[n][v][j]·b[n][v][j]   (double)
 //
 // with b == null meaning plain sums. Launch: grid (ceil(v/chunk), nb),
-// block VT_BLOCK, static shared memory 36 KiB (the VT_VEC path's 32, 16 for
-// each of its two lambdas).
+// block VT_BLOCK, static shared memory 20 KiB (the VT_VEC path's 16).
 template <typename T>
 __device__ __forceinline__ void channel_sum_partial_t(const T* a, const T* b, double* part, int v, int c, int chunk)
 {
@@ -29,24 +28,22 @@ __device__ __forceinline__ void channel_sum_partial_t(const T* a, const T* b, do
     double* out = part + (n * gridDim.x + blockIdx.x) * c;
     if (c % VT_VEC == 0 && vt_aligned16(a) && (b == nullptr || vt_aligned16(b))) {
         // VT_VEC channels per thread and voxel (see vt_chunk_channel_sums_v).
-        if (bn == nullptr) {
-            vt_chunk_channel_sums_v<1>(lo, hi, c, [=](long long vox, int j0, double* acc) {
-                float e[VT_VEC];
-                vt_ld8(an, vox * c + j0, e);
+        // One lambda (its branch is the same in every thread): each
+        // instantiation has its own 16 KiB of shared memory.
+        vt_chunk_channel_sums_v<1>(lo, hi, c, [=](long long vox, int j0, double* acc) {
+            float e[VT_VEC], f[VT_VEC];
+            vt_ld8(an, vox * c + j0, e);
+            if (bn == nullptr) {
                 for (int k = 0; k < VT_VEC; k++) {
                     acc[k] += (double)e[k];
                 }
-            }, out);
-        } else {
-            vt_chunk_channel_sums_v<1>(lo, hi, c, [=](long long vox, int j0, double* acc) {
-                float e[VT_VEC], f[VT_VEC];
-                vt_ld8(an, vox * c + j0, e);
-                vt_ld8(bn, vox * c + j0, f);
-                for (int k = 0; k < VT_VEC; k++) {
-                    acc[k] += (double)e[k] * (double)f[k];
-                }
-            }, out);
-        }
+                return;
+            }
+            vt_ld8(bn, vox * c + j0, f);
+            for (int k = 0; k < VT_VEC; k++) {
+                acc[k] += (double)e[k] * (double)f[k];
+            }
+        }, out);
         return;
     }
     if (bn == nullptr) {
