@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/voxtrain/voxtrain/volume"
@@ -241,17 +242,11 @@ func (d Data) validate() []error {
 		if len(t) != 3 {
 			bad("target_spacing", "want three voxel sizes [d, h, w] (NIfTI z, y, x), got %d values %v", len(t), t)
 		} else {
-			kept := 0
-			for _, s := range t {
-				if s == 0 {
-					kept++
-				} else if !(s > 0) || math.IsInf(s, 0) {
-					bad("target_spacing", "voxel sizes must be finite and > 0 (0: keep each case's own along that axis), got %v", t)
-					kept = -1
-					break
-				}
-			}
-			if kept == 3 {
+			invalid := func(s float64) bool { return s != 0 && (!(s > 0) || math.IsInf(s, 0)) }
+			switch {
+			case slices.ContainsFunc(t, invalid):
+				bad("target_spacing", "voxel sizes must be finite and > 0 (0: keep each case's own along that axis), got %v", t)
+			case slices.Equal(t, []float64{0, 0, 0}):
 				bad("target_spacing", "every axis is 0 (each case's own spacing): leave target_spacing out for no resampling")
 			}
 		}
