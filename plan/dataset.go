@@ -30,25 +30,21 @@ func DescribeDataset(ds *data.Dataset, fp *Fingerprint, channels int) (Dataset, 
 	if err := checkDeclared(ds, fp); err != nil {
 		return Dataset{}, err
 	}
-	top, topClass := 0, 0
+	top := 0 // the highest class: LabelNames never holds the ignore label
 	for l := range ds.LabelNames {
 		top = max(top, l)
-		topClass = max(topClass, l) // LabelNames never holds the ignore label
 	}
 	for k := range fp.ClassFrequencies {
-		if l, err := strconv.Atoi(k); err == nil {
+		if l, err := strconv.Atoi(k); err == nil && l != ds.IgnoreLabel {
 			top = max(top, l)
-			if l != ds.IgnoreLabel {
-				topClass = max(topClass, l)
-			}
 		}
 	}
 	d.NumClasses = top + 1
 	if ds.IgnoreLabel > 0 && len(ds.Regions) == 0 {
-		// nnU-Net's ignore label: no output, left out of the loss.
-		d.IgnoreLabel = ds.IgnoreLabel
-		d.NumClasses = max(d.NumClasses, ds.IgnoreLabel+1)
-		d.Outputs = topClass + 1
+		// nnU-Net's ignore label: no output, left out of the loss; its
+		// planner counts it among the labels.
+		d.IgnoreLabel, d.Outputs = ds.IgnoreLabel, top+1
+		d.NumClasses = max(top, ds.IgnoreLabel) + 1
 	}
 	if len(ds.Regions) > 0 {
 		// The fingerprint's frequencies are of the regions' bits (package
