@@ -33,6 +33,22 @@ func (c *conv) adjointGeometry(n int, out [3]int) geom.Conv {
 	return g
 }
 
+// biasW and biasG return the bias and its gradient, nil in a layer
+// without a bias.
+func (c *conv) biasW() Tensor {
+	if c.bias == nil {
+		return nil
+	}
+	return c.bias.W
+}
+
+func (c *conv) biasG() Tensor {
+	if c.bias == nil {
+		return nil
+	}
+	return c.bias.G
+}
+
 // params returns the layer's parameters (weight, then bias if any), for
 // the backward pass's ready hook.
 func (c *conv) params() []*Param {
@@ -83,11 +99,7 @@ func (m *UNet) blockForward(b *block, bb *blockBuf, in Tensor) {
 		m.dev.InstanceNormActForward(bb.convOut, b.gamma.W, b.beta.W, bb.out, bb.stats, m.eps, m.slope)
 		return
 	}
-	var bias Tensor
-	if b.conv.bias != nil {
-		bias = b.conv.bias.W
-	}
-	m.dev.Conv3DForward(bb.geom, in, b.conv.weight.W, bias, bb.out)
+	m.dev.Conv3DForward(bb.geom, in, b.conv.weight.W, b.conv.biasW(), bb.out)
 	if m.slope != 1 {
 		m.dev.ActForward(bb.out, bb.out, m.slope)
 	}
@@ -100,34 +112,24 @@ func (m *UNet) blockBackward(b *block, bb *blockBuf, in, da, dx Tensor) {
 	if b.gamma != nil {
 		m.dev.InstanceNormActBackward(bb.convOut, b.gamma.W, b.beta.W, bb.stats, da, da, b.gamma.G, b.beta.G, m.slope)
 		// The bias's gradient is 0 (normedBias), set once.
-		m.dev.Conv3DBackwardWeight(bb.geom, in, da, b.conv.weight.G, nil)
-		if dx != nil {
-			m.dev.Conv3DBackwardData(bb.geom, da, b.conv.weight.W, dx)
-		}
+		convBackward(m.dev, &b.conv, bb.geom, in, da, dx, nil)
 		return
 	}
 	if m.slope != 1 {
 		m.dev.ActBackward(bb.out, da, da, m.slope)
 	}
-	convBackward(m.dev, &b.conv, bb.geom, in, da, dx)
+	convBackward(m.dev, &b.conv, bb.geom, in, da, dx, b.conv.biasG())
 }
 
 // convForward runs a plain conv layer.
 func convForward(dev Device, c *conv, g geom.Conv, in, out Tensor) {
-	var bias Tensor
-	if c.bias != nil {
-		bias = c.bias.W
-	}
-	dev.Conv3DForward(g, in, c.weight.W, bias, out)
+	dev.Conv3DForward(g, in, c.weight.W, c.biasW(), out)
 }
 
-// convBackward sets a plain conv layer's gradients from dy and writes the
-// input gradient to dx when it is not nil.
-func convBackward(dev Device, c *conv, g geom.Conv, in, dy, dx Tensor) {
-	var db Tensor
-	if c.bias != nil {
-		db = c.bias.G
-	}
+// convBackward sets a conv layer's weight gradient from dy, and its bias
+// gradient into db unless db is nil, and writes the input gradient to dx
+// when it is not nil.
+func convBackward(dev Device, c *conv, g geom.Conv, in, dy, dx, db Tensor) {
 	dev.Conv3DBackwardWeight(g, in, dy, c.weight.G, db)
 	if dx != nil {
 		dev.Conv3DBackwardData(g, dy, c.weight.W, dx)
@@ -136,20 +138,12 @@ func convBackward(dev Device, c *conv, g geom.Conv, in, dy, dx Tensor) {
 
 // convTForward runs a transposed conv layer.
 func convTForward(dev Device, c *conv, g geom.Conv, in, out Tensor) {
-	var b Tensor
-	if c.bias != nil {
-		b = c.bias.W
-	}
-	ConvTransposeForward(dev, g, in, c.weight.W, b, out)
+	ConvTransposeForward(dev, g, in, c.weight.W, c.biasW(), out)
 }
 
 // convTBackward sets a transposed conv layer's gradients.
 func convTBackward(dev Device, c *conv, g geom.Conv, in, dy, dx Tensor) {
-	var db Tensor
-	if c.bias != nil {
-		db = c.bias.G
-	}
-	ConvTransposeBackward(dev, g, in, dy, c.weight.W, dx, c.weight.G, db)
+	ConvTransposeBackward(dev, g, in, dy, c.weight.W, dx, c.weight.G, c.biasG())
 }
 
 // ConvTransposeForward computes a ConvTranspose3d, y = convT(x, w) + b, as

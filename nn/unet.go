@@ -218,13 +218,13 @@ func (m *UNet) BackwardReady(ws *Workspace, dlogits []Tensor, ready func(params 
 	if L > 1 {
 		last = ws.stageOutput(L - 2)
 	}
-	convBackward(dev, m.head, ws.headGeom, last, dlogits[0], ws.actGrad[0])
+	convBackward(dev, m.head, ws.headGeom, last, dlogits[0], ws.actGrad[0], m.head.biasG())
 	ready(m.head.params())
 
 	for d := L - 2; d >= 0; d-- {
 		l := L - 2 - d
 		if d < len(m.deepSup) {
-			convBackward(dev, m.deepSup[d], ws.deepSupGeom[d], ws.stageOutput(d), dlogits[l], ws.actGradSpare[l])
+			convBackward(dev, m.deepSup[d], ws.deepSupGeom[d], ws.stageOutput(d), dlogits[l], ws.actGradSpare[l], m.deepSup[d].biasG())
 			ready(m.deepSup[d].params())
 			dev.Add(ws.actGrad[l], ws.actGradSpare[l])
 		}
