@@ -24,7 +24,7 @@ func keepAxisDataset(t *testing.T, ids []string, dz []float64) string {
 				t.Fatal(err)
 			}
 			h.Pixdim[3] = dz[i]
-			h.Srow[2][2] *= dz[i] / h.Srow[2][2] * sign(h.Srow[2][2])
+			h.Srow[2][2] = dz[i] * sign(h.Srow[2][2])
 			h.Datatype, h.SclSlope, h.SclInter = nifti.Float32, 1, 0
 			if err := nifti.WriteFloat32(path, h, v); err != nil {
 				t.Fatal(err)
