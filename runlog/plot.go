@@ -1,8 +1,11 @@
 package runlog
 
 import (
+	"bufio"
 	"fmt"
 	"image/color"
+	"image/png"
+	"io"
 	"math"
 	"path/filepath"
 	"strconv"
@@ -13,6 +16,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // palette is colour-blind safe (Okabe–Ito).
@@ -267,9 +271,14 @@ func layout(p *plot.Plot, legend *plot.Legend, c draw.Canvas) (axes, leg draw.Ca
 // plot.Save's os.Create gave.
 func savePlot(p *plot.Plot, legend *plot.Legend, path string) error {
 	format := strings.TrimPrefix(strings.ToLower(filepath.Ext(path)), ".")
-	cv, err := draw.NewFormattedCanvas(plotWidth, plotHeight, format)
-	if err != nil {
-		return err
+	var cv vg.CanvasWriterTo
+	if format == "png" {
+		cv = fastPNG{vgimg.New(plotWidth, plotHeight)}
+	} else {
+		var err error
+		if cv, err = draw.NewFormattedCanvas(plotWidth, plotHeight, format); err != nil {
+			return err
+		}
 	}
 	axes, leg := layout(p, legend, draw.New(cv))
 	p.Draw(axes)
@@ -283,6 +292,36 @@ func savePlot(p *plot.Plot, legend *plot.Legend, path string) error {
 		return err
 	}
 	return f.Commit()
+}
+
+// fastPNG writes its canvas as PNG at zlib's fastest level. vgimg's
+// PngCanvas uses the default level, which spends most of a plot's time
+// compressing a few kilobytes of flat colour: four plots at the end of
+// every run (and in every training test) for files a few percent smaller.
+type fastPNG struct{ *vgimg.Canvas }
+
+// WriteTo implements io.WriterTo.
+func (c fastPNG) WriteTo(w io.Writer) (int64, error) {
+	cw := &countWriter{w: w}
+	b := bufio.NewWriter(cw)
+	enc := png.Encoder{CompressionLevel: png.BestSpeed}
+	if err := enc.Encode(b, c.Image()); err != nil {
+		return cw.n, err
+	}
+	err := b.Flush()
+	return cw.n, err
+}
+
+// countWriter counts the bytes written through it, for io.WriterTo.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // epochTicks marks whole epochs on the x axis: every epoch, or every 2nd,
