@@ -19,6 +19,15 @@ import (
 // prediction keeps the input's geometry, and validation's Dice equals Dice
 // counted from the files it writes.
 
+// fastValidation is the default validation with windows that do not
+// overlap: what these tests check does not depend on the overlap, and a
+// third of the windows keeps the race-enabled suite short.
+func fastValidation() config.Validation {
+	v := config.Default().Validation
+	v.Overlap = 0
+	return v
+}
+
 // trainedTiny trains the tiny config for one epoch and returns its run.
 func trainedTiny(t *testing.T) (*config.Config, *Result) {
 	c := tinyConfig(t, t.TempDir())
@@ -50,7 +59,7 @@ func TestPredictKeepsInputGeometry(t *testing.T) {
 	}
 	for _, input := range []string{in, oblique} {
 		out := filepath.Join(t.TempDir(), "pred.nii.gz")
-		if err := m.PredictFile(context.Background(), []string{input}, out, config.Default().Validation); err != nil {
+		if err := m.PredictFile(context.Background(), []string{input}, out, fastValidation()); err != nil {
 			t.Fatal(err)
 		}
 		hi, err := nifti.ReadHeader(input)
@@ -111,7 +120,7 @@ func checkValidateAgainstFiles(t *testing.T, res *Result) {
 	}
 	defer m.Close()
 	out := t.TempDir()
-	sc, err := m.Evaluate(context.Background(), infer.EvalOptions{Fold: -1, OutputDir: out, Validation: config.Default().Validation})
+	sc, err := m.Evaluate(context.Background(), infer.EvalOptions{Fold: -1, OutputDir: out, Validation: fastValidation()})
 	if err != nil {
 		t.Fatal(err)
 	}

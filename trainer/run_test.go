@@ -52,6 +52,7 @@ validation:
   mode: both
   iterations: 2
   max_cases: 2
+  overlap: 0      # 36 windows a case instead of 96: a shorter race-enabled suite
 `
 	p := filepath.Join(t.TempDir(), "tiny.yaml")
 	if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {

@@ -16,7 +16,7 @@ import (
 )
 
 // finalConfig writes a tiny training config (2 steps, fold 0 of 20 folds
-// of the demo data: 4 held-out cases) with extra appended to its
+// of the demo data: 4 held-out cases, windows without overlap) with extra appended to its
 // validation: section; it returns the config's path.
 func finalConfig(t *testing.T, dir, extra string) string {
 	t.Helper()
@@ -40,6 +40,7 @@ train:
   patch_size: [16, 16, 16]
 validation:
   every: -1
+  overlap: 0     # a third of the windows: a shorter race-enabled suite
 ` + extra
 	p := filepath.Join(dir, "final.yaml")
 	if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
@@ -72,7 +73,7 @@ func TestFinalValidationIsValidate(t *testing.T) {
 
 	val := filepath.Join(dir, "validate")
 	if out, errb, err := runCmd(t, "validate", "--checkpoint", filepath.Join(runDir, "checkpoints", "last"), "--output", val,
-		"--save-probabilities", "--threads", "2"); err != nil {
+		"--save-probabilities", "--threads", "2", "--overlap", "0"); err != nil {
 		t.Fatalf("validate: %v\n%s\n%s", err, out, errb)
 	}
 	got, want := testutil.DirNames(t, final), testutil.DirNames(t, val)

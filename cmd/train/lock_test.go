@@ -61,7 +61,7 @@ validation:
 		t.Errorf("plot of a locked run: %v\n%s\n%s", err, stdout, errb)
 	}
 	pred := filepath.Join(tmp, "pred.nii.gz")
-	if stdout, errb, err := runCmd(t, "predict", "--checkpoint", filepath.Join(r.Checkpoints, "last"), "--threads", "2",
+	if stdout, errb, err := runCmd(t, "predict", "--checkpoint", filepath.Join(r.Checkpoints, "last"), "--threads", "2", "--disable-tta",
 		"--input", filepath.Join(testutil.DemoDir(t), "imagesTr", "hippocampus_001.nii.gz"), "--output", pred); err != nil {
 		t.Errorf("predict from a locked run: %v\n%s\n%s", err, stdout, errb)
 	}
