@@ -123,6 +123,10 @@ var (
 	kSumSqPartial      = Kernel{"reduce", "sumsq_partial", "ppii", "ceil(n/chunk): one block per chunk", 8 * Block}
 	kReduceChunksF64   = Kernel{"reduce", "reduce_chunks_f64", "ppiii", gridBlocks + ", work rows·w", 8 * Block}
 	kReduceChunksF32   = Kernel{"reduce", "reduce_chunks_f32", "ppiii", gridBlocks + ", work rows·w", 8 * Block}
+	// The tensor-list reductions (see TensorList): sumsq_partial over
+	// every chunk of a list, then each tensor's chunks added up.
+	kSumSqPartialList = Kernel{"reduce", "sumsq_partial_list", "ppppii", gridBlocks + ", work chunks", 8 * Block}
+	kReduceRangesF64  = Kernel{"reduce", "reduce_ranges_f64", "pppi", gridBlocks + ", work tensors", 8 * Block}
 	// channel_sum_partial_bf16: the partial channel sums of a bf16 tensor.
 	kChannelSumPartialBF16 = Kernel{"reduce", "channel_sum_partial_bf16", "pppiii", gridChunks, (2*8 + 8*8) * Block}
 
@@ -155,6 +159,9 @@ var (
 
 	kSGD   = Kernel{"optim", "sgd_update", "pppifffif", gridStride + ", work n", 0}
 	kAdamW = Kernel{"optim", "adamw_update", "ppppifffffff", gridStride + ", work n", 0}
+	// The tensor-list updates: every parameter in one launch.
+	kSGDList   = Kernel{"optim", "sgd_update_list", "pppiifffif", gridBlocks + ", work chunks", 0}
+	kAdamWList = Kernel{"optim", "adamw_update_list", "pppiifffffff", gridBlocks + ", work chunks", 0}
 
 	kSkelErode     = Kernel{"skel", "skel_erode", "ppiiiiii", gridStride + ", work n·d·h·w·c", 0}
 	kSkelDilate    = Kernel{"skel", "skel_dilate", "ppiiiiii", gridStride + ", work n·d·h·w·c", 0}
@@ -177,12 +184,13 @@ var table = []Kernel{
 	kAddBF16, kSplitChannelsBF16, kActBackwardBF16G,
 	kVol2Col, kCol2Vol, kVol2ColBF16, kVol2ColBF16X, kCol2VolBF16,
 	kChannelSumPartial, kSumSqPartial, kReduceChunksF64, kReduceChunksF32, kChannelSumPartialBF16,
+	kSumSqPartialList, kReduceRangesF64,
 	kINFwdPartial, kINFwdStats, kINFwdApply, kINBwdPartial, kINBwdFinish, kINBwdAffine, kINBwdApply,
 	kINFwdPartialBF16, kINFwdApplyBF16, kINBwdPartialBF16, kINBwdApplyBF16, kINBwdPartialBF16G, kINBwdApplyBF16G,
 	kSoftmax, kSoftmaxFwd, kSegStatsPartial, kSoftmaxLossBwd, kSigmoidBCE, kSegCounts,
 	kSigmoidMultiLabelLoss, kSigmoidMultiLabelLossBwd, kSegCountsMultiLabel,
 	kSkelErode, kSkelDilate, kSkelInit, kSkelStep, kSkelBwdStep, kSkelDilateBwd, kSkelErodeBwd, kSkelAccum,
-	kSGD, kAdamW,
+	kSGD, kAdamW, kSGDList, kAdamWList,
 	kF32ToBF16, kBF16ToF32,
 }
 

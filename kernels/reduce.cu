@@ -89,6 +89,46 @@ VT_KERNEL sumsq_partial(const float* x, double* part, int n, int chunk)
     }
 }
 
+// sumsq_partial_list: sumsq_partial over a tensor list (optim.cu's layout,
+// one operand per tensor): part[q] = Σ x² over chunk q's elements, chunk q
+// of tensor chunks[2q] starting at element chunks[2q+1]. With the chunk
+// sumsq_partial takes, each chunk's partial is bit-identical to its own.
+// Launch: min(nchunks, MaxGrid) blocks striding over the chunks; static
+// shared memory 2 KiB.
+VT_KERNEL sumsq_partial_list(const unsigned long long* ptrs, const int* sizes, const int* chunks, double* part,
+                             int nchunks, int chunk)
+{
+    for (int q = blockIdx.x; q < nchunks; q += gridDim.x) {
+        const int t = chunks[2 * q];
+        const long long lo = chunks[2 * q + 1];
+        const long long hi = lo + chunk < sizes[t] ? lo + chunk : sizes[t];
+        const float* x = (const float*)ptrs[t];
+        double s = 0.0;
+        for (long long i = lo + threadIdx.x; i < hi; i += VT_BLOCK) {
+            const double f = (double)x[i];
+            s += f * f;
+        }
+        s = vt_block_sum(s);
+        if (threadIdx.x == 0) {
+            part[q] = s;
+        }
+    }
+}
+
+// reduce_ranges_f64: out[t] = Σ part[k] over k in [first[t], first[t+1]),
+// added in vt_block_chunk_sum's fixed order (as reduce_chunks_f64 adds one
+// output's chunks). Launch: one block per output, min(n, MaxGrid) blocks
+// striding over the outputs; static shared memory 2 KiB.
+VT_KERNEL reduce_ranges_f64(const double* part, const int* first, double* out, int n)
+{
+    for (int t = blockIdx.x; t < n; t += gridDim.x) {
+        const double s = vt_block_chunk_sum(part + first[t], 1, first[t + 1] - first[t]);
+        if (threadIdx.x == 0) {
+            out[t] = s;
+        }
+    }
+}
+
 // reduce_chunks_f64: out[r*w + j] = Σ_{k < nchunks} part[(r*nchunks + k)*w + j]
 // for r < rows, j < w, each sum added in vt_block_chunk_sum's fixed order.
 // Launch: one block per output, min(rows*w, MaxGrid) blocks striding over

@@ -79,6 +79,17 @@ func (b *Buffer) Free() {
 // Len returns the buffer's size in bytes.
 func (b *Buffer) Len() int { return b.size }
 
+// Addr returns the buffer's address (0 for nil), what a table of device
+// pointers holds for the kernels that read one (kernels.TensorList): the
+// emulated kernels dereference it on the host.
+func (b *Buffer) Addr() uint64 {
+	if b == nil {
+		return 0
+	}
+	b.live()
+	return uint64(uintptr(b.ptr))
+}
+
 func (b *Buffer) live() {
 	if b.root.freed {
 		panic("emu: use of a freed buffer")

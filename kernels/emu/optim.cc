@@ -10,4 +10,6 @@ namespace vt_optim {
 static const bool registered_optim = (
     cuda_emu::add("sgd_update", &vt_optim::sgd_update),
     cuda_emu::add("adamw_update", &vt_optim::adamw_update),
+    cuda_emu::add("sgd_update_list", &vt_optim::sgd_update_list),
+    cuda_emu::add("adamw_update_list", &vt_optim::adamw_update_list),
     true);

@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/voxtrain/voxtrain/kernels"
 	"github.com/voxtrain/voxtrain/nn"
 )
 
@@ -143,4 +144,119 @@ func TestCasts(t *testing.T) {
 		wantF = append(wantF, float64(uint32(v)<<16))
 	}
 	compare(t, "bf16_to_f32", "bits<<16 (own reference, exact)", gotF, wantF, 0, 0)
+}
+
+// listTable uploads the table of tensors whose operands are bufs[t][j]
+// (nil: a null operand).
+func listTable(t *testing.T, bufs [][]*Buffer, sizes []int) (*Buffer, kernels.TensorList) {
+	t.Helper()
+	var addrs []uint64
+	for _, ops := range bufs {
+		for _, b := range ops {
+			addrs = append(addrs, b.Addr())
+		}
+	}
+	raw, l, err := kernels.ListTable(addrs, len(bufs[0]), sizes, ops.ListChunk())
+	must(t, err)
+	tb := Alloc(len(raw))
+	u := make([]uint16, len(raw)/2)
+	for i := range u {
+		u[i] = uint16(raw[2*i]) | uint16(raw[2*i+1])<<8
+	}
+	tb.SetU16(u)
+	return tb, l
+}
+
+// listSizes are tensors below, at and above one flat chunk (1000 here),
+// an empty one and one of several chunks.
+var listSizes = []int{7, 0, 1000, 2345, 1, 999, 3100}
+
+// TestSGDList: sgd_update_list updates every tensor of a list as
+// sgd_update updates each alone, bit for bit, with and without momentum.
+func TestSGDList(t *testing.T) {
+	r := rng(53)
+	for _, a := range []nn.SGDArgs{
+		{LR: 0.01, Momentum: 0.99, WeightDecay: 3e-5, Nesterov: true, GradScale: 0.5},
+		{LR: 0.05, WeightDecay: 1e-4, GradScale: 1},
+	} {
+		var lists [][]*Buffer
+		var want [][]float32
+		var wantBuf [][]float32
+		for _, n := range listSizes {
+			w0, g, b0 := uniform(r, n, -1, 1), uniform(r, n, -1, 1), uniform(r, n, -1, 1)
+			w, b := buf(t, w0), buf(t, b0)
+			ww, bb := buf(t, w0), buf(t, b0)
+			gb := buf(t, g)
+			var bp *Buffer
+			if a.Momentum != 0 {
+				bp = bb
+			}
+			must(t, ops.SGDUpdate(ww, gb, bp, n, a))
+			want, wantBuf = append(want, ww.F32()), append(wantBuf, bb.F32())
+			if a.Momentum == 0 {
+				b = nil
+			}
+			lists = append(lists, []*Buffer{w, gb, b})
+		}
+		tb, l := listTable(t, lists, listSizes)
+		must(t, ops.SGDUpdateList(tb, l, a))
+		for i, n := range listSizes {
+			compare(t, "sgd_update_list", "sgd_update of the tensor alone (weights)", lists[i][0].F32()[:n], want[i][:n], 0, 0)
+			if a.Momentum != 0 {
+				compare(t, "sgd_update_list", "sgd_update of the tensor alone (momentum)", lists[i][2].F32()[:n], wantBuf[i][:n], 0, 0)
+			}
+		}
+	}
+}
+
+// TestAdamWList: adamw_update_list against adamw_update, bit for bit.
+func TestAdamWList(t *testing.T) {
+	r := rng(54)
+	a := nn.AdamWArgs{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, GradScale: 0.8, Step: 3}
+	var lists [][]*Buffer
+	var want [][][]float32
+	for _, n := range listSizes {
+		w0, g, m0, v0 := uniform(r, n, -1, 1), uniform(r, n, -1, 1), uniform(r, n, -1, 1), uniform(r, n, 0, 1)
+		ref := []*Buffer{buf(t, w0), buf(t, g), buf(t, m0), buf(t, v0)}
+		must(t, ops.AdamWUpdate(ref[0], ref[1], ref[2], ref[3], n, a))
+		want = append(want, [][]float32{ref[0].F32(), ref[2].F32(), ref[3].F32()})
+		lists = append(lists, []*Buffer{buf(t, w0), buf(t, g), buf(t, m0), buf(t, v0)})
+	}
+	tb, l := listTable(t, lists, listSizes)
+	must(t, ops.AdamWUpdateList(tb, l, a))
+	for i, n := range listSizes {
+		for j, what := range []string{"weights", "first moment", "second moment"} {
+			compare(t, "adamw_update_list", "adamw_update of the tensor alone ("+what+")", lists[i][[]int{0, 2, 3}[j]].F32()[:n], want[i][j][:n], 0, 0)
+		}
+	}
+	a.Step = 0
+	if err := ops.AdamWUpdateList(tb, l, a); err == nil {
+		t.Error("step 0 accepted")
+	}
+	if err := ops.SGDUpdateList(tb, l, nn.SGDArgs{LR: 1}); err == nil {
+		t.Error("SGDUpdateList took a list of 4 operands")
+	}
+}
+
+// TestSumSquaresList: sumsq_partial_list + reduce_ranges_f64 give each
+// tensor's sum of squares bit for bit as SumSquares of the tensor alone
+// (0 for the empty one).
+func TestSumSquaresList(t *testing.T) {
+	r := rng(55)
+	var lists [][]*Buffer
+	var want []float64
+	for _, n := range listSizes {
+		x := buf(t, uniform(r, n, -3, 3))
+		out := scratch(t, 8)
+		must(t, ops.SumSquares(x, out, scratch(t, max(8, ops.FlatScratchBytes(n))), n))
+		want = append(want, out.F64()[0])
+		lists = append(lists, []*Buffer{x})
+	}
+	tb, l := listTable(t, lists, listSizes)
+	out := scratch(t, 8*len(listSizes))
+	must(t, ops.SumSquaresList(tb, l, out, scratch(t, l.ScratchBytes())))
+	compare(t, "sumsq_partial_list+reduce_ranges_f64", "SumSquares of each tensor alone", out.F64(), want, 0, 0)
+	if want[1] != 0 {
+		t.Errorf("the empty tensor's sum %v", want[1])
+	}
 }

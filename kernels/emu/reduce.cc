@@ -13,4 +13,6 @@ static const bool registered_reduce = (
     cuda_emu::add("reduce_chunks_f64", &vt_reduce::reduce_chunks_f64),
     cuda_emu::add("reduce_chunks_f32", &vt_reduce::reduce_chunks_f32),
     cuda_emu::add("channel_sum_partial_bf16", &vt_reduce::channel_sum_partial_bf16),
+    cuda_emu::add("sumsq_partial_list", &vt_reduce::sumsq_partial_list),
+    cuda_emu::add("reduce_ranges_f64", &vt_reduce::reduce_ranges_f64),
     true);
