@@ -315,7 +315,7 @@ func TestOptimizersMatchFormula(t *testing.T) {
 	s := nn.Shape{n}
 	w, g, buf := tensorOf(d, s, w0), tensorOf(d, s, g0), tensorOf(d, s, b0)
 	a := nn.SGDArgs{LR: 0.01, Momentum: 0.99, WeightDecay: 3e-5, Nesterov: true, GradScale: 0.5}
-	d.SGDUpdate(w, g, buf, a)
+	d.SGDUpdate([]nn.Tensor{w}, []nn.Tensor{g}, []nn.Tensor{buf}, a)
 	for i := 0; i < n; i++ {
 		gi := 0.5*float64(g0[i]) + 3e-5*float64(w0[i])
 		bi := 0.99*float64(b0[i]) + gi
@@ -330,7 +330,7 @@ func TestOptimizersMatchFormula(t *testing.T) {
 	}
 	v0 := append([]float32(nil), v.data...)
 	aa := nn.AdamWArgs{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: 3, GradScale: 1}
-	d.AdamWUpdate(w, g, m, v, aa)
+	d.AdamWUpdate([]nn.Tensor{w}, []nn.Tensor{g}, []nn.Tensor{m}, []nn.Tensor{v}, aa)
 	for i := 0; i < n; i++ {
 		gi := float64(g0[i])
 		mi := 0.9*float64(b0[i]) + 0.1*gi

@@ -36,8 +36,40 @@ func (d *Device) SumSquares(ts []nn.Tensor) []float64 {
 	return out
 }
 
-// SGDUpdate applies one SGD step (PyTorch semantics, see nn.SGDArgs).
-func (d *Device) SGDUpdate(w, g, buf nn.Tensor, a nn.SGDArgs) {
+// SGDUpdate applies one SGD step to each tensor (PyTorch semantics, see
+// nn.SGDArgs).
+func (d *Device) SGDUpdate(w, g, buf []nn.Tensor, a nn.SGDArgs) {
+	checkLists("SGDUpdate", len(w), g)
+	if a.Momentum != 0 {
+		checkLists("SGDUpdate", len(w), buf)
+	}
+	for i := range w {
+		var b nn.Tensor
+		if a.Momentum != 0 {
+			b = buf[i]
+		}
+		d.sgdUpdate(w[i], g[i], b, a)
+	}
+}
+
+// AdamWUpdate applies one AdamW step to each tensor (PyTorch semantics).
+func (d *Device) AdamWUpdate(w, g, m, v []nn.Tensor, a nn.AdamWArgs) {
+	checkLists("AdamWUpdate", len(w), g, m, v)
+	for i := range w {
+		d.adamWUpdate(w[i], g[i], m[i], v[i], a)
+	}
+}
+
+// checkLists panics unless every list holds n tensors.
+func checkLists(op string, n int, lists ...[]nn.Tensor) {
+	for _, l := range lists {
+		if len(l) != n {
+			panic(fmt.Sprintf("cpu.%s: lists of %d and %d tensors", op, n, len(l)))
+		}
+	}
+}
+
+func (d *Device) sgdUpdate(w, g, buf nn.Tensor, a nn.SGDArgs) {
 	ws := cpuTensor(w).data
 	gs := mustLen("SGDUpdate", g, len(ws))
 	var bs []float32
@@ -64,8 +96,7 @@ func (d *Device) SGDUpdate(w, g, buf nn.Tensor, a nn.SGDArgs) {
 	})
 }
 
-// AdamWUpdate applies one AdamW step (PyTorch semantics).
-func (d *Device) AdamWUpdate(w, g, m, v nn.Tensor, a nn.AdamWArgs) {
+func (d *Device) adamWUpdate(w, g, m, v nn.Tensor, a nn.AdamWArgs) {
 	if a.Step < 1 {
 		panic(fmt.Sprintf("cpu.AdamWUpdate: step %d, want >= 1", a.Step))
 	}

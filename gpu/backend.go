@@ -28,6 +28,8 @@ func (b backend) Op(name string) { b.d.setOp(name) }
 
 func (b backend) Offset(p cu.DevicePtr, bytes int) cu.DevicePtr { return p + cu.DevicePtr(bytes) }
 
+func (b backend) Addr(p cu.DevicePtr) uint64 { return uint64(p) }
+
 // Launch queues a kernel on the compute stream. Arguments are checked
 // against the kernel table now, so a mismatch is reported by the call that
 // made it; the launch's own failure surfaces as the device's error.

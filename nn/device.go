@@ -404,8 +404,13 @@ type Device interface {
 
 	// SumSquares returns Σ t² for each tensor.
 	SumSquares(ts []Tensor) []float64
-	// SGDUpdate applies one SGD step to w with gradient g and momentum buffer buf.
-	SGDUpdate(w, g, buf Tensor, a SGDArgs)
-	// AdamWUpdate applies one AdamW step to w with gradient g and moments m, v.
-	AdamWUpdate(w, g, m, v Tensor, a AdamWArgs)
+	// SGDUpdate applies one SGD step to each w[i] with gradient g[i] and
+	// momentum buffer buf[i] (buf is ignored, and may be nil, when
+	// a.Momentum is 0): every
+	// parameter in one call, so that a GPU updates them all in one launch
+	// (PyTorch's multi-tensor apply) rather than one per parameter.
+	SGDUpdate(w, g, buf []Tensor, a SGDArgs)
+	// AdamWUpdate applies one AdamW step to each w[i] with gradient g[i]
+	// and moments m[i], v[i].
+	AdamWUpdate(w, g, m, v []Tensor, a AdamWArgs)
 }

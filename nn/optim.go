@@ -65,15 +65,29 @@ func (o *optBase) Steps() int { return o.steps }
 // SetSteps sets the step counter.
 func (o *optBase) SetSteps(n int) { o.steps = n }
 
+// weights and grads return the parameters' tensors and their gradients,
+// in order.
+func (o *optBase) weights() []Tensor {
+	ts := make([]Tensor, len(o.params))
+	for i, p := range o.params {
+		ts[i] = p.W
+	}
+	return ts
+}
+
+func (o *optBase) grads() []Tensor {
+	ts := make([]Tensor, len(o.params))
+	for i, p := range o.params {
+		ts[i] = p.G
+	}
+	return ts
+}
+
 // gradScale returns the global gradient norm and the factor PyTorch's
 // clip_grad_norm_ multiplies the gradients by: min(1, clip/(norm + 1e-6)).
 func (o *optBase) gradScale() (norm float64, scale float32) {
-	gs := make([]Tensor, len(o.params))
-	for i, p := range o.params {
-		gs[i] = p.G
-	}
 	var sum float64
-	for _, s := range o.dev.SumSquares(gs) {
+	for _, s := range o.dev.SumSquares(o.grads()) {
 		sum += s
 	}
 	norm = math.Sqrt(sum)
@@ -108,13 +122,7 @@ func (o *SGD) Step(lr float64) float64 {
 	norm, scale := o.gradScale()
 	a := SGDArgs{LR: float32(lr), Momentum: float32(o.cfg.Momentum), WeightDecay: float32(o.cfg.Decay()),
 		Nesterov: o.cfg.Nesterov, GradScale: scale}
-	for i, p := range o.params {
-		var b Tensor
-		if o.buf != nil {
-			b = o.buf[i]
-		}
-		o.dev.SGDUpdate(p.W, p.G, b, a)
-	}
+	o.dev.SGDUpdate(o.weights(), o.grads(), o.buf, a)
 	o.steps++
 	return norm
 }
@@ -160,9 +168,7 @@ func (o *AdamW) Step(lr float64) float64 {
 	o.steps++
 	a := AdamWArgs{LR: float32(lr), Beta1: float32(o.cfg.Betas[0]), Beta2: float32(o.cfg.Betas[1]),
 		Eps: float32(o.cfg.Eps), WeightDecay: float32(o.cfg.Decay()), Step: o.steps, GradScale: scale}
-	for i, p := range o.params {
-		o.dev.AdamWUpdate(p.W, p.G, o.m[i], o.v[i], a)
-	}
+	o.dev.AdamWUpdate(o.weights(), o.grads(), o.m, o.v, a)
 	return norm
 }
 

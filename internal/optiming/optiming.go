@@ -144,7 +144,7 @@ func (d *Device) SoftmaxLossBackward(probs, labels nn.Tensor, ceScale, alpha, be
 }
 
 // SGDUpdate runs the wrapped device's SGDUpdate in a span.
-func (d *Device) SGDUpdate(w, g, buf nn.Tensor, a nn.SGDArgs) {
+func (d *Device) SGDUpdate(w, g, buf []nn.Tensor, a nn.SGDArgs) {
 	defer d.span(Optimiser, nil)()
 	d.Device.SGDUpdate(w, g, buf, a)
 }

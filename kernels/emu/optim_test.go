@@ -30,7 +30,7 @@ func TestSGD(t *testing.T) {
 		for step := 0; step < 3; step++ {
 			g := uniform(r, n, -1, 1)
 			must(t, ops.SGDUpdate(wb, buf(t, g), bb, n, tc.a))
-			dev.SGDUpdate(wRef, tensor(nn.Shape{n}, g), bRef, tc.a)
+			dev.SGDUpdate([]nn.Tensor{wRef}, []nn.Tensor{tensor(nn.Shape{n}, g)}, []nn.Tensor{bRef}, tc.a)
 		}
 		compare(t, "sgd_update", "cpu.Device.SGDUpdate ("+tc.name+", weights after 3 steps)", wb.F32(), wRef.Data(), atol, rtol)
 		if tc.a.Momentum != 0 {
@@ -53,7 +53,7 @@ func TestAdamW(t *testing.T) {
 		a.Step = step
 		g := uniform(r, n, -1, 1)
 		must(t, ops.AdamWUpdate(wb, buf(t, g), mb, vb, n, a))
-		dev.AdamWUpdate(wRef, tensor(nn.Shape{n}, g), mRef, vRef, a)
+		dev.AdamWUpdate([]nn.Tensor{wRef}, []nn.Tensor{tensor(nn.Shape{n}, g)}, []nn.Tensor{mRef}, []nn.Tensor{vRef}, a)
 	}
 	atol, rtol := exact()
 	compare(t, "adamw_update", "cpu.Device.AdamWUpdate (weights after 4 steps)", wb.F32(), wRef.Data(), atol, rtol)

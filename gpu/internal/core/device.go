@@ -55,6 +55,9 @@ type Backend[B comparable] interface {
 	// Op names the nn.Device operation whose work follows, for error
 	// messages of work that fails later (asynchronously).
 	Op(name string)
+	// Addr returns p's device address (0 for the null pointer), as the
+	// tables of tensor lists hold it (kernels.ListTable).
+	Addr(p B) uint64
 }
 
 // Options configure a Device.
@@ -141,6 +144,11 @@ type Device[B comparable] struct {
 	// backward-data leaves to the next (kernels.Col2VolBF16), in two
 	// halves used in turn.
 	col2volCarry buffer[B]
+
+	// lists holds the device copies of tensor-list tables
+	// (kernels.ListTable) by content, oldest first: the optimiser passes
+	// the same lists at every step, so each is copied to the device once.
+	lists []listTable[B]
 
 	// op is the operation being issued (begin), for the messages of
 	// operand type checks.
@@ -400,6 +408,10 @@ func (d *Device[B]) Close() error {
 	for _, b := range []*buffer[B]{&d.scratch, &d.convTile, &d.small, &d.convTileBF16, &d.weightsBF16, &d.dnnWork, &d.dnnX, &d.dnnY, &d.wideA, &d.wideB, &d.wideC, &d.col2volCarry} {
 		b.drop(&d.cache)
 	}
+	for i := range d.lists {
+		d.lists[i].buf.drop(&d.cache)
+	}
+	d.lists = nil
 	errs = append(errs, d.cache.release())
 	return errors.Join(errs...)
 }

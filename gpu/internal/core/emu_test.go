@@ -24,6 +24,7 @@ type emuBackend struct {
 
 	mu              sync.Mutex
 	mallocs, frees  int
+	writes          int // host-to-device copies
 	live            int
 	gemms           int
 	op              string
@@ -62,6 +63,8 @@ func (b *emuBackend) Launch(k kernels.Kernel, grid kernels.Dim3, args ...any) er
 
 func (b *emuBackend) Offset(p *emu.Buffer, bytes int) *emu.Buffer { return b.l.Offset(p, bytes) }
 
+func (b *emuBackend) Addr(p *emu.Buffer) uint64 { return p.Addr() }
+
 func (b *emuBackend) Op(name string) { b.mu.Lock(); b.op = name; b.mu.Unlock() }
 
 func (b *emuBackend) Malloc(bytes int) (*emu.Buffer, error) {
@@ -85,6 +88,9 @@ func (b *emuBackend) MemFree(p *emu.Buffer) error {
 }
 
 func (b *emuBackend) Write(dst *emu.Buffer, src []byte) error {
+	b.mu.Lock()
+	b.writes++
+	b.mu.Unlock()
 	if len(src)%2 != 0 || len(src) > dst.Len() {
 		return fmt.Errorf("write of %d bytes into a %d-byte buffer", len(src), dst.Len())
 	}

@@ -443,34 +443,57 @@ var opTests = []opTest{
 	}},
 	{"Optimisers", func(k *checker, s [4]int) {
 		n := s[0]*s[1]*s[2]*s[3]*3 + 1
-		shape := nn.Shape{n}
 		var ds, cs []nn.Tensor
 		for i := 0; i < 3; i++ {
 			p := k.both(nn.Shape{n - i}, k.uniform(n-i, -2, 2))
 			ds, cs = append(ds, p.dev), append(cs, p.ref)
 		}
 		compare(k.t, k.name, "SumSquares of 3 tensors", k.dev.SumSquares(ds), k.ref.SumSquares(cs), k.tol.Sum64)
-		w := k.both(shape, k.uniform(n, -1, 1))
-		g := k.both(shape, k.uniform(n, -1, 1))
-		buf := k.zeros(shape)
+		// Every parameter in one call: tensors of n, 1 and n-2 elements.
+		sizes := []int{n, 1, n - 2}
+		params := func(fill func(n int) []float32) []pair {
+			var ps []pair
+			for _, m := range sizes {
+				ps = append(ps, k.both(nn.Shape{m}, fill(m)))
+			}
+			return ps
+		}
+		sides := func(ps []pair) (dev, ref []nn.Tensor) {
+			for _, p := range ps {
+				dev, ref = append(dev, p.dev), append(ref, p.ref)
+			}
+			return dev, ref
+		}
+		uniform := func(m int) []float32 { return k.uniform(m, -1, 1) }
+		zeros := func(m int) []float32 { return make([]float32, m) }
+		w, g, buf := params(uniform), params(uniform), params(zeros)
+		wd, wr := sides(w)
+		gd, gr := sides(g)
+		bd, br := sides(buf)
 		for _, a := range []nn.SGDArgs{
 			{LR: 0.01, Momentum: 0.99, WeightDecay: 3e-5, Nesterov: true, GradScale: 1},
 			{LR: 0.02, Momentum: 0.9, GradScale: 0.5},
-			{LR: 0.05, GradScale: 1, WeightDecay: 1e-4},
+			{LR: 0.05, GradScale: 1, WeightDecay: 1e-4}, // the buffers are left alone
 		} {
-			k.dev.SGDUpdate(w.dev, g.dev, buf.dev, a)
-			k.ref.SGDUpdate(w.ref, g.ref, buf.ref, a)
-			k.same(fmt.Sprintf("SGDUpdate w (%+v)", a), w, k.tol.Elementwise)
-			k.same(fmt.Sprintf("SGDUpdate momentum buffer (%+v)", a), buf, k.tol.Elementwise)
+			k.dev.SGDUpdate(wd, gd, bd, a)
+			k.ref.SGDUpdate(wr, gr, br, a)
+			for i := range sizes {
+				k.same(fmt.Sprintf("SGDUpdate w[%d] (%+v)", i, a), w[i], k.tol.Elementwise)
+				k.same(fmt.Sprintf("SGDUpdate momentum buffer[%d] (%+v)", i, a), buf[i], k.tol.Elementwise)
+			}
 		}
-		m, v := k.zeros(shape), k.zeros(shape)
+		m, v := params(zeros), params(zeros)
+		md, mr := sides(m)
+		vd, vr := sides(v)
 		for step := 1; step <= 3; step++ {
 			a := nn.AdamWArgs{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: step, GradScale: 0.8}
-			k.dev.AdamWUpdate(w.dev, g.dev, m.dev, v.dev, a)
-			k.ref.AdamWUpdate(w.ref, g.ref, m.ref, v.ref, a)
-			k.same(fmt.Sprintf("AdamWUpdate w (step %d)", step), w, k.tol.Elementwise)
-			k.same(fmt.Sprintf("AdamWUpdate m (step %d)", step), m, k.tol.Elementwise)
-			k.same(fmt.Sprintf("AdamWUpdate v (step %d)", step), v, k.tol.Elementwise)
+			k.dev.AdamWUpdate(wd, gd, md, vd, a)
+			k.ref.AdamWUpdate(wr, gr, mr, vr, a)
+			for i := range sizes {
+				k.same(fmt.Sprintf("AdamWUpdate w[%d] (step %d)", i, step), w[i], k.tol.Elementwise)
+				k.same(fmt.Sprintf("AdamWUpdate m[%d] (step %d)", i, step), m[i], k.tol.Elementwise)
+				k.same(fmt.Sprintf("AdamWUpdate v[%d] (step %d)", i, step), v[i], k.tol.Elementwise)
+			}
 		}
 	}},
 }
