@@ -64,11 +64,12 @@ then use it as any voxtrain model; --init-weights fine-tunes from a fold's
 checkpoint.
 
 The checkpoints carry no optimiser state (nnU-Net's is not mapped), so an
-imported run is not resumed. 3d_fullres and 2d configurations import (a
-2d model's 2-D kernels become voxtrain's 2d network's, one voxel deep
-across the slices), and datasets of nnU-Net regions (multi-label targets,
-one sigmoid output per region, regions_class_order); residual-encoder
-presets and cascades are refused, saying why. The .pth files
+imported run is not resumed. 3d_fullres, 3d_lowres and 2d configurations
+import (a 2d model's 2-D kernels become voxtrain's 2d network's, one voxel
+deep across the slices; a 3d_lowres model predicts on its coarser grid),
+and datasets of nnU-Net regions (multi-label targets, one sigmoid output
+per region, regions_class_order); residual-encoder presets and the
+cascade's second stage (3d_cascade_fullres) are refused, saying why. The .pth files
 are read without Python (checkpoint/torchpt).`,
 		Example: `  train import-nnunet /data/nnUNet_results/Dataset004_Hippocampus/nnUNetTrainer__nnUNetPlans__3d_fullres \
       --data /data/nnUNet_raw/Dataset004_Hippocampus -o /data/runs

@@ -398,6 +398,44 @@ func TestImportNNUNet2D(t *testing.T) {
 	checkImportedPrediction(t, exp, filepath.Join("testdata", "nnunet_model", "predicted2d"), data)
 }
 
+// TestImportNNUNetLowres: the first stage of nnU-Net's cascade, a
+// 3d_lowres model (its spacing coarser than 3d_fullres's along every axis,
+// by different factors), imports as a 3-D run on its coarser grid: the
+// network computes nnU-Net's outputs and the run predicts the demo case as
+// nnU-Net's predictor did (resampled to the low-resolution grid, predicted
+// there, resampled back). The cascade's second stage is refused, naming
+// the cascade.
+func TestImportNNUNetLowres(t *testing.T) {
+	noNNUNetEnvironment(t)
+	out := t.TempDir()
+	data := testutil.DemoDir(t)
+	model := filepath.Join("testdata", "nnunet_model", "Dataset999_Tiny", "nnUNetTrainer__nnUNetPlans__3d_lowres")
+	o, errb, err := runCmd(t, "import-nnunet", model, "--data", data, "-o", out)
+	if err != nil {
+		t.Fatalf("import-nnunet: %v\n%s\n%s", err, o, errb)
+	}
+	exp := filepath.Join(out, "Dataset999_Tiny_3d_lowres")
+	if !strings.Contains(o.String(), "imported 3d_lowres (Dataset999_Tiny, 1 folds) into "+exp) {
+		t.Errorf("import-nnunet's output:\n%s", o)
+	}
+	cfg, err := config.Load(filepath.Join(exp, "fold_0", "run_0", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// nnU-Net's (W, D, H) spacing 3.6 x 1.25 x 1.5 and patch 8 x 16 x 16
+	// (transpose_forward [2, 0, 1]) in the files' (D, H, W).
+	if ts := cfg.Data.TargetSpacing; !slices.Equal(ts, []float64{1.25, 1.5, 3.6}) || cfg.Train.PatchSize != [3]int{16, 16, 8} {
+		t.Errorf("imported 3d_lowres config: target_spacing %v, patch %v; want [1.25 1.5 3.6], [16 16 8]", ts, cfg.Train.PatchSize)
+	}
+	checkImportedNetwork(t, exp, filepath.Join("testdata", "nnunet_model", "iolowres.npz"))
+	checkImportedPrediction(t, exp, filepath.Join("testdata", "nnunet_model", "predictedlowres"), data)
+
+	_, _, err = runCmd(t, "import-nnunet", model, "--data", data, "-o", t.TempDir(), "--configuration", "3d_cascade_fullres")
+	if err == nil || !strings.Contains(err.Error(), "cascade") {
+		t.Errorf("importing the cascade's second stage: %v, want an error naming the cascade", err)
+	}
+}
+
 // TestImportNNUNetRegions: a model of nnU-Net regions (sigmoid heads, one
 // per region: the demo's "whole" = {1, 2} and "posterior" = {2}) imports
 // as voxtrain's multi-label targets with dataset.json's
