@@ -267,6 +267,18 @@ __device__ inline double vt_block_sum(double x)
     return r;
 }
 
+// vt_list_chunk returns the tensor of chunk q of a tensor list (optim.cu's
+// layout: chunks[2q] its tensor, chunks[2q+1] its first element) and sets
+// [*lo, *hi) to the chunk's elements (chunk of them, fewer at the tensor's
+// end).
+__device__ inline int vt_list_chunk(const int* sizes, const int* chunks, int q, int chunk, long long* lo, long long* hi)
+{
+    const int t = chunks[2 * q];
+    *lo = chunks[2 * q + 1];
+    *hi = *lo + chunk < sizes[t] ? *lo + chunk : sizes[t];
+    return t;
+}
+
 // vt_block_chunk_sum returns, in every thread of the block, the sum of
 // the n doubles p[0], p[stride], ..., p[(n-1)*stride]: thread t adds
 // elements t, t + VT_BLOCK, ... in order, then vt_block_sum folds the

@@ -91,9 +91,8 @@ VT_KERNEL sgd_update_list(const unsigned long long* ptrs, const int* sizes, cons
                           int chunk, float lr, float momentum, float wd, int nesterov, float grad_scale)
 {
     for (int q = blockIdx.x; q < nchunks; q += gridDim.x) {
-        const int t = chunks[2 * q];
-        const long long lo = chunks[2 * q + 1];
-        const long long hi = lo + chunk < sizes[t] ? lo + chunk : sizes[t];
+        long long lo, hi;
+        const int t = vt_list_chunk(sizes, chunks, q, chunk, &lo, &hi);
         float* w = (float*)ptrs[3 * t];
         const float* g = (const float*)ptrs[3 * t + 1];
         float* buf = (float*)ptrs[3 * t + 2];
@@ -108,9 +107,8 @@ VT_KERNEL adamw_update_list(const unsigned long long* ptrs, const int* sizes, co
                             float decay, float grad_scale)
 {
     for (int q = blockIdx.x; q < nchunks; q += gridDim.x) {
-        const int t = chunks[2 * q];
-        const long long lo = chunks[2 * q + 1];
-        const long long hi = lo + chunk < sizes[t] ? lo + chunk : sizes[t];
+        long long lo, hi;
+        const int t = vt_list_chunk(sizes, chunks, q, chunk, &lo, &hi);
         float* w = (float*)ptrs[4 * t];
         const float* g = (const float*)ptrs[4 * t + 1];
         float* m = (float*)ptrs[4 * t + 2];

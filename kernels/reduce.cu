@@ -71,6 +71,21 @@ VT_KERNEL channel_sum_partial_bf16(const unsigned short* a, const unsigned short
     channel_sum_partial_t(a, b, part, v, c, chunk);
 }
 
+// vt_sumsq_range returns, in every thread, Σ x[i]² (double) over [lo, hi),
+// thread t adding elements lo + t, lo + t + VT_BLOCK, ... in order, folded
+// by vt_block_sum: one chunk of the flat sums of squares, shared by the
+// one-tensor and the tensor-list kernels so that their chunks agree bit
+// for bit. All threads of the block must call it.
+__device__ inline double vt_sumsq_range(const float* x, long long lo, long long hi)
+{
+    double s = 0.0;
+    for (long long i = lo + threadIdx.x; i < hi; i += VT_BLOCK) {
+        const double f = (double)x[i];
+        s += f * f;
+    }
+    return vt_block_sum(s);
+}
+
 // sumsq_partial: part[k] = Σ x[i]² (double) over the elements
 // [k*chunk, min(n, (k+1)*chunk)), k = blockIdx.x. Launch: grid
 // ceil(n/chunk), block VT_BLOCK, static shared memory 2 KiB.
@@ -78,12 +93,7 @@ VT_KERNEL sumsq_partial(const float* x, double* part, int n, int chunk)
 {
     const long long lo = (long long)blockIdx.x * chunk;
     const long long hi = lo + chunk < n ? lo + chunk : n;
-    double s = 0.0;
-    for (long long i = lo + threadIdx.x; i < hi; i += VT_BLOCK) {
-        const double f = (double)x[i];
-        s += f * f;
-    }
-    s = vt_block_sum(s);
+    const double s = vt_sumsq_range(x, lo, hi);
     if (threadIdx.x == 0) {
         part[blockIdx.x] = s;
     }
@@ -99,16 +109,9 @@ VT_KERNEL sumsq_partial_list(const unsigned long long* ptrs, const int* sizes, c
                              int nchunks, int chunk)
 {
     for (int q = blockIdx.x; q < nchunks; q += gridDim.x) {
-        const int t = chunks[2 * q];
-        const long long lo = chunks[2 * q + 1];
-        const long long hi = lo + chunk < sizes[t] ? lo + chunk : sizes[t];
-        const float* x = (const float*)ptrs[t];
-        double s = 0.0;
-        for (long long i = lo + threadIdx.x; i < hi; i += VT_BLOCK) {
-            const double f = (double)x[i];
-            s += f * f;
-        }
-        s = vt_block_sum(s);
+        long long lo, hi;
+        const int t = vt_list_chunk(sizes, chunks, q, chunk, &lo, &hi);
+        const double s = vt_sumsq_range((const float*)ptrs[t], lo, hi);
         if (threadIdx.x == 0) {
             part[q] = s;
         }

@@ -1,7 +1,7 @@
 package runlog
 
 import (
-	"bufio"
+	"bytes"
 	"fmt"
 	"image/color"
 	"image/png"
@@ -302,26 +302,12 @@ type fastPNG struct{ *vgimg.Canvas }
 
 // WriteTo implements io.WriterTo.
 func (c fastPNG) WriteTo(w io.Writer) (int64, error) {
-	cw := &countWriter{w: w}
-	b := bufio.NewWriter(cw)
+	var b bytes.Buffer
 	enc := png.Encoder{CompressionLevel: png.BestSpeed}
-	if err := enc.Encode(b, c.Image()); err != nil {
-		return cw.n, err
+	if err := enc.Encode(&b, c.Image()); err != nil {
+		return 0, err
 	}
-	err := b.Flush()
-	return cw.n, err
-}
-
-// countWriter counts the bytes written through it, for io.WriterTo.
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
+	return b.WriteTo(w)
 }
 
 // epochTicks marks whole epochs on the x axis: every epoch, or every 2nd,
