@@ -283,3 +283,17 @@ func TestClassNamesInLegends(t *testing.T) {
 		t.Errorf("ClassNames of the background alone: %q", got)
 	}
 }
+
+// BenchmarkPlot draws the four plots of a 100-epoch run, as training does
+// at its end and `train plot` does:
+//
+//	go test ./runlog -run '^$' -bench Plot -benchtime 10x
+func BenchmarkPlot(b *testing.B) {
+	eps := testEpochs(100)
+	dir := b.TempDir()
+	for b.Loop() {
+		if _, err := Plot(eps, dir); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
