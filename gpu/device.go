@@ -32,6 +32,12 @@ const BF16ActivationsEnv = "VOXTRAIN_BF16_ACTIVATIONS"
 // (Options.FloatGradients).
 const BF16GradientsEnv = "VOXTRAIN_BF16_GRADIENTS"
 
+// OptimiserListsEnv names the environment variable that, set to 0, makes
+// the optimiser launch its kernels one parameter at a time
+// (core.Options.PerTensorOptimiser): the escape hatch should the
+// tensor-list kernels fail on a GPU.
+const OptimiserListsEnv = "VOXTRAIN_OPTIM_LISTS"
+
 // Options configure a Device.
 type Options struct {
 	// Ordinal is the GPU's index among the visible devices (see
@@ -198,7 +204,7 @@ func New(o Options) (*Device, error) {
 	bf16Act := o.Math == MathBF16 && !o.FloatActivations && os.Getenv(BF16ActivationsEnv) != "0"
 	bf16Grad := bf16Act && !o.FloatGradients && os.Getenv(BF16GradientsEnv) != "0"
 	d.core = core.New[cu.DevicePtr](backend{d}, core.Options{ConvWorkspace: o.ConvWorkspace, BF16: o.Math == MathBF16,
-		BF16Activations: bf16Act, BF16Gradients: bf16Grad})
+		BF16Activations: bf16Act, BF16Gradients: bf16Grad, PerTensorOptimiser: os.Getenv(OptimiserListsEnv) == "0"})
 	d.Device = d.core
 	var ctx cu.CUContext
 	retained := false

@@ -96,6 +96,12 @@ type Options struct {
 	// parameters' gradients and the optimiser state stay float32.
 	// Without both it has no effect.
 	BF16Gradients bool
+	// PerTensorOptimiser issues the optimiser's ops (SumSquares,
+	// SGDUpdate, AdamWUpdate) one tensor at a time, two or three launches
+	// per parameter, instead of the tensor-list kernels' three launches
+	// for all of them: the escape hatch should the list kernels fail on a
+	// GPU. The results are the same bits.
+	PerTensorOptimiser bool
 }
 
 // DefaultConvWorkspace is the vol2col tile budget when Options leave it 0.

@@ -10,7 +10,8 @@ import (
 )
 
 // SumSquares returns Σ t² for each tensor: two launches for all of them
-// (kernels.SumSquaresList) and one download.
+// (kernels.SumSquaresList; two per tensor with Options.PerTensorOptimiser)
+// and one download.
 func (d *Device[B]) SumSquares(ts []nn.Tensor) []float64 {
 	const op = "SumSquares"
 	d.begin(op)
@@ -20,23 +21,35 @@ func (d *Device[B]) SumSquares(ts []nn.Tensor) []float64 {
 	}
 	ptrs := make([]B, len(ts))
 	sizes := make([]int, len(ts))
+	need := 0
 	for i, t := range ts {
 		ct := d.f32(t)
 		ptrs[i], sizes[i] = ct.ptr, ct.elems
-	}
-	table, l, ok := d.list(op, ptrs, 1, sizes)
-	if !ok {
-		return out
+		need = max(need, d.ops.FlatScratchBytes(ct.elems))
 	}
 	small, ok := d.need(op, &d.small, 8*len(ts))
 	if !ok {
 		return out
 	}
-	sc, ok := d.need(op, &d.scratch, l.ScratchBytes())
-	if !ok {
-		return out
+	if d.opt.PerTensorOptimiser {
+		sc, ok := d.need(op, &d.scratch, need)
+		if !ok {
+			return out
+		}
+		for i := range ts {
+			d.check(op, d.ops.SumSquares(ptrs[i], d.machine.Offset(small, 8*i), sc, sizes[i]))
+		}
+	} else {
+		table, l, ok := d.list(op, ptrs, 1, sizes)
+		if !ok {
+			return out
+		}
+		sc, ok := d.need(op, &d.scratch, l.ScratchBytes())
+		if !ok {
+			return out
+		}
+		d.check(op, d.ops.SumSquaresList(table, l, small, sc))
 	}
-	d.check(op, d.ops.SumSquaresList(table, l, small, sc))
 	host := make([]byte, 8*len(ts))
 	if d.read(op, host, small) {
 		copy(out, f64s(host))
@@ -64,7 +77,11 @@ func (d *Device[B]) SGDUpdate(w, g, buf []nn.Tensor, a nn.SGDArgs) {
 		ptrs = append(ptrs, wt.ptr, d.mustLen(op, g[i], wt.elems), bp)
 		sizes[i] = wt.elems
 	}
-	if table, l, ok := d.list(op, ptrs, 3, sizes); ok {
+	if d.opt.PerTensorOptimiser {
+		for i, n := range sizes {
+			d.check(op, d.ops.SGDUpdate(ptrs[3*i], ptrs[3*i+1], ptrs[3*i+2], n, a))
+		}
+	} else if table, l, ok := d.list(op, ptrs, 3, sizes); ok {
 		d.check(op, d.ops.SGDUpdateList(table, l, a))
 	}
 }
@@ -87,7 +104,11 @@ func (d *Device[B]) AdamWUpdate(w, g, m, v []nn.Tensor, a nn.AdamWArgs) {
 		ptrs = append(ptrs, wt.ptr, d.mustLen(op, g[i], wt.elems), d.mustLen(op, m[i], wt.elems), d.mustLen(op, v[i], wt.elems))
 		sizes[i] = wt.elems
 	}
-	if table, l, ok := d.list(op, ptrs, 4, sizes); ok {
+	if d.opt.PerTensorOptimiser {
+		for i, n := range sizes {
+			d.check(op, d.ops.AdamWUpdate(ptrs[4*i], ptrs[4*i+1], ptrs[4*i+2], ptrs[4*i+3], n, a))
+		}
+	} else if table, l, ok := d.list(op, ptrs, 4, sizes); ok {
 		d.check(op, d.ops.AdamWUpdateList(table, l, a))
 	}
 }

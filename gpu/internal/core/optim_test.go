@@ -17,8 +17,18 @@ import (
 // update (the tensor-list kernels), the lists' tables are copied to the
 // device at the first step only, and the results are the CPU device's.
 // More lists than the device keeps (maxListTables) are still right.
+//
+// With Options.PerTensorOptimiser (VOXTRAIN_OPTIM_LISTS=0) the same steps
+// are two launches per tensor for the sums and one for the update, no
+// tables, the same bits.
 func TestOptimiserLaunchesPerStep(t *testing.T) {
-	dev := newEmuDevice(core.Options{FlatChunk: 1000})
+	for _, perTensor := range []bool{false, true} {
+		t.Run(fmt.Sprintf("PerTensorOptimiser=%v", perTensor), func(t *testing.T) { testOptimiserLaunches(t, perTensor) })
+	}
+}
+
+func testOptimiserLaunches(t *testing.T, perTensor bool) {
+	dev := newEmuDevice(core.Options{FlatChunk: 1000, PerTensorOptimiser: perTensor})
 	defer dev.Close()
 	ref := cpu.New(cpu.Options{Threads: 1})
 	r := rand.New(rand.NewPCG(7, 8))
@@ -44,11 +54,16 @@ func TestOptimiserLaunchesPerStep(t *testing.T) {
 		if err := dev.Err(); err != nil {
 			t.Fatal(err)
 		}
-		if n := total(dev.be.l.Launched()) - launches; n != 3 {
-			t.Errorf("step %d: %d launches for %d parameters, want 3", step, n, len(sizes))
+		wantLaunches, wantCopies := 3, map[bool]int{true: 2, false: 0}[step == 0]
+		if perTensor {
+			// An empty tensor's sum is one fill; its update no launch.
+			wantLaunches, wantCopies = 3*len(sizes)-2, 0
 		}
-		if n, want := dev.be.writes-writes, map[bool]int{true: 2, false: 0}[step == 0]; n != want {
-			t.Errorf("step %d: %d table copies, want %d", step, n, want)
+		if n := total(dev.be.l.Launched()) - launches; n != wantLaunches {
+			t.Errorf("step %d: %d launches for %d parameters, want %d", step, n, len(sizes), wantLaunches)
+		}
+		if n := dev.be.writes - writes; n != wantCopies {
+			t.Errorf("step %d: %d table copies, want %d", step, n, wantCopies)
 		}
 		want := ref.SumSquares(gr)
 		ref.SGDUpdate(wr, gr, br, a)
