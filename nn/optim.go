@@ -31,7 +31,10 @@ func NewOptimizer(dev Device, cfg config.Optim, params []*Param) (Optimizer, err
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	base := optBase{dev: dev, params: params, clip: cfg.GradClip}
+	base := optBase{dev: dev, params: params, clip: cfg.GradClip, w: make([]Tensor, len(params)), g: make([]Tensor, len(params))}
+	for i, p := range params {
+		base.w[i], base.g[i] = p.W, p.G
+	}
 	alloc := func() []Tensor {
 		ts := make([]Tensor, len(params))
 		for i, p := range params {
@@ -55,8 +58,12 @@ func NewOptimizer(dev Device, cfg config.Optim, params []*Param) (Optimizer, err
 type optBase struct {
 	dev    Device
 	params []*Param
-	clip   float64
-	steps  int
+	// w and g are the parameters' tensors and gradients in order, as the
+	// device's list ops take them (a Param's tensors never change after
+	// NewUNet).
+	w, g  []Tensor
+	clip  float64
+	steps int
 }
 
 // Steps returns the number of steps taken.
@@ -65,29 +72,11 @@ func (o *optBase) Steps() int { return o.steps }
 // SetSteps sets the step counter.
 func (o *optBase) SetSteps(n int) { o.steps = n }
 
-// weights and grads return the parameters' tensors and their gradients,
-// in order.
-func (o *optBase) weights() []Tensor {
-	ts := make([]Tensor, len(o.params))
-	for i, p := range o.params {
-		ts[i] = p.W
-	}
-	return ts
-}
-
-func (o *optBase) grads() []Tensor {
-	ts := make([]Tensor, len(o.params))
-	for i, p := range o.params {
-		ts[i] = p.G
-	}
-	return ts
-}
-
 // gradScale returns the global gradient norm and the factor PyTorch's
 // clip_grad_norm_ multiplies the gradients by: min(1, clip/(norm + 1e-6)).
 func (o *optBase) gradScale() (norm float64, scale float32) {
 	var sum float64
-	for _, s := range o.dev.SumSquares(o.grads()) {
+	for _, s := range o.dev.SumSquares(o.g) {
 		sum += s
 	}
 	norm = math.Sqrt(sum)
@@ -122,7 +111,7 @@ func (o *SGD) Step(lr float64) float64 {
 	norm, scale := o.gradScale()
 	a := SGDArgs{LR: float32(lr), Momentum: float32(o.cfg.Momentum), WeightDecay: float32(o.cfg.Decay()),
 		Nesterov: o.cfg.Nesterov, GradScale: scale}
-	o.dev.SGDUpdate(o.weights(), o.grads(), o.buf, a)
+	o.dev.SGDUpdate(o.w, o.g, o.buf, a)
 	o.steps++
 	return norm
 }
@@ -168,7 +157,7 @@ func (o *AdamW) Step(lr float64) float64 {
 	o.steps++
 	a := AdamWArgs{LR: float32(lr), Beta1: float32(o.cfg.Betas[0]), Beta2: float32(o.cfg.Betas[1]),
 		Eps: float32(o.cfg.Eps), WeightDecay: float32(o.cfg.Decay()), Step: o.steps, GradScale: scale}
-	o.dev.AdamWUpdate(o.weights(), o.grads(), o.m, o.v, a)
+	o.dev.AdamWUpdate(o.w, o.g, o.m, o.v, a)
 	return norm
 }
 
