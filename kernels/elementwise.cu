@@ -323,6 +323,95 @@ VT_KERNEL channel_affine_add(float* dst, const float* a, const float* alpha, con
     }
 }
 
+// avg_pool: y (nb, d/kd, h/kh, w/kw, c) = the mean of each kd×kh×kw
+// window of x (nb, d, h, w, c), windows at stride = size (PyTorch's
+// AvgPool3d(k, k); an axis's remainder is left out). Each window is summed
+// in float in (kd, kh, kw) order and divided by its size, as
+// cpu.Device.AvgPool. Work: nb*od*oh*ow*c.
+template <typename T>
+__device__ __forceinline__ void avg_pool_t(const T* x, T* y, int nb, int d, int h, int w, int c, int kd, int kh,
+                                           int kw)
+{
+    const int od = d / kd, oh = h / kh, ow = w / kw;
+    const long long total = (long long)nb * od * oh * ow * c;
+    const float count = (float)(kd * kh * kw);
+    for (long long i = vt_gid(); i < total; i += vt_gstride()) {
+        long long t = i;
+        const int ch = (int)(t % c);
+        t /= c;
+        const int ox = (int)(t % ow);
+        t /= ow;
+        const int oy = (int)(t % oh);
+        t /= oh;
+        const int oz = (int)(t % od);
+        const long long b = t / od;
+        float s = 0.0f;
+        for (int a = 0; a < kd; a++) {
+            for (int e = 0; e < kh; e++) {
+                const long long row = ((b * d + oz * kd + a) * h + oy * kh + e) * w + (long long)ox * kw;
+                for (int f = 0; f < kw; f++) {
+                    s += vt_ld(x, (row + f) * c + ch);
+                }
+            }
+        }
+        vt_st(y, i, s / count);
+    }
+}
+
+VT_KERNEL avg_pool(const float* x, float* y, int nb, int d, int h, int w, int c, int kd, int kh, int kw)
+{
+    avg_pool_t(x, y, nb, d, h, w, c, kd, kh, kw);
+}
+
+// avg_pool_bf16: avg_pool for bf16 x and y (activations), the mean
+// rounded to bf16.
+VT_KERNEL avg_pool_bf16(const unsigned short* x, unsigned short* y, int nb, int d, int h, int w, int c, int kd, int kh,
+                        int kw)
+{
+    avg_pool_t(x, y, nb, d, h, w, c, kd, kh, kw);
+}
+
+// avg_pool_backward: the adjoint of avg_pool: dx (nb, d, h, w, c) =
+// dy / (kd·kh·kw) of the window holding the voxel, 0 in an axis's
+// remainder. Work: nb*d*h*w*c.
+template <typename T>
+__device__ __forceinline__ void avg_pool_backward_t(const T* dy, T* dx, int nb, int d, int h, int w, int c, int kd,
+                                                    int kh, int kw)
+{
+    const int od = d / kd, oh = h / kh, ow = w / kw;
+    const long long total = (long long)nb * d * h * w * c;
+    const float count = (float)(kd * kh * kw);
+    for (long long i = vt_gid(); i < total; i += vt_gstride()) {
+        long long t = i;
+        const int ch = (int)(t % c);
+        t /= c;
+        const int x = (int)(t % w) / kw;
+        t /= w;
+        const int y = (int)(t % h) / kh;
+        t /= h;
+        const int z = (int)(t % d) / kd;
+        const long long b = t / d;
+        float g = 0.0f;
+        if (z < od && y < oh && x < ow) {
+            g = vt_ld(dy, (((b * od + z) * oh + y) * ow + x) * c + ch) / count;
+        }
+        vt_st(dx, i, g);
+    }
+}
+
+VT_KERNEL avg_pool_backward(const float* dy, float* dx, int nb, int d, int h, int w, int c, int kd, int kh, int kw)
+{
+    avg_pool_backward_t(dy, dx, nb, d, h, w, c, kd, kh, kw);
+}
+
+// avg_pool_backward_bf16: avg_pool_backward for bf16 dy and dx
+// (activation gradients).
+VT_KERNEL avg_pool_backward_bf16(const unsigned short* dy, unsigned short* dx, int nb, int d, int h, int w, int c,
+                                 int kd, int kh, int kw)
+{
+    avg_pool_backward_t(dy, dx, nb, d, h, w, c, kd, kh, kw);
+}
+
 // vt_nearest_exact is PyTorch's "nearest-exact" source index of output
 // index o when resizing in -> out (as cpu.nearestExact, in double).
 __device__ __forceinline__ int vt_nearest_exact(int o, int in, int out)

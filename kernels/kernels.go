@@ -97,6 +97,13 @@ var (
 	kChannelAffineAdd = Kernel{"elementwise", "channel_affine_add", "ppppiii", gridStride + ", work n·v·c", 0}
 	kDownsampleLabels = Kernel{"elementwise", "downsample_labels", "ppiiiiiii", gridStride + ", work n·od·oh·ow", 0}
 	kOneHot           = Kernel{"elementwise", "one_hot", "pppii", gridStride + ", work nvox", 0}
+	// Average pooling over windows at stride = size (the residual
+	// encoder's skip connections), and its adjoint; the _bf16 twins for
+	// bf16 activations and activation gradients.
+	kAvgPool             = Kernel{"elementwise", "avg_pool", "pp" + strings.Repeat("i", 8), gridStride + ", work n·od·oh·ow·c", 0}
+	kAvgPoolBF16         = Kernel{"elementwise", "avg_pool_bf16", "pp" + strings.Repeat("i", 8), gridStride + ", work n·od·oh·ow·c", 0}
+	kAvgPoolBackward     = Kernel{"elementwise", "avg_pool_backward", "pp" + strings.Repeat("i", 8), gridStride + ", work n·d·h·w·c", 0}
+	kAvgPoolBackwardBF16 = Kernel{"elementwise", "avg_pool_backward_bf16", "pp" + strings.Repeat("i", 8), gridStride + ", work n·d·h·w·c", 0}
 	// The _bf16 twins for bf16 activation storage: same parameters, the
 	// activation operands bf16 (see elementwise.cu).
 	kActForwardBF16     = Kernel{"elementwise", "act_forward_bf16", "ppif", gridStride + ", work n", 0}
@@ -180,6 +187,7 @@ var table = []Kernel{
 	kFill, kFillI32, kCopy, kScale, kAdd, kActForward, kActBackward, kAddChannelBias,
 	kConcatChannels, kSplitChannels, kNCDHWToNDHWC, kNDHWCToNCDHW, kChannelAffineAdd,
 	kDownsampleLabels, kOneHot,
+	kAvgPool, kAvgPoolBF16, kAvgPoolBackward, kAvgPoolBackwardBF16,
 	kActForwardBF16, kActBackwardBF16, kAddChannelBiasBF16, kConcatChannelsBF16,
 	kAddBF16, kSplitChannelsBF16, kActBackwardBF16G,
 	kVol2Col, kCol2Vol, kVol2ColBF16, kVol2ColBF16X, kCol2VolBF16,

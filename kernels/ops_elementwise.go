@@ -171,6 +171,47 @@ func (o Ops[B]) DownsampleLabels(src, dst B, n, d, h, w, od, oh, ow int) error {
 	return o.launch1(kDownsampleLabels, n*od*oh*ow, src, dst, i32(n), i32(d), i32(h), i32(w), i32(od), i32(oh), i32(ow))
 }
 
+// AvgPool writes y (n, d/kd, h/kh, w/kw, c) = the mean of each
+// kd×kh×kw window of x (n, d, h, w, c), windows at stride = size; bf16
+// selects bfloat16 x and y (uint16s).
+func (o Ops[B]) AvgPool(x, y B, n, d, h, w, c int, k [3]int, bf16 bool) error {
+	if err := checkPool("AvgPool", n, d, h, w, c, k); err != nil {
+		return err
+	}
+	kn := kAvgPool
+	if bf16 {
+		kn = kAvgPoolBF16
+	}
+	return o.launch1(kn, n*(d/k[0])*(h/k[1])*(w/k[2])*c, x, y, i32(n), i32(d), i32(h), i32(w), i32(c), i32(k[0]), i32(k[1]), i32(k[2]))
+}
+
+// AvgPoolBackward writes dx (n, d, h, w, c), AvgPool's input gradient,
+// from dy (n, d/kd, h/kh, w/kw, c); bf16 selects bfloat16 dy and dx.
+func (o Ops[B]) AvgPoolBackward(dy, dx B, n, d, h, w, c int, k [3]int, bf16 bool) error {
+	if err := checkPool("AvgPoolBackward", n, d, h, w, c, k); err != nil {
+		return err
+	}
+	kn := kAvgPoolBackward
+	if bf16 {
+		kn = kAvgPoolBackwardBF16
+	}
+	return o.launch1(kn, n*d*h*w*c, dy, dx, i32(n), i32(d), i32(h), i32(w), i32(c), i32(k[0]), i32(k[1]), i32(k[2]))
+}
+
+// checkPool checks a pooling's sizes: every window at least 1 and no
+// larger than its axis, the elements within int32 indexing.
+func checkPool(op string, n, d, h, w, c int, k [3]int) error {
+	if err := checkSizes(op, []int{n, d, h, w, c}); err != nil {
+		return err
+	}
+	for a, s := range [3]int{d, h, w} {
+		if k[a] < 1 || k[a] > s {
+			return fmt.Errorf("kernels.%s: window %v does not fit the spatial size (%d, %d, %d)", op, k, d, h, w)
+		}
+	}
+	return nil
+}
+
 // F32ToBF16 converts n floats to bfloat16 (dst: n uint16s), rounding to
 // nearest even.
 func (o Ops[B]) F32ToBF16(src, dst B, n int) error {

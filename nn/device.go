@@ -333,6 +333,16 @@ type Device interface {
 	// DownsampleLabels resamples a label map (N, D, H, W) to dst's smaller
 	// size by PyTorch's "nearest-exact" rule: src index ⌊(o + ½)·in/out⌋.
 	DownsampleLabels(src, dst Tensor)
+	// AvgPool writes y (N, D/kD, H/kH, W/kW, C) = the mean of each
+	// kD×kH×kW window of x (N, D, H, W, C), the windows at a stride of
+	// their size (PyTorch's AvgPool3d(k, k); an axis's remainder is left
+	// out): the residual encoder's skip connections. Each window is
+	// summed in float32 in (kD, kH, kW) order and divided by its size.
+	AvgPool(x, y Tensor, k [3]int)
+	// AvgPoolBackward writes dx (x's shape) = AvgPool's input gradient:
+	// each window's dy divided by the window's size, 0 in an axis's
+	// remainder.
+	AvgPoolBackward(dy, dx Tensor, k [3]int)
 
 	// Conv3DForward computes y = conv(x, w) + b; b may be nil. The
 	// geometry g gives every tensor's shape (g.InShape, g.WeightShape,

@@ -30,4 +30,8 @@ static const bool registered_elementwise = (
     cuda_emu::add("channel_affine_add", &vt_elementwise::channel_affine_add),
     cuda_emu::add("downsample_labels", &vt_elementwise::downsample_labels),
     cuda_emu::add("one_hot", &vt_elementwise::one_hot),
+    cuda_emu::add("avg_pool", &vt_elementwise::avg_pool),
+    cuda_emu::add("avg_pool_bf16", &vt_elementwise::avg_pool_bf16),
+    cuda_emu::add("avg_pool_backward", &vt_elementwise::avg_pool_backward),
+    cuda_emu::add("avg_pool_backward_bf16", &vt_elementwise::avg_pool_backward_bf16),
     true);

@@ -147,6 +147,23 @@ var opTests = []opTest{
 			k.same(fmt.Sprintf("DownsampleLabels to %v", o), dst, Exact)
 		}
 	}},
+	{"AvgPool", func(k *checker, s [4]int) {
+		for _, c := range []int{3, 8} {
+			x := k.both(act(s, c), k.uniform(act(s, c).Len(), -1, 1))
+			for _, w := range [][3]int{{1, 1, 1}, {min(2, s[1]), min(2, s[2]), min(2, s[3])}, {1, min(3, s[2]), min(2, s[3])}} {
+				ps := nn.Shape{s[0], s[1] / w[0], s[2] / w[1], s[3] / w[2], c}
+				y := k.zeros(ps)
+				k.dev.AvgPool(x.dev, y.dev, w)
+				k.ref.AvgPool(x.ref, y.ref, w)
+				k.same(fmt.Sprintf("AvgPool window %v (%d channels)", w, c), y, Exact)
+				dy := k.both(ps, k.uniform(ps.Len(), -1, 1))
+				dx := k.both(act(s, c), k.uniform(act(s, c).Len(), 5, 6)) // overwritten
+				k.dev.AvgPoolBackward(dy.dev, dx.dev, w)
+				k.ref.AvgPoolBackward(dy.ref, dx.ref, w)
+				k.same(fmt.Sprintf("AvgPoolBackward window %v (%d channels)", w, c), dx, Exact)
+			}
+		}
+	}},
 	{"Conv3D", func(k *checker, s [4]int) {
 		for _, gc := range geoms(s) {
 			g := gc.g
