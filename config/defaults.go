@@ -162,6 +162,19 @@ func (m Model) KernelSize(l int) [3]int {
 	return m.KernelSizes[l]
 }
 
+// DecoderConvsPerStage is the number of conv blocks per decoder stage:
+// decoder_convs, or convs_per_level.
+func (m Model) DecoderConvsPerStage() int { return cmp.Or(m.DecoderConvs, m.ConvsPerLevel) }
+
+// ResidualBlocks is the number of residual blocks at level l of a
+// residual encoder: blocks_per_level[l], or its one entry.
+func (m Model) ResidualBlocks(l int) int {
+	if len(m.BlocksPerLevel) == 1 {
+		return m.BlocksPerLevel[0]
+	}
+	return m.BlocksPerLevel[l]
+}
+
 // Stride is the stride of level l's first convolution (and of the
 // transposed convolution that comes back up to it): strides[l], or 1 at
 // level 0 and 2 below.

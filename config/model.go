@@ -39,8 +39,23 @@ type Model struct {
 	// value as kernel and stride.
 	Strides [][3]int `yaml:"strides"`
 	// ConvsPerLevel is the number of conv–norm–nonlinearity blocks per
-	// encoder level and decoder stage.
+	// encoder level and decoder stage (a plain encoder's levels; the
+	// decoder's stages unless DecoderConvs says otherwise).
 	ConvsPerLevel int `yaml:"convs_per_level"`
+	// Encoder is "plain" (the default: ConvsPerLevel conv blocks per
+	// level, nnU-Net's PlainConvUNet) or "residual" (nnU-Net's
+	// ResidualEncoderUNet, the encoder of its ResEnc presets: a stem conv
+	// block at level 0, then BlocksPerLevel[l] residual blocks per level,
+	// the first of a level with its stride; see nn/residual.go).
+	Encoder string `yaml:"encoder,omitempty"`
+	// BlocksPerLevel is the residual encoder's number of residual blocks
+	// per level (nnU-Net's n_blocks_per_stage, e.g. 1, 3, 4, 6, 6, 6):
+	// one entry per level, or one for every level.
+	BlocksPerLevel []int `yaml:"blocks_per_level,omitempty"`
+	// DecoderConvs is the number of conv blocks per decoder stage
+	// (nnU-Net's n_conv_per_stage_decoder; 1 in the ResEnc presets); 0
+	// means ConvsPerLevel (see DecoderConvsPerStage).
+	DecoderConvs int `yaml:"decoder_convs,omitempty"`
 	// Norm is "instance" (InstanceNorm3d, affine) or "none".
 	Norm    string  `yaml:"norm"`
 	NormEps float64 `yaml:"norm_eps"`
@@ -73,6 +88,15 @@ type Model struct {
 	// same reason); given by hand it must match. Multi-label only.
 	RegionsClassOrder []int `yaml:"regions_class_order,omitempty"`
 }
+
+// Encoder kinds (model.encoder).
+const (
+	EncoderPlain    = "plain"
+	EncoderResidual = "residual"
+)
+
+// Residual reports whether the encoder is nnU-Net's residual encoder.
+func (c Model) Residual() bool { return c.Encoder == EncoderResidual }
 
 // Target kinds (model.targets).
 const (
@@ -124,6 +148,26 @@ func (c Model) Validate() error {
 	}
 	if c.ConvsPerLevel < 1 {
 		return fmt.Errorf("model.convs_per_level: %d, want >= 1", c.ConvsPerLevel)
+	}
+	if c.DecoderConvs < 0 {
+		return fmt.Errorf("model.decoder_convs: %d, want >= 1 (or 0 for model.convs_per_level)", c.DecoderConvs)
+	}
+	switch c.Encoder {
+	case EncoderPlain, "":
+		if len(c.BlocksPerLevel) > 0 {
+			return fmt.Errorf("model.blocks_per_level: %v, but model.encoder is plain (residual blocks need model.encoder: residual)", c.BlocksPerLevel)
+		}
+	case EncoderResidual:
+		if n := len(c.BlocksPerLevel); n != 1 && n != len(c.Features) {
+			return fmt.Errorf("model.blocks_per_level: %d entries for %d levels (model.encoder residual needs one per level, or one for every level)", n, len(c.Features))
+		}
+		for l, b := range c.BlocksPerLevel {
+			if b < 1 {
+				return fmt.Errorf("model.blocks_per_level[%d]: %d, want >= 1", l, b)
+			}
+		}
+	default:
+		return fmt.Errorf("model.encoder: %q, want plain or residual", c.Encoder)
 	}
 	switch c.Norm {
 	case "instance", "none":

@@ -185,6 +185,23 @@ func TestUNetStep(t *testing.T) {
 			Batch: 1, Patch: [3]int{24, 32, 16}, Seed: 3,
 		}, devcheck.FP32)
 	})
+	t.Run("residual encoder (nnU-Net ResEnc), 3 classes, 1x1x16x32x32, dice_ce, SGD", func(t *testing.T) {
+		devcheck.UNetStep(t, dev, devcheck.StepCase{
+			Model: devcheck.ResidualModel([]int{8, 16, 32, 32}, 3, true, []int{1, 2, 2, 2}),
+			Loss:  devcheck.Loss("dice_ce", false),
+			Optim: devcheck.Optim("sgd"),
+			Batch: 1, Patch: [3]int{16, 32, 32}, Seed: 4,
+		}, devcheck.FP32)
+	})
+	t.Run("residual encoder with bf16 activations and gradients", func(t *testing.T) {
+		d := open(t, gpu.Options{Math: gpu.MathBF16})
+		devcheck.UNetStep(t, d, devcheck.StepCase{
+			Model: devcheck.ResidualModel([]int{8, 16, 32, 32}, 3, true, []int{1, 2, 2, 2}),
+			Loss:  devcheck.Loss("dice_ce", false),
+			Optim: devcheck.Optim("sgd"),
+			Batch: 1, Patch: [3]int{16, 32, 32}, Seed: 4, Steps: 1,
+		}, devcheck.BF16)
+	})
 	t.Run("reference U-Net with TF32 GEMMs", func(t *testing.T) {
 		d := open(t, gpu.Options{Math: gpu.MathTF32})
 		devcheck.UNetStep(t, d, devcheck.StepCase{

@@ -58,10 +58,21 @@ func (c *conv) params() []*Param {
 	return []*Param{c.weight, c.bias}
 }
 
-// block is one conv → instance norm → nonlinearity unit.
+// block is one conv → instance norm → nonlinearity unit; a linear block
+// (a residual block's conv2 and skip projection) has no nonlinearity.
 type block struct {
 	conv        conv
 	gamma, beta *Param // nil without norm
+	linear      bool
+}
+
+// blockSlope returns the slope of the block's nonlinearity: the model's, or 1
+// (the identity) for a linear block.
+func (m *UNet) blockSlope(b *block) float32 {
+	if b.linear {
+		return 1
+	}
+	return m.slope
 }
 
 // params returns the block's parameters: the conv's, then the norm's.
@@ -94,14 +105,15 @@ func (b *block) normedBias() *Param {
 
 // blockForward runs conv → norm → activation.
 func (m *UNet) blockForward(b *block, bb *blockBuf, in Tensor) {
+	slope := m.blockSlope(b)
 	if b.gamma != nil {
 		m.dev.Conv3DForward(bb.geom, in, b.conv.weight.W, nil, bb.convOut) // the norm cancels the bias
-		m.dev.InstanceNormActForward(bb.convOut, b.gamma.W, b.beta.W, bb.out, bb.stats, m.eps, m.slope)
+		m.dev.InstanceNormActForward(bb.convOut, b.gamma.W, b.beta.W, bb.out, bb.stats, m.eps, slope)
 		return
 	}
 	m.dev.Conv3DForward(bb.geom, in, b.conv.weight.W, b.conv.biasW(), bb.out)
-	if m.slope != 1 {
-		m.dev.ActForward(bb.out, bb.out, m.slope)
+	if slope != 1 {
+		m.dev.ActForward(bb.out, bb.out, slope)
 	}
 }
 
@@ -109,14 +121,25 @@ func (m *UNet) blockForward(b *block, bb *blockBuf, in Tensor) {
 // overwrites), accumulates nothing, sets the block's parameter gradients
 // and, when dx is not nil, writes the gradient of the block's input to dx.
 func (m *UNet) blockBackward(b *block, bb *blockBuf, in, da, dx Tensor) {
+	m.blockBackwardVia(b, bb, in, da, da, dx)
+}
+
+// blockBackwardVia is blockBackward with the gradient of the conv's output
+// written to dz: da itself (blockBackward), or — so that da stays as it
+// is, as a residual block's two branches need — another tensor of its
+// shape, used when the block has a norm (a linear block without one
+// reads da only).
+func (m *UNet) blockBackwardVia(b *block, bb *blockBuf, in, da, dz, dx Tensor) {
+	slope := m.blockSlope(b)
 	if b.gamma != nil {
-		m.dev.InstanceNormActBackward(bb.convOut, b.gamma.W, b.beta.W, bb.stats, da, da, b.gamma.G, b.beta.G, m.slope)
+		m.dev.InstanceNormActBackward(bb.convOut, b.gamma.W, b.beta.W, bb.stats, da, dz, b.gamma.G, b.beta.G, slope)
 		// The bias's gradient is 0 (normedBias), set once.
-		convBackward(m.dev, &b.conv, bb.geom, in, da, dx, nil)
+		convBackward(m.dev, &b.conv, bb.geom, in, dz, dx, nil)
 		return
 	}
-	if m.slope != 1 {
-		m.dev.ActBackward(bb.out, da, da, m.slope)
+	if slope != 1 {
+		m.dev.ActBackward(bb.out, da, dz, slope)
+		da = dz
 	}
 	convBackward(m.dev, &b.conv, bb.geom, in, da, dx, b.conv.biasG())
 }

@@ -3,7 +3,6 @@ package nn
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 
 	"github.com/voxtrain/voxtrain/config"
 )
@@ -15,9 +14,11 @@ type UNet struct {
 	cfg     config.Model
 	dev     Device
 	params  []*Param
-	enc     [][]*block // [level][block]
-	up      []*conv    // [stage]: ConvTranspose3d from level L-1-stage to L-2-stage
-	dec     [][]*block // [stage][block]
+	enc     [][]*block    // [level][block]; a residual encoder's are in stem and res
+	stem    *block        // residual encoder: level 0's conv block before its residual blocks
+	res     [][]*resBlock // residual encoder: [level][block]
+	up      []*conv       // [stage]: ConvTranspose3d from level L-1-stage to L-2-stage
+	dec     [][]*block    // [stage][block]
 	head    *conv
 	deepSup []*conv // [stage] deep-supervision heads, stages 0..L-3
 	slope   float32
@@ -54,8 +55,8 @@ func NewUNet(dev Device, cfg config.Model, seed uint64) (*UNet, error) {
 		}
 		return c
 	}
-	newBlock := func(prefix string, in, out int, k, s [3]int) *block {
-		b := &block{conv: *newConv(prefix+".0", in, out, k, s, cfg.ConvBias, false)}
+	newBlock := func(prefix string, in, out int, k, s [3]int, bias bool) *block {
+		b := &block{conv: *newConv(prefix+".0", in, out, k, s, bias, false)}
 		if norm {
 			b.gamma = newParam(prefix+".1.weight", Vector, Shape{out})
 			b.gamma.initOne = true
@@ -65,7 +66,24 @@ func NewUNet(dev Device, cfg config.Model, seed uint64) (*UNet, error) {
 	}
 
 	prev := cfg.InChannels
+	if cfg.Residual() {
+		m.stem = newBlock("stem", prev, cfg.Features[0], cfg.KernelSize(0), [3]int{1, 1, 1}, cfg.ConvBias)
+		prev = cfg.Features[0]
+	}
 	for l, f := range cfg.Features {
+		if cfg.Residual() {
+			var lvl []*resBlock
+			for k := 0; k < cfg.ResidualBlocks(l); k++ {
+				s, in := [3]int{1, 1, 1}, f
+				if k == 0 {
+					s, in = cfg.Stride(l), prev
+				}
+				lvl = append(lvl, newResBlock(newBlock, fmt.Sprintf("enc.%d.%d", l, k), in, f, cfg.KernelSize(l), s, cfg.ConvBias))
+			}
+			m.res = append(m.res, lvl)
+			prev = f
+			continue
+		}
 		var lvl []*block
 		for k := 0; k < cfg.ConvsPerLevel; k++ {
 			s := [3]int{1, 1, 1}
@@ -73,7 +91,7 @@ func NewUNet(dev Device, cfg config.Model, seed uint64) (*UNet, error) {
 			if k == 0 {
 				s, in = cfg.Stride(l), prev
 			}
-			lvl = append(lvl, newBlock(fmt.Sprintf("enc.%d.%d", l, k), in, f, cfg.KernelSize(l), s))
+			lvl = append(lvl, newBlock(fmt.Sprintf("enc.%d.%d", l, k), in, f, cfg.KernelSize(l), s, cfg.ConvBias))
 		}
 		m.enc = append(m.enc, lvl)
 		prev = f
@@ -87,12 +105,12 @@ func NewUNet(dev Device, cfg config.Model, seed uint64) (*UNet, error) {
 		l := L - 2 - d
 		f := cfg.Features[l]
 		var stage []*block
-		for k := 0; k < cfg.ConvsPerLevel; k++ {
+		for k := 0; k < cfg.DecoderConvsPerStage(); k++ {
 			in := f
 			if k == 0 {
 				in = 2 * f
 			}
-			stage = append(stage, newBlock(fmt.Sprintf("dec.%d.%d", d, k), in, f, cfg.KernelSize(l), [3]int{1, 1, 1}))
+			stage = append(stage, newBlock(fmt.Sprintf("dec.%d.%d", d, k), in, f, cfg.KernelSize(l), [3]int{1, 1, 1}, cfg.ConvBias))
 		}
 		m.dec = append(m.dec, stage)
 	}
@@ -108,14 +126,49 @@ func NewUNet(dev Device, cfg config.Model, seed uint64) (*UNet, error) {
 	if err := initHe(dev, m.params, 1e-2, rng); err != nil {
 		return nil, err
 	}
-	for _, lvl := range append(slices.Clone(m.enc), m.dec...) {
-		for _, b := range lvl {
-			if p := b.normedBias(); p != nil {
-				dev.Fill(p.G, 0) // its gradient, never written (layers.go)
-			}
+	for _, b := range m.blocks() {
+		if p := b.normedBias(); p != nil {
+			dev.Fill(p.G, 0) // its gradient, never written (layers.go)
 		}
 	}
 	return m, nil
+}
+
+// blocks returns every conv block of the network: the encoder's (a
+// residual encoder's stem and its blocks' convolutions and projections),
+// then the decoder's.
+func (m *UNet) blocks() []*block {
+	var bs []*block
+	for _, lvl := range m.enc {
+		bs = append(bs, lvl...)
+	}
+	if m.stem != nil {
+		bs = append(bs, m.stem)
+	}
+	for _, lvl := range m.res {
+		for _, r := range lvl {
+			bs = append(bs, r.conv1, r.conv2)
+			if r.proj != nil {
+				bs = append(bs, r.proj)
+			}
+		}
+	}
+	for _, st := range m.dec {
+		bs = append(bs, st...)
+	}
+	return bs
+}
+
+// levels returns the number of encoder levels.
+func (m *UNet) levels() int { return len(m.cfg.Features) }
+
+// levelConv returns the first convolution of encoder level l, the one
+// that carries the level's stride.
+func (m *UNet) levelConv(l int) *conv {
+	if m.res != nil {
+		return &m.res[l][0].conv1.conv
+	}
+	return &m.enc[l][0].conv
 }
 
 // Config returns the model's configuration (defaults applied).
@@ -167,7 +220,17 @@ func (m *UNet) Forward(ws *Workspace, x Tensor) []Tensor {
 			cur = ws.enc[l][k].out
 		}
 	}
-	L := len(m.enc)
+	if m.stem != nil {
+		m.blockForward(m.stem, &ws.stem, cur)
+		cur = ws.stem.out
+	}
+	for l, lvl := range m.res {
+		for k, r := range lvl {
+			m.resForward(r, &ws.res[l][k], cur)
+			cur = ws.res[l][k].out()
+		}
+	}
+	L := m.levels()
 	for d, u := range m.up {
 		l := L - 2 - d
 		convTForward(dev, u, ws.upGeom[d], cur, ws.up[d])
@@ -213,7 +276,7 @@ func (m *UNet) BackwardReady(ws *Workspace, dlogits []Tensor, ready func(params 
 		panic(fmt.Sprintf("nn.UNet.Backward: %d output gradients for %d outputs", len(dlogits), len(ws.logits)))
 	}
 	dev := m.dev
-	L := len(m.enc)
+	L := m.levels()
 	last := ws.levelOutput(0)
 	if L > 1 {
 		last = ws.stageOutput(L - 2)
@@ -247,6 +310,10 @@ func (m *UNet) BackwardReady(ws *Workspace, dlogits []Tensor, ready func(params 
 		ready(m.up[d].params())
 	}
 
+	if m.res != nil {
+		m.residualEncoderBackward(ws, ready)
+		return
+	}
 	for l := L - 1; l >= 0; l-- {
 		if l < L-1 {
 			dev.Add(ws.actGrad[l], ws.skipGrad[l])
@@ -267,4 +334,38 @@ func (m *UNet) BackwardReady(ws *Workspace, dlogits []Tensor, ready func(params 
 			da, other = other, da
 		}
 	}
+}
+
+// residualEncoderBackward is BackwardReady's encoder part for a residual
+// encoder: the levels from the deepest, each level's blocks last first,
+// then the stem. As in the plain encoder, the blocks of a level alternate
+// between actGrad and actGradSpare (the skip connection's share, in
+// actGradSpare, has been added by then), and a level's first block writes
+// its input's gradient to the level above's actGrad; resGrad and
+// resGradSpare are each level's scratch for the blocks' two branches.
+func (m *UNet) residualEncoderBackward(ws *Workspace, ready func([]*Param)) {
+	L := m.levels()
+	var da, other Tensor
+	for l := L - 1; l >= 0; l-- {
+		if l < L-1 {
+			m.dev.Add(ws.actGrad[l], ws.skipGrad[l])
+		}
+		da, other = ws.actGrad[l], ws.actGradSpare[l]
+		for k := len(m.res[l]) - 1; k >= 0; k-- {
+			var in, dx Tensor
+			switch {
+			case k > 0:
+				in, dx = ws.res[l][k-1].out(), other
+			case l > 0:
+				in, dx = ws.levelOutput(l-1), ws.actGrad[l-1]
+			default:
+				in, dx = ws.stem.out, other
+			}
+			m.resBackward(m.res[l][k], &ws.res[l][k], in, da, dx, ws.resGrad[l], ws.resGradSpare[l])
+			ready(m.res[l][k].params())
+			da, other = other, da
+		}
+	}
+	m.blockBackward(m.stem, &ws.stem, ws.input, da, nil) // da: the stem output's gradient
+	ready(m.stem.params())
 }

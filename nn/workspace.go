@@ -29,6 +29,8 @@ type Workspace struct {
 	inputNDHWC  Tensor // channels-last input when InChannels > 1
 	input       Tensor // channels-last view of the last input
 	enc         [][]blockBuf
+	stem        blockBuf    // residual encoder
+	res         [][]resBuf  // residual encoder: [level][block]
 	upGeom      []geom.Conv // adjoint geometry per stage
 	up          []Tensor    // transposed-conv output per stage
 	cat         []Tensor    // concat(up, skip) per stage
@@ -44,6 +46,10 @@ type Workspace struct {
 	// output gradient, catGrad the gradient of a decoder stage's concat.
 	actGrad, actGradSpare []Tensor
 	skipGrad, catGrad     []Tensor
+	// A residual encoder's scratch gradients per level (training), of
+	// the level's activations' shape: the two a residual block's backward
+	// needs besides its input and output gradients (resBackward).
+	resGrad, resGradSpare []Tensor
 }
 
 // LevelSizes returns the spatial size of every level for an input of
@@ -52,8 +58,8 @@ type Workspace struct {
 func (m *UNet) LevelSizes(size [3]int) ([][3]int, error) {
 	sizes := [][3]int{}
 	cur := size
-	for l, lvl := range m.enc {
-		c := lvl[0].conv
+	for l := range m.levels() {
+		c := m.levelConv(l)
 		var next [3]int
 		for a := 0; a < 3; a++ {
 			next[a] = (cur[a]+2*c.pad[a]-c.kernel[a])/c.stride[a] + 1
@@ -143,7 +149,7 @@ func (m *UNet) newWorkspace(n int, size [3]int, train bool, a allocators) (*Work
 	// happen when activations and their gradients have the same type
 	// (both float32, or both narrow).
 	share := a.actBytes == a.gradBytes
-	L := len(m.enc)
+	L := m.levels()
 	ws := &Workspace{m: m, batch: n, size: size, sizes: sizes, train: train}
 	shape := func(l, c int) Shape { s := sizes[l]; return Shape{n, s[0], s[1], s[2], c} }
 	act := func(l, c int) Tensor { return a.act(shape(l, c)) }   // activations
@@ -182,6 +188,40 @@ func (m *UNet) newWorkspace(n int, size [3]int, train bool, a allocators) (*Work
 			in = sizes[l]
 		}
 		ws.enc = append(ws.enc, bufs)
+	}
+	if m.res != nil {
+		ws.stem = newBuf(m.stem, size, 0)
+		if train {
+			for l, f := range m.cfg.Features {
+				ws.resGrad = append(ws.resGrad, grad(l, f))
+				ws.resGradSpare = append(ws.resGradSpare, grad(l, f))
+			}
+		}
+		for l, lvl := range m.res {
+			var bufs []resBuf
+			for _, r := range lvl {
+				// The skip's input gradient has the block's input's
+				// shape: a pooling block's input is the level above's
+				// output, whose scratch is idle while this level runs
+				// its backward (the levels run from the deepest); a
+				// projection without pooling needs a tensor of its own.
+				var poolGrad Tensor
+				switch {
+				case !train:
+				case r.pooled() && l > 0 && r.conv1.conv.inC == m.cfg.Features[l-1]:
+					poolGrad = ws.resGrad[l-1]
+				case r.pooled() || r.proj != nil:
+					s := sizes[l]
+					if r.pooled() {
+						s = in
+					}
+					poolGrad = a.grad(Shape{n, s[0], s[1], s[2], r.conv1.conv.inC})
+				}
+				bufs = append(bufs, newResBuf(r, newBuf, act, grad, in, sizes[l], l, train, poolGrad))
+				in = sizes[l]
+			}
+			ws.res = append(ws.res, bufs)
+		}
 	}
 	for d, u := range m.up {
 		l := L - 2 - d
@@ -260,6 +300,15 @@ func (ws *Workspace) Free() {
 	}
 	free(ws.inputNDHWC)
 	freeBufs(ws.enc)
+	freeBufs([][]blockBuf{{ws.stem}})
+	for _, lvl := range ws.res {
+		for _, r := range lvl {
+			freeBufs([][]blockBuf{{r.conv1, r.conv2, r.proj}})
+			free(r.pooled, r.poolGrad, r.projGrad)
+		}
+	}
+	free(ws.resGrad...)
+	free(ws.resGradSpare...)
 	freeBufs(ws.dec)
 	free(ws.up...)
 	free(ws.cat...)
@@ -296,7 +345,14 @@ func (ws *Workspace) LabelShape() Shape {
 }
 
 // levelOutput returns the output of encoder level l.
-func (ws *Workspace) levelOutput(l int) Tensor { b := ws.enc[l]; return b[len(b)-1].out }
+func (ws *Workspace) levelOutput(l int) Tensor {
+	if ws.res != nil {
+		b := ws.res[l]
+		return b[len(b)-1].out()
+	}
+	b := ws.enc[l]
+	return b[len(b)-1].out
+}
 
 // stageOutput returns the output of decoder stage d.
 func (ws *Workspace) stageOutput(d int) Tensor { b := ws.dec[d]; return b[len(b)-1].out }
@@ -309,6 +365,17 @@ func (ws *Workspace) ForwardFLOPs() int64 {
 	for _, lvl := range ws.enc {
 		for _, b := range lvl {
 			macs += b.geom.MACs()
+		}
+	}
+	if ws.res != nil {
+		macs += ws.stem.geom.MACs()
+		for l, lvl := range ws.res {
+			for k, b := range lvl {
+				macs += b.conv1.geom.MACs() + b.conv2.geom.MACs()
+				if ws.m.res[l][k].proj != nil {
+					macs += b.proj.geom.MACs()
+				}
+			}
 		}
 	}
 	for d := range ws.dec {

@@ -74,10 +74,16 @@ func ExportUNet(cfg config.Model, params []nn.HostTensor, o UNetOptions) (*Model
 	dyn := func(c int) []Dim {
 		return []Dim{{Param: "N"}, {Value: int64(c)}, {Param: "D"}, {Param: "H"}, {Param: "W"}}
 	}
-	doc := fmt.Sprintf("voxtrain 3D U-Net (features %v, %d convolution(s) per level). "+
+	arch := fmt.Sprintf("%d convolution(s) per level", cfg.ConvsPerLevel)
+	if cfg.Residual() {
+		arch = fmt.Sprintf("residual encoder, %v residual blocks per level, %d convolution(s) per decoder stage", cfg.BlocksPerLevel, cfg.DecoderConvsPerStage())
+	} else if cfg.DecoderConvsPerStage() != cfg.ConvsPerLevel {
+		arch += fmt.Sprintf(", %d per decoder stage", cfg.DecoderConvsPerStage())
+	}
+	doc := fmt.Sprintf("voxtrain 3D U-Net (features %v, %s). "+
 		"input: float32 (N, %d, D, H, W), preprocessed as in training; D, H, W multiples of %d, %d, %d. "+
 		"logits: float32 (N, %d, D, H, W) of the full-resolution head (deep supervision heads are training-only and not exported).",
-		cfg.Features, cfg.ConvsPerLevel, cfg.InChannels, mult[0], mult[1], mult[2], cfg.NumClasses)
+		cfg.Features, arch, cfg.InChannels, mult[0], mult[1], mult[2], cfg.NumClasses)
 	b.g.Name = "voxtrain_unet"
 	b.g.DocString = doc
 	b.g.Inputs = []ValueInfo{{Name: "input", ElemType: Float, Shape: dyn(cfg.InChannels)}}
@@ -112,13 +118,28 @@ func (b *unetBuilder) build() string {
 	L := len(cfg.Features)
 	cur, prev := "input", cfg.InChannels
 	levelOut := make([]string, L)
+	if cfg.Residual() {
+		cur = b.block("stem", cur, prev, cfg.Features[0], cfg.KernelSize(0), [3]int{1, 1, 1}, cfg.ConvBias, true)
+		prev = cfg.Features[0]
+	}
 	for l, f := range cfg.Features {
+		if cfg.Residual() {
+			for k := 0; k < cfg.ResidualBlocks(l); k++ {
+				s, in := [3]int{1, 1, 1}, f
+				if k == 0 {
+					s, in = cfg.Stride(l), prev
+				}
+				cur = b.residual(fmt.Sprintf("enc.%d.%d", l, k), cur, in, f, cfg.KernelSize(l), s)
+			}
+			levelOut[l], prev = cur, f
+			continue
+		}
 		for k := 0; k < cfg.ConvsPerLevel; k++ {
 			s, in := [3]int{1, 1, 1}, f
 			if k == 0 {
 				s, in = cfg.Stride(l), prev
 			}
-			cur = b.block(fmt.Sprintf("enc.%d.%d", l, k), cur, in, f, cfg.KernelSize(l), s)
+			cur = b.block(fmt.Sprintf("enc.%d.%d", l, k), cur, in, f, cfg.KernelSize(l), s, cfg.ConvBias, true)
 		}
 		levelOut[l], prev = cur, f
 	}
@@ -132,12 +153,12 @@ func (b *unetBuilder) build() string {
 		// skip connection's size when the input size divides evenly.
 		cur = b.node("ConvTranspose", up+".convT", []string{cur, w, bias}, ints("kernel_shape", st[:]...), ints("strides", st[:]...))
 		cur = b.node("Concat", fmt.Sprintf("dec.%d.cat", d), []string{cur, levelOut[l]}, Attribute{Name: "axis", Type: AttrInt, I: 1})
-		for k := 0; k < cfg.ConvsPerLevel; k++ {
+		for k := 0; k < cfg.DecoderConvsPerStage(); k++ {
 			in := cfg.Features[l]
 			if k == 0 {
 				in *= 2
 			}
-			cur = b.block(fmt.Sprintf("dec.%d.%d", d, k), cur, in, cfg.Features[l], cfg.KernelSize(l), [3]int{1, 1, 1})
+			cur = b.block(fmt.Sprintf("dec.%d.%d", d, k), cur, in, cfg.Features[l], cfg.KernelSize(l), [3]int{1, 1, 1}, cfg.ConvBias, true)
 		}
 	}
 	one := [3]int{1, 1, 1}
@@ -146,12 +167,12 @@ func (b *unetBuilder) build() string {
 	return b.conv("logits", []string{cur, w, bias}, one, one)
 }
 
-// block adds conv → instance norm → nonlinearity (nn's block) and returns
-// its output's name.
-func (b *unetBuilder) block(prefix, in string, inC, outC int, k, s [3]int) string {
+// block adds conv → instance norm → nonlinearity (nn's block; without
+// the nonlinearity unless act) and returns its output's name.
+func (b *unetBuilder) block(prefix, in string, inC, outC int, k, s [3]int, bias, act bool) string {
 	cfg := b.cfg
 	inputs := []string{in, b.param(prefix+".0.weight", nn.Shape{outC, inC, k[0], k[1], k[2]})}
-	if cfg.ConvBias {
+	if bias {
 		inputs = append(inputs, b.param(prefix+".0.bias", nn.Shape{outC}))
 	}
 	out := b.conv(prefix+".conv", inputs, k, s)
@@ -162,17 +183,45 @@ func (b *unetBuilder) block(prefix, in string, inC, outC int, k, s [3]int) strin
 		out = b.node("InstanceNormalization", prefix+".norm", []string{out, gamma, beta},
 			Attribute{Name: "epsilon", Type: AttrFloat, F: float32(cfg.NormEps)})
 	}
+	if !act {
+		return out
+	}
+	return b.act(prefix+".act", out)
+}
+
+// residual adds nn's residual block (nnU-Net's BasicBlockD: two blocks,
+// the second without nonlinearity, plus the skip — AveragePool of window
+// = stride when it strides, a 1×1×1 conv without bias and a norm when the
+// channels change — then the nonlinearity) and returns its output's name.
+func (b *unetBuilder) residual(prefix, in string, inC, outC int, k, s [3]int) string {
+	one := [3]int{1, 1, 1}
+	h := b.block(prefix+".conv1", in, inC, outC, k, s, b.cfg.ConvBias, true)
+	h = b.block(prefix+".conv2", h, outC, outC, k, one, b.cfg.ConvBias, false)
+	skip := in
+	if s != one {
+		skip = b.node("AveragePool", prefix+".pool", []string{skip}, ints("kernel_shape", s[:]...), ints("strides", s[:]...))
+	}
+	if inC != outC {
+		skip = b.block(prefix+".skip", skip, inC, outC, one, one, false, false)
+	}
+	return b.act(prefix+".act", b.node("Add", prefix+".add", []string{h, skip}))
+}
+
+// act adds the model's nonlinearity to in (nothing for none or a slope of
+// 1) and returns its output's name.
+func (b *unetBuilder) act(out, in string) string {
+	cfg := b.cfg
 	switch {
 	case cfg.Nonlinearity == "relu":
-		out = b.node("Relu", prefix+".act", []string{out})
+		return b.node("Relu", out, []string{in})
 	case cfg.Nonlinearity == "leaky_relu" && float32(cfg.NegativeSlope) != 1:
 		// nn applies max(z, slope·z) with slope float32(negative_slope),
 		// LeakyRelu's definition for slopes in [0, 1); slope 1 is the
 		// identity, which nn skips too.
-		out = b.node("LeakyRelu", prefix+".act", []string{out},
+		return b.node("LeakyRelu", out, []string{in},
 			Attribute{Name: "alpha", Type: AttrFloat, F: float32(cfg.NegativeSlope)})
 	}
-	return out
+	return in
 }
 
 // conv adds a Conv with nn's "same" padding (k−1)/2 per side (kernels are

@@ -51,6 +51,15 @@ var fixtures = []fixture{
 		Strides:     [][3]int{{1, 1, 1}, {1, 2, 2}, {2, 2, 2}},
 		Norm:        "none", NormEps: 1e-5, Nonlinearity: "relu", ConvBias: false, DeepSupervision: true,
 	}},
+	// nnU-Net's residual encoder (ResEnc): a stem, residual blocks with a
+	// pooled projection (level 1, 4 → 8 channels at stride 1×2×2) and a
+	// pooling-only skip (level 2), one decoder conv per stage.
+	{name: "unet_resenc", seed: 3, input: [5]int{1, 1, 8, 12, 16}, cfg: config.Model{
+		InChannels: 1, NumClasses: 3, Features: []int{4, 8, 8}, ConvsPerLevel: 2,
+		Strides: [][3]int{{1, 1, 1}, {1, 2, 2}, {2, 2, 2}},
+		Encoder: config.EncoderResidual, BlocksPerLevel: []int{1, 2, 1}, DecoderConvs: 1,
+		Norm: "instance", NormEps: 1e-5, Nonlinearity: "leaky_relu", NegativeSlope: 0.01, ConvBias: true,
+	}},
 }
 
 func (fx fixture) path(suffix string) string { return filepath.Join("testdata", fx.name+suffix) }

@@ -22,12 +22,19 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/run and testdata/input.safetensors (then run make_fixture.py)")
 
-const (
-	runDir    = "testdata/run"
-	ckptDir   = "testdata/run/checkpoints/best"
-	inputFile = "testdata/input.safetensors"
-	torchOut  = "testdata/torch_outputs.safetensors"
-)
+// loaderFixture is one run the loader is checked on: its directory, the
+// input, PyTorch's outputs (make_fixture.py NAME) and the run's config.
+type loaderFixture struct {
+	name, runDir, inputFile, torchOut string
+	config                            func() config.Config
+}
+
+func (fx loaderFixture) ckptDir() string { return filepath.Join(fx.runDir, "checkpoints", "best") }
+
+var loaderFixtures = []loaderFixture{
+	{"run", "testdata/run", "testdata/input.safetensors", "testdata/torch_outputs.safetensors", fixtureConfig},
+	{"run_resenc", "testdata/run_resenc", "testdata/input_resenc.safetensors", "testdata/torch_outputs_resenc.safetensors", resencConfig},
+}
 
 // fixtureConfig is a small network with every option the loader maps: two
 // input channels, anisotropic first kernel and stride, deep supervision,
@@ -47,11 +54,24 @@ func fixtureConfig() config.Config {
 	return c
 }
 
+// resencConfig is fixtureConfig with nnU-Net's residual encoder: a stem,
+// residual blocks with every kind of skip (pooled projection at level 1,
+// projection without pooling at level 2, identity), one decoder conv per
+// stage.
+func resencConfig() config.Config {
+	c := fixtureConfig()
+	m := &c.Model
+	m.Features = []int{4, 8, 12}
+	m.Strides = [][3]int{{1, 1, 1}, {1, 2, 2}, {1, 1, 1}}
+	m.Encoder, m.BlocksPerLevel, m.DecoderConvs = config.EncoderResidual, []int{2, 1, 2}, 1
+	return c
+}
+
 // writeFixture writes the run (config.yaml and a checkpoint with weights
 // drawn by nn's initialisation, then perturbed so that norm scales and
 // biases are not 1 and 0) and the input.
-func writeFixture(t *testing.T) {
-	c := fixtureConfig()
+func writeFixture(t *testing.T, fx loaderFixture) {
+	c := fx.config()
 	dev := cpu.New(cpu.Options{Threads: 1})
 	m, err := nn.NewUNet(dev, c.Model, 5)
 	if err != nil {
@@ -72,7 +92,7 @@ func writeFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, dir := range []string{runDir, ckptDir} {
+	for _, dir := range []string{fx.runDir, fx.ckptDir()} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -80,14 +100,14 @@ func writeFixture(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	save(t, filepath.Join(ckptDir, "model.safetensors"), tensors)
+	save(t, filepath.Join(fx.ckptDir(), "model.safetensors"), tensors)
 	p := c.Train.PatchSize
 	shape := []int{c.Train.BatchSize, c.Model.InChannels, p[0], p[1], p[2]}
 	x := make([]float32, nn.Shape(shape).Len())
 	for i := range x {
 		x[i] = float32(math.Sin(0.37*float64(i)) + 0.3*math.Cos(1.3*float64(i)))
 	}
-	save(t, inputFile, []safetensors.Tensor{safetensors.Float32("input", shape, x)})
+	save(t, fx.inputFile, []safetensors.Tensor{safetensors.Float32("input", shape, x)})
 }
 
 func save(t *testing.T, path string, tensors []safetensors.Tensor) {
@@ -108,17 +128,23 @@ func save(t *testing.T, path string, tensors []safetensors.Tensor) {
 // logits (every deep-supervision output) as voxtrain's CPU device on the
 // same input: the Python loader is a faithful copy of voxtrain's network.
 func TestTorchLoaderMatchesCPU(t *testing.T) {
+	for _, fx := range loaderFixtures {
+		t.Run(fx.name, func(t *testing.T) { checkLoader(t, fx) })
+	}
+}
+
+func checkLoader(t *testing.T, fx loaderFixture) {
 	if *update {
-		writeFixture(t)
+		writeFixture(t, fx)
 		t.Skip("fixture rewritten: run make_fixture.py, then the test again")
 	}
-	c := fixtureConfig()
+	c := fx.config()
 	dev := cpu.New(cpu.Options{Threads: 2})
 	m, err := nn.NewUNet(dev, c.Model, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	weights := testutil.ReadSafetensors(t, filepath.Join(ckptDir, "model.safetensors"))
+	weights := testutil.ReadSafetensors(t, filepath.Join(fx.ckptDir(), "model.safetensors"))
 	var ordered []nn.HostTensor
 	for _, p := range m.Params() {
 		w, ok := weights[p.Name]
@@ -130,7 +156,7 @@ func TestTorchLoaderMatchesCPU(t *testing.T) {
 	if err := nn.ImportParams(dev, m.Params(), ordered); err != nil {
 		t.Fatal(err)
 	}
-	x := testutil.ReadSafetensors(t, inputFile)["input"]
+	x := testutil.ReadSafetensors(t, fx.inputFile)["input"]
 	ws, err := m.NewWorkspace(x.Shape[0], [3]int{x.Shape[2], x.Shape[3], x.Shape[4]}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +166,7 @@ func TestTorchLoaderMatchesCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	outs := m.Forward(ws, xd)
-	want := testutil.ReadSafetensors(t, torchOut)
+	want := testutil.ReadSafetensors(t, fx.torchOut)
 	if len(want) != len(outs) {
 		t.Fatalf("PyTorch gave %d outputs, voxtrain %d", len(want), len(outs))
 	}

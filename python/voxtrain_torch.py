@@ -52,6 +52,30 @@ class ConvBlock(nn.Sequential):
         super().__init__(*mods)
 
 
+class ResBlock(nn.Module):
+    """nnU-Net's BasicBlockD as voxtrain's nn builds it (state_dict keys
+    conv1.*, conv2.*, skip.*): act(conv2(conv1(x)) + skip(x)), conv2 without
+    nonlinearity; the skip is AvgPool3d(stride) when the block strides, then
+    a 1x1x1 conv without bias and a norm when the channels change."""
+
+    def __init__(self, cin, cout, k, stride, norm, nonlin, slope, bias, eps=1e-5):
+        super().__init__()
+        stride = tuple(stride) if isinstance(stride, (tuple, list)) else (stride,) * 3
+        self.conv1 = ConvBlock(cin, cout, k, stride, norm, nonlin, slope, bias, eps)
+        self.conv2 = ConvBlock(cout, cout, k, 1, norm, "none", slope, bias, eps)
+        self.pool = nn.AvgPool3d(stride, stride) if stride != (1, 1, 1) else nn.Identity()
+        self.skip = ConvBlock(cin, cout, (1, 1, 1), 1, norm, "none", slope, False, eps) if cin != cout else nn.Identity()
+        if nonlin == "leaky_relu":
+            self.act = nn.LeakyReLU(slope)
+        elif nonlin == "relu":
+            self.act = nn.ReLU()
+        else:
+            self.act = nn.Identity()
+
+    def forward(self, x):
+        return self.act(self.conv2(self.conv1(x)) + self.skip(self.pool(x)))
+
+
 class UNet3D(nn.Module):
     """The network of voxtrain's nn.UNet, state_dict keys included.
 
@@ -60,18 +84,30 @@ class UNet3D(nn.Module):
     """
 
     def __init__(self, cin=1, ncls=2, features=(16, 32, 64, 128), kernels=None, strides=None,
-                 convs=2, norm="instance", nonlin="leaky_relu", slope=0.01, bias=True, ds=False, eps=1e-5):
+                 convs=2, norm="instance", nonlin="leaky_relu", slope=0.01, bias=True, ds=False, eps=1e-5,
+                 residual_blocks=None, decoder_convs=None):
         super().__init__()
         L = len(features)
         kernels = kernels or [(3, 3, 3)] * L
         strides = strides or [(1, 1, 1)] + [(2, 2, 2)] * (L - 1)
+        decoder_convs = decoder_convs or convs
         self.L, self.use_ds = L, ds
         blk = lambda i, o, k, s: ConvBlock(i, o, k, s, norm, nonlin, slope, bias, eps)
-        self.enc = nn.ModuleList()
         prev = cin
+        if residual_blocks:
+            # model.encoder: residual (nnU-Net's ResidualEncoderUNet): a
+            # stem conv block, then residual blocks, the first of a level
+            # with its stride.
+            self.stem = blk(prev, features[0], kernels[0], 1)
+            prev = features[0]
+        self.enc = nn.ModuleList()
         for l, f in enumerate(features):
-            self.enc.append(nn.Sequential(blk(prev, f, kernels[l], strides[l]),
-                                          *[blk(f, f, kernels[l], 1) for _ in range(convs - 1)]))
+            if residual_blocks:
+                res = lambda i, s: ResBlock(i, f, kernels[l], s, norm, nonlin, slope, bias, eps)
+                self.enc.append(nn.Sequential(res(prev, strides[l]), *[res(f, 1) for _ in range(residual_blocks[l] - 1)]))
+            else:
+                self.enc.append(nn.Sequential(blk(prev, f, kernels[l], strides[l]),
+                                              *[blk(f, f, kernels[l], 1) for _ in range(convs - 1)]))
             prev = f
         self.up, self.dec = nn.ModuleList(), nn.ModuleList()
         for d in range(L - 1):
@@ -81,13 +117,15 @@ class UNet3D(nn.Module):
             l = L - 2 - d
             f = features[l]
             self.dec.append(nn.Sequential(blk(2 * f, f, kernels[l], 1),
-                                          *[blk(f, f, kernels[l], 1) for _ in range(convs - 1)]))
+                                          *[blk(f, f, kernels[l], 1) for _ in range(decoder_convs - 1)]))
         self.head = nn.Conv3d(features[0], ncls, 1)
         if ds:
             self.ds = nn.ModuleList(nn.Conv3d(features[L - 2 - d], ncls, 1) for d in range(L - 2))
 
     def forward(self, x):
         skips = []
+        if hasattr(self, "stem"):
+            x = self.stem(x)
         for lvl in self.enc:
             x = lvl(x)
             skips.append(x)
@@ -109,6 +147,14 @@ def build(model):
     if len(kernels) == 1:
         kernels = kernels * L
     strides = [tuple(int(v) for v in s) for s in (model.get("strides") or [])]
+    encoder = model.get("encoder") or "plain"
+    residual_blocks = None
+    if encoder == "residual":
+        residual_blocks = [int(b) for b in model["blocks_per_level"]]
+        if len(residual_blocks) == 1:
+            residual_blocks = residual_blocks * L
+    elif encoder != "plain":
+        raise ValueError(f"model.encoder: {encoder!r}, want plain or residual")
     return UNet3D(
         cin=int(model.get("in_channels", 1)),
         ncls=int(model.get("num_classes", 2)),
@@ -122,6 +168,8 @@ def build(model):
         bias=bool(model.get("conv_bias", True)),
         ds=bool(model.get("deep_supervision", False)),
         eps=float(model.get("norm_eps", 1e-5)),
+        residual_blocks=residual_blocks,
+        decoder_convs=int(model.get("decoder_convs") or 0) or None,
     )
 
 

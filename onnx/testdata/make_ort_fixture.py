@@ -34,6 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = {
     "unet_small": ((1, 1, 16, 12, 8), 3),
     "unet_variant": ((2, 2, 8, 12, 16), 2),
+    "unet_resenc": ((1, 1, 8, 12, 16), 3),
 }
 
 

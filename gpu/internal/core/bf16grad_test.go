@@ -148,6 +148,22 @@ func TestBF16GradientsDirectKernels(t *testing.T) {
 	}
 }
 
+// TestResidualUNetStepBF16UnderEmulation: the residual-encoder step with
+// bf16 activations and activation gradients (the bf16 mode's default)
+// against the CPU's float32 step, within bf16 tolerances, and nothing
+// widened: the average pools, their adjoints and the blocks' sums run on
+// bf16 directly.
+func TestResidualUNetStepBF16UnderEmulation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow under emulation; skipped with -short")
+	}
+	dev := newEmuDevice(bf16GradOptions(64 << 10))
+	devcheck.UNetStep(t, dev, residualStepCase(), devcheck.BF16)
+	castsOnly(t, dev.be, func(op, kernel string) bool {
+		return kernel == "f32_to_bf16" && strings.HasPrefix(op, "Conv3D")
+	})
+}
+
 // TestUNetStepBF16GradientsUnderEmulation: the U-Net step with bf16
 // activations and activation gradients against the CPU's float32 step
 // within bf16 tolerances, and nothing widened: no bf16 → float32

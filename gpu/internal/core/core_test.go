@@ -48,6 +48,30 @@ func TestUNetStepUnderEmulation(t *testing.T) {
 	devcheck.UNetStep(t, dev, emuStepCase("adamw"), devcheck.FP32)
 }
 
+// TestResidualUNetStepUnderEmulation is TestUNetStepUnderEmulation with
+// nnU-Net's residual encoder: every kind of skip (identity, average pool,
+// pooled 1×1×1 projection), the stem, the in-place add and activation of
+// each block's output.
+func TestResidualUNetStepUnderEmulation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow under emulation; skipped with -short")
+	}
+	dev := newEmuDevice(core.Options{Chunk: 37, ConvWorkspace: 64 << 10})
+	devcheck.UNetStep(t, dev, residualStepCase(), devcheck.FP32)
+}
+
+// residualStepCase is the residual-encoder step of the emulation tests:
+// levels 4-8-8 with 1, 2, 2 blocks (a pooled projection at level 1, a
+// pooling-only skip at level 2), deep supervision, CE + Dice, SGD.
+func residualStepCase() devcheck.StepCase {
+	return devcheck.StepCase{
+		Model: devcheck.ResidualModel([]int{4, 8, 8}, 3, true, []int{1, 2, 2}),
+		Loss:  devcheck.Loss("dice_ce", false),
+		Optim: devcheck.Optim("sgd"),
+		Batch: 1, Patch: [3]int{8, 16, 16}, Seed: 5, Steps: 1,
+	}
+}
+
 // emuStepCase is the step the emulated device trains in the U-Net step
 // tests: a small deep-supervised 3-class U-Net with clDice (through the
 // most ops) and the given optimiser, one step of 1×4×8×8.

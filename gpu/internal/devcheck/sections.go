@@ -10,6 +10,17 @@ func Model(features []int, classes int, deepSupervision bool) config.Model {
 	return m
 }
 
+// ResidualModel is Model with nnU-Net's residual encoder (ResEnc): blocks
+// residual blocks per level, one decoder conv per stage, as nnU-Net's
+// ResEnc presets. With features that double, each level's first block
+// has a pooled projection in its skip; a repeated width gives a skip that
+// pools only.
+func ResidualModel(features []int, classes int, deepSupervision bool, blocks []int) config.Model {
+	m := Model(features, classes, deepSupervision)
+	m.Encoder, m.BlocksPerLevel, m.DecoderConvs = config.EncoderResidual, blocks, 1
+	return m
+}
+
 // Loss is the default loss section named name, with batch Dice or not.
 func Loss(name string, batchDice bool) config.Loss {
 	l := config.Default().Loss
