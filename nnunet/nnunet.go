@@ -71,8 +71,8 @@ func ReadModel(dir, configuration string) (*Model, error) {
 	if c.InheritsFrom != "" || c.PreviousStage != "" {
 		return nil, fmt.Errorf("%s: %s is a cascade stage (previous_stage %q): voxtrain has no cascade", dir, m.Configuration, c.PreviousStage)
 	}
-	if cls := c.Architecture.NetworkClassName; !strings.HasSuffix(cls, ".PlainConvUNet") && cls != "PlainConvUNet" {
-		return nil, fmt.Errorf("%s: %s's network is %s: voxtrain builds nnU-Net's PlainConvUNet only (not the residual encoder presets)", dir, m.Configuration, cls)
+	if cls := c.Architecture.NetworkClassName; !strings.HasSuffix(cls, ".PlainConvUNet") && cls != "PlainConvUNet" && !c.Architecture.Residual() {
+		return nil, fmt.Errorf("%s: %s's network is %s: voxtrain builds nnU-Net's PlainConvUNet and ResidualEncoderUNet only", dir, m.Configuration, cls)
 	}
 	if n := len(m.Plans.TransposeForward); n != 3 || !isPermutation(m.Plans.TransposeForward) {
 		return nil, fmt.Errorf("%s: plans.json's transpose_forward %v is not a permutation of 3 axes", dir, m.Plans.TransposeForward)
@@ -193,10 +193,16 @@ func isPermutation(p []int) bool {
 	return true
 }
 
-// nnU-Net's PlainConvUNet state_dict names (dynamic_network_architectures):
-// each conv block's conv and norm appear twice (as .conv/.norm and in
-// .all_modules), and the decoder holds the encoder again (decoder.encoder.*).
+// nnU-Net's PlainConvUNet and ResidualEncoderUNet state_dict names
+// (dynamic_network_architectures): each conv block's conv and norm appear
+// twice (as .conv/.norm and in .all_modules), and the decoder holds the
+// encoder again (decoder.encoder.*). A residual encoder has a stem and
+// blocks whose skip is skip.0 (1×1×1 conv and norm) or, after an average
+// pool, skip.1.
 var (
+	stemKey = regexp.MustCompile(`^encoder\.stem\.convs\.0\.(conv|norm)\.(weight|bias)$`)
+	resKey  = regexp.MustCompile(`^encoder\.stages\.(\d+)\.blocks\.(\d+)\.(conv1|conv2)\.(conv|norm)\.(weight|bias)$`)
+	projKey = regexp.MustCompile(`^encoder\.stages\.(\d+)\.blocks\.(\d+)\.skip\.[01]\.(conv|norm)\.(weight|bias)$`)
 	encKey  = regexp.MustCompile(`^encoder\.stages\.(\d+)\.0\.convs\.(\d+)\.(conv|norm)\.(weight|bias)$`)
 	decKey  = regexp.MustCompile(`^decoder\.stages\.(\d+)\.convs\.(\d+)\.(conv|norm)\.(weight|bias)$`)
 	upKey   = regexp.MustCompile(`^decoder\.transpconvs\.(\d+)\.(weight|bias)$`)
@@ -204,9 +210,10 @@ var (
 	skipKey = regexp.MustCompile(`(^decoder\.encoder\.|\.all_modules\.)`)
 )
 
-// Weights renames a PlainConvUNet state_dict of stages encoder stages to
-// voxtrain's names (nn.UNet's: enc.L.K.0/1, up.D, dec.D.K.0/1, head,
-// ds.D), converts it to float32 and permutes every kernel's three spatial
+// Weights renames a PlainConvUNet or ResidualEncoderUNet state_dict of
+// stages encoder stages to voxtrain's names (nn.UNet's: enc.L.K.0/1, or
+// stem.0/1 and enc.L.K.conv1/conv2/skip.0/1 for a residual encoder, up.D,
+// dec.D.K.0/1, head, ds.D), converts it to float32 and permutes every kernel's three spatial
 // axes by transposeBackward (the plans' transpose_backward), so that a
 // kernel over nnU-Net's transposed axes becomes the same kernel over the
 // files' axes (a 2d configuration's 2-D kernels first become 3-D ones of
@@ -225,6 +232,15 @@ func Weights(ts []safetensors.Tensor, stages int, transposeBackward []int, deepS
 		switch {
 		case skipKey.MatchString(t.Name):
 			continue
+		case stemKey.MatchString(t.Name):
+			m := stemKey.FindStringSubmatch(t.Name)
+			name = fmt.Sprintf("stem.%s.%s", layer(m[1]), m[2])
+		case resKey.MatchString(t.Name):
+			m := resKey.FindStringSubmatch(t.Name)
+			name = fmt.Sprintf("enc.%s.%s.%s.%s.%s", m[1], m[2], m[3], layer(m[4]), m[5])
+		case projKey.MatchString(t.Name):
+			m := projKey.FindStringSubmatch(t.Name)
+			name = fmt.Sprintf("enc.%s.%s.skip.%s.%s", m[1], m[2], layer(m[3]), m[4])
 		case encKey.MatchString(t.Name):
 			m := encKey.FindStringSubmatch(t.Name)
 			name = fmt.Sprintf("enc.%s.%s.%s.%s", m[1], m[2], layer(m[3]), m[4])
@@ -248,7 +264,7 @@ func Weights(ts []safetensors.Tensor, stages int, transposeBackward []int, deepS
 				return nil, fmt.Errorf("nnunet: %s: a segmentation layer past the %d decoder stages", t.Name, stages-1)
 			}
 		default:
-			return nil, fmt.Errorf("nnunet: %s is not a PlainConvUNet weight voxtrain maps", t.Name)
+			return nil, fmt.Errorf("nnunet: %s is not a PlainConvUNet or ResidualEncoderUNet weight voxtrain maps", t.Name)
 		}
 		v, err := t.Float32s()
 		if err != nil {

@@ -111,13 +111,22 @@ type Architecture struct {
 	ArchKwargs       ArchKwargs `json:"arch_kwargs"`
 }
 
-// ArchKwargs are PlainConvUNet's shape arguments.
+// Residual reports whether the network is nnU-Net's ResidualEncoderUNet
+// (the ResEnc presets' network) rather than its PlainConvUNet.
+func (a Architecture) Residual() bool {
+	return strings.HasSuffix(a.NetworkClassName, ".ResidualEncoderUNet") || a.NetworkClassName == "ResidualEncoderUNet"
+}
+
+// ArchKwargs are PlainConvUNet's and ResidualEncoderUNet's shape
+// arguments: n_conv_per_stage for the first, n_blocks_per_stage for the
+// second.
 type ArchKwargs struct {
 	NStages              int     `json:"n_stages"`
 	FeaturesPerStage     []int   `json:"features_per_stage"`
 	KernelSizes          [][]int `json:"kernel_sizes"`
 	Strides              [][]int `json:"strides"`
-	NConvPerStage        []int   `json:"n_conv_per_stage"`
+	NConvPerStage        []int   `json:"n_conv_per_stage,omitempty"`
+	NBlocksPerStage      []int   `json:"n_blocks_per_stage,omitempty"`
 	NConvPerStageDecoder []int   `json:"n_conv_per_stage_decoder"`
 	ConvBias             bool    `json:"conv_bias"`
 }

@@ -59,6 +59,10 @@ func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (st
 		return o
 	}
 	ak := c.Architecture.ArchKwargs
+	encConvs, decoderConvs, err := convCounts(name, c.Architecture)
+	if err != nil {
+		return "", err
+	}
 	patch := back(c.PatchSize, 1)
 	var kernels, strides [][3]int
 	for s := range ak.NStages {
@@ -222,7 +226,16 @@ func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (st
 	if twoD {
 		line("  #   2-D: kernels and strides are 1 across slices (axis %s), so this 3-D network is nnU-Net's 2-D one", axisName[fwd[0]])
 	}
-	line("  convs_per_level: 2              # nnU-Net's n_conv_per_stage")
+	if c.Architecture.Residual() {
+		line("  encoder: residual               # nnU-Net's ResidualEncoderUNet (the %s preset's network)", p.PlansName)
+		line("  blocks_per_level: %s   # n_blocks_per_stage: residual blocks (BasicBlockD) per stage", ints(ak.NBlocksPerStage))
+		line("  decoder_convs: %d                # n_conv_per_stage_decoder", decoderConvs)
+	} else {
+		line("  convs_per_level: %d              # nnU-Net's n_conv_per_stage", encConvs)
+		if decoderConvs != encConvs {
+			line("  decoder_convs: %d                # n_conv_per_stage_decoder", decoderConvs)
+		}
+	}
 	if ak.NStages >= 3 {
 		line("  deep_supervision: true          # nnU-Net trains with deep supervision")
 	} else {
@@ -330,4 +343,43 @@ func yamlString(s string) string {
 		return strconv.Quote(s)
 	}
 	return s
+}
+
+// convCounts returns the conv blocks per encoder stage (plain networks)
+// and per decoder stage of configuration name's network, which voxtrain
+// holds as one number each: lists that vary by stage, or a residual
+// network without n_blocks_per_stage, are an error naming the key.
+func convCounts(name string, a Architecture) (enc, dec int, err error) {
+	ak := a.ArchKwargs
+	uniform := func(key string, v []int, want int) (int, error) {
+		if len(v) == 0 {
+			return 2, nil // nnU-Net's default, which its planners always write
+		}
+		if len(v) != want {
+			return 0, fmt.Errorf("plan: %s's %s has %d entries for %d stages", name, key, len(v), want)
+		}
+		for _, x := range v {
+			if x != v[0] || x < 1 {
+				return 0, fmt.Errorf("plan: %s's %s %v: voxtrain takes one number of conv blocks for every stage", name, key, v)
+			}
+		}
+		return v[0], nil
+	}
+	if enc, err = uniform("n_conv_per_stage", ak.NConvPerStage, ak.NStages); err != nil {
+		return 0, 0, err
+	}
+	if dec, err = uniform("n_conv_per_stage_decoder", ak.NConvPerStageDecoder, ak.NStages-1); err != nil {
+		return 0, 0, err
+	}
+	if a.Residual() {
+		if len(ak.NBlocksPerStage) != ak.NStages {
+			return 0, 0, fmt.Errorf("plan: %s's n_blocks_per_stage %v: want one entry for each of the %d stages (a ResidualEncoderUNet)", name, ak.NBlocksPerStage, ak.NStages)
+		}
+		for _, b := range ak.NBlocksPerStage {
+			if b < 1 {
+				return 0, 0, fmt.Errorf("plan: %s's n_blocks_per_stage %v: want >= 1 block per stage", name, ak.NBlocksPerStage)
+			}
+		}
+	}
+	return enc, dec, nil
 }

@@ -30,7 +30,8 @@ type ImportNNUNetOptions struct {
 	// Data is the raw dataset the model was trained on (data.dataset of
 	// the written configs); Output the training outputs folder the
 	// experiment goes in; Experiment its name ("": DATASET_CONFIGURATION,
-	// as train plan names it).
+	// as train plan names it, or DATASET_PLANS_CONFIGURATION for plans
+	// other than nnUNetPlans).
 	Data, Output, Experiment string
 	// Folds to import (nil: every fold with a checkpoint_final.pth).
 	Folds []int
@@ -56,7 +57,7 @@ writes OUTPUT_DIR/EXPERIMENT/fold_<k>/run_0/ as training with voxtrain would:
 the run's config.yaml (what train plan writes for that configuration, axes
 in the files' order), checkpoints of the fold's network weights
 (checkpoint_final.pth as last, checkpoint_best.pth as best: nnU-Net's
-PlainConvUNet state_dict renamed to voxtrain's, every kernel's axes put
+PlainConvUNet or ResidualEncoderUNet state_dict renamed to voxtrain's, every kernel's axes put
 back from nnU-Net's transposed order) and the fold's validation folder (its
 predictions, CASE.npz and summary.json, which find-best gathers). train
 predict --model-dir OUTPUT_DIR/EXPERIMENT, validate, find-best and ensemble
@@ -68,8 +69,10 @@ imported run is not resumed. 3d_fullres, 3d_lowres and 2d configurations
 import (a 2d model's 2-D kernels become voxtrain's 2d network's, one voxel
 deep across the slices; a 3d_lowres model predicts on its coarser grid),
 and datasets of nnU-Net regions (multi-label targets, one sigmoid output
-per region, regions_class_order); residual-encoder presets and the
-cascade's second stage (3d_cascade_fullres) are refused, saying why. The .pth files
+per region, regions_class_order), with nnU-Net's default plans or its
+residual-encoder presets (nnUNetResEncUNet{M,L,XL}Plans: model.encoder
+residual); the cascade's second stage (3d_cascade_fullres) is refused,
+saying why. The .pth files
 are read without Python (checkpoint/torchpt).`,
 		Example: `  train import-nnunet /data/nnUNet_results/Dataset004_Hippocampus/nnUNetTrainer__nnUNetPlans__3d_fullres \
       --data /data/nnUNet_raw/Dataset004_Hippocampus -o /data/runs
@@ -98,7 +101,7 @@ are read without Python (checkpoint/torchpt).`,
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Data, "data", "", "the raw dataset the model was trained on, data.dataset of the configs (default: $nnUNet_raw/DATASET)")
 	fl.StringVarP(&opts.Output, "output", "o", "", "training outputs folder to write the experiment into (e.g. runs)")
-	fl.StringVar(&opts.Experiment, "experiment", "", "the experiment's name (default: DATASET_CONFIGURATION, as train plan names it)")
+	fl.StringVar(&opts.Experiment, "experiment", "", "the experiment's name (default: DATASET_CONFIGURATION, as train plan names it; DATASET_PLANS_CONFIGURATION for plans other than nnUNetPlans, e.g. a ResEnc preset's)")
 	fl.StringVar(&opts.Configuration, "configuration", "", "the plans' configuration the model trained (default: the folder name's, TRAINER__PLANS__CONFIGURATION)")
 	fl.StringVar(&opts.Splits, "splits", "", "nnU-Net's splits_final.json the folds were trained with, copied into the experiment as its data.splits_file (default: $nnUNet_preprocessed/DATASET/splits_final.json when there is one, else nnU-Net's default folds)")
 	fl.StringSliceVarP(&folds, "fold", "f", nil, "folds to import: 0 1 2, 0,1,2 or all (fold_all); default every fold with a checkpoint_final.pth")
@@ -136,7 +139,14 @@ func importNNUNetRun(opts *ImportNNUNetOptions) error {
 	if fi, err := os.Stat(data); err != nil || !fi.IsDir() {
 		return fmt.Errorf("--data %s: not a folder (want the raw dataset the model was trained on)", opts.Data)
 	}
-	text, err := plan.YAML(m.Plans, m.Configuration, m.Fingerprint, m.Dataset, plan.YAMLOptions{Dataset: data, Experiment: m.Plans.DatasetName})
+	// Models of other plans than nnU-Net's default (a ResEnc preset's
+	// nnUNetResEncUNetMPlans) keep the plans' name, so that importing both
+	// into one folder keeps them apart, as nnU-Net's folder names do.
+	prefix := m.Plans.DatasetName
+	if pn := m.Plans.PlansName; pn != "" && pn != "nnUNetPlans" {
+		prefix += "_" + pn
+	}
+	text, err := plan.YAML(m.Plans, m.Configuration, m.Fingerprint, m.Dataset, plan.YAMLOptions{Dataset: data, Experiment: prefix})
 	if err != nil {
 		return fmt.Errorf("%s: %w", opts.Model, err)
 	}

@@ -132,7 +132,8 @@ func TestImportNNUNetRefuses(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"resenc", edit(t, "plans.json", "unet.PlainConvUNet", "residual_unet.ResidualEncoderUNet"), nil, "PlainConvUNet only (not the residual encoder presets)"},
+		{"another network", edit(t, "plans.json", "unet.PlainConvUNet", "unet.ResidualUNet"), nil, "network is dynamic_network_architectures.architectures.unet.ResidualUNet: voxtrain builds nnU-Net's PlainConvUNet and ResidualEncoderUNet only"},
+		{"residual encoder without its blocks", edit(t, "plans.json", "unet.PlainConvUNet", "unet.ResidualEncoderUNet"), nil, "n_blocks_per_stage []: want one entry for each of the 3 stages (a ResidualEncoderUNet)"},
 		{"configuration", nnunetModel, []string{"--configuration", "2d"}, `plans.json has no configuration "2d" (it has 3d_fullres)`},
 		// Plans that do not describe the checkpoint's network: a 2-D patch
 		// over 3-D weights.
@@ -434,6 +435,36 @@ func TestImportNNUNetLowres(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cascade") {
 		t.Errorf("importing the cascade's second stage: %v, want an error naming the cascade", err)
 	}
+}
+
+// TestImportNNUNetResEnc: a model of nnU-Net's residual-encoder preset
+// (nnUNetResEncUNetMPlans: a ResidualEncoderUNet with a stem, residual
+// blocks whose skips pool and project, one decoder conv per stage)
+// imports as model.encoder residual; the network computes nnU-Net's
+// outputs and the run predicts the demo case as nnU-Net's predictor did.
+func TestImportNNUNetResEnc(t *testing.T) {
+	noNNUNetEnvironment(t)
+	out := t.TempDir()
+	data := testutil.DemoDir(t)
+	model := filepath.Join("testdata", "nnunet_model", "Dataset999_Tiny", "nnUNetTrainer__nnUNetResEncUNetMPlans__3d_fullres")
+	o, errb, err := runCmd(t, "import-nnunet", model, "--data", data, "-o", out)
+	if err != nil {
+		t.Fatalf("import-nnunet: %v\n%s\n%s", err, o, errb)
+	}
+	exp := filepath.Join(out, "Dataset999_Tiny_nnUNetResEncUNetMPlans_3d_fullres")
+	if !strings.Contains(o.String(), "into "+exp) {
+		t.Errorf("import-nnunet's output:\n%s", o)
+	}
+	cfg, err := config.Load(filepath.Join(exp, "fold_0", "run_0", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := cfg.Model; !m.Residual() || !slices.Equal(m.BlocksPerLevel, []int{1, 2, 2}) || m.DecoderConvsPerStage() != 1 {
+		t.Errorf("imported ResEnc config: encoder %q, blocks_per_level %v, decoder convs %d; want residual, [1 2 2], 1",
+			m.Encoder, m.BlocksPerLevel, m.DecoderConvsPerStage())
+	}
+	checkImportedNetwork(t, exp, filepath.Join("testdata", "nnunet_model", "ioresenc.npz"))
+	checkImportedPrediction(t, exp, filepath.Join("testdata", "nnunet_model", "predictedresenc"), data)
 }
 
 // TestImportNNUNetRegions: a model of nnU-Net regions (sigmoid heads, one
