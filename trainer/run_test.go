@@ -121,19 +121,25 @@ func expectedTensors(t *testing.T, c *config.Config) (model, opt []nn.HostTensor
 
 // TestResumeIsExact: 6 steps straight, against 4 steps (stopped mid-epoch
 // as on SIGTERM, saving last), then a resumed run for the remaining 2,
-// give bit-identical weights and optimiser state.
+// give bit-identical weights and optimiser state; with SGD and AdamW, and
+// with nnU-Net's residual encoder (the whole run: training, validation,
+// checkpoints).
 func TestResumeIsExact(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains twice")
 	}
 	for _, opt := range []string{"sgd", "adamw"} {
-		t.Run(opt, func(t *testing.T) { testResumeIsExact(t, opt) })
+		t.Run(opt, func(t *testing.T) { testResumeIsExact(t, opt, false) })
 	}
+	t.Run("residual encoder", func(t *testing.T) { testResumeIsExact(t, "sgd", true) })
 }
 
-func testResumeIsExact(t *testing.T, optimizer string) {
+func testResumeIsExact(t *testing.T, optimizer string, residual bool) {
 	withOpt := func(c *config.Config) *config.Config {
 		c.Optim.Name = optimizer
+		if residual {
+			c.Model.Encoder, c.Model.BlocksPerLevel, c.Model.DecoderConvs = config.EncoderResidual, []int{1, 2}, 1
+		}
 		return c
 	}
 	straight := withOpt(tinyConfig(t, t.TempDir()))
