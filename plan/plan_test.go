@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -144,6 +145,45 @@ func TestPlansMatchNNUNetSynthetic(t *testing.T) {
 	}
 }
 
+// TestResEncPlansMatchNNUNet: the residual-encoder presets (nnU-Net's
+// nnUNetPlannerResEncM, L and XL) plan the demo and the synthetic dataset
+// as nnU-Net 2.8.1 does, from the same fingerprints
+// (testdata/make_nnunet_resenc_plans.py).
+func TestResEncPlansMatchNNUNet(t *testing.T) {
+	var demo, synth Fingerprint
+	readJSON(t, filepath.Join("testdata", "nnunet_dataset_fingerprint.json"), &demo)
+	readJSON(t, filepath.Join("testdata", "synthetic_fingerprint.json"), &synth)
+	datasets := []struct {
+		name string
+		fp   *Fingerprint
+		ds   Dataset
+		file string
+	}{
+		{"demo", &demo, Dataset{Name: "Dataset004_Hippocampus", ChannelNames: []string{"MRI"}, NumClasses: 3, NumTraining: 80}, "nnunet_resenc_%s_plans.json"},
+		{"synthetic", &synth, Dataset{Name: "Dataset900_Synthetic", ChannelNames: []string{"CT", "T2"}, NumClasses: 4, NumTraining: 30}, "nnunet_synthetic_resenc_%s_plans.json"},
+	}
+	for _, d := range datasets {
+		for _, size := range []string{"M", "L", "XL"} {
+			t.Run(d.name+" "+size, func(t *testing.T) {
+				preset, err := PresetNamed("nnUNetPlannerResEnc" + size)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := MakeWith(d.fp, d.ds, preset, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var ref Plans
+				readJSON(t, filepath.Join("testdata", fmt.Sprintf(d.file, size)), &ref)
+				comparePlans(t, got, &ref)
+				if got.VRAMTargetGB != preset.VRAMGB {
+					t.Errorf("gpu memory target %v, want the preset's %v", got.VRAMTargetGB, preset.VRAMGB)
+				}
+			})
+		}
+	}
+}
+
 // comparePlans holds got to nnU-Net's plans: transpose, medians, and per
 // configuration everything that shapes the network and the batches.
 func comparePlans(t *testing.T, got, ref *Plans) {
@@ -185,6 +225,9 @@ func comparePlans(t *testing.T, got, ref *Plans) {
 			{"kernel_sizes", g.Architecture.ArchKwargs.KernelSizes, want.Architecture.ArchKwargs.KernelSizes},
 			{"features_per_stage", g.Architecture.ArchKwargs.FeaturesPerStage, want.Architecture.ArchKwargs.FeaturesPerStage},
 			{"n_conv_per_stage", g.Architecture.ArchKwargs.NConvPerStage, want.Architecture.ArchKwargs.NConvPerStage},
+			{"n_blocks_per_stage", g.Architecture.ArchKwargs.NBlocksPerStage, want.Architecture.ArchKwargs.NBlocksPerStage},
+			{"n_conv_per_stage_decoder", g.Architecture.ArchKwargs.NConvPerStageDecoder, want.Architecture.ArchKwargs.NConvPerStageDecoder},
+			{"network_class_name", g.Architecture.NetworkClassName, want.Architecture.NetworkClassName},
 			{"normalization_schemes", g.NormalizationSchemes, want.NormalizationSchemes},
 			{"use_mask_for_norm", g.UseMaskForNorm, want.UseMaskForNorm},
 			{"batch_dice", g.BatchDice, want.BatchDice},
@@ -224,5 +267,36 @@ func TestExtractSameForAnyWorkerCount(t *testing.T) {
 	cancel()
 	if _, err := Extract(ctx, ds, 0, 2); err == nil {
 		t.Error("a cancelled extraction returned no error")
+	}
+}
+
+// TestFeatureMapEstimatesMatchNNUNet holds the VRAM proxies to
+// dynamic_network_architectures' compute_conv_feature_map_size for
+// ResidualEncoderUNet and PlainConvUNet on the ResEnc plans'
+// configurations and nnU-Net's 128³ ResEnc M example
+// (testdata/nnunet_resenc_feature_maps.json).
+func TestFeatureMapEstimatesMatchNNUNet(t *testing.T) {
+	var cases []struct {
+		Name          string  `json:"name"`
+		Patch         []int   `json:"patch"`
+		Strides       [][]int `json:"strides"`
+		Features      []int   `json:"features"`
+		Blocks        []int   `json:"n_blocks_per_stage"`
+		Decoder       []int   `json:"n_conv_per_stage_decoder"`
+		Classes       int     `json:"num_classes"`
+		Estimate      int64   `json:"estimate"`
+		EstimatePlain int64   `json:"estimate_plain"`
+	}
+	readJSON(t, filepath.Join("testdata", "nnunet_resenc_feature_maps.json"), &cases)
+	if len(cases) < 2 {
+		t.Fatalf("%d cases", len(cases))
+	}
+	for _, c := range cases {
+		if got := residualFeatureMapVoxels(c.Patch, c.Strides, c.Features, c.Blocks, c.Decoder[0], c.Classes); got != c.Estimate {
+			t.Errorf("%s: ResidualEncoderUNet estimate %d, nnU-Net %d", c.Name, got, c.Estimate)
+		}
+		if got := featureMapVoxels(c.Patch, c.Strides, c.Features, 2, c.Classes); got != c.EstimatePlain {
+			t.Errorf("%s: PlainConvUNet estimate %d, nnU-Net %d", c.Name, got, c.EstimatePlain)
+		}
 	}
 }

@@ -142,9 +142,74 @@ type Reasons struct {
 	ApproxVoxelsAll float64 // voxels of the dataset at this spacing
 }
 
+// Preset is one of nnU-Net v2's experiment planners: its default
+// ExperimentPlanner, or a residual-encoder planner of its ResEnc presets
+// (residual_encoder_unet_planners.py), which plan a ResidualEncoderUNet
+// against their own VRAM references.
+type Preset struct {
+	// Name is voxtrain's name for it (train plan --planner).
+	Name string
+	// Planner is nnU-Net's class; PlansName the plans' name voxtrain
+	// writes (nnU-Net's with voxtrain for nnUNet: nnU-Net's own names
+	// the models it trains after them).
+	Planner, PlansName string
+	// Residual plans nnU-Net's ResidualEncoderUNet: blocks per stage
+	// 1, 3, 4, 6, 6, …, one decoder conv per stage.
+	Residual bool
+	// RefVal3D and RefVal2D are UNet_reference_val_3d/_2d, the
+	// feature-map budget at RefGB (UNet_reference_val_corresp_GB);
+	// VRAMGB is the planner's default gpu_memory_target_in_gb.
+	RefVal3D, RefVal2D, RefGB, VRAMGB float64
+	// MaxDatasetCovered is max_dataset_covered: the largest share of the
+	// dataset's voxels one batch may hold.
+	MaxDatasetCovered float64
+}
+
+// The planners (nnunetv2 2.8.1's values).
+var (
+	PresetDefault = Preset{Name: "default", Planner: "ExperimentPlanner", PlansName: "voxtrainPlans",
+		RefVal3D: referenceVal3D, RefVal2D: referenceVal2D, RefGB: referenceGB, VRAMGB: DefaultVRAMGB, MaxDatasetCovered: maxDatasetCovered}
+	PresetResEncM = Preset{Name: "resenc-m", Planner: "nnUNetPlannerResEncM", PlansName: "voxtrainResEncUNetMPlans", Residual: true,
+		RefVal3D: 680_000_000, RefVal2D: 135_000_000, RefGB: 8, VRAMGB: 8, MaxDatasetCovered: 1}
+	PresetResEncL = Preset{Name: "resenc-l", Planner: "nnUNetPlannerResEncL", PlansName: "voxtrainResEncUNetLPlans", Residual: true,
+		RefVal3D: 2_100_000_000, RefVal2D: 380_000_000, RefGB: 24, VRAMGB: 24, MaxDatasetCovered: 1}
+	PresetResEncXL = Preset{Name: "resenc-xl", Planner: "nnUNetPlannerResEncXL", PlansName: "voxtrainResEncUNetXLPlans", Residual: true,
+		RefVal3D: 3_600_000_000, RefVal2D: 560_000_000, RefGB: 40, VRAMGB: 40, MaxDatasetCovered: 1}
+	Presets = []Preset{PresetDefault, PresetResEncM, PresetResEncL, PresetResEncXL}
+)
+
+// residualBlocksPerStage is ResEncUNetPlanner's
+// UNet_blocks_per_stage_encoder, cut to the stages.
+var residualBlocksPerStage = []int{1, 3, 4, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6}
+
+// PresetNamed returns the planner called name: voxtrain's name
+// (default, resenc-m, resenc-l, resenc-xl) or nnU-Net's class name.
+func PresetNamed(name string) (Preset, error) {
+	var names []string
+	for _, p := range Presets {
+		if strings.EqualFold(name, p.Name) || name == p.Planner {
+			return p, nil
+		}
+		names = append(names, p.Name)
+	}
+	return Preset{}, fmt.Errorf("planner %q: want one of %s (or nnU-Net's class names ExperimentPlanner, nnUNetPlannerResEncM, L, XL)", name, strings.Join(names, ", "))
+}
+
 // Make plans the configurations from a fingerprint, as nnU-Net v2's
 // ExperimentPlanner.plan_experiment, for a GPU of vramGB.
 func Make(fp *Fingerprint, ds Dataset, vramGB float64) (*Plans, error) {
+	if !(vramGB > 0) {
+		return nil, fmt.Errorf("plan: GPU memory target %v GB, want > 0", vramGB)
+	}
+	return MakeWith(fp, ds, PresetDefault, vramGB)
+}
+
+// MakeWith is Make with the planner preset (its plan_experiment; vramGB
+// is its gpu_memory_target_in_gb, 0 for the preset's VRAMGB).
+func MakeWith(fp *Fingerprint, ds Dataset, preset Preset, vramGB float64) (*Plans, error) {
+	if vramGB == 0 {
+		vramGB = preset.VRAMGB
+	}
 	if len(fp.Spacings) == 0 || len(fp.Spacings) != len(fp.ShapesAfterCrop) {
 		return nil, fmt.Errorf("plan: fingerprint has %d spacings and %d shapes, want the same number > 0", len(fp.Spacings), len(fp.ShapesAfterCrop))
 	}
@@ -164,7 +229,7 @@ func Make(fp *Fingerprint, ds Dataset, vramGB float64) (*Plans, error) {
 			return nil, fmt.Errorf("plan: case %d has shape after crop %v", i, c)
 		}
 	}
-	p := &planner{fp: fp, ds: ds, vramGB: vramGB}
+	p := &planner{fp: fp, ds: ds, vramGB: vramGB, preset: preset}
 	return p.plan()
 }
 
@@ -172,6 +237,7 @@ type planner struct {
 	fp     *Fingerprint
 	ds     Dataset
 	vramGB float64
+	preset Preset
 }
 
 // fullresSpacing is determine_fullres_target_spacing: the median spacing,
@@ -273,11 +339,11 @@ func (p *planner) plan() (*Plans, error) {
 
 	plans := &Plans{
 		DatasetName:                             p.ds.Name,
-		PlansName:                               "voxtrainPlans",
+		PlansName:                               p.preset.PlansName,
 		TransposeForward:                        fwd,
 		TransposeBackward:                       bwd,
 		Configurations:                          map[string]*Configuration{},
-		ExperimentPlannerUsed:                   "voxtrain plan (nnU-Net v2 ExperimentPlanner rules)",
+		ExperimentPlannerUsed:                   "voxtrain plan (nnU-Net v2 " + p.preset.Planner + " rules)",
 		VRAMTargetGB:                            p.vramGB,
 		ForegroundIntensityPropertiesPerChannel: p.fp.ForegroundIntensityPropertiesPerChannel,
 	}
@@ -377,9 +443,27 @@ func (p *planner) lowres(full *Configuration, medianT []float64, cache map[strin
 // the remaining budget, at most 5 % of the dataset's voxels, at least 2.
 func (p *planner) configuration(spacing, median []float64, name string, voxelsAll float64, cache map[string]int64) (*Configuration, error) {
 	dim := len(spacing)
-	maxF, refVal, refBS := maxFeatures3D, float64(referenceVal3D), referenceBatch3D
+	pre := p.preset
+	maxF, refVal, refBS := maxFeatures3D, pre.RefVal3D, referenceBatch3D
 	if dim == 2 {
-		maxF, refVal, refBS = maxFeatures2D, referenceVal2D, referenceBatch2D
+		maxF, refVal, refBS = maxFeatures2D, pre.RefVal2D, referenceBatch2D
+	}
+	// The network's convs per stage: PlainConvUNet's 2 per encoder and
+	// decoder stage, or ResidualEncoderUNet's residual blocks and one
+	// decoder conv per stage.
+	encConvs := func(stages int) []int {
+		enc := make([]int, stages)
+		for i := range enc {
+			enc[i] = convsPerStage
+			if pre.Residual {
+				enc[i] = residualBlocksPerStage[min(i, len(residualBlocksPerStage)-1)]
+			}
+		}
+		return enc
+	}
+	decConvs := convsPerStage
+	if pre.Residual {
+		decConvs = 1
 	}
 	inv := make([]float64, dim)
 	for i, s := range spacing {
@@ -400,14 +484,28 @@ func (p *planner) configuration(spacing, median []float64, name string, voxelsAl
 		if e, ok := cache[key]; ok {
 			return e
 		}
-		e := featureMapVoxels(t.Patch, t.Strides, featuresPerStage(t.Stages(), baseFeatures, maxF), convsPerStage, p.ds.NumClasses)
+		f := featuresPerStage(t.Stages(), baseFeatures, maxF)
+		var e int64
+		if pre.Residual {
+			e = residualFeatureMapVoxels(t.Patch, t.Strides, f, encConvs(t.Stages()), decConvs, p.ds.NumClasses)
+		} else {
+			e = featureMapVoxels(t.Patch, t.Strides, f, convsPerStage, p.ds.NumClasses)
+		}
 		cache[key] = e
 		return e
 	}
 	est := estimate(topo)
-	reference := refVal * (p.vramGB / referenceGB)
+	reference := refVal * (p.vramGB / pre.RefGB)
 	why := Reasons{InitialPatch: slices.Clone(topo.Patch), Reference: reference, ApproxVoxelsAll: voxelsAll}
-	for float64(est)/float64(refBS)*2 > reference {
+	// ExperimentPlanner holds the estimate for batch 2 (÷ the reference
+	// batch × 2) to the budget; the ResEnc planners the estimate itself.
+	tooLarge := func(est int64) bool {
+		if pre.Residual {
+			return float64(est) > reference
+		}
+		return float64(est)/float64(refBS)*2 > reference
+	}
+	for tooLarge(est) {
 		// The last axis among the largest patch/median ratios, as numpy's
 		// argsort(...)[-1] (stable for so few elements).
 		axis, best := 0, math.Inf(-1)
@@ -429,37 +527,48 @@ func (p *planner) configuration(spacing, median []float64, name string, voxelsAl
 		why.Reductions++
 	}
 	batch := int(roundHalfEven(reference / float64(est) * float64(refBS)))
-	cap5 := int(roundHalfEven(voxelsAll * maxDatasetCovered / prodF(intsToF(topo.Patch))))
+	cap5 := int(roundHalfEven(voxelsAll * pre.MaxDatasetCovered / prodF(intsToF(topo.Patch))))
 	why.BatchFromVRAM, why.BatchCap5Pct, why.Estimate = batch, cap5, est
 	batch = max(min(batch, cap5), minBatchSize)
 
 	stages := topo.Stages()
-	enc := make([]int, stages)
-	for i := range enc {
-		enc[i] = convsPerStage
+	arch := Architecture{
+		NetworkClassName: "dynamic_network_architectures.architectures.unet.PlainConvUNet",
+		ArchKwargs: ArchKwargs{
+			NStages:              stages,
+			FeaturesPerStage:     featuresPerStage(stages, baseFeatures, maxF),
+			KernelSizes:          topo.Kernels,
+			Strides:              topo.Strides,
+			NConvPerStage:        encConvs(stages),
+			NConvPerStageDecoder: encConvs(stages)[1:],
+			ConvBias:             true,
+		},
+	}
+	// The ResEnc planners reuse the default plans' preprocessed data
+	// for 2d and 3d_fullres (generate_data_identifier).
+	dataID := p.preset.PlansName + "_" + name
+	if pre.Residual {
+		arch.NetworkClassName = "dynamic_network_architectures.architectures.unet.ResidualEncoderUNet"
+		arch.ArchKwargs.NBlocksPerStage, arch.ArchKwargs.NConvPerStage = arch.ArchKwargs.NConvPerStage, nil
+		arch.ArchKwargs.NConvPerStageDecoder = make([]int, stages-1)
+		for i := range arch.ArchKwargs.NConvPerStageDecoder {
+			arch.ArchKwargs.NConvPerStageDecoder[i] = decConvs
+		}
+		if name != "3d_lowres" {
+			dataID = PresetDefault.PlansName + "_" + name
+		}
 	}
 	schemes, mask := p.normalization()
 	return &Configuration{
-		DataIdentifier:          "voxtrainPlans_" + name,
+		DataIdentifier:          dataID,
 		BatchSize:               batch,
 		PatchSize:               topo.Patch,
 		MedianImageSizeInVoxels: median,
 		Spacing:                 spacing,
 		NormalizationSchemes:    schemes,
 		UseMaskForNorm:          mask,
-		Architecture: Architecture{
-			NetworkClassName: "dynamic_network_architectures.architectures.unet.PlainConvUNet",
-			ArchKwargs: ArchKwargs{
-				NStages:              stages,
-				FeaturesPerStage:     featuresPerStage(stages, baseFeatures, maxF),
-				KernelSizes:          topo.Kernels,
-				Strides:              topo.Strides,
-				NConvPerStage:        enc,
-				NConvPerStageDecoder: enc[1:],
-				ConvBias:             true,
-			},
-		},
-		Why: why,
+		Architecture:            arch,
+		Why:                     why,
 	}, nil
 }
 

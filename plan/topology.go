@@ -1,6 +1,9 @@
 package plan
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // Topology is a U-Net's shape for one patch size: per stage the
 // downsampling stride of its first convolution and its kernel size, and
@@ -143,40 +146,53 @@ func featuresPerStage(stages, base, maxFeatures int) []int {
 // (the planner builds the network without it). Sizes shrink by integer
 // division by each stage's stride ("same" padding).
 func featureMapVoxels(patch []int, strides [][]int, features []int, convs, classes int) int64 {
-	prod := func(s []int) int64 {
-		p := int64(1)
-		for _, v := range s {
-			p *= int64(v)
-		}
-		return p
-	}
-	div := func(s, by []int) []int {
-		o := make([]int, len(s))
-		for i := range s {
-			o[i] = s[i] / by[i]
-		}
-		return o
-	}
 	var total int64
 	size := patch
 	// Encoder: every conv of stage s writes features[s] maps at the size
 	// after the stage's stride.
 	for s := range strides {
-		size = div(size, strides[s])
-		total += int64(convs) * int64(features[s]) * prod(size)
+		size = divSize(size, strides[s])
+		total += int64(convs) * int64(features[s]) * prodSize(size)
 	}
-	// Decoder: stage s (lowest first) works at the size of encoder stage
-	// n-2-s: its transposed conv and its convs write features[n-2-s] maps,
-	// the last stage also the segmentation.
-	skips := make([][]int, len(strides)-1)
-	size = patch
+	return total + decoderFeatureMapVoxels(patch, strides, features, convs, classes)
+}
+
+// residualFeatureMapVoxels is ResidualEncoderUNet's
+// compute_conv_feature_map_size (the ResEnc planners' VRAM proxy): the
+// stem's conv at full size; in each stage every residual block's two
+// convs, and the skip's 1×1×1 conv (or pool) of a block that strides or
+// changes the channels, all at the size after the stage's stride; then
+// the decoder as PlainConvUNet's with decConvs convs per stage.
+func residualFeatureMapVoxels(patch []int, strides [][]int, features, blocks []int, decConvs, classes int) int64 {
+	total := int64(features[0]) * prodSize(patch) // the stem
+	size, in := patch, features[0]
+	for s := range strides {
+		after := divSize(size, strides[s])
+		f := int64(features[s])
+		total += int64(blocks[s]) * 2 * f * prodSize(after)
+		if in != features[s] || !slices.Equal(after, size) {
+			total += f * prodSize(after)
+		}
+		size, in = after, features[s]
+	}
+	return total + decoderFeatureMapVoxels(patch, strides, features, decConvs, classes)
+}
+
+// decoderFeatureMapVoxels is UNetDecoder's compute_conv_feature_map_size
+// without deep supervision: stage s (lowest first) works at the size of
+// encoder stage n-2-s; its transposed conv and its convs write
+// features[n-2-s] maps, the last stage also the segmentation.
+func decoderFeatureMapVoxels(patch []int, strides [][]int, features []int, convs, classes int) int64 {
+	n := len(strides)
+	skips := make([][]int, n-1)
+	size := patch
 	for s := range skips {
-		size = div(size, strides[s])
+		size = divSize(size, strides[s])
 		skips[s] = size
 	}
-	n := len(strides)
+	var total int64
 	for s := 0; s < n-1; s++ {
-		sz := prod(skips[n-2-s])
+		sz := prodSize(skips[n-2-s])
 		f := int64(features[n-2-s])
 		total += int64(convs)*f*sz + f*sz
 		if s == n-2 {
@@ -184,4 +200,20 @@ func featureMapVoxels(patch []int, strides [][]int, features []int, convs, class
 		}
 	}
 	return total
+}
+
+func prodSize(s []int) int64 {
+	p := int64(1)
+	for _, v := range s {
+		p *= int64(v)
+	}
+	return p
+}
+
+func divSize(s, by []int) []int {
+	o := make([]int, len(s))
+	for i := range s {
+		o[i] = s[i] / by[i]
+	}
+	return o
 }

@@ -96,8 +96,13 @@ func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (st
 
 	var b strings.Builder
 	line := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
-	line("# %s, planned by `train plan` with nnU-Net v2's ExperimentPlanner rules", name)
-	line("# (default_experiment_planner.py) for a GPU of %s GB, from the dataset", num(p.VRAMTargetGB))
+	if c.Architecture.Residual() {
+		line("# %s, planned by `train plan` with nnU-Net v2's residual-encoder planner rules", name)
+		line("# (residual_encoder_unet_planners.py, plans %s) for a GPU of %s GB, from the dataset", p.PlansName, num(p.VRAMTargetGB))
+	} else {
+		line("# %s, planned by `train plan` with nnU-Net v2's ExperimentPlanner rules", name)
+		line("# (default_experiment_planner.py) for a GPU of %s GB, from the dataset", num(p.VRAMTargetGB))
+	}
 	line("# fingerprint beside this file (%d cases). plans.json holds the same plan", ds.NumTraining)
 	line("# in nnU-Net's layout; docs/PLANNING.md explains the rules.")
 	line("#")
@@ -270,14 +275,18 @@ func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (st
 	line("  epochs: 1000                    # nnU-Net's 1000 epochs of 250 iterations")
 	line("  iterations_per_epoch: 250")
 	w := c.Why
+	cover := "5 %" // max_dataset_covered: 1 in the ResEnc planners
+	if c.Architecture.Residual() {
+		cover = "100 %"
+	}
 	line("  batch_size: %d", c.BatchSize)
 	switch {
 	case c.BatchSize == w.BatchFromVRAM:
 		line("  #   what the VRAM budget allows (reference %.3g / estimate %d × %d)", w.Reference, w.Estimate, refBatch(twoD))
 	case c.BatchSize == w.BatchCap5Pct:
-		line("  #   capped so one batch covers at most 5 %% of the dataset's voxels (%.0f); the VRAM budget allowed %d", w.ApproxVoxelsAll, w.BatchFromVRAM)
+		line("  #   capped so one batch covers at most %s of the dataset's voxels (%.0f); the VRAM budget allowed %d", cover, w.ApproxVoxelsAll, w.BatchFromVRAM)
 	default:
-		line("  #   nnU-Net's minimum of 2 (the VRAM budget allowed %d, the 5 %% cap %d)", w.BatchFromVRAM, w.BatchCap5Pct)
+		line("  #   nnU-Net's minimum of 2 (the VRAM budget allowed %d, the %s cap %d)", w.BatchFromVRAM, cover, w.BatchCap5Pct)
 	}
 	line("  patch_size: %s", dhw(patch))
 	med := backF(c.MedianImageSizeInVoxels)

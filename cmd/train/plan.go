@@ -25,8 +25,12 @@ type PlanOptions struct {
 	Output string
 	// Workers decode cases in parallel (each holds one case in memory).
 	Workers int
-	// VRAMGB is the GPU memory the configurations are sized for.
+	// VRAMGB is the GPU memory the configurations are sized for (0: the
+	// planner's default).
 	VRAMGB float64
+	// Planner is the planner preset (plan.PresetNamed: default,
+	// resenc-m, resenc-l, resenc-xl or nnU-Net's class name).
+	Planner string
 }
 
 // NewCmdPlan builds `train plan`; runF (nil: planRun) receives the
@@ -56,8 +60,15 @@ The rules are nnU-Net v2's ExperimentPlanner's: median target spacing (the
 aspect ratio clipped to the median image, pooling and kernels from the
 spacing, 32 features doubling to 320 (512 in 2-D), the patch shrunk until
 the feature-map estimate fits the GPU memory, batch size from what is left,
-at most 5 % of the dataset's voxels per batch. See docs/PLANNING.md.`,
+at most 5 % of the dataset's voxels per batch. See docs/PLANNING.md.
+
+--planner resenc-m, resenc-l or resenc-xl plans nnU-Net's residual-encoder
+presets instead (nnUNetPlannerResEncM/L/XL, the nnUNetResEncUNet*Plans
+nnU-Net recommends since 2024): a ResidualEncoderUNet (model.encoder:
+residual, 1, 3, 4, 6, 6, ... residual blocks per stage, one decoder conv
+per stage) sized for 8, 24 or 40 GB of GPU memory, no 5 % cap.`,
 		Example: `  train plan testdata/demo -o plans/demo
+  train plan testdata/demo -o plans/demo_resenc_l --planner resenc-l
   # then, to train what was planned: train --config plans/demo/3d_fullres.yaml --fold 0`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -67,8 +78,11 @@ at most 5 % of the dataset's voxels per batch. See docs/PLANNING.md.`,
 				return usageErr(cmd, errors.New("-o/--output is required (the folder to write the plans to)"))
 			case opts.Workers < 1:
 				return usageErr(cmd, fmt.Errorf("--workers: %d, want >= 1", opts.Workers))
-			case !(opts.VRAMGB > 0):
+			case cmd.Flags().Changed("gpu-memory") && !(opts.VRAMGB > 0):
 				return usageErr(cmd, fmt.Errorf("--gpu-memory: %v GB, want > 0", opts.VRAMGB))
+			}
+			if _, err := plan.PresetNamed(opts.Planner); err != nil {
+				return usageErr(cmd, fmt.Errorf("--planner: %w", err))
 			}
 			if inside(opts.Output, opts.Dataset) {
 				return usageErr(cmd, fmt.Errorf("-o %s: inside the dataset folder %s; plans go elsewhere (the dataset may be read-only or shared)", opts.Output, opts.Dataset))
@@ -81,7 +95,8 @@ at most 5 % of the dataset's voxels per batch. See docs/PLANNING.md.`,
 	}
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "folder to write the fingerprint, plans.json and the YAMLs to (created)")
 	cmd.Flags().IntVar(&opts.Workers, "workers", runtime.GOMAXPROCS(0), "cases decoded in parallel (each holds one case in memory)")
-	cmd.Flags().Float64Var(&opts.VRAMGB, "gpu-memory", plan.DefaultVRAMGB, "GPU memory in GB to size patch and batch for (nnU-Net's gpu_memory_target_in_gb)")
+	cmd.Flags().Float64Var(&opts.VRAMGB, "gpu-memory", 0, "GPU memory in GB to size patch and batch for (nnU-Net's gpu_memory_target_in_gb; default: the planner's, 8 GB, and 24 and 40 for resenc-l and resenc-xl)")
+	cmd.Flags().StringVar(&opts.Planner, "planner", "default", "nnU-Net's planner: default (ExperimentPlanner), resenc-m, resenc-l or resenc-xl (the residual-encoder presets, nnUNetPlannerResEncM/L/XL)")
 	return cmd
 }
 
@@ -125,7 +140,11 @@ func planRun(ctx context.Context, opts *PlanOptions) error {
 	if err != nil {
 		return err
 	}
-	p, err := plan.Make(fp, d, opts.VRAMGB)
+	preset, err := plan.PresetNamed(opts.Planner)
+	if err != nil {
+		return err
+	}
+	p, err := plan.MakeWith(fp, d, preset, opts.VRAMGB)
 	if err != nil {
 		return err
 	}

@@ -29,11 +29,18 @@ func TestPlanFlags(t *testing.T) {
 		{[]string{"-o", "out"}, "accepts 1 arg"},
 		{[]string{"../../testdata/demo", "-o", "out", "--workers", "0"}, "--workers: 0"},
 		{[]string{"../../testdata/demo", "-o", "out", "--gpu-memory", "0"}, "--gpu-memory: 0"},
+		{[]string{"../../testdata/demo", "-o", "out", "--planner", "resenc-s"}, `--planner: planner "resenc-s": want one of default, resenc-m, resenc-l, resenc-xl`},
 		{[]string{"../../testdata/demo", "-o", "../../testdata/demo/plans"}, "inside the dataset folder"},
 		{[]string{"../../testdata/demo", "-o", "../../testdata/demo"}, "inside the dataset folder"},
 	} {
 		if _, err := capture(t, NewCmdPlan, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	for _, name := range []string{"resenc-l", "nnUNetPlannerResEncL", "ResEnc-L"} {
+		o, err := capture(t, NewCmdPlan, "../../testdata/demo", "-o", "out", "--planner", name)
+		if err != nil || o.Planner != name || o.VRAMGB != 0 {
+			t.Errorf("--planner %s: options %+v, error %v (want the planner's own GPU memory, 0)", name, o, err)
 		}
 	}
 	// A sibling whose name starts with the dataset's is not inside it.
@@ -70,6 +77,32 @@ func TestPlanRunDemo(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "3d_fullres patch [40 56 40]") {
 		t.Errorf("output %q, want the 3d_fullres summary", out.String())
+	}
+
+	// nnU-Net's ResEnc L preset: a residual encoder, sized for 24 GB.
+	dir = filepath.Join(t.TempDir(), "plans_resenc")
+	cmd = NewCmdPlan(f, nil)
+	cmd.SetArgs([]string{"../../testdata/demo", "-o", dir, "--workers", "2", "--planner", "resenc-l"})
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(filepath.Join(dir, "3d_fullres.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := c.Model; !m.Residual() || !slices.Equal(m.BlocksPerLevel, []int{1, 3, 4, 6}) || m.DecoderConvsPerStage() != 1 {
+		t.Errorf("resenc-l 3d_fullres: encoder %q, blocks %v, decoder convs %d; want residual, [1 3 4 6], 1", m.Encoder, m.BlocksPerLevel, m.DecoderConvsPerStage())
+	}
+	var plans struct {
+		PlansName string  `json:"plans_name"`
+		VRAM      float64 `json:"vram_target_gb"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "plans.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &plans); err != nil || plans.PlansName != "voxtrainResEncUNetLPlans" || plans.VRAM != 24 {
+		t.Errorf("resenc-l plans.json: %+v (%v); want voxtrainResEncUNetLPlans for 24 GB", plans, err)
 	}
 }
 
