@@ -194,45 +194,40 @@ func (d *Device[B]) DownsampleLabels(src, dst nn.Tensor) {
 // x and y both bf16 (activations) run the bf16 kernel; a bf16/float32 mix
 // goes through float32 copies.
 func (d *Device[B]) AvgPool(x, y nn.Tensor, k [3]int) {
-	const op = "AvgPool"
-	d.begin(op)
-	n, dd, h, w, c := d.dims5(op, x)
-	xt := d.Tensor(x)
-	yt := d.poolShaped(op, y, n, dd, h, w, c, k)
-	if xt.bf16 && yt.bf16 {
-		d.check(op, d.ops.AvgPool(xt.ptr, yt.ptr, n, dd, h, w, c, k, true))
-		return
-	}
-	d.widened(op, xt, yt, func(xp, yp B) {
-		d.check(op, d.ops.AvgPool(xp, yp, n, dd, h, w, c, k, false))
-	})
+	d.pool("AvgPool", x, y, x, y, k, d.ops.AvgPool)
 }
 
 // AvgPoolBackward writes dx = AvgPool's input gradient from dy
 // (nn.Device.AvgPoolBackward); both bf16 (activation gradients) run the
 // bf16 kernel, a mix goes through float32 copies.
 func (d *Device[B]) AvgPoolBackward(dy, dx nn.Tensor, k [3]int) {
-	const op = "AvgPoolBackward"
+	d.pool("AvgPoolBackward", dy, dx, dx, dy, k, d.ops.AvgPoolBackward)
+}
+
+// pool runs a pooling kernel, AvgPool's or its adjoint's, reading src and
+// writing dst, which are full (n, dd, h, w, c) and pooled (by windows k)
+// in one order or the other; on bf16 directly when both are bf16.
+func (d *Device[B]) pool(op string, src, dst, full, pooled nn.Tensor, k [3]int, kernel func(src, dst B, n, dd, h, w, c int, k [3]int, bf16 bool) error) {
 	d.begin(op)
-	n, dd, h, w, c := d.dims5(op, dx)
-	xt := d.Tensor(dx)
-	yt := d.poolShaped(op, dy, n, dd, h, w, c, k)
-	if xt.bf16 && yt.bf16 {
-		d.check(op, d.ops.AvgPoolBackward(yt.ptr, xt.ptr, n, dd, h, w, c, k, true))
+	n, dd, h, w, c := d.dims5(op, full)
+	d.poolShaped(op, pooled, n, dd, h, w, c, k)
+	st, dt := d.Tensor(src), d.Tensor(dst)
+	if st.bf16 && dt.bf16 {
+		d.check(op, kernel(st.ptr, dt.ptr, n, dd, h, w, c, k, true))
 		return
 	}
-	d.widened(op, yt, xt, func(yp, xp B) {
-		d.check(op, d.ops.AvgPoolBackward(yp, xp, n, dd, h, w, c, k, false))
+	d.widened(op, st, dt, func(sp, dp B) {
+		d.check(op, kernel(sp, dp, n, dd, h, w, c, k, false))
 	})
 }
 
-// poolShaped returns the pooled tensor y of a pooling of an (n, dd, h, w,
-// c) tensor by windows k, after checking the windows fit and y's shape.
-func (d *Device[B]) poolShaped(op string, y nn.Tensor, n, dd, h, w, c int, k [3]int) *Tensor[B] {
+// poolShaped checks that windows k fit an (n, dd, h, w, c) tensor and
+// that y has its pooled shape.
+func (d *Device[B]) poolShaped(op string, y nn.Tensor, n, dd, h, w, c int, k [3]int) {
 	for a, s := range [3]int{dd, h, w} {
 		if k[a] < 1 || k[a] > s {
 			panic(fmt.Sprintf("%s.%s: window %v does not fit the spatial size (%d, %d, %d)", d.prefix, op, k, dd, h, w))
 		}
 	}
-	return d.shaped(op, y, nn.Shape{n, dd / k[0], h / k[1], w / k[2], c})
+	d.shaped(op, y, nn.Shape{n, dd / k[0], h / k[1], w / k[2], c})
 }

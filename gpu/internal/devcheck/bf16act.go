@@ -200,4 +200,24 @@ func bf16Activations(k *checker, s [4]int) {
 		k.ref.ConcatChannels(ua.ref, sa.ref, cat.ref)
 		k.sameBF16(fmt.Sprintf("ConcatChannels bf16 (%d+%d channels)", ca, cb), cat, Exact)
 	}
+
+	// The residual encoder's average pool: bf16 to bf16 directly, and the
+	// mixes through float32 copies (each bf16 output rounded once).
+	win := [3]int{min(2, s[1]), min(2, s[2]), min(2, s[3])}
+	for _, c := range []int{3, 8} {
+		ps := nn.Shape{s[0], s[1] / win[0], s[2] / win[1], s[3] / win[2], c}
+		xa := k.activation(a, act(s, c), k.uniform(act(s, c).Len(), -1, 1))
+		ya := k.activation(a, ps, make([]float32, ps.Len()))
+		k.dev.AvgPool(xa.dev, ya.dev, win)
+		k.ref.AvgPool(xa.ref, ya.ref, win)
+		k.sameBF16(fmt.Sprintf("AvgPool bf16 -> bf16 (%d channels)", c), ya, Exact)
+		yf := k.zeros(ps)
+		k.dev.AvgPool(xa.dev, yf.dev, win)
+		k.ref.AvgPool(xa.ref, yf.ref, win)
+		k.same(fmt.Sprintf("AvgPool bf16 -> float32 (%d channels)", c), yf, Exact)
+		xf := k.both(act(s, c), k.uniform(act(s, c).Len(), -1, 1))
+		k.dev.AvgPool(xf.dev, ya.dev, win)
+		k.ref.AvgPool(xf.ref, ya.ref, win)
+		k.sameBF16(fmt.Sprintf("AvgPool float32 -> bf16 (%d channels)", c), ya, Exact)
+	}
 }

@@ -137,4 +137,16 @@ func bf16Gradients(k *checker, s [4]int) {
 		k.sameBF16("SplitChannels bf16 (first part)"+tag, up, Exact)
 		k.sameBF16("SplitChannels bf16 (second part)"+tag, skip, Exact)
 	}
+
+	// The residual encoder's pooled skip, backward: bf16 dy to bf16 dx
+	// (stale values in dx overwritten).
+	win := [3]int{min(2, s[1]), min(2, s[2]), min(2, s[3])}
+	for _, c := range []int{3, 8} {
+		ps := nn.Shape{s[0], s[1] / win[0], s[2] / win[1], s[3] / win[2], c}
+		dy := newGrad(ps, k.uniform(ps.Len(), -1, 1))
+		dx := newGrad(act(s, c), k.uniform(act(s, c).Len(), 5, 6))
+		k.dev.AvgPoolBackward(dy.dev, dx.dev, win)
+		k.ref.AvgPoolBackward(dy.ref, dx.ref, win)
+		k.sameBF16(fmt.Sprintf("AvgPoolBackward bf16 -> bf16 (%d channels)", c), dx, Exact)
+	}
 }
