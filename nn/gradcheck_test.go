@@ -147,6 +147,22 @@ func TestUNetGradients(t *testing.T) {
 		{"3 convs per level, no bias, linear", model([]int{2, 2}, func(m *config.Model) {
 			m.ConvsPerLevel, m.ConvBias, m.Nonlinearity = 3, false, "none"
 		}), 1, [3]int{4, 4, 4}},
+		// nnU-Net's residual encoder, without norm (with instance norms
+		// the deeper network's float32 rounding puts the finite
+		// differences' noise near the tolerance: nn/residual_test.go holds
+		// that case to PyTorch's gradients): a projection without pooling
+		// (level 1, stride 1), a pooling-only skip (level 2), deep
+		// supervision.
+		{"residual encoder, no norm, relu, pooling-only skip, deep supervision", model([]int{2, 3, 3}, func(m *config.Model) {
+			m.Encoder, m.BlocksPerLevel, m.Norm, m.Nonlinearity, m.DeepSupervision = config.EncoderResidual, []int{1}, "none", "relu", true
+			m.Strides = [][3]int{{1, 1, 1}, {1, 1, 1}, {2, 2, 2}}
+		}), 1, [3]int{4, 4, 4}},
+		// ... without norm (conv2 and the projection are bare convs), ReLU,
+		// a projection without pooling (level 1 at stride 1).
+		{"residual encoder, no norm, relu, projection without pooling", model([]int{2, 3, 4}, func(m *config.Model) {
+			m.Encoder, m.BlocksPerLevel, m.Norm, m.Nonlinearity = config.EncoderResidual, []int{1}, "none", "relu"
+			m.Strides = [][3]int{{1, 1, 1}, {1, 1, 1}, {2, 2, 2}}
+		}), 1, [3]int{4, 4, 4}},
 	}
 	for ci, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -189,7 +205,7 @@ func TestUNetGradients(t *testing.T) {
 			var prev []float32
 			for _, p := range m.Params() {
 				ana := append([]float32(nil), data(p.G)...)
-				if norm && (strings.HasPrefix(p.Name, "enc.") || strings.HasPrefix(p.Name, "dec.")) && strings.HasSuffix(p.Name, ".0.bias") {
+				if norm && (strings.HasPrefix(p.Name, "enc.") || strings.HasPrefix(p.Name, "dec.") || strings.HasPrefix(p.Name, "stem.")) && strings.HasSuffix(p.Name, ".0.bias") {
 					// A conv bias followed by instance norm cannot change
 					// the output: its gradient is 0 up to rounding (and a
 					// finite difference measures only rounding noise).
