@@ -150,8 +150,9 @@ type Preset struct {
 	// Name is voxtrain's name for it (train plan --planner).
 	Name string
 	// Planner is nnU-Net's class; PlansName the plans' name voxtrain
-	// writes (nnU-Net's with voxtrain for nnUNet: nnU-Net's own names
-	// the models it trains after them).
+	// writes: nnU-Net's with "voxtrain" for "nnUNet"
+	// (nnUNetResEncUNetMPlans → voxtrainResEncUNetMPlans), so that
+	// voxtrain's plans are not taken for nnU-Net's.
 	Planner, PlansName string
 	// Residual plans nnU-Net's ResidualEncoderUNet: blocks per stage
 	// 1, 3, 4, 6, 6, …, one decoder conv per stage.
