@@ -26,7 +26,9 @@
 // Every layer maps to one standard operator of opset 17: Conv,
 // InstanceNormalization (with the affine scale and bias), LeakyRelu or
 // Relu, ConvTranspose and Concat (axis 1, upsampled features first, then
-// the skip connection, as voxtrain concatenates). Weights are stored in
+// the skip connection, as voxtrain concatenates); a residual encoder's
+// blocks (model.encoder: residual) add AveragePool (window = stride) and
+// Add for their skips. Weights are stored in
 // PyTorch's layouts, which are ONNX's — Conv (O, I, kD, kH, kW),
 // ConvTranspose (I, O, kD, kH, kW) — converted from the device's
 // channels-last layouts by nn.ExportParams, and named by their PyTorch
