@@ -63,6 +63,12 @@ func TestModelErrors(t *testing.T) {
 		{"model:\n  features: [8, 16]\n  levels: 3\n", "model.levels"},
 		{"model:\n  features: [8, 16]\n  deep_supervision: true\n", "deep_supervision"},
 		{"model: [1, 2]\n", "cannot unmarshal"},
+		{"model:\n  encoder: resnet\n", "model.encoder: \"resnet\", want plain or residual"},
+		{"model:\n  encoder: residual\n", "model.blocks_per_level: 0 entries for 4 levels"},
+		{"model:\n  encoder: residual\n  blocks_per_level: [1, 3]\n", "model.blocks_per_level: 2 entries for 4 levels"},
+		{"model:\n  encoder: residual\n  blocks_per_level: [1, 0, 1, 1]\n", "model.blocks_per_level[1]: 0"},
+		{"model:\n  blocks_per_level: [1, 3, 4, 6]\n", "model.blocks_per_level: [1 3 4 6], but model.encoder is plain"},
+		{"model:\n  decoder_convs: -1\n", "model.decoder_convs: -1"},
 	} {
 		cfg, err := Parse([]byte(c.yaml), "c.yaml", "")
 		if err == nil {
@@ -72,8 +78,17 @@ func TestModelErrors(t *testing.T) {
 			t.Errorf("%q: error %v, want it to mention %q", c.yaml, err, c.want)
 		}
 	}
+	// A residual encoder: one blocks_per_level entry serves every level;
+	// decoder_convs left out follows convs_per_level.
+	cfg, err := Parse([]byte("model:\n  encoder: residual\n  blocks_per_level: [2]\n"), "c.yaml", "")
+	if err == nil {
+		err = cfg.Model.Validate()
+	}
+	if m := cfg.Model; err != nil || !m.Residual() || m.ResidualBlocks(3) != 2 || m.DecoderConvsPerStage() != m.ConvsPerLevel {
+		t.Errorf("residual encoder: %+v, %v", cfg.Model, err)
+	}
 	// out_channels alone is read as num_classes.
-	cfg, err := Parse([]byte("model:\n  out_channels: 4\n"), "c.yaml", "")
+	cfg, err = Parse([]byte("model:\n  out_channels: 4\n"), "c.yaml", "")
 	if err != nil || cfg.Model.NumClasses != 4 {
 		t.Errorf("out_channels: %+v, %v", cfg.Model, err)
 	}
