@@ -28,10 +28,18 @@ func TestWorkspaceBytesIsWhatNewWorkspaceAllocates(t *testing.T) {
 		in, batch int
 		deep      bool
 		train     bool
-	}{{1, 2, false, true}, {3, 1, true, true}, {2, 2, true, false}} {
+		residual  bool
+	}{{1, 2, false, true, false}, {3, 1, true, true, false}, {2, 2, true, false, false},
+		{1, 2, true, true, true}, {2, 1, false, false, true}} {
 		dev := &countingDevice{Device: cpu.New(cpu.Options{})}
 		cfg := model([]int{2, 4, 8}, nil)
 		cfg.InChannels, cfg.DeepSupervision = tc.in, tc.deep
+		if tc.residual {
+			// A pooled projection (level 1), a projection without pooling
+			// (level 2 at stride 1): every scratch the blocks allocate.
+			cfg.Encoder, cfg.BlocksPerLevel, cfg.DecoderConvs = config.EncoderResidual, []int{1, 2, 1}, 1
+			cfg.Strides = [][3]int{{1, 1, 1}, {2, 2, 2}, {1, 1, 1}}
+		}
 		m, err := nn.NewUNet(dev, cfg, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -51,6 +59,11 @@ func TestWorkspaceBytesIsWhatNewWorkspaceAllocates(t *testing.T) {
 		}
 		ws.Free()
 		m.Free()
+		// Free gives every byte back: no tensor of the workspace is left
+		// out (a residual block's scratch included).
+		if cur, _ := dev.MemoryInUse(); cur != 0 {
+			t.Errorf("%+v: %d bytes in use after the workspace and the model are freed", tc, cur)
+		}
 	}
 	m, _ := nn.NewUNet(newDev(), model([]int{2, 4}, nil), 0)
 	if _, err := m.WorkspaceBytes(1, [3]int{8, 8, 7}, true); err == nil {
