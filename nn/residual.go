@@ -41,8 +41,9 @@ type resBuf struct {
 	proj         blockBuf // proj != nil
 	pooled       Tensor   // the skip's pooled input (pooled())
 	// Backward scratch (training), gradients: poolGrad receives the
-	// pooling's input gradient (the block's input's shape), projGrad the
-	// projection's input gradient when the skip pools (the pooled shape).
+	// skip's input gradient (the block's input's shape: the pool's, or an
+	// unpooled projection's), projGrad the projection's input gradient
+	// when the skip pools first (the pooled shape).
 	poolGrad, projGrad Tensor
 }
 
