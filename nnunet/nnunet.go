@@ -71,8 +71,8 @@ func ReadModel(dir, configuration string) (*Model, error) {
 	if c.InheritsFrom != "" || c.PreviousStage != "" {
 		return nil, fmt.Errorf("%s: %s is a cascade stage (previous_stage %q): voxtrain has no cascade", dir, m.Configuration, c.PreviousStage)
 	}
-	if cls := c.Architecture.NetworkClassName; !strings.HasSuffix(cls, ".PlainConvUNet") && cls != "PlainConvUNet" && !c.Architecture.Residual() {
-		return nil, fmt.Errorf("%s: %s's network is %s: voxtrain builds nnU-Net's PlainConvUNet and ResidualEncoderUNet only", dir, m.Configuration, cls)
+	if a := c.Architecture; !a.Plain() && !a.Residual() {
+		return nil, fmt.Errorf("%s: %s's network is %s: voxtrain builds nnU-Net's PlainConvUNet and ResidualEncoderUNet only", dir, m.Configuration, a.NetworkClassName)
 	}
 	if n := len(m.Plans.TransposeForward); n != 3 || !isPermutation(m.Plans.TransposeForward) {
 		return nil, fmt.Errorf("%s: plans.json's transpose_forward %v is not a permutation of 3 axes", dir, m.Plans.TransposeForward)

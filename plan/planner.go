@@ -111,11 +111,25 @@ type Architecture struct {
 	ArchKwargs       ArchKwargs `json:"arch_kwargs"`
 }
 
-// Residual reports whether the network is nnU-Net's ResidualEncoderUNet
-// (the ResEnc presets' network) rather than its PlainConvUNet.
-func (a Architecture) Residual() bool {
-	return strings.HasSuffix(a.NetworkClassName, ".ResidualEncoderUNet") || a.NetworkClassName == "ResidualEncoderUNet"
+// The networks' class names as nnU-Net's planners write them.
+const (
+	plainUNetClass    = "dynamic_network_architectures.architectures.unet.PlainConvUNet"
+	residualUNetClass = "dynamic_network_architectures.architectures.unet.ResidualEncoderUNet"
+)
+
+// isClass reports whether a network_class_name names the class of the
+// module path full, with or without the module.
+func isClass(name, full string) bool {
+	short := full[strings.LastIndexByte(full, '.')+1:]
+	return name == short || strings.HasSuffix(name, "."+short)
 }
+
+// Plain reports whether the network is nnU-Net's PlainConvUNet.
+func (a Architecture) Plain() bool { return isClass(a.NetworkClassName, plainUNetClass) }
+
+// Residual reports whether the network is nnU-Net's ResidualEncoderUNet
+// (the ResEnc presets' network).
+func (a Architecture) Residual() bool { return isClass(a.NetworkClassName, residualUNetClass) }
 
 // ArchKwargs are PlainConvUNet's and ResidualEncoderUNet's shape
 // arguments: n_conv_per_stage for the first, n_blocks_per_stage for the
@@ -449,23 +463,6 @@ func (p *planner) configuration(spacing, median []float64, name string, voxelsAl
 	if dim == 2 {
 		maxF, refVal, refBS = maxFeatures2D, pre.RefVal2D, referenceBatch2D
 	}
-	// The network's convs per stage: PlainConvUNet's 2 per encoder and
-	// decoder stage, or ResidualEncoderUNet's residual blocks and one
-	// decoder conv per stage.
-	encConvs := func(stages int) []int {
-		enc := make([]int, stages)
-		for i := range enc {
-			enc[i] = convsPerStage
-			if pre.Residual {
-				enc[i] = residualBlocksPerStage[min(i, len(residualBlocksPerStage)-1)]
-			}
-		}
-		return enc
-	}
-	decConvs := convsPerStage
-	if pre.Residual {
-		decConvs = 1
-	}
 	inv := make([]float64, dim)
 	for i, s := range spacing {
 		inv[i] = 1 / s
@@ -485,13 +482,7 @@ func (p *planner) configuration(spacing, median []float64, name string, voxelsAl
 		if e, ok := cache[key]; ok {
 			return e
 		}
-		f := featuresPerStage(t.Stages(), baseFeatures, maxF)
-		var e int64
-		if pre.Residual {
-			e = residualFeatureMapVoxels(t.Patch, t.Strides, f, encConvs(t.Stages()), decConvs, p.ds.NumClasses)
-		} else {
-			e = featureMapVoxels(t.Patch, t.Strides, f, convsPerStage, p.ds.NumClasses)
-		}
+		e := p.architecture(t, maxF).featureMapVoxels(t.Patch, p.ds.NumClasses)
 		cache[key] = e
 		return e
 	}
@@ -532,32 +523,11 @@ func (p *planner) configuration(spacing, median []float64, name string, voxelsAl
 	why.BatchFromVRAM, why.BatchCap5Pct, why.Estimate = batch, cap5, est
 	batch = max(min(batch, cap5), minBatchSize)
 
-	stages := topo.Stages()
-	arch := Architecture{
-		NetworkClassName: "dynamic_network_architectures.architectures.unet.PlainConvUNet",
-		ArchKwargs: ArchKwargs{
-			NStages:              stages,
-			FeaturesPerStage:     featuresPerStage(stages, baseFeatures, maxF),
-			KernelSizes:          topo.Kernels,
-			Strides:              topo.Strides,
-			NConvPerStage:        encConvs(stages),
-			NConvPerStageDecoder: encConvs(stages)[1:],
-			ConvBias:             true,
-		},
-	}
 	// The ResEnc planners reuse the default plans' preprocessed data
 	// for 2d and 3d_fullres (generate_data_identifier).
 	dataID := p.preset.PlansName + "_" + name
-	if pre.Residual {
-		arch.NetworkClassName = "dynamic_network_architectures.architectures.unet.ResidualEncoderUNet"
-		arch.ArchKwargs.NBlocksPerStage, arch.ArchKwargs.NConvPerStage = arch.ArchKwargs.NConvPerStage, nil
-		arch.ArchKwargs.NConvPerStageDecoder = make([]int, stages-1)
-		for i := range arch.ArchKwargs.NConvPerStageDecoder {
-			arch.ArchKwargs.NConvPerStageDecoder[i] = decConvs
-		}
-		if name != "3d_lowres" {
-			dataID = PresetDefault.PlansName + "_" + name
-		}
+	if pre.Residual && name != "3d_lowres" {
+		dataID = PresetDefault.PlansName + "_" + name
 	}
 	schemes, mask := p.normalization()
 	return &Configuration{
@@ -568,9 +538,50 @@ func (p *planner) configuration(spacing, median []float64, name string, voxelsAl
 		Spacing:                 spacing,
 		NormalizationSchemes:    schemes,
 		UseMaskForNorm:          mask,
-		Architecture:            arch,
+		Architecture:            p.architecture(topo, maxF),
 		Why:                     why,
 	}, nil
+}
+
+// architecture is the network the preset plans for topology t (features
+// doubling from 32, capped at maxF): PlainConvUNet with convsPerStage
+// convs per encoder and decoder stage, or ResidualEncoderUNet with
+// residualBlocksPerStage blocks per stage and one decoder conv per stage.
+func (p *planner) architecture(t Topology, maxF int) Architecture {
+	n := t.Stages()
+	each := func(count, v int) []int {
+		s := make([]int, count)
+		for i := range s {
+			s[i] = v
+		}
+		return s
+	}
+	ak := ArchKwargs{NStages: n, FeaturesPerStage: featuresPerStage(n, baseFeatures, maxF), KernelSizes: t.Kernels, Strides: t.Strides, ConvBias: true}
+	if !p.preset.Residual {
+		ak.NConvPerStage, ak.NConvPerStageDecoder = each(n, convsPerStage), each(n-1, convsPerStage)
+		return Architecture{NetworkClassName: plainUNetClass, ArchKwargs: ak}
+	}
+	ak.NBlocksPerStage = make([]int, n)
+	for i := range ak.NBlocksPerStage {
+		ak.NBlocksPerStage[i] = residualBlocksPerStage[min(i, len(residualBlocksPerStage)-1)]
+	}
+	ak.NConvPerStageDecoder = each(n-1, 1)
+	return Architecture{NetworkClassName: residualUNetClass, ArchKwargs: ak}
+}
+
+// featureMapVoxels is the network's VRAM proxy (its
+// compute_conv_feature_map_size, without deep supervision) for one sample
+// of patch and classes outputs.
+func (a Architecture) featureMapVoxels(patch []int, classes int) int64 {
+	ak := a.ArchKwargs
+	dec := convsPerStage
+	if len(ak.NConvPerStageDecoder) > 0 {
+		dec = ak.NConvPerStageDecoder[0] // the planners' are uniform
+	}
+	if a.Residual() {
+		return residualFeatureMapVoxels(patch, ak.Strides, ak.FeaturesPerStage, ak.NBlocksPerStage, dec, classes)
+	}
+	return featureMapVoxels(patch, ak.Strides, ak.FeaturesPerStage, ak.NConvPerStage[0], classes)
 }
 
 // normalization is determine_normalization_scheme_and_whether_mask_is_used_for_norm
