@@ -46,16 +46,7 @@ func (d *Device) InstanceNormActForward(x, gamma, beta, y, stats nn.Tensor, eps,
 		s := part[i*2*c : i*2*c+c : i*2*c+c]
 		q := part[i*2*c+c : (i+1)*2*c : (i+1)*2*c]
 		lo, hi := k*chunkVoxels, min(v, (k+1)*chunkVoxels)
-		blk := xs[(b*v+lo)*c : (b*v+hi)*c]
-		for r := 0; r+c <= len(blk); r += c {
-			row := blk[r : r+c]
-			s, q := s[:len(row)], q[:len(row)] // lets the compiler drop bounds checks
-			for j, x := range row {
-				f := float64(x)
-				s[j] += f
-				q[j] += f * f
-			}
-		}
+		normSums(xs[(b*v+lo)*c:(b*v+hi)*c], c, s, q)
 	})
 	for b := 0; b < n; b++ {
 		for j := 0; j < c; j++ {
@@ -77,16 +68,7 @@ func (d *Device) InstanceNormActForward(x, gamma, beta, y, stats nn.Tensor, eps,
 		mean, scale := normAffine(st, gs, b, c)
 		shift := bs[:c:c]
 		lo, hi := k*chunkVoxels, min(v, (k+1)*chunkVoxels)
-		xb := xs[(b*v+lo)*c : (b*v+hi)*c]
-		yb := ys[(b*v+lo)*c : (b*v+hi)*c]
-		for r := 0; r+c <= len(xb); r += c {
-			xr := xb[r : r+c]
-			yr, mean, scale, shift := yb[r:r+len(xr)], mean[:len(xr)], scale[:len(xr)], shift[:len(xr)]
-			for j, x := range xr {
-				z := (x-mean[j])*scale[j] + shift[j]
-				yr[j] = z * fac[signBit(z)]
-			}
-		}
+		normAct(xs[(b*v+lo)*c:(b*v+hi)*c], ys[(b*v+lo)*c:(b*v+hi)*c], c, mean, scale, shift, fac)
 	})
 }
 
@@ -133,18 +115,7 @@ func (d *Device) InstanceNormActBackward(x, gamma, beta, stats, dy, dx, dgamma, 
 		mean, scale := normAffine(st, gs, b, c)
 		shift := bs[:c:c]
 		lo, hi := (b*v+k*chunkVoxels)*c, (b*v+min(v, (k+1)*chunkVoxels))*c
-		xb, gb := xs[lo:hi], dys[lo:hi]
-		for r := 0; r+c <= len(xb); r += c {
-			xr := xb[r : r+c]
-			gr, mean, scale, shift := gb[r:r+len(xr)], mean[:len(xr)], scale[:len(xr)], shift[:len(xr)]
-			sg, sgx := sg[:len(xr)], sgx[:len(xr)]
-			for j, x := range xr {
-				z := (x-mean[j])*scale[j] + shift[j]
-				g := float64(gr[j] * fac[signBit(z)])
-				sg[j] += g
-				sgx[j] += g * float64(x)
-			}
-		}
+		normActGradSums(xs[lo:hi], dys[lo:hi], c, mean, scale, shift, fac, sg, sgx)
 	})
 	// Per (sample, channel) totals of g and g·x̂, combined in chunk order.
 	tot := make([]float64, n*2*c)
@@ -186,17 +157,7 @@ func (d *Device) InstanceNormActBackward(x, gamma, beta, stats, dy, dx, dgamma, 
 			C[j] = float32(-a * tot[b*2*c+j] / float64(v))
 		}
 		lo, hi := (b*v+k*chunkVoxels)*c, (b*v+min(v, (k+1)*chunkVoxels))*c
-		xb, gb, ob := xs[lo:hi], dys[lo:hi], dxs[lo:hi]
-		for r := 0; r+c <= len(xb); r += c {
-			xr := xb[r : r+c]
-			n := len(xr)
-			gr, or, mean, scale, shift, A, B, C := gb[r:r+n], ob[r:r+n], mean[:n], scale[:n], shift[:n], A[:n], B[:n], C[:n]
-			for j, x := range xr {
-				xc := x - mean[j]
-				g := gr[j] * fac[signBit(xc*scale[j]+shift[j])]
-				or[j] = A[j]*g + B[j]*xc + C[j]
-			}
-		}
+		normActGrad(xs[lo:hi], dys[lo:hi], dxs[lo:hi], c, mean, scale, shift, A, B, C, fac)
 	})
 }
 
