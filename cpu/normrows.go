@@ -3,7 +3,7 @@ package cpu
 // The inner loops of the fused instance norm + activation, one block of
 // voxel rows (rows × c channels, channels innermost) at a time. Each comes
 // twice: the Go loop here for the channels from j0 on, and on amd64 an
-// AVX2 loop (normrows_amd64.s) for the first c &^ 7 channels with the same
+// AVX2 loop (normrows_amd64.s) for the first c &^ 3 channels with the same
 // operations in the same order, so both give the same bits
 // (TestNormRowsMatchGo). The dispatchers at the bottom use the assembly
 // where it can run and this Go for the rest.
@@ -71,25 +71,27 @@ func normActGradGo(x, dy, dx []float32, c, j0 int, mean, scale, shift, A, B, C [
 	}
 }
 
-// interleave8 lays the per-channel vectors out as the assembly reads them:
-// for each group of 8 channels, 8 values of each vector in turn.
-func interleave8(c8 int, vecs ...[]float32) []float32 {
-	out := make([]float32, 0, c8*len(vecs))
-	for j := 0; j < c8; j += 8 {
+// interleave lays the per-channel vectors out as the assembly reads them:
+// for each group of 8 channels (and a last group of 4 where c4 is not a
+// multiple of 8), the group's values of each vector in turn.
+func interleave(c4 int, vecs ...[]float32) []float32 {
+	out := make([]float32, 0, c4*len(vecs))
+	for j := 0; j < c4; j += 8 {
+		hi := min(j+8, c4)
 		for _, v := range vecs {
-			out = append(out, v[j:j+8]...)
+			out = append(out, v[j:hi]...)
 		}
 	}
 	return out
 }
 
 // asmChannels returns how many leading channels of c the assembly takes:
-// c rounded down to 8, or 0 where no assembly runs.
+// c rounded down to 4, or 0 where no assembly runs.
 func asmChannels(c int) int {
 	if !haveNormAsm {
 		return 0
 	}
-	return c &^ 7
+	return c &^ 3
 }
 
 // rowsOf returns the number of whole rows of c in x, checking that the
@@ -106,59 +108,59 @@ func rowsOf(c int, x []float32, others ...[]float32) int {
 
 // normSums is normSumsGo over all channels, the first ones in assembly.
 func normSums(x []float32, c int, s, q []float64) {
-	c8 := asmChannels(c)
-	if c8 > 0 {
+	c4 := asmChannels(c)
+	if c4 > 0 {
 		if rows := rowsOf(c, x); rows > 0 {
 			_, _ = s[c-1], q[c-1]
-			normSumsAVX2(&x[0], rows, c, c8, &s[0], &q[0])
+			normSumsAVX2(&x[0], rows, c, c4, &s[0], &q[0])
 		}
 	}
-	if c8 < c {
-		normSumsGo(x, c, c8, s, q)
+	if c4 < c {
+		normSumsGo(x, c, c4, s, q)
 	}
 }
 
 // normAct is normActGo over all channels, the first ones in assembly.
 func normAct(x, y []float32, c int, mean, scale, shift []float32, fac [2]float32) {
-	c8 := asmChannels(c)
-	if c8 > 0 {
+	c4 := asmChannels(c)
+	if c4 > 0 {
 		if rows := rowsOf(c, x, y); rows > 0 {
-			p := interleave8(c8, mean, scale, shift)
-			normActAVX2(&x[0], &y[0], rows, c, c8, &p[0], fac[1])
+			p := interleave(c4, mean, scale, shift)
+			normActAVX2(&x[0], &y[0], rows, c, c4, &p[0], fac[1])
 		}
 	}
-	if c8 < c {
-		normActGo(x, y, c, c8, mean, scale, shift, fac)
+	if c4 < c {
+		normActGo(x, y, c, c4, mean, scale, shift, fac)
 	}
 }
 
 // normActGradSums is normActGradSumsGo over all channels, the first ones
 // in assembly.
 func normActGradSums(x, dy []float32, c int, mean, scale, shift []float32, fac [2]float32, sg, sgx []float64) {
-	c8 := asmChannels(c)
-	if c8 > 0 {
+	c4 := asmChannels(c)
+	if c4 > 0 {
 		if rows := rowsOf(c, x, dy); rows > 0 {
 			_, _ = sg[c-1], sgx[c-1]
-			p := interleave8(c8, mean, scale, shift)
-			normActGradSumsAVX2(&x[0], &dy[0], rows, c, c8, &p[0], fac[1], &sg[0], &sgx[0])
+			p := interleave(c4, mean, scale, shift)
+			normActGradSumsAVX2(&x[0], &dy[0], rows, c, c4, &p[0], fac[1], &sg[0], &sgx[0])
 		}
 	}
-	if c8 < c {
-		normActGradSumsGo(x, dy, c, c8, mean, scale, shift, fac, sg, sgx)
+	if c4 < c {
+		normActGradSumsGo(x, dy, c, c4, mean, scale, shift, fac, sg, sgx)
 	}
 }
 
 // normActGrad is normActGradGo over all channels, the first ones in
 // assembly.
 func normActGrad(x, dy, dx []float32, c int, mean, scale, shift, A, B, C []float32, fac [2]float32) {
-	c8 := asmChannels(c)
-	if c8 > 0 {
+	c4 := asmChannels(c)
+	if c4 > 0 {
 		if rows := rowsOf(c, x, dy, dx); rows > 0 {
-			p := interleave8(c8, mean, scale, shift, A, B, C)
-			normActGradAVX2(&x[0], &dy[0], &dx[0], rows, c, c8, &p[0], fac[1])
+			p := interleave(c4, mean, scale, shift, A, B, C)
+			normActGradAVX2(&x[0], &dy[0], &dx[0], rows, c, c4, &p[0], fac[1])
 		}
 	}
-	if c8 < c {
-		normActGradGo(x, dy, dx, c, c8, mean, scale, shift, A, B, C, fac)
+	if c4 < c {
+		normActGradGo(x, dy, dx, c, c4, mean, scale, shift, A, B, C, fac)
 	}
 }

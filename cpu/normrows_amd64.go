@@ -7,25 +7,25 @@ import "golang.org/x/sys/cpu"
 // haveNormAsm reports whether the AVX2 norm loops (normrows_amd64.s) can run.
 var haveNormAsm = cpu.X86.HasAVX2
 
-// normSumsAVX2 is normSumsGo for channels [0, c8) of rows rows of stride c.
+// normSumsAVX2 is normSumsGo for channels [0, c4) of rows rows of stride c.
 //
 //go:noescape
-func normSumsAVX2(x *float32, rows, c, c8 int, s, q *float64)
+func normSumsAVX2(x *float32, rows, c, c4 int, s, q *float64)
 
-// normActAVX2 is normActGo for channels [0, c8); p holds mean, scale and
-// shift interleaved by groups of 8 channels (interleave8).
+// normActAVX2 is normActGo for channels [0, c4); p holds mean, scale and
+// shift interleaved by channel groups (interleave).
 //
 //go:noescape
-func normActAVX2(x, y *float32, rows, c, c8 int, p *float32, slope float32)
+func normActAVX2(x, y *float32, rows, c, c4 int, p *float32, slope float32)
 
-// normActGradSumsAVX2 is normActGradSumsGo for channels [0, c8); p as for
+// normActGradSumsAVX2 is normActGradSumsGo for channels [0, c4); p as for
 // normActAVX2.
 //
 //go:noescape
-func normActGradSumsAVX2(x, dy *float32, rows, c, c8 int, p *float32, slope float32, sg, sgx *float64)
+func normActGradSumsAVX2(x, dy *float32, rows, c, c4 int, p *float32, slope float32, sg, sgx *float64)
 
-// normActGradAVX2 is normActGradGo for channels [0, c8); p holds mean,
-// scale, shift, A, B and C interleaved by groups of 8 channels.
+// normActGradAVX2 is normActGradGo for channels [0, c4); p holds mean,
+// scale, shift, A, B and C interleaved by channel groups.
 //
 //go:noescape
-func normActGradAVX2(x, dy, dx *float32, rows, c, c8 int, p *float32, slope float32)
+func normActGradAVX2(x, dy, dx *float32, rows, c, c4 int, p *float32, slope float32)

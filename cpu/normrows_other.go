@@ -7,13 +7,13 @@ const haveNormAsm = false
 
 // The assembly loops are never called in this build; they exist so the
 // dispatchers compile.
-func normSumsAVX2(x *float32, rows, c, c8 int, s, q *float64) { panic("cpu: no norm assembly") }
-func normActAVX2(x, y *float32, rows, c, c8 int, p *float32, slope float32) {
+func normSumsAVX2(x *float32, rows, c, c4 int, s, q *float64) { panic("cpu: no norm assembly") }
+func normActAVX2(x, y *float32, rows, c, c4 int, p *float32, slope float32) {
 	panic("cpu: no norm assembly")
 }
-func normActGradSumsAVX2(x, dy *float32, rows, c, c8 int, p *float32, slope float32, sg, sgx *float64) {
+func normActGradSumsAVX2(x, dy *float32, rows, c, c4 int, p *float32, slope float32, sg, sgx *float64) {
 	panic("cpu: no norm assembly")
 }
-func normActGradAVX2(x, dy, dx *float32, rows, c, c8 int, p *float32, slope float32) {
+func normActGradAVX2(x, dy, dx *float32, rows, c, c4 int, p *float32, slope float32) {
 	panic("cpu: no norm assembly")
 }

@@ -30,7 +30,7 @@ func TestNormRowsMatchGo(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range []int{1, 3, 8, 16, 20, 32, 40, 128} {
+	for _, c := range []int{1, 3, 4, 5, 8, 12, 16, 20, 23, 32, 40, 128} {
 		for _, rows := range []int{1, 5, 37} {
 			for _, slope := range []float32{0.01, 0, 1} {
 				n := rows * c
