@@ -25,7 +25,17 @@ build:
 # device under host emulation, PTX staleness, the cuda build (when the CUDA
 # toolkit is installed; skipped with the reason otherwise) and the tests too
 # slow for the race detector.
-test: fmt-check vet race emu ptx-check cuda-check slow
+#
+# The parts run two at a time (each target's output kept together): the
+# README's demo in `slow`, the longest single part (two cores for about 7
+# minutes on a 2-core VM), starts first, and the rest fill the cores it
+# leaves idle (its data loading, validation and checkpoints; the link and
+# single-package stretches of the race-enabled suite). From a cold build
+# cache on a 2-core VM: 23 m 46 s one after another, 18 m 52 s two at a
+# time (docs/BENCHMARKS.md).
+TEST_PARTS = fmt-check slow race vet emu ptx-check cuda-check
+test:
+	@$(MAKE) --no-print-directory -j2 --output-sync=target $(TEST_PARTS)
 
 fmt-check:
 	@out="$$(gofmt -l .)"; \
