@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -180,6 +181,56 @@ func TestResEncPlansMatchNNUNet(t *testing.T) {
 					t.Errorf("gpu memory target %v, want the preset's %v", got.VRAMTargetGB, preset.VRAMGB)
 				}
 			})
+		}
+	}
+}
+
+// TestTargetSpacingPlansMatchNNUNet: a full resolution spacing given by
+// hand (nnU-Net's -overwrite_target_spacing) plans as nnU-Net 2.8.1 plans
+// it from the same fingerprints (testdata/make_nnunet_spacing_plans.py):
+// the transpose, 3d_fullres, 3d_lowres or none, and 2d all follow it.
+func TestTargetSpacingPlansMatchNNUNet(t *testing.T) {
+	var demo, synth Fingerprint
+	readJSON(t, filepath.Join("testdata", "nnunet_dataset_fingerprint.json"), &demo)
+	readJSON(t, filepath.Join("testdata", "synthetic_fingerprint.json"), &synth)
+	demoDS := Dataset{Name: "Dataset004_Hippocampus", ChannelNames: []string{"MRI"}, NumClasses: 3, NumTraining: 80}
+	synthDS := Dataset{Name: "Dataset900_Synthetic", ChannelNames: []string{"CT", "T2"}, NumClasses: 4, NumTraining: 30}
+	for _, tc := range []struct {
+		name    string
+		fp      *Fingerprint
+		ds      Dataset
+		preset  Preset
+		spacing []float64
+		file    string
+	}{
+		{"demo 2,1,1", &demo, demoDS, PresetDefault, []float64{2, 1, 1}, "nnunet_spacing_demo_plans.json"},
+		{"synthetic 1,1,3", &synth, synthDS, PresetDefault, []float64{1, 1, 3}, "nnunet_spacing_synthetic_plans.json"},
+		{"demo resenc-m 1.5", &demo, demoDS, PresetResEncM, []float64{1.5, 1.5, 1.5}, "nnunet_spacing_resenc_m_plans.json"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := MakeOpts(tc.fp, tc.ds, Options{Preset: tc.preset, TargetSpacing: tc.spacing})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ref Plans
+			readJSON(t, filepath.Join("testdata", tc.file), &ref)
+			comparePlans(t, got, &ref)
+			if !slices.Equal(got.TargetSpacingGiven, tc.spacing) {
+				t.Errorf("TargetSpacingGiven %v, want %v", got.TargetSpacingGiven, tc.spacing)
+			}
+			def, err := MakeWith(tc.fp, tc.ds, tc.preset, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if def.TargetSpacingGiven != nil || reflect.DeepEqual(def.Configurations["3d_fullres"].Spacing, got.Configurations["3d_fullres"].Spacing) {
+				t.Errorf("the median rule's plans: given %v, 3d_fullres spacing %v; want nil and another spacing than %v",
+					def.TargetSpacingGiven, def.Configurations["3d_fullres"].Spacing, got.Configurations["3d_fullres"].Spacing)
+			}
+		})
+	}
+	for _, bad := range [][]float64{{1, 1}, {1, 0, 1}, {1, math.Inf(1), 1}, {1, math.NaN(), 1}} {
+		if _, err := MakeOpts(&demo, demoDS, Options{TargetSpacing: bad}); err == nil || !strings.Contains(err.Error(), "target spacing") {
+			t.Errorf("target spacing %v: error %v, want one naming the target spacing", bad, err)
 		}
 	}
 }

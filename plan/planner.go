@@ -76,6 +76,10 @@ type Plans struct {
 	// VRAMTargetGB is the GPU memory the configurations were sized for
 	// (ours; nnU-Net's gpu_memory_target_in_gb).
 	VRAMTargetGB float64 `json:"vram_target_gb"`
+	// TargetSpacingGiven is the full resolution spacing given by hand
+	// (Options.TargetSpacing, nnU-Net's -overwrite_target_spacing; ours,
+	// in the fingerprint's axes), absent when the median rule chose it.
+	TargetSpacingGiven []float64 `json:"target_spacing_given,omitempty"`
 }
 
 // Configuration is one of nnU-Net's configurations (3d_fullres, 2d,
@@ -222,8 +226,42 @@ func Make(fp *Fingerprint, ds Dataset, vramGB float64) (*Plans, error) {
 // MakeWith is Make with the planner preset (its plan_experiment; vramGB
 // is its gpu_memory_target_in_gb, 0 for the preset's VRAMGB).
 func MakeWith(fp *Fingerprint, ds Dataset, preset Preset, vramGB float64) (*Plans, error) {
+	return MakeOpts(fp, ds, Options{Preset: preset, VRAMGB: vramGB})
+}
+
+// Options are the planner's settings beyond the fingerprint and dataset:
+// nnUNetv2_plan_experiment's -pl, -gpu_memory_target and
+// -overwrite_target_spacing.
+type Options struct {
+	Preset Preset
+	// VRAMGB is the GPU memory target in GB; 0 for the preset's.
+	VRAMGB float64
+	// TargetSpacing, when set, replaces the median rule for the full
+	// resolution spacing (three values in the fingerprint's axes, before
+	// the transpose). As in nnU-Net it shapes everything planned from it:
+	// the transpose, 3d_fullres, 3d_lowres (which starts there) and 2d
+	// (its in-plane spacing).
+	TargetSpacing []float64
+}
+
+// MakeOpts plans with o, as the planner o.Preset names would.
+func MakeOpts(fp *Fingerprint, ds Dataset, o Options) (*Plans, error) {
+	preset, vramGB := o.Preset, o.VRAMGB
+	if preset.Planner == "" {
+		preset = PresetDefault
+	}
 	if vramGB == 0 {
 		vramGB = preset.VRAMGB
+	}
+	if o.TargetSpacing != nil {
+		if len(o.TargetSpacing) != 3 {
+			return nil, fmt.Errorf("plan: target spacing %v: want three values (D, H, W)", o.TargetSpacing)
+		}
+		for _, v := range o.TargetSpacing {
+			if !(v > 0) || math.IsInf(v, 0) {
+				return nil, fmt.Errorf("plan: target spacing %v: want each value > 0 and finite", o.TargetSpacing)
+			}
+		}
 	}
 	if len(fp.Spacings) == 0 || len(fp.Spacings) != len(fp.ShapesAfterCrop) {
 		return nil, fmt.Errorf("plan: fingerprint has %d spacings and %d shapes, want the same number > 0", len(fp.Spacings), len(fp.ShapesAfterCrop))
@@ -244,7 +282,7 @@ func MakeWith(fp *Fingerprint, ds Dataset, preset Preset, vramGB float64) (*Plan
 			return nil, fmt.Errorf("plan: case %d has shape after crop %v", i, c)
 		}
 	}
-	p := &planner{fp: fp, ds: ds, vramGB: vramGB, preset: preset}
+	p := &planner{fp: fp, ds: ds, vramGB: vramGB, preset: preset, target: slices.Clone(o.TargetSpacing)}
 	return p.plan()
 }
 
@@ -253,14 +291,19 @@ type planner struct {
 	ds     Dataset
 	vramGB float64
 	preset Preset
+	target []float64 // Options.TargetSpacing
 }
 
 // fullresSpacing is determine_fullres_target_spacing: the median spacing,
 // except that on a dataset whose coarsest axis is both more than 3× the
 // others' spacing and less than a third of their voxels, that axis gets
 // the 10th percentile of its spacings (at least the others' largest
-// spacing + 1e-5), which avoids interpolating few thick slices.
+// spacing + 1e-5), which avoids interpolating few thick slices. A target
+// spacing given by hand (Options.TargetSpacing) replaces all of it.
 func (p *planner) fullresSpacing() []float64 {
+	if p.target != nil {
+		return slices.Clone(p.target)
+	}
 	n := len(p.fp.Spacings)
 	target := make([]float64, 3)
 	size := make([]float64, 3)
@@ -361,6 +404,7 @@ func (p *planner) plan() (*Plans, error) {
 		ExperimentPlannerUsed:                   "voxtrain plan (nnU-Net v2 " + p.preset.Planner + " rules)",
 		VRAMTargetGB:                            p.vramGB,
 		ForegroundIntensityPropertiesPerChannel: p.fp.ForegroundIntensityPropertiesPerChannel,
+		TargetSpacingGiven:                      slices.Clone(p.target),
 	}
 	cache := map[string]int64{}
 	if medianT[0] != 1 {

@@ -187,6 +187,8 @@ func YAML(p *Plans, name string, fp *Fingerprint, ds Dataset, o YAMLOptions) (st
 		line("  #   the patch holds >= 1/4 of the median image's voxels (nnU-Net's lowres_creation_threshold)")
 	} else if twoD {
 		line("  #   in-plane the 3d_fullres spacing; across slices (axis %s, 0) each case keeps its own, as nnU-Net's 2d", axisName[fwd[0]])
+	} else if p.TargetSpacingGiven != nil {
+		line("  #   given by hand (train plan --target-spacing, nnU-Net's -overwrite_target_spacing), not the cases' median")
 	} else {
 		line("  #   the median spacing of the cases (the coarsest axis: its 10th percentile when very anisotropic)")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -31,6 +32,9 @@ type PlanOptions struct {
 	// Planner is the planner preset (plan.PresetNamed: default,
 	// resenc-m, resenc-l, resenc-xl or nnU-Net's class name).
 	Planner string
+	// TargetSpacing replaces the planned full resolution spacing
+	// (D, H, W; nil: the median rule), nnU-Net's -overwrite_target_spacing.
+	TargetSpacing []float64
 }
 
 // NewCmdPlan builds `train plan`; runF (nil: planRun) receives the
@@ -66,9 +70,17 @@ at most 5 % of the dataset's voxels per batch. See docs/PLANNING.md.
 presets instead (nnUNetPlannerResEncM/L/XL, the nnUNetResEncUNet*Plans
 nnU-Net recommends since 2024): a ResidualEncoderUNet (model.encoder:
 residual, 1, 3, 4, 6, 6, ... residual blocks per stage, one decoder conv
-per stage) sized for 8, 24 or 40 GB of GPU memory, no 5 % cap.`,
+per stage) sized for 8, 24 or 40 GB of GPU memory, no 5 % cap.
+
+--target-spacing D,H,W (or one value for all three axes) sets the full
+resolution spacing instead of the median rule, as nnU-Net's
+-overwrite_target_spacing: in the cases' unit and the files' axis order
+(those of dataset_fingerprint.json's spacings). Everything planned from it
+follows: the transpose, 3d_fullres, 3d_lowres (which coarsens it) and 2d's
+in-plane spacing. Plan into another -o folder than the default plans'.`,
 		Example: `  train plan testdata/demo -o plans/demo
   train plan testdata/demo -o plans/demo_resenc_l --planner resenc-l
+  train plan testdata/demo -o plans/demo_2mm_slices --target-spacing 2,1,1
   # then, to train what was planned: train --config plans/demo/3d_fullres.yaml --fold 0`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -84,6 +96,13 @@ per stage) sized for 8, 24 or 40 GB of GPU memory, no 5 % cap.`,
 			if _, err := plan.PresetNamed(opts.Planner); err != nil {
 				return usageErr(cmd, fmt.Errorf("--planner: %w", err))
 			}
+			if cmd.Flags().Changed("target-spacing") {
+				sp, err := targetSpacing(opts.TargetSpacing)
+				if err != nil {
+					return usageErr(cmd, fmt.Errorf("--target-spacing: %w", err))
+				}
+				opts.TargetSpacing = sp
+			}
 			if inside(opts.Output, opts.Dataset) {
 				return usageErr(cmd, fmt.Errorf("-o %s: inside the dataset folder %s; plans go elsewhere (the dataset may be read-only or shared)", opts.Output, opts.Dataset))
 			}
@@ -97,7 +116,25 @@ per stage) sized for 8, 24 or 40 GB of GPU memory, no 5 % cap.`,
 	cmd.Flags().IntVar(&opts.Workers, "workers", runtime.GOMAXPROCS(0), "cases decoded in parallel (each holds one case in memory)")
 	cmd.Flags().Float64Var(&opts.VRAMGB, "gpu-memory", 0, "GPU memory in GB to size patch and batch for (nnU-Net's gpu_memory_target_in_gb; default: the planner's, 8 GB, and 24 and 40 for resenc-l and resenc-xl)")
 	cmd.Flags().StringVar(&opts.Planner, "planner", "default", "nnU-Net's planner: default (ExperimentPlanner), resenc-m, resenc-l or resenc-xl (the residual-encoder presets, nnUNetPlannerResEncM/L/XL)")
+	cmd.Flags().Float64SliceVar(&opts.TargetSpacing, "target-spacing", nil, "full resolution spacing D,H,W (or one value) instead of the cases' median, as nnU-Net's -overwrite_target_spacing")
 	return cmd
+}
+
+// targetSpacing checks --target-spacing: three spacings, or one for all
+// three axes, each > 0.
+func targetSpacing(v []float64) ([]float64, error) {
+	if len(v) == 1 {
+		v = []float64{v[0], v[0], v[0]}
+	}
+	if len(v) != 3 {
+		return nil, fmt.Errorf("%d values, want D,H,W (three) or one for all axes", len(v))
+	}
+	for _, x := range v {
+		if !(x > 0) || math.IsInf(x, 0) {
+			return nil, fmt.Errorf("%v: want spacings > 0", v)
+		}
+	}
+	return v, nil
 }
 
 // inside reports whether path is dir or lies under it.
@@ -144,7 +181,7 @@ func planRun(ctx context.Context, opts *PlanOptions) error {
 	if err != nil {
 		return err
 	}
-	p, err := plan.MakeWith(fp, d, preset, opts.VRAMGB)
+	p, err := plan.MakeOpts(fp, d, plan.Options{Preset: preset, VRAMGB: opts.VRAMGB, TargetSpacing: opts.TargetSpacing})
 	if err != nil {
 		return err
 	}

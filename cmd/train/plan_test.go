@@ -30,6 +30,9 @@ func TestPlanFlags(t *testing.T) {
 		{[]string{"../../testdata/demo", "-o", "out", "--workers", "0"}, "--workers: 0"},
 		{[]string{"../../testdata/demo", "-o", "out", "--gpu-memory", "0"}, "--gpu-memory: 0"},
 		{[]string{"../../testdata/demo", "-o", "out", "--planner", "resenc-s"}, `--planner: planner "resenc-s": want one of default, resenc-m, resenc-l, resenc-xl`},
+		{[]string{"../../testdata/demo", "-o", "out", "--target-spacing", "1,2"}, "--target-spacing: 2 values, want D,H,W (three) or one for all axes"},
+		{[]string{"../../testdata/demo", "-o", "out", "--target-spacing", "1,0,1"}, "--target-spacing: [1 0 1]: want spacings > 0"},
+		{[]string{"../../testdata/demo", "-o", "out", "--target-spacing", "1,x,1"}, `invalid argument "1,x,1" for "--target-spacing"`},
 		{[]string{"../../testdata/demo", "-o", "../../testdata/demo/plans"}, "inside the dataset folder"},
 		{[]string{"../../testdata/demo", "-o", "../../testdata/demo"}, "inside the dataset folder"},
 	} {
@@ -42,6 +45,15 @@ func TestPlanFlags(t *testing.T) {
 		if err != nil || o.Planner != name || o.VRAMGB != 0 {
 			t.Errorf("--planner %s: options %+v, error %v (want the planner's own GPU memory, 0)", name, o, err)
 		}
+	}
+	for arg, want := range map[string][]float64{"2,1,1": {2, 1, 1}, "1.5": {1.5, 1.5, 1.5}} {
+		o, err := capture(t, NewCmdPlan, "../../testdata/demo", "-o", "out", "--target-spacing", arg)
+		if err != nil || !slices.Equal(o.TargetSpacing, want) {
+			t.Errorf("--target-spacing %s: %v, error %v; want %v", arg, o.TargetSpacing, err, want)
+		}
+	}
+	if o, err := capture(t, NewCmdPlan, "../../testdata/demo", "-o", "out"); err != nil || o.TargetSpacing != nil {
+		t.Errorf("no --target-spacing: %v, error %v; want nil (the median rule)", o.TargetSpacing, err)
 	}
 	// A sibling whose name starts with the dataset's is not inside it.
 	if inside("../../testdata/demo2", "../../testdata/demo") {
@@ -104,6 +116,39 @@ func TestPlanRunDemo(t *testing.T) {
 	if err := json.Unmarshal(b, &plans); err != nil || plans.PlansName != "voxtrainResEncUNetLPlans" || plans.VRAM != 24 {
 		t.Errorf("resenc-l plans.json: %+v (%v); want voxtrainResEncUNetLPlans for 24 GB", plans, err)
 	}
+
+	// A target spacing given by hand: 2 mm across the demo's first axis
+	// (nnU-Net's plans for it in plan/testdata/nnunet_spacing_demo_plans.json).
+	dir = filepath.Join(t.TempDir(), "plans_2mm")
+	cmd = NewCmdPlan(f, nil)
+	cmd.SetArgs([]string{"../../testdata/demo", "-o", dir, "--workers", "2", "--target-spacing", "2,1,1"})
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c, err = config.Load(filepath.Join(dir, "3d_fullres.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.Data.TargetSpacing, []float64{2, 1, 1}) || c.Train.PatchSize != [3]int{20, 56, 40} {
+		t.Errorf("--target-spacing 2,1,1: 3d_fullres target spacing %v, patch %v; want [2 1 1], nnU-Net's [20 56 40]", c.Data.TargetSpacing, c.Train.PatchSize)
+	}
+	yml, err := os.ReadFile(filepath.Join(dir, "3d_fullres.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(yml), "given by hand (train plan --target-spacing") {
+		t.Errorf("3d_fullres.yaml does not say its spacing was given:\n%s", yml)
+	}
+	var given struct {
+		Given []float64 `json:"target_spacing_given"`
+	}
+	if b, err = os.ReadFile(filepath.Join(dir, "plans.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &given); err != nil || !slices.Equal(given.Given, []float64{2, 1, 1}) {
+		t.Errorf("plans.json target_spacing_given %v (%v), want [2 1 1]", given.Given, err)
+	}
+	trainPlanned(t, dir) // the cases resampled to 2 mm slices train
 }
 
 // planLabels plans a small demo dataset (n cases) whose dataset.json
