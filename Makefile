@@ -50,7 +50,8 @@ ifeq ($(CGO),1)
 	$(GO) test -race -timeout 30m $(PKGS)
 else
 	@echo "race detector skipped: it needs cgo (a C compiler); running the tests without -race"
-	$(GO) test -timeout 30m -skip '^(TestDemo|TestDemoTrainingLearns|TestSIGKILLDuringSaves|TestWorkflowEndToEnd)$$' $(PKGS)
+	@$(GO) run ./scripts/internal/raceskipped -run > /dev/null
+	$(GO) test -timeout 30m -skip "$(RACE_SKIPPED)" $(PKGS)
 endif
 
 # The ucontext pass checks the fibers, not the kernels (the pass above does):
@@ -77,17 +78,17 @@ ptx-check:
 cuda-check:
 	scripts/cuda_check.sh
 
-# Tests that skip themselves under the race detector, run once without it:
-# the README's demo (configs/demo.yaml, fold 0) trained end to end and held
-# to its validation Dice threshold, nnU-Net's workflow end to end (plan,
-# folds, validation, post-processing, ensemble prediction, evaluation),
-# nn's training on the demo data, and the
-# trainer's SIGKILL-during-saves test (50 kills of a training process),
-# and the gzip decoder's full equivalence matrices (skipped under -race).
+# Every test that skips itself under the race detector (it calls
+# testutil.SkipUnderRace; scripts/internal/raceskipped finds them), run once
+# without it: among them the README's demo (configs/demo.yaml, fold 0)
+# trained end to end and held to its validation Dice threshold, nnU-Net's
+# workflow end to end, the planner held to nnU-Net's plans of the demo, the
+# trainer's SIGKILL-during-saves test and the gzip decoder's full matrices.
+RACE_SKIPPED = $$($(GO) run ./scripts/internal/raceskipped -run)
 slow:
-	$(GO) test -count=1 -timeout 20m -run '^(TestDemo|TestDemoTrainingLearns|TestSIGKILLDuringSaves|TestWorkflowEndToEnd)$$' -v ./cmd/train ./nn ./trainer \
-		| grep -E '^(=== RUN|--- |ok|FAIL|PASS)|demo|kills|loss|Dice'
-	$(GO) test -count=1 -run '^(TestMatrix|TestLarge)$$' ./internal/inflate
+	@$(GO) run ./scripts/internal/raceskipped -run > /dev/null
+	$(GO) test -count=1 -timeout 20m -run "$(RACE_SKIPPED)" -v $$($(GO) run ./scripts/internal/raceskipped -pkgs) \
+		| grep -E '^(--- |ok|FAIL|PASS)|demo took|kills|loss|Dice'
 
 # Run each fuzz target for FUZZTIME (go test -fuzz takes one target at a
 # time). Minimising each new input is capped at 50 runs: the default (60 s

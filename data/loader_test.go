@@ -178,9 +178,7 @@ func TestValidationStreamAndLoadCase(t *testing.T) {
 // TestPipelineSteadyStateAllocs: the real pipeline (memory cache,
 // nnU-Net augmentation) allocates nothing per batch once warm.
 func TestPipelineSteadyStateAllocs(t *testing.T) {
-	if testutil.Race {
-		t.Skip("the race detector allocates")
-	}
+	testutil.SkipUnderRace(t, "the race detector allocates")
 	dir := demoDataset(t, 3)
 	for _, src := range []string{"cache", "store"} {
 		cfg := filled(config.Data{Dataset: dir, Fold: -1, Workers: workers(2), Source: src})

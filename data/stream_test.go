@@ -418,9 +418,7 @@ func TestResumeMatchesContinuation(t *testing.T) {
 // allocates nothing once the stream runs (testing.AllocsPerRun counts
 // every goroutine's allocations, the workers' included).
 func TestSteadyStateAllocs(t *testing.T) {
-	if testutil.Race {
-		t.Skip("the race detector allocates")
-	}
+	testutil.SkipUnderRace(t, "the race detector allocates")
 	for _, workers := range []int{0, 2} {
 		p := newPool(workers, poolOptions{})
 		s := fakeStream(t, p, &fakeTask{}, fakeSampler(8, 4, 1<<20), 0, nil)

@@ -79,9 +79,10 @@ func (c demoCase) crop(o, p [3]int, img, lab []float32) {
 // TestDemoTrainingLearns trains a small U-Net on real hippocampus MRI and
 // checks that the training loss falls and the validation Dice rises.
 func TestDemoTrainingLearns(t *testing.T) {
-	if testing.Short() || testutil.Race {
-		t.Skip("demo training skipped under -short and -race")
+	if testing.Short() {
+		t.Skip("trains on the demo data: skipped under -short")
 	}
+	testutil.SkipUnderRace(t, "trains on the demo data")
 	// The bundled 80 cases are enough: the test reads at most 60.
 	dir := testutil.DemoDir(t)
 	start := time.Now()

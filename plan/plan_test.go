@@ -46,9 +46,7 @@ var (
 // the concurrency).
 func demoFingerprint(t *testing.T) (*Fingerprint, *data.Dataset) {
 	t.Helper()
-	if testutil.Race {
-		t.Skip("the 80 demo cases are slow under the race detector")
-	}
+	testutil.SkipUnderRace(t, "the 80 demo cases are slow there")
 	demoOnce.Do(func() {
 		demoDS, demoErr = data.OpenDataset(config.Data{Dataset: testutil.DemoDir(t)})
 		if demoErr != nil {

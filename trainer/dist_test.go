@@ -237,9 +237,10 @@ func twoRanksMatchOne(t *testing.T, mod func(*config.Config)) {
 // run takes the exact sample sequence one process takes, and ends with
 // its weights (up to summation order).
 func TestResumeOnOtherWorldSizesContinuesTheSequence(t *testing.T) {
-	if testing.Short() || testutil.Race {
+	if testing.Short() {
 		t.Skip("trains four times")
 	}
+	testutil.SkipUnderRace(t, "trains four times")
 	splits := filepath.Join(t.TempDir(), "splits.json")
 	var straightLog, splitLog sampleLog
 	straight, err := runJob(t, t.TempDir(), splits, 1, 6, Options{}, &straightLog)

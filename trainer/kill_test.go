@@ -50,9 +50,10 @@ func TestKillChildTraining(t *testing.T) {
 // moments, at least 50 times; after every kill the latest checkpoint must
 // load, and its state must match the weights' step.
 func TestSIGKILLDuringSaves(t *testing.T) {
-	if testing.Short() || testutil.Race {
+	if testing.Short() {
 		t.Skip("kills 50 training processes (about 30 s); the checkpoint package's own kill test runs under -race")
 	}
+	testutil.SkipUnderRace(t, "kills 50 training processes (about 30 s); the checkpoint package's own kill test runs under -race")
 	out := t.TempDir()
 	splits := filepath.Join(t.TempDir(), "splits.json")
 	c := killConfig(t, out)

@@ -21,9 +21,10 @@ const demoDiceThreshold = 0.70
 // repository root, fold 0, configs/demo.yaml) and checks the validation
 // Dice it prints. `make test` runs it without the race detector.
 func TestDemo(t *testing.T) {
-	if testing.Short() || testutil.Race {
-		t.Skip("trains the full demo: minutes (make slow runs it)")
+	if testing.Short() {
+		t.Skip("trains the full demo: minutes; skipped under -short")
 	}
+	testutil.SkipUnderRace(t, "trains the full demo: minutes")
 	t.Chdir(testutil.RepoRoot())
 	start := time.Now()
 	out, errb, err := runCmd(t, "demo", "--output-dir", t.TempDir())

@@ -20,9 +20,7 @@ import (
 // headers; --save-probabilities writes that mean. A case missing from a
 // folder and probabilities of different shapes are errors naming them.
 func TestEnsembleFolders(t *testing.T) {
-	if testutil.Race {
-		t.Skip("numeric: skipped under -race")
-	}
+	testutil.SkipUnderRace(t, "numeric")
 	runs := filepath.Join(t.TempDir(), "runs")
 	ck0 := tinyCheckpoint(t, runs, 0, 1, nil)
 	ck1 := tinyCheckpoint(t, runs, 1, 2, nil)
@@ -121,9 +119,7 @@ func TestEnsembleFolders(t *testing.T) {
 // mean of two models' probabilities the same way (later regions over
 // earlier ones).
 func TestEnsembleRegions(t *testing.T) {
-	if testutil.Race {
-		t.Skip("numeric: skipped under -race")
-	}
+	testutil.SkipUnderRace(t, "numeric")
 	ds := smallRawDataset(t, "hippocampus_001", "hippocampus_006")
 	meta, _ := json.Marshal(map[string]any{"channel_names": map[string]string{"0": "MRI"},
 		"labels": map[string]any{"background": 0, "whole": []int{1, 2}, "posterior": []int{2}}, "regions_class_order": []int{1, 2},

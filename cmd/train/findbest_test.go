@@ -71,9 +71,7 @@ func foregroundMeanDice(pred, ref map[string][]uint8) float64 {
 // placeholders filled in), predict a test folder. With --no-ensembling
 // only the configurations compete.
 func TestFindBestEndToEnd(t *testing.T) {
-	if testutil.Race {
-		t.Skip("numeric: skipped under -race")
-	}
+	testutil.SkipUnderRace(t, "numeric")
 	ids := []string{"hippocampus_001", "hippocampus_006", "hippocampus_011"}
 	raw := smallRawDataset(t, ids...)
 	root := t.TempDir()

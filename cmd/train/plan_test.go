@@ -64,9 +64,7 @@ func TestPlanFlags(t *testing.T) {
 // TestPlanRunDemo plans the demo in process and trains nothing: the files
 // are there and every YAML loads.
 func TestPlanRunDemo(t *testing.T) {
-	if testutil.Race {
-		t.Skip("the 80 demo cases are slow under the race detector (package plan tests the concurrency)")
-	}
+	testutil.SkipUnderRace(t, "the 80 demo cases are slow there (package plan tests the concurrency)")
 	f, out, _ := testFactory()
 	dir := filepath.Join(t.TempDir(), "plans")
 	cmd := NewCmdPlan(f, nil)
@@ -174,12 +172,11 @@ func planLabels(t *testing.T, n int, labels map[string]any, order []int) string 
 }
 
 // trainPlanned trains the planned 3d_fullres.yaml in dir for one epoch of
-// two steps (skipped under the race detector: numeric and slow there).
+// two steps. Under the race detector (numeric and slow there) it skips the
+// rest of the test instead: call it last; make slow runs the whole test.
 func trainPlanned(t *testing.T, dir string) {
 	t.Helper()
-	if testutil.Race {
-		return
-	}
+	testutil.SkipUnderRace(t, "trains a planned config")
 	b, err := os.ReadFile(filepath.Join(dir, "3d_fullres.yaml"))
 	if err != nil {
 		t.Fatal(err)

@@ -105,11 +105,9 @@ func readProbs(t *testing.T, path string) npy.Array {
 // labels their argmax, every file on the input's grid with its header; a
 // rerun with --continue-prediction skips both cases.
 func TestPredictFolderEnsemble(t *testing.T) {
-	if testutil.Race {
-		// Six sliding-window predictions, 20 s under the race detector;
-		// the pipeline's goroutines are raced in TestPredictStopsBetweenCases.
-		t.Skip("numeric: skipped under -race")
-	}
+	// Six sliding-window predictions, 20 s under the race detector; the
+	// pipeline's goroutines are raced in TestPredictStopsBetweenCases.
+	testutil.SkipUnderRace(t, "numeric")
 	runs := filepath.Join(t.TempDir(), "runs")
 	ck0 := tinyCheckpoint(t, runs, 0, 1, nil)
 	ck1 := tinyCheckpoint(t, runs, 1, 2, nil)

@@ -101,9 +101,7 @@ func (w *cancelWriter) Write(p []byte) (int, error) {
 // the ROI's origin, and its labels and probabilities equal a prediction of
 // the whole ROI at once with the same normalisation.
 func TestPredictBlocksOMEZarr(t *testing.T) {
-	if testutil.Race {
-		t.Skip("numeric: skipped under -race")
-	}
+	testutil.SkipUnderRace(t, "numeric")
 	shape := [3]int{64, 64, 64}
 	in, img := writeZarrInput(t, shape)
 	ck := tinyCheckpoint(t, filepath.Join(t.TempDir(), "runs"), 0, 1, nil)

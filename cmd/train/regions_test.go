@@ -20,9 +20,7 @@ import (
 // that, its validation scores each region (one val_dice per channel) and
 // `train validate` keys summary.json by region as nnU-Net does.
 func TestRegionsTrainPredictWithoutDataset(t *testing.T) {
-	if testutil.Race {
-		t.Skip("numeric: a training and two sliding-window predictions; skipped under -race")
-	}
+	testutil.SkipUnderRace(t, "numeric: a training and two sliding-window predictions")
 	demo := testutil.DemoDir(t)
 	ds := filepath.Join(t.TempDir(), "Dataset001_Regions")
 	for _, sub := range []string{"imagesTr", "labelsTr"} {

@@ -50,9 +50,7 @@ func smallRawDataset(t *testing.T, ids ...string) string {
 // and the labels are still argmax of those probabilities; without
 // --output the flag is refused.
 func TestValidateSaveProbabilities(t *testing.T) {
-	if testutil.Race {
-		t.Skip("numeric: skipped under -race")
-	}
+	testutil.SkipUnderRace(t, "numeric")
 	ids := []string{"hippocampus_001", "hippocampus_006"}
 	raw := smallRawDataset(t, ids...)
 	// On the files' grid, and resampled to a target spacing (mapped back

@@ -30,9 +30,10 @@ import (
 // predictions on their inputs' grids, and `train evaluate` reproducing
 // from the written files the numbers validate reported.
 func TestWorkflowEndToEnd(t *testing.T) {
-	if testing.Short() || testutil.Race {
-		t.Skip("trains two folds end to end: run without -race and -short (make slow)")
+	if testing.Short() {
+		t.Skip("trains two folds end to end: skipped under -short")
 	}
+	testutil.SkipUnderRace(t, "trains two folds end to end")
 	demo := testutil.DemoDir(t)
 	root := t.TempDir()
 	raw := filepath.Join(root, "Dataset004_Hippocampus")

@@ -25,9 +25,7 @@ var levels = []int{-2, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
 // Each case is also decoded through ResetReader, rotating the source kind,
 // the input window size and the read size.
 func TestMatrix(t *testing.T) {
-	if testutil.Race {
-		t.Skip("single-goroutine decoder: its matrices run in full without -race (make slow), where they take 9 s, not a minute")
-	}
+	testutil.SkipUnderRace(t, "single-goroutine decoder: its matrices take 9 s without the race detector, a minute with")
 	sizes := []int{0, 1, 100, 65535, 65536 + 1, 300000}
 	var z Reader
 	zs := streamReaders()
@@ -75,9 +73,7 @@ func TestMatrix(t *testing.T) {
 
 // TestLarge decodes multi-megabyte inputs (several output-area refills).
 func TestLarge(t *testing.T) {
-	if testutil.Race {
-		t.Skip("single-goroutine decoder: its matrices run in full without -race (make slow), where they take 9 s, not a minute")
-	}
+	testutil.SkipUnderRace(t, "single-goroutine decoder: its matrices take 9 s without the race detector, a minute with")
 	n := 5 << 20
 	if lighter() {
 		n = 2 << 20
