@@ -35,6 +35,10 @@ type PlanOptions struct {
 	// TargetSpacing replaces the planned full resolution spacing
 	// (D, H, W; nil: the median rule), nnU-Net's -overwrite_target_spacing.
 	TargetSpacing []float64
+	// Fingerprint is a dataset_fingerprint.json to plan from instead of
+	// reading every case ("": extract one), as nnUNetv2_plan_experiment
+	// reuses the fingerprint nnUNetv2_extract_fingerprint wrote.
+	Fingerprint string
 }
 
 // NewCmdPlan builds `train plan`; runF (nil: planRun) receives the
@@ -77,10 +81,17 @@ resolution spacing instead of the median rule, as nnU-Net's
 -overwrite_target_spacing: in the cases' unit and the files' axis order
 (those of dataset_fingerprint.json's spacings). Everything planned from it
 follows: the transpose, 3d_fullres, 3d_lowres (which coarsens it) and 2d's
-in-plane spacing. Plan into another -o folder than the default plans'.`,
+in-plane spacing. Plan into another -o folder than the default plans'.
+
+--fingerprint FILE plans from a dataset_fingerprint.json instead of reading
+every case (the one an earlier train plan wrote, or nnU-Net's own), as
+nnUNetv2_plan_experiment reuses nnUNetv2_extract_fingerprint's: re-planning
+a large dataset for another GPU or spacing takes seconds. It must describe
+DATASET: as many cases (the same IDs in order, when it names them) and
+channels.`,
 		Example: `  train plan testdata/demo -o plans/demo
   train plan testdata/demo -o plans/demo_resenc_l --planner resenc-l
-  train plan testdata/demo -o plans/demo_2mm_slices --target-spacing 2,1,1
+  train plan testdata/demo -o plans/demo_2mm_slices --target-spacing 2,1,1 --fingerprint plans/demo/dataset_fingerprint.json
   # then, to train what was planned: train --config plans/demo/3d_fullres.yaml --fold 0`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -116,8 +127,26 @@ in-plane spacing. Plan into another -o folder than the default plans'.`,
 	cmd.Flags().IntVar(&opts.Workers, "workers", runtime.GOMAXPROCS(0), "cases decoded in parallel (each holds one case in memory)")
 	cmd.Flags().Float64Var(&opts.VRAMGB, "gpu-memory", 0, "GPU memory in GB to size patch and batch for (nnU-Net's gpu_memory_target_in_gb; default: the planner's, 8 GB, and 24 and 40 for resenc-l and resenc-xl)")
 	cmd.Flags().StringVar(&opts.Planner, "planner", "default", "nnU-Net's planner: default (ExperimentPlanner), resenc-m, resenc-l or resenc-xl (the residual-encoder presets, nnUNetPlannerResEncM/L/XL)")
+	cmd.Flags().StringVar(&opts.Fingerprint, "fingerprint", "", "plan from this dataset_fingerprint.json (train plan's or nnU-Net's) instead of reading every case")
 	cmd.Flags().Float64SliceVar(&opts.TargetSpacing, "target-spacing", nil, "full resolution spacing D,H,W (or one value) instead of the cases' median, as nnU-Net's -overwrite_target_spacing")
 	return cmd
+}
+
+// readFingerprint reads --fingerprint and checks it describes ds.
+func readFingerprint(path string, ds *data.Dataset) (*plan.Fingerprint, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--fingerprint: %w", err)
+	}
+	defer f.Close()
+	fp, err := plan.ReadFingerprint(f)
+	if err == nil {
+		err = fp.CheckAgainst(ds)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--fingerprint %s: %w", path, err)
+	}
+	return fp, nil
 }
 
 // targetSpacing checks --target-spacing: three spacings, or one for all
@@ -168,10 +197,17 @@ func planRun(ctx context.Context, opts *PlanOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "plan: fingerprinting %d cases of %s on %d workers\n", len(ds.Cases), opts.Dataset, opts.Workers)
-	fp, err := plan.Extract(ctx, ds, ds.Channels, opts.Workers)
-	if err != nil {
-		return err
+	var fp *plan.Fingerprint
+	if opts.Fingerprint != "" {
+		if fp, err = readFingerprint(opts.Fingerprint, ds); err != nil {
+			return err
+		}
+		fmt.Fprintf(opts.IO.ErrOut, "plan: the fingerprint of %d cases in %s\n", len(fp.Spacings), opts.Fingerprint)
+	} else {
+		fmt.Fprintf(opts.IO.ErrOut, "plan: fingerprinting %d cases of %s on %d workers\n", len(ds.Cases), opts.Dataset, opts.Workers)
+		if fp, err = plan.Extract(ctx, ds, ds.Channels, opts.Workers); err != nil {
+			return err
+		}
 	}
 	d, err := plan.DescribeDataset(ds, fp, len(fp.ForegroundIntensityPropertiesPerChannel))
 	if err != nil {

@@ -237,3 +237,100 @@ func TestPlanIgnoreLabel(t *testing.T) {
 	}
 	trainPlanned(t, dir)
 }
+
+// TestPlanFromFingerprint: --fingerprint plans from a dataset_fingerprint.json
+// without reading the cases, nnU-Net's own included (the demo's, which
+// nnU-Net 2.8.1 extracted: the plans are nnU-Net's, patch [40 56 40]), and
+// one of another dataset, of other case IDs, or not a fingerprint at all
+// is an error naming the file and the mismatch.
+func TestPlanFromFingerprint(t *testing.T) {
+	nnunetFP, err := filepath.Abs("../../plan/testdata/nnunet_dataset_fingerprint.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "plans")
+	out, errb, err := runCmd(t, "plan", "../../testdata/demo", "-o", dir, "--fingerprint", nnunetFP, "--workers", "1")
+	if err != nil {
+		t.Fatalf("plan --fingerprint: %v\n%s\n%s", err, out, errb)
+	}
+	if !strings.Contains(errb.String(), "plan: the fingerprint of 80 cases in "+nnunetFP) || strings.Contains(errb.String(), "fingerprinting") {
+		t.Errorf("stderr %q: want the fingerprint read, no case read", errb.String())
+	}
+	if !strings.Contains(out.String(), "3d_fullres patch [40 56 40]") {
+		t.Errorf("output %q, want nnU-Net's 3d_fullres patch", out.String())
+	}
+	c, err := config.Load(filepath.Join(dir, "3d_fullres.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref struct {
+		Configurations map[string]struct {
+			BatchSize int `json:"batch_size"`
+		} `json:"configurations"`
+	}
+	b, err := os.ReadFile("../../plan/testdata/nnunet_nnUNetPlans.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &ref); err != nil {
+		t.Fatal(err)
+	}
+	if want := ref.Configurations["3d_fullres"].BatchSize; c.Train.PatchSize != [3]int{40, 56, 40} || c.Train.BatchSize != want {
+		t.Errorf("3d_fullres patch %v batch %d, want nnU-Net's [40 56 40] and %d", c.Train.PatchSize, c.Train.BatchSize, want)
+	}
+	written, err := os.ReadFile(filepath.Join(dir, "dataset_fingerprint.json"))
+	if err != nil || !strings.Contains(string(written), `"spacings"`) {
+		t.Errorf("dataset_fingerprint.json in the plans: %v", err)
+	}
+
+	// Ours, with case IDs: one renamed is refused naming it.
+	var fp map[string]any
+	if err := json.Unmarshal(written, &fp); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]any, 80)
+	entries, err := os.ReadDir("../../testdata/demo/labelsTr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range entries[:80] {
+		ids[i] = strings.TrimSuffix(e.Name(), ".nii.gz")
+	}
+	fp["case_ids"] = ids
+	ours := filepath.Join(t.TempDir(), "ours.json")
+	writeJSONFile(t, ours, fp)
+	if out, errb, err := runCmd(t, "plan", "../../testdata/demo", "-o", filepath.Join(t.TempDir(), "p"), "--fingerprint", ours); err != nil {
+		t.Errorf("the demo's case IDs: %v\n%s\n%s", err, out, errb)
+	}
+	ids[3] = "hippocampus_999"
+	renamed := filepath.Join(t.TempDir(), "renamed.json")
+	writeJSONFile(t, renamed, fp)
+
+	notJSON := filepath.Join(t.TempDir(), "x.json")
+	if err := os.WriteFile(notJSON, []byte("{\"spacings\": [[1, 1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	synthetic, _ := filepath.Abs("../../plan/testdata/synthetic_fingerprint.json")
+	for _, tc := range []struct{ file, want string }{
+		{renamed, "--fingerprint " + renamed + `: case 3 is "hippocampus_999", the dataset ../../testdata/demo's is "` + entries[3].Name()[:len("hippocampus_000")] + `"`},
+		{synthetic, "--fingerprint " + synthetic + ": 30 cases, the dataset ../../testdata/demo has 80"},
+		{notJSON, "--fingerprint " + notJSON + ": not a dataset fingerprint"},
+		{filepath.Join(t.TempDir(), "missing.json"), "--fingerprint: open "},
+	} {
+		_, _, err := runCmd(t, "plan", "../../testdata/demo", "-o", filepath.Join(t.TempDir(), "p"), "--fingerprint", tc.file)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("--fingerprint %s: error %v, want %q", tc.file, err, tc.want)
+		}
+	}
+}
+
+func writeJSONFile(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
