@@ -176,8 +176,11 @@ func readDataset(path string) (plan.Dataset, error) {
 	}
 	out.NumClasses = slices.Max(labels.Labels) + 1
 	if labels.Ignore > 0 {
-		// nnU-Net's ignore label: no output; the config's loss leaves it out.
+		// nnU-Net's ignore label: no output; the config's loss leaves it
+		// out. NumClasses counts it, as plan.DescribeDataset's (the
+		// planner's label count); Outputs are the network's classes.
 		out.IgnoreLabel, out.Outputs = labels.Ignore, out.NumClasses
+		out.NumClasses = max(out.NumClasses, labels.Ignore+1)
 	}
 	return out, nil
 }

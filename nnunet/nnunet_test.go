@@ -1,6 +1,8 @@
 package nnunet
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -66,5 +68,32 @@ func TestWeightsNames(t *testing.T) {
 	}
 	if _, err := Weights(append(ts, f32("encoder.stem.weight", 1)), 3, []int{0, 1, 2}, true); err == nil || !strings.Contains(err.Error(), "encoder.stem.weight") {
 		t.Errorf("unknown tensor: %v", err)
+	}
+}
+
+// TestReadDatasetIgnoreLabel: a dataset.json with nnU-Net's ignore label
+// describes the dataset as train plan's reader does (plan.DescribeDataset):
+// the ignore label counted among the labels, the network's outputs not.
+func TestReadDatasetIgnoreLabel(t *testing.T) {
+	for _, tc := range []struct {
+		labels           string
+		classes, outputs int
+	}{
+		{`{"background": 0, "a": 1, "b": 2, "ignore": 3}`, 4, 3},
+		{`{"background": 0, "a": 1, "ignore": 255}`, 256, 2},
+		{`{"background": 0, "a": 1, "b": 2}`, 3, 0},
+	} {
+		path := filepath.Join(t.TempDir(), "dataset.json")
+		body := `{"channel_names": {"0": "MRI"}, "labels": ` + tc.labels + `, "numTraining": 2, "file_ending": ".nii.gz"}`
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d, err := readDataset(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.NumClasses != tc.classes || d.Outputs != tc.outputs {
+			t.Errorf("labels %s: %d classes, %d outputs; want %d and %d", tc.labels, d.NumClasses, d.Outputs, tc.classes, tc.outputs)
+		}
 	}
 }
