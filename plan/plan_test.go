@@ -41,12 +41,10 @@ var (
 )
 
 // demoFingerprint extracts the demo's fingerprint once for every test
-// (80 cases: well under a second, but slow under the race detector, where
-// the tests that need it skip; TestExtractSameForAnyWorkerCount holds
-// the concurrency).
+// (80 cases: 0.2 s, 3 s under the race detector, so the tests that need it
+// run there too; TestExtractSameForAnyWorkerCount holds the concurrency).
 func demoFingerprint(t *testing.T) (*Fingerprint, *data.Dataset) {
 	t.Helper()
-	testutil.SkipUnderRace(t, "the 80 demo cases are slow there")
 	demoOnce.Do(func() {
 		demoDS, demoErr = data.OpenDataset(config.Data{Dataset: testutil.DemoDir(t)})
 		if demoErr != nil {
