@@ -91,7 +91,7 @@ DATASET: as many cases (the same IDs in order, when it names them) and
 channels.`,
 		Example: `  train plan testdata/demo -o plans/demo
   train plan testdata/demo -o plans/demo_resenc_l --planner resenc-l
-  train plan testdata/demo -o plans/demo_2mm_slices --target-spacing 2,1,1 --fingerprint plans/demo/dataset_fingerprint.json
+  train plan testdata/demo -o plans/demo_2mm_slices --target-spacing 2,1,1 --fingerprint plan/testdata/nnunet_dataset_fingerprint.json
   # then, to train what was planned: train --config plans/demo/3d_fullres.yaml --fold 0`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
