@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/voxtrain/voxtrain/data"
 )
@@ -18,15 +19,10 @@ func ReadFingerprint(r io.Reader) (*Fingerprint, error) {
 	if err := json.NewDecoder(r).Decode(&fp); err != nil {
 		return nil, fmt.Errorf("not a dataset fingerprint: %w", err)
 	}
-	n := len(fp.Spacings)
-	switch {
-	case n == 0:
-		return nil, errors.New("no spacings: not a dataset fingerprint")
-	case len(fp.ShapesAfterCrop) != n:
-		return nil, fmt.Errorf("%d spacings but %d shapes_after_crop", n, len(fp.ShapesAfterCrop))
-	case fp.CaseIDs != nil && len(fp.CaseIDs) != n:
-		return nil, fmt.Errorf("%d spacings but %d case_ids", n, len(fp.CaseIDs))
-	case len(fp.ForegroundIntensityPropertiesPerChannel) == 0:
+	if err := fp.checkCases(); err != nil {
+		return nil, err
+	}
+	if len(fp.ForegroundIntensityPropertiesPerChannel) == 0 {
 		return nil, errors.New("no foreground_intensity_properties_per_channel")
 	}
 	for c := range len(fp.ForegroundIntensityPropertiesPerChannel) {
@@ -34,13 +30,35 @@ func ReadFingerprint(r io.Reader) (*Fingerprint, error) {
 			return nil, fmt.Errorf("foreground_intensity_properties_per_channel has no channel %d", c)
 		}
 	}
+	return &fp, nil
+}
+
+// checkCases checks the per-case lists: as many spacings as shapes (and
+// case IDs, when named), at least one, every spacing > 0 and finite and
+// every shape at least one voxel. The planner needs no more of a
+// fingerprint; one read from a file must also have its channels'
+// statistics (ReadFingerprint).
+func (fp *Fingerprint) checkCases() error {
+	n := len(fp.Spacings)
+	switch {
+	case n == 0:
+		return fmt.Errorf("no spacings (%d spacings and %d shapes): not a dataset fingerprint", n, len(fp.ShapesAfterCrop))
+	case len(fp.ShapesAfterCrop) != n:
+		return fmt.Errorf("%d spacings but %d shapes_after_crop", n, len(fp.ShapesAfterCrop))
+	case fp.CaseIDs != nil && len(fp.CaseIDs) != n:
+		return fmt.Errorf("%d spacings but %d case_ids", n, len(fp.CaseIDs))
+	}
 	for i := range n {
 		s, c := fp.Spacings[i], fp.ShapesAfterCrop[i]
-		if !(s[0] > 0 && s[1] > 0 && s[2] > 0) || c[0] < 1 || c[1] < 1 || c[2] < 1 {
-			return nil, fmt.Errorf("case %d: spacing %v, shape after crop %v; want both > 0", i, s, c)
+		ok := c[0] >= 1 && c[1] >= 1 && c[2] >= 1
+		for _, v := range s {
+			ok = ok && v > 0 && !math.IsInf(v, 0)
+		}
+		if !ok {
+			return fmt.Errorf("case %d: spacing %v, shape after crop %v; want both > 0", i, s, c)
 		}
 	}
-	return &fp, nil
+	return nil
 }
 
 // CheckAgainst reports whether fp describes ds: as many cases (the same

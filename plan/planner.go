@@ -244,6 +244,20 @@ type Options struct {
 	TargetSpacing []float64
 }
 
+// CheckTargetSpacing checks a full resolution spacing given by hand
+// (Options.TargetSpacing): three values, each > 0 and finite.
+func CheckTargetSpacing(v []float64) error {
+	if len(v) != 3 {
+		return fmt.Errorf("%v: %d values, want three (D, H, W)", v, len(v))
+	}
+	for _, x := range v {
+		if !(x > 0) || math.IsInf(x, 0) {
+			return fmt.Errorf("%v: want spacings > 0 and finite", v)
+		}
+	}
+	return nil
+}
+
 // MakeOpts plans with o, as the planner o.Preset names would.
 func MakeOpts(fp *Fingerprint, ds Dataset, o Options) (*Plans, error) {
 	preset, vramGB := o.Preset, o.VRAMGB
@@ -254,33 +268,18 @@ func MakeOpts(fp *Fingerprint, ds Dataset, o Options) (*Plans, error) {
 		vramGB = preset.VRAMGB
 	}
 	if o.TargetSpacing != nil {
-		if len(o.TargetSpacing) != 3 {
-			return nil, fmt.Errorf("plan: target spacing %v: want three values (D, H, W)", o.TargetSpacing)
-		}
-		for _, v := range o.TargetSpacing {
-			if !(v > 0) || math.IsInf(v, 0) {
-				return nil, fmt.Errorf("plan: target spacing %v: want each value > 0 and finite", o.TargetSpacing)
-			}
+		if err := CheckTargetSpacing(o.TargetSpacing); err != nil {
+			return nil, fmt.Errorf("plan: target spacing %w", err)
 		}
 	}
-	if len(fp.Spacings) == 0 || len(fp.Spacings) != len(fp.ShapesAfterCrop) {
-		return nil, fmt.Errorf("plan: fingerprint has %d spacings and %d shapes, want the same number > 0", len(fp.Spacings), len(fp.ShapesAfterCrop))
+	if err := fp.checkCases(); err != nil {
+		return nil, fmt.Errorf("plan: fingerprint: %w", err)
 	}
 	if ds.NumClasses < 1 || ds.NumTraining < 1 || len(ds.ChannelNames) < 1 {
 		return nil, fmt.Errorf("plan: dataset %q: %d classes, %d training cases, %d channels; want each >= 1", ds.Name, ds.NumClasses, ds.NumTraining, len(ds.ChannelNames))
 	}
 	if !(vramGB > 0) {
 		return nil, fmt.Errorf("plan: GPU memory target %v GB, want > 0", vramGB)
-	}
-	for i, s := range fp.Spacings {
-		for _, v := range s {
-			if !(v > 0) || math.IsInf(v, 0) {
-				return nil, fmt.Errorf("plan: case %d has spacing %v, want > 0", i, s)
-			}
-		}
-		if c := fp.ShapesAfterCrop[i]; c[0] < 1 || c[1] < 1 || c[2] < 1 {
-			return nil, fmt.Errorf("plan: case %d has shape after crop %v", i, c)
-		}
 	}
 	p := &planner{fp: fp, ds: ds, vramGB: vramGB, preset: preset, target: slices.Clone(o.TargetSpacing)}
 	return p.plan()

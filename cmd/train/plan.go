@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -149,21 +148,18 @@ func readFingerprint(path string, ds *data.Dataset) (*plan.Fingerprint, error) {
 	return fp, nil
 }
 
-// targetSpacing checks --target-spacing: three spacings, or one for all
-// three axes, each > 0.
+// targetSpacing checks --target-spacing before any case is read: three
+// spacings, or one for all three axes, as plan.CheckTargetSpacing wants
+// them.
 func targetSpacing(v []float64) ([]float64, error) {
-	if len(v) == 1 {
+	switch len(v) {
+	case 1:
 		v = []float64{v[0], v[0], v[0]}
-	}
-	if len(v) != 3 {
+	case 3:
+	default:
 		return nil, fmt.Errorf("%d values, want D,H,W (three) or one for all axes", len(v))
 	}
-	for _, x := range v {
-		if !(x > 0) || math.IsInf(x, 0) {
-			return nil, fmt.Errorf("%v: want spacings > 0", v)
-		}
-	}
-	return v, nil
+	return v, plan.CheckTargetSpacing(v)
 }
 
 // inside reports whether path is dir or lies under it.
