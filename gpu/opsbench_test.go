@@ -67,7 +67,7 @@ func BenchmarkUNetStepOps(b *testing.B) {
 			base = open(b, gpu.Options{Math: m})
 		}
 		for _, sc := range stepConfigs {
-			b.Run(fmt.Sprintf("%s/%s", sc.name, m), func(b *testing.B) { benchOps(b, base, m, sc.name, sc.cfg, sc.batch, sc.patch, false) })
+			b.Run(fmt.Sprintf("%s/%s", sc.name, m), func(b *testing.B) { benchOps(b, base, sc.name, sc.cfg, sc.batch, sc.patch, false) })
 		}
 	}
 }
@@ -80,13 +80,13 @@ func BenchmarkUNetStepOpsByShape(b *testing.B) {
 	sc := stepConfigs[len(stepConfigs)-1]
 	for _, m := range []gpu.Math{gpu.MathBF16, gpu.MathTF32} {
 		base := open(b, gpu.Options{Math: m})
-		b.Run(fmt.Sprintf("%s/%s", sc.name, m), func(b *testing.B) { benchOps(b, base, m, sc.name, sc.cfg, sc.batch, sc.patch, true) })
+		b.Run(fmt.Sprintf("%s/%s", sc.name, m), func(b *testing.B) { benchOps(b, base, sc.name, sc.cfg, sc.batch, sc.patch, true) })
 	}
 }
 
 // benchOps times steps of model cfg on base with the ops' GPU time split
 // by group (and shape when byShape), reporting each group's ms per step.
-func benchOps(b *testing.B, base *gpu.Device, m gpu.Math, name string, cfg config.Model, batch int, patch [3]int, byShape bool) {
+func benchOps(b *testing.B, base *gpu.Device, name string, cfg config.Model, batch int, patch [3]int, byShape bool) {
 	ot := &opTimes{dev: base, t: map[string]time.Duration{}, calls: map[string]int{}}
 	d := &optiming.Device{Device: base, Span: ot.span, ByShape: byShape}
 	const warm = 2
@@ -122,19 +122,15 @@ func benchOps(b *testing.B, base *gpu.Device, m gpu.Math, name string, cfg confi
 	other := (total - ops).Seconds() * 1e3 / steps
 	if byShape {
 		// One line per op and shape: too many for metrics.
-		lines := []string{fmt.Sprintf("%s on %s: %.1f ms/step (wall), other %.2f; by op and shape (ms/step, calls/step, GB/s of a memory-bound op's minimal traffic):",
-			name, base.Name(), total.Seconds()*1e3/steps, other)}
+		lines := []string{fmt.Sprintf("%s on %s, %d-byte activations and %d-byte activation gradients: %.1f ms/step (wall), other %.2f; by op and shape (ms/step, calls/step, GB/s of a memory-bound op's minimal traffic):",
+			name, base.Name(), d.ActivationBytes(), d.ActivationGradientBytes(), total.Seconds()*1e3/steps, other)}
 		for _, n := range names {
 			ms := ot.t[n].Seconds() * 1e3 / steps
 			line := fmt.Sprintf("  %-70s %8.3f ms %4.0f×", n, ms, float64(ot.calls[n])/steps)
-			// Activations (and their gradients) are bf16 under MathBF16,
-			// the default storage (with VOXTRAIN_BF16_ACTIVATIONS=0 or
-			// VOXTRAIN_BF16_GRADIENTS=0 this understates the traffic).
-			elem := 4
-			if m == gpu.MathBF16 {
-				elem = 2
-			}
-			if by := optiming.MinimalTraffic(n, elem); by > 0 && ms > 0 {
+			// The element sizes the step ran with (through the wrapper,
+			// which forwards the device's activation allocators): bf16
+			// activations and gradients under MathBF16 by default.
+			if by := optiming.MinimalTraffic(n, d.ActivationBytes(), d.ActivationGradientBytes()); by > 0 && ms > 0 {
 				line += fmt.Sprintf(" %7.0f GB/s", float64(by)/1e9*float64(ot.calls[n])/steps/(ms/1e3))
 			}
 			lines = append(lines, line)
@@ -151,6 +147,6 @@ func benchOps(b *testing.B, base *gpu.Device, m gpu.Math, name string, cfg confi
 	}
 	b.ReportMetric(other, "other-ms/step")
 	b.ReportMetric(total.Seconds()*1e3/steps, "total-ms/step")
-	b.Logf("%s on %s: %.1f ms/step (wall): %s; other (loss reductions, gradient norm, host) %.2f",
-		name, base.Name(), total.Seconds()*1e3/steps, strings.Join(parts, ", "), other)
+	b.Logf("%s on %s, %d-byte activations and %d-byte activation gradients: %.1f ms/step (wall): %s; other (loss reductions, gradient norm, host) %.2f",
+		name, base.Name(), d.ActivationBytes(), d.ActivationGradientBytes(), total.Seconds()*1e3/steps, strings.Join(parts, ", "), other)
 }

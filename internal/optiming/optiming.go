@@ -16,7 +16,12 @@ import (
 
 // Device is an nn.Device whose convolution, normalisation, concatenation,
 // bias, loss and optimiser ops each run inside Span(group); every other op
-// goes straight to the wrapped device.
+// goes straight to the wrapped device, and so do the optional interfaces
+// that change how nn uses a device (forward.go): narrow activation and
+// gradient storage, free memory, peak memory. The loss devices for an
+// ignore label and multi-label outputs are not forwarded: a step timed
+// through Device uses the softmax loss (a Criterion needing them refuses
+// the device with an error).
 type Device struct {
 	nn.Device
 	// Span is called as an op starts, with the op's group ("conv forward",
@@ -157,14 +162,15 @@ func (d *Device) SumSquares(ts []nn.Tensor) []float64 {
 
 // MinimalTraffic returns the bytes one call of a memory-bound op must
 // move at least, given its span name with a shape ("norm+act forward
-// 2×128×128×128×32", as ByShape names it) and its activations' element
-// size: each activation read or written once per pass of its kernels.
-// norm+act forward reads x twice (statistics, then apply) and writes y;
-// backward reads x and dy twice and writes dx. 0 for other groups and
-// names without a shape.
-func MinimalTraffic(name string, elemBytes int) int64 {
-	passes := map[string]int64{NormForward: 3, NormBackward: 5}
-	for group, p := range passes {
+// 2×128×128×128×32", as ByShape names it) and the element sizes of its
+// activations and of their gradients (ActivationBytes,
+// ActivationGradientBytes): each tensor read or written once per pass of
+// its kernels. norm+act forward reads x twice (statistics, then apply)
+// and writes y; backward reads x and dy twice and writes dx. 0 for other
+// groups and names without a shape.
+func MinimalTraffic(name string, actBytes, gradBytes int) int64 {
+	passes := map[string]int64{NormForward: 3 * int64(actBytes), NormBackward: 2*int64(actBytes) + 3*int64(gradBytes)}
+	for group, bytesPerElem := range passes {
 		rest, ok := strings.CutPrefix(name, group+" ")
 		if !ok {
 			continue
@@ -177,7 +183,7 @@ func MinimalTraffic(name string, elemBytes int) int64 {
 			}
 			elems *= int64(v)
 		}
-		return elems * int64(elemBytes) * p
+		return elems * bytesPerElem
 	}
 	return 0
 }

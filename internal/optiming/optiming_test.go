@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/voxtrain/voxtrain/config"
 	"github.com/voxtrain/voxtrain/cpu"
 	"github.com/voxtrain/voxtrain/internal/geom"
 	"github.com/voxtrain/voxtrain/internal/optiming"
@@ -55,19 +56,94 @@ func TestSpans(t *testing.T) {
 
 func TestMinimalTraffic(t *testing.T) {
 	for _, c := range []struct {
-		name string
-		elem int
-		want int64
+		name      string
+		act, grad int
+		want      int64
 	}{
-		{optiming.NormForward + " 2×4×4×4×8", 2, 2 * 64 * 8 * 2 * 3},
-		{optiming.NormBackward + " 2×4×4×4×8", 4, 2 * 64 * 8 * 4 * 5},
-		{optiming.NormForward, 2, 0},
-		{optiming.NormForward + " 2×x", 2, 0},
-		{optiming.Concat + " 2×4×4×4×8", 2, 0},
-		{optiming.ConvForward + " 1×4×4×4×2→8 k3×3×3 s1×1×1", 2, 0},
+		{optiming.NormForward + " 2×4×4×4×8", 2, 2, 2 * 64 * 8 * 2 * 3},
+		{optiming.NormForward + " 2×4×4×4×8", 2, 4, 2 * 64 * 8 * 2 * 3},
+		{optiming.NormBackward + " 2×4×4×4×8", 4, 4, 2 * 64 * 8 * 4 * 5},
+		{optiming.NormBackward + " 2×4×4×4×8", 2, 2, 2 * 64 * 8 * 2 * 5},
+		// bf16 activations, float32 gradients: x read twice at 2 bytes,
+		// dy twice and dx once at 4.
+		{optiming.NormBackward + " 2×4×4×4×8", 2, 4, 2 * 64 * 8 * (2*2 + 3*4)},
+		{optiming.NormForward, 2, 2, 0},
+		{optiming.NormForward + " 2×x", 2, 2, 0},
+		{optiming.Concat + " 2×4×4×4×8", 2, 2, 0},
+		{optiming.ConvForward + " 1×4×4×4×2→8 k3×3×3 s1×1×1", 2, 2, 0},
 	} {
-		if got := optiming.MinimalTraffic(c.name, c.elem); got != c.want {
-			t.Errorf("MinimalTraffic(%q, %d) = %d, want %d", c.name, c.elem, got, c.want)
+		if got := optiming.MinimalTraffic(c.name, c.act, c.grad); got != c.want {
+			t.Errorf("MinimalTraffic(%q, %d, %d) = %d, want %d", c.name, c.act, c.grad, got, c.want)
 		}
+	}
+}
+
+// narrowDevice is a CPU device that says it stores activations and their
+// gradients in 2 bytes and reports its memory, counting the calls: what
+// the CUDA device does in bf16 mode, as nn sees it.
+type narrowDevice struct {
+	*cpu.Device
+	acts, grads int
+}
+
+func (d *narrowDevice) ActivationBytes() int         { return 2 }
+func (d *narrowDevice) ActivationGradientBytes() int { return 2 }
+func (d *narrowDevice) MemoryAvailable() (int64, bool) {
+	return 1 << 40, true
+}
+func (d *narrowDevice) PeakAllocated() int64 { return 12345 }
+func (d *narrowDevice) AllocActivation(s nn.Shape) nn.Tensor {
+	d.acts++
+	return d.Alloc(s)
+}
+func (d *narrowDevice) AllocActivationGradient(s nn.Shape) nn.Tensor {
+	d.grads++
+	return d.Alloc(s)
+}
+
+// TestForwardsOptionalInterfaces checks that the wrapper keeps what the
+// wrapped device tells nn through optional interfaces: a U-Net built on
+// the wrapper allocates its activations and their gradients through the
+// wrapped device's narrow allocators (timing a bf16 GPU step with float32
+// activations is the fault this guards against), and over a device without
+// them everything is float32.
+func TestForwardsOptionalInterfaces(t *testing.T) {
+	nd := &narrowDevice{Device: cpu.New(cpu.Options{Threads: 1})}
+	d := &optiming.Device{Device: nd, Span: func(string) func() { return func() {} }}
+	var (
+		_ nn.ActivationAllocator         = d
+		_ nn.ActivationGradientAllocator = d
+		_ nn.MemoryReporter              = d
+	)
+	if d.ActivationBytes() != 2 || d.ActivationGradientBytes() != 2 || d.PeakAllocated() != 12345 {
+		t.Errorf("wrapper answers activation %d, gradient %d bytes, peak %d; want the wrapped 2, 2, 12345",
+			d.ActivationBytes(), d.ActivationGradientBytes(), d.PeakAllocated())
+	}
+	if b, ok := d.MemoryAvailable(); !ok || b != 1<<40 {
+		t.Errorf("MemoryAvailable = %d, %v; want the wrapped device's", b, ok)
+	}
+	m, err := nn.NewUNet(d, config.Default().Model, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := m.NewWorkspace(1, [3]int{16, 16, 16}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Free()
+	if nd.acts == 0 || nd.grads == 0 {
+		t.Errorf("the U-Net's workspace made %d activations and %d activation gradients through the wrapped device's allocators; want both > 0", nd.acts, nd.grads)
+	}
+
+	plain := &optiming.Device{Device: cpu.New(cpu.Options{Threads: 1})}
+	if plain.ActivationBytes() != 4 || plain.ActivationGradientBytes() != 4 || plain.PeakAllocated() != 0 {
+		t.Errorf("over the CPU device: activation %d, gradient %d bytes, peak %d; want 4, 4, 0",
+			plain.ActivationBytes(), plain.ActivationGradientBytes(), plain.PeakAllocated())
+	}
+	if _, ok := plain.MemoryAvailable(); !ok {
+		t.Error("over the CPU device MemoryAvailable says not ok; the CPU device reports the machine's")
+	}
+	if x := plain.AllocActivation(nn.Shape{2, 3}); x.Shape().Len() != 6 {
+		t.Errorf("AllocActivation over the CPU device: shape %v", x.Shape())
 	}
 }
