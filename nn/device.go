@@ -119,6 +119,52 @@ type ActivationGradientAllocator interface {
 	AllocActivationGradient(shape Shape) Tensor
 }
 
+// ConvKind names a convolution pass by the Device method that runs it.
+type ConvKind int
+
+// The convolution passes.
+const (
+	ConvForward        ConvKind = iota // Conv3DForward
+	ConvBackwardData                   // Conv3DBackwardData
+	ConvBackwardWeight                 // Conv3DBackwardWeight
+)
+
+// String names the pass as the Device method does.
+func (k ConvKind) String() string {
+	switch k {
+	case ConvForward:
+		return "Conv3DForward"
+	case ConvBackwardData:
+		return "Conv3DBackwardData"
+	case ConvBackwardWeight:
+		return "Conv3DBackwardWeight"
+	}
+	return fmt.Sprintf("ConvKind(%d)", int(k))
+}
+
+// ConvPass is one convolution a workspace's steps run: the pass and its
+// geometry.
+type ConvPass struct {
+	Kind ConvKind
+	Geom geom.Conv
+}
+
+// ConvPreparer is implemented by a device that picks each convolution's
+// algorithm by timing the candidates at first use (the CUDA device with
+// cuDNN, like PyTorch's cudnn.benchmark). NewWorkspace hands it every pass
+// the workspace's steps will run before allocating the workspace, so that
+// the timing's scratch memory (up to cuDNN's workspace limit, 1 GiB) comes
+// and goes while the device holds only the weights, instead of adding to
+// the peak of a step whose activations are all allocated — PyTorch times
+// during its first forward pass, before most activations exist; without
+// this, voxtrain's first run on a GPU model peaked 1 GiB above every
+// later one (docs/GPU.md, 2026-11-27). An error is the device's failure
+// (out of memory, a library fault); a pass the device cannot time is not
+// an error: it is timed, or run another way, when the step meets it.
+type ConvPreparer interface {
+	PrepareConvs(passes []ConvPass) error
+}
+
 // Shape is a tensor's dimensions, outermost first.
 type Shape []int
 

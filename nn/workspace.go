@@ -86,7 +86,14 @@ func (m *UNet) LevelSizes(size [3]int) ([][3]int, error) {
 // activations are allocated through it; on one that stores their
 // gradients in a narrower type (ActivationGradientAllocator), the
 // gradient buffers are.
+//
+// On a device that times its convolution algorithms (ConvPreparer), every
+// pass the workspace's steps run is timed first, before any of its memory
+// is allocated.
 func (m *UNet) NewWorkspace(n int, size [3]int, train bool) (*Workspace, error) {
+	if err := m.prepareConvs(n, size, train); err != nil {
+		return nil, err
+	}
 	return m.newWorkspace(n, size, train, m.allocators())
 }
 

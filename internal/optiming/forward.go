@@ -62,3 +62,13 @@ func (d *Device) PeakAllocated() int64 {
 	}
 	return 0
 }
+
+// PrepareConvs forwards nn.ConvPreparer (nothing to prepare where the
+// wrapped device lacks it), so that a timed step does not time cuDNN's
+// algorithms inside the step.
+func (d *Device) PrepareConvs(passes []nn.ConvPass) error {
+	if p, ok := d.Device.(nn.ConvPreparer); ok {
+		return p.PrepareConvs(passes)
+	}
+	return nil
+}

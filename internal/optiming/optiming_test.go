@@ -83,7 +83,12 @@ func TestMinimalTraffic(t *testing.T) {
 // the CUDA device does in bf16 mode, as nn sees it.
 type narrowDevice struct {
 	*cpu.Device
-	acts, grads int
+	acts, grads, prepared int
+}
+
+func (d *narrowDevice) PrepareConvs(ps []nn.ConvPass) error {
+	d.prepared += len(ps)
+	return nil
 }
 
 func (d *narrowDevice) ActivationBytes() int         { return 2 }
@@ -114,6 +119,7 @@ func TestForwardsOptionalInterfaces(t *testing.T) {
 		_ nn.ActivationAllocator         = d
 		_ nn.ActivationGradientAllocator = d
 		_ nn.MemoryReporter              = d
+		_ nn.ConvPreparer                = d
 	)
 	if d.ActivationBytes() != 2 || d.ActivationGradientBytes() != 2 || d.PeakAllocated() != 12345 {
 		t.Errorf("wrapper answers activation %d, gradient %d bytes, peak %d; want the wrapped 2, 2, 12345",
@@ -131,6 +137,9 @@ func TestForwardsOptionalInterfaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ws.Free()
+	if nd.prepared == 0 {
+		t.Error("the U-Net's workspace prepared no convolution through the wrapped device")
+	}
 	if nd.acts == 0 || nd.grads == 0 {
 		t.Errorf("the U-Net's workspace made %d activations and %d activation gradients through the wrapped device's allocators; want both > 0", nd.acts, nd.grads)
 	}
@@ -142,6 +151,9 @@ func TestForwardsOptionalInterfaces(t *testing.T) {
 	}
 	if _, ok := plain.MemoryAvailable(); !ok {
 		t.Error("over the CPU device MemoryAvailable says not ok; the CPU device reports the machine's")
+	}
+	if err := plain.PrepareConvs([]nn.ConvPass{{}}); err != nil {
+		t.Errorf("PrepareConvs over the CPU device: %v", err)
 	}
 	if x := plain.AllocActivation(nn.Shape{2, 3}); x.Shape().Len() != 6 {
 		t.Errorf("AllocActivation over the CPU device: shape %v", x.Shape())

@@ -5,6 +5,7 @@ import (
 
 	"github.com/voxtrain/voxtrain/gpu/internal/dnn"
 	"github.com/voxtrain/voxtrain/internal/geom"
+	"github.com/voxtrain/voxtrain/nn"
 )
 
 // With UseDNN, the convolutions go to cuDNN (package dnn chooses each
@@ -108,20 +109,44 @@ func (d *Device[B]) sampleProblem(g geom.Conv) (dnn.Problem, bool) {
 }
 
 // runDNN runs pass k of g on the cuDNN-typed operands, timing algorithms
-// at first use: the whole batch in one call where cuDNN has an algorithm
-// for it, else one sample at a time — cuDNN's NDHWC kernels
-// refuse some large tensors whole that they take a sample at a time
-// (docs/GPU.md) — the weight gradient accumulating over the samples in
-// their order. It returns false, having written nothing, when neither
-// works.
+// at first use (planDNN): the whole batch in one call where cuDNN has an
+// algorithm for it, else one sample at a time, the weight gradient
+// accumulating over the samples in their order. It returns false, having
+// written nothing, when neither works.
 func (d *Device[B]) runDNN(op string, k dnn.Kind, g geom.Conv, p *dnn.Problem, x, w, y B) bool {
-	if c, ok := d.choose(op, k, p, x, w, y); ok {
+	run, c, perSample, ok := d.planDNN(op, k, g, p, x, w, y)
+	if !ok {
+		return false
+	}
+	if !perSample {
 		d.runChoice(op, k, p, c, 0, x, w, y)
 		return true
 	}
+	el := d.dnnPrec.ElemSize()
+	for n := 0; n < g.N; n++ {
+		xn := d.machine.Offset(x, n*el*g.InLen()/g.N)
+		yn := d.machine.Offset(y, n*el*g.OutLen()/g.N)
+		beta := float32(0)
+		if k == dnn.BackwardFilter && n > 0 {
+			beta = 1
+		}
+		d.runChoice(op, k, &run, c, beta, xn, w, yn)
+	}
+	return true
+}
+
+// planDNN returns how pass k of g (problem p) runs on cuDNN, timing
+// algorithms on x, w and y at first use: p and its choice where cuDNN has
+// an algorithm for the whole batch, else one sample's problem and choice
+// (perSample) — cuDNN's NDHWC kernels refuse some large tensors whole
+// that they take a sample at a time (docs/GPU.md); false when neither.
+func (d *Device[B]) planDNN(op string, k dnn.Kind, g geom.Conv, p *dnn.Problem, x, w, y B) (run dnn.Problem, c dnn.Choice, perSample, ok bool) {
+	if c, ok := d.choose(op, k, p, x, w, y); ok {
+		return *p, c, false, true
+	}
 	p1, ok := d.sampleProblem(g)
 	if !ok {
-		return false
+		return dnn.Problem{}, dnn.Choice{}, false, false
 	}
 	c, known := d.dnn.Lookup(k, &p1)
 	if !known {
@@ -132,20 +157,80 @@ func (d *Device[B]) runDNN(op string, k dnn.Kind, g geom.Conv, p *dnn.Problem, x
 			d.dnn.Note(fmt.Sprintf("the %s pass of %s: voxtrain's own convolution (cuDNN has no algorithm for it, whole or per sample)", k, p))
 		}
 	}
-	if !c.OK {
-		return false
+	return p1, c, true, c.OK
+}
+
+// dnnKinds maps nn's convolution passes to cuDNN's.
+var dnnKinds = map[nn.ConvKind]dnn.Kind{
+	nn.ConvForward:        dnn.Forward,
+	nn.ConvBackwardData:   dnn.BackwardData,
+	nn.ConvBackwardWeight: dnn.BackwardFilter,
+}
+
+// PrepareConvs times cuDNN's algorithms for every pass no choice is known
+// for yet (nn.ConvPreparer: NewWorkspace calls it before allocating a
+// workspace), as the step would at first use — whole batch, else per
+// sample — on scratch operands of the largest problem's size, in the
+// search workspace findDNN borrows. All of it goes back to the driver
+// afterwards, so the search adds nothing to the peak of a step, whose
+// activations are all allocated by then. Passes cuDNN cannot describe are
+// the step's to run with the own convolution, as without it. The error is
+// the device's (out of memory for the scratch, a sticky fault).
+func (d *Device[B]) PrepareConvs(passes []nn.ConvPass) error {
+	if d.dnn == nil {
+		return nil
+	}
+	const op = "PrepareConvs"
+	type job struct {
+		k dnn.Kind
+		g geom.Conv
+		p dnn.Problem
+	}
+	var jobs []job
+	var nx, nw, ny int
+	for _, ps := range passes {
+		k, ok := dnnKinds[ps.Kind]
+		if !ok {
+			return fmt.Errorf("%s.%s: unknown convolution pass %v", d.prefix, op, ps.Kind)
+		}
+		p, err := dnn.NewProblem(ps.Geom, d.dnnPrec)
+		if err != nil || !d.dnnMayRun(k, ps.Geom, &p) {
+			continue
+		}
+		if c, known := d.dnn.Lookup(k, &p); known && c.OK {
+			continue
+		}
+		jobs = append(jobs, job{k, ps.Geom, p})
+		nx, nw, ny = max(nx, ps.Geom.InLen()), max(nw, ps.Geom.WeightLen()), max(ny, ps.Geom.OutLen())
+	}
+	if len(jobs) == 0 {
+		return d.Err()
 	}
 	el := d.dnnPrec.ElemSize()
-	for n := 0; n < g.N; n++ {
-		xn := d.machine.Offset(x, n*el*g.InLen()/g.N)
-		yn := d.machine.Offset(y, n*el*g.OutLen()/g.N)
-		beta := float32(0)
-		if k == dnn.BackwardFilter && n > 0 {
-			beta = 1
+	var bufs []B
+	var sizes []int
+	for _, n := range []int{el * nx, el * nw, el * ny} {
+		b, err := d.cache.get(n, false)
+		if err != nil {
+			for i, b := range bufs {
+				d.cache.put(b, sizes[i], false)
+			}
+			return fmt.Errorf("%s.%s: scratch for timing %d convolutions: %w", d.prefix, op, len(jobs), err)
 		}
-		d.runChoice(op, k, &p1, c, beta, xn, w, yn)
+		bufs, sizes = append(bufs, b), append(sizes, n)
 	}
-	return true
+	for _, j := range jobs {
+		d.planDNN(op, j.k, j.g, &j.p, bufs[0], bufs[1], bufs[2])
+	}
+	for i, b := range bufs {
+		d.cache.put(b, sizes[i], false)
+	}
+	// The scratch and the search workspace would otherwise stay reserved
+	// on the free lists, in size classes the workspace may never use.
+	if err := d.cache.release(); err != nil {
+		return fmt.Errorf("%s.%s: %w", d.prefix, op, err)
+	}
+	return d.Err()
 }
 
 // choose returns the choice for pass k of p, timing the algorithms on

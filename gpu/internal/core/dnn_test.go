@@ -12,6 +12,7 @@ import (
 	"github.com/voxtrain/voxtrain/gpu/internal/devcheck"
 	"github.com/voxtrain/voxtrain/gpu/internal/dnn"
 	"github.com/voxtrain/voxtrain/kernels/emu"
+	"github.com/voxtrain/voxtrain/nn"
 )
 
 // dnnDevice returns an emulated device whose convolutions go through a
@@ -188,5 +189,53 @@ func TestUNetStepDNNUnderEmulation(t *testing.T) {
 	devcheck.UNetStep(t, dev, emuStepCase("sgd"), devcheck.BF16)
 	if dev.be.gemms != 0 || f.runs[4] == 0 {
 		t.Errorf("%d GEMMs, cuDNN runs %v: the step's convolutions did not all go to cuDNN", dev.be.gemms, f.runs)
+	}
+}
+
+// TestPrepareConvsKeepsTheSearchOutOfThePeak trains a step of a small
+// deep-supervised U-Net in bf16 (bf16 activations and gradients, every
+// convolution through the fake cuDNN) twice: first with no algorithm
+// known, then with the first run's choices from the disk cache. The
+// workspace's preparation (nn.ConvPreparer) times every convolution
+// before the workspace is allocated, so the first run peaks exactly where
+// the second does — before it, the search's workspace came on top of the
+// allocated step (on the H100, nnU-Net bf16: 5832 against 4808 MiB) — and
+// the step itself times nothing.
+func TestPrepareConvsKeepsTheSearchOutOfThePeak(t *testing.T) {
+	o := dnn.Options{CacheFile: filepath.Join(t.TempDir(), "cudnn.json"), GPU: "emulated GPU", WorkspaceLimit: 64 << 10}
+	cfg := devcheck.Model([]int{4, 8, 8}, 3, true)
+	run := func() (peak int64, found, inStep int, e *dnn.Engine[*emu.Buffer]) {
+		dev := newEmuDevice(core.Options{BF16: true, BF16Activations: true, BF16Gradients: true, ConvWorkspace: 4 << 10,
+			Name: "emulated CUDA device, fake cuDNN, bf16 activations and gradients"})
+		f := newFakeDNN()
+		e = dnn.New[*emu.Buffer](f, o)
+		dev.UseDNN(e, dnn.BF16)
+		r, err := nn.BenchStep(dev, cfg, nn.BenchOptions{Batch: 2, Patch: [3]int{8, 8, 8}, Steps: 2, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.runs[4] == 0 {
+			t.Fatalf("cuDNN ran %v: the convolutions did not go to cuDNN", f.runs)
+		}
+		found, _ = e.Counts()
+		return r.PeakAllocated, found, f.findsAfterRun, e
+	}
+	peak1, found1, inStep, e1 := run()
+	if found1 == 0 {
+		t.Fatal("the first run timed nothing")
+	}
+	if inStep != 0 {
+		t.Errorf("%d of the first run's %d searches came after a convolution had run: inside the step, not before it", inStep, found1)
+	}
+	if err := e1.Save(); err != nil {
+		t.Fatal(err)
+	}
+	peak2, found2, _, _ := run()
+	if found2 != 0 {
+		t.Errorf("the run with the disk cache timed %d problems", found2)
+	}
+	if peak1 != peak2 {
+		t.Errorf("the run that timed cuDNN's algorithms peaked at %d bytes, the one with them cached at %d: the search added %d bytes to the step's peak",
+			peak1, peak2, peak1-peak2)
 	}
 }

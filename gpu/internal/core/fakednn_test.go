@@ -37,6 +37,9 @@ type fakeDNN struct {
 	mu    sync.Mutex
 	finds map[dnn.Kind]int
 	runs  map[int32]int // by algorithm
+	// findsAfterRun counts the Finds made once a convolution had run:
+	// algorithms timed inside a step rather than before it.
+	findsAfterRun int
 	// unsupported, when set, makes every algorithm fail for the problems
 	// it returns true for (as cuDNN does for shapes it has no kernel for).
 	unsupported func(*dnn.Problem) bool
@@ -87,6 +90,9 @@ func (f *fakeDNN) Find(k dnn.Kind, p *dnn.Problem, x, w, y, ws *emu.Buffer, wsBy
 	}
 	f.mu.Lock()
 	f.finds[k]++
+	if len(f.runs) > 0 {
+		f.findsAfterRun++
+	}
 	f.mu.Unlock()
 	var perfs []dnn.Perf
 	for _, a := range fakeAlgos {
