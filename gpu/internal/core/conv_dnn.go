@@ -174,8 +174,9 @@ var dnnKinds = map[nn.ConvKind]dnn.Kind{
 // search workspace findDNN borrows. All of it goes back to the driver
 // afterwards, so the search adds nothing to the peak of a step, whose
 // activations are all allocated by then. Passes cuDNN cannot describe are
-// the step's to run with the own convolution, as without it. The error is
-// the device's (out of memory for the scratch, a sticky fault).
+// the step's to run with the own convolution, as without it; so are all
+// of them when the scratch does not fit. The error is the device's sticky
+// fault, if any.
 func (d *Device[B]) PrepareConvs(passes []nn.ConvPass) error {
 	if d.dnn == nil {
 		return nil
@@ -215,7 +216,10 @@ func (d *Device[B]) PrepareConvs(passes []nn.ConvPass) error {
 			for i, b := range bufs {
 				d.cache.put(b, sizes[i], false)
 			}
-			return fmt.Errorf("%s.%s: scratch for timing %d convolutions: %w", d.prefix, op, len(jobs), err)
+			// Too little memory even for the scratch: the step times
+			// them at first use, as without preparation, and meets
+			// the shortage itself if it is one.
+			return d.Err()
 		}
 		bufs, sizes = append(bufs, b), append(sizes, n)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/voxtrain/voxtrain/gpu/internal/core"
 	"github.com/voxtrain/voxtrain/gpu/internal/devcheck"
 	"github.com/voxtrain/voxtrain/gpu/internal/dnn"
+	"github.com/voxtrain/voxtrain/internal/geom"
 	"github.com/voxtrain/voxtrain/kernels/emu"
 	"github.com/voxtrain/voxtrain/nn"
 )
@@ -237,5 +238,35 @@ func TestPrepareConvsKeepsTheSearchOutOfThePeak(t *testing.T) {
 	if peak1 != peak2 {
 		t.Errorf("the run that timed cuDNN's algorithms peaked at %d bytes, the one with them cached at %d: the search added %d bytes to the step's peak",
 			peak1, peak2, peak1-peak2)
+	}
+}
+
+// TestPrepareConvsWithoutMemory checks that a preparation without memory
+// for its scratch is no error and decides nothing — the step times the
+// pass at first use, as without preparation — and that with memory it
+// times the pass.
+func TestPrepareConvsWithoutMemory(t *testing.T) {
+	dev, f, e := dnnDevice(dnn.BF16, dnn.Options{WorkspaceLimit: 64 << 10})
+	g := geom.Conv{N: 2, InD: 8, InH: 8, InW: 8, InC: 4, OutC: 8, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}
+	passes := []nn.ConvPass{{Kind: nn.ConvForward, Geom: g}, {Kind: nn.ConvBackwardWeight, Geom: g}}
+	dev.be.failMalloc = func(int) bool { return true }
+	if err := dev.PrepareConvs(passes); err != nil {
+		t.Fatalf("without memory: %v, want no error", err)
+	}
+	dev.be.failMalloc = nil
+	if err := dev.Err(); err != nil {
+		t.Fatalf("the device's error after a preparation without memory: %v", err)
+	}
+	if found, _ := e.Counts(); found != 0 || f.finds[dnn.Forward] != 0 {
+		t.Fatalf("without memory %d problems were decided (%v timed)", found, f.finds)
+	}
+	if err := dev.PrepareConvs(passes); err != nil {
+		t.Fatal(err)
+	}
+	if found, _ := e.Counts(); found != 2 || f.finds[dnn.Forward] != 1 || f.finds[dnn.BackwardFilter] != 1 {
+		t.Errorf("with memory %d problems decided, %v timed; want the 2 passes, once each", found, f.finds)
+	}
+	if err := dev.PrepareConvs(passes); err != nil || f.finds[dnn.Forward] != 1 {
+		t.Errorf("a second preparation: %v, %v timed; want nothing timed again", err, f.finds)
 	}
 }
