@@ -7,9 +7,9 @@ import (
 )
 
 // ConvPasses returns every convolution pass a step on the workspace runs,
-// each once: the forward pass's (Forward, and
-// the transposed convolutions' BackwardData) for an inference workspace,
-// and for a training one the backward pass's too — the first convolution
+// each once: the forward pass's (Forward, and the transposed convolutions'
+// BackwardData) for an inference workspace, and for a training one the
+// backward pass's too — the first convolution
 // computes no input gradient (the image needs none).
 // TestConvPassesAreTheStepsConvolutions holds it to the calls a step makes.
 func (ws *Workspace) ConvPasses() []ConvPass {
@@ -25,14 +25,13 @@ func (ws *Workspace) ConvPasses() []ConvPass {
 	// conv adds a convolution's forward pass, or with backward its
 	// backward passes (the input gradient unless noDx).
 	conv := func(g geom.Conv, backward, noDx bool) {
-		switch {
-		case !backward:
+		if !backward {
 			add(ConvForward, g)
-		default:
-			add(ConvBackwardWeight, g)
-			if !noDx {
-				add(ConvBackwardData, g)
-			}
+			return
+		}
+		add(ConvBackwardWeight, g)
+		if !noDx {
+			add(ConvBackwardData, g)
 		}
 	}
 	// The transposed convolution runs its adjoint g backwards: data
@@ -86,16 +85,13 @@ func (ws *Workspace) ConvPasses() []ConvPass {
 // prepareConvs hands the convolution passes of a workspace of this shape
 // to a device that times its algorithms (ConvPreparer) before the
 // workspace is allocated: the passes come from a workspace built without
-// memory, as WorkspaceBytes builds it.
+// memory (dryWorkspace).
 func (m *UNet) prepareConvs(n int, size [3]int, train bool) error {
 	p, ok := m.dev.(ConvPreparer)
 	if !ok {
 		return nil
 	}
-	a := m.allocators()
-	none := func(Shape) Tensor { return nil }
-	a.f32, a.act, a.grad = none, none, none
-	dry, err := m.newWorkspace(n, size, train, a)
+	dry, err := m.dryWorkspace(n, size, train, nil)
 	if err != nil {
 		return err
 	}

@@ -126,20 +126,31 @@ func (m *UNet) allocators() allocators {
 // a message, not a crash.
 func (m *UNet) WorkspaceBytes(n int, size [3]int, train bool) (int64, error) {
 	var total int64
+	_, err := m.dryWorkspace(n, size, train, func(bytes int64) { total += bytes })
+	return total, err
+}
+
+// dryWorkspace builds the workspace NewWorkspace would, without memory:
+// every tensor is nil, and count, unless nil, is told the bytes each
+// would take (float32, activations of the device's ActivationBytes,
+// activation gradients of its ActivationGradientBytes). Its sizes and
+// convolution geometries are the real workspace's.
+func (m *UNet) dryWorkspace(n int, size [3]int, train bool, count func(bytes int64)) (*Workspace, error) {
 	counter := func(elemBytes int) func(Shape) Tensor {
 		return func(s Shape) Tensor {
-			e := int64(1)
-			for _, d := range s {
-				e *= int64(d)
+			if count != nil {
+				e := int64(elemBytes)
+				for _, d := range s {
+					e *= int64(d)
+				}
+				count(e)
 			}
-			total += int64(elemBytes) * e
 			return nil
 		}
 	}
 	a := m.allocators()
 	a.f32, a.act, a.grad = counter(4), counter(a.actBytes), counter(a.gradBytes)
-	_, err := m.newWorkspace(n, size, train, a)
-	return total, err
+	return m.newWorkspace(n, size, train, a)
 }
 
 // newWorkspace builds a workspace with the allocators a.

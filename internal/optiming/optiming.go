@@ -18,7 +18,8 @@ import (
 // bias, loss and optimiser ops each run inside Span(group); every other op
 // goes straight to the wrapped device, and so do the optional interfaces
 // that change how nn uses a device (forward.go): narrow activation and
-// gradient storage, free memory, peak memory. The loss devices for an
+// gradient storage, free memory, peak memory, the convolutions' timing
+// before a workspace is allocated. The loss devices for an
 // ignore label and multi-label outputs are not forwarded: a step timed
 // through Device uses the softmax loss (a Criterion needing them refuses
 // the device with an error).

@@ -96,6 +96,25 @@ func (d *Device[B]) dnnMayRun(k dnn.Kind, g geom.Conv, p *dnn.Problem) bool {
 	return !known || c.OK
 }
 
+// dnnUntimed reports whether the first use of pass k of g (problem p)
+// would time algorithms: no choice is known for the whole batch, or the
+// known one has no algorithm and none is known yet for one sample.
+func (d *Device[B]) dnnUntimed(k dnn.Kind, g geom.Conv, p *dnn.Problem) bool {
+	c, known := d.dnn.Lookup(k, p)
+	if !known {
+		return true
+	}
+	if c.OK {
+		return false
+	}
+	p1, ok := d.sampleProblem(g)
+	if !ok {
+		return false
+	}
+	_, known = d.dnn.Lookup(k, &p1)
+	return !known
+}
+
 // sampleProblem returns the problem of one sample of g's batch; false
 // when g has one sample already or the problem does not fit cuDNN.
 func (d *Device[B]) sampleProblem(g geom.Conv) (dnn.Problem, bool) {
@@ -195,10 +214,7 @@ func (d *Device[B]) PrepareConvs(passes []nn.ConvPass) error {
 			return fmt.Errorf("%s.%s: unknown convolution pass %v", d.prefix, op, ps.Kind)
 		}
 		p, err := dnn.NewProblem(ps.Geom, d.dnnPrec)
-		if err != nil || !d.dnnMayRun(k, ps.Geom, &p) {
-			continue
-		}
-		if c, known := d.dnn.Lookup(k, &p); known && c.OK {
+		if err != nil || !d.dnnUntimed(k, ps.Geom, &p) {
 			continue
 		}
 		jobs = append(jobs, job{k, ps.Geom, p})
@@ -208,20 +224,20 @@ func (d *Device[B]) PrepareConvs(passes []nn.ConvPass) error {
 		return d.Err()
 	}
 	el := d.dnnPrec.ElemSize()
-	var bufs []B
-	var sizes []int
-	for _, n := range []int{el * nx, el * nw, el * ny} {
+	sizes := [3]int{el * nx, el * nw, el * ny} // x, w, y
+	var bufs [3]B
+	for i, n := range sizes {
 		b, err := d.cache.get(n, false)
 		if err != nil {
-			for i, b := range bufs {
-				d.cache.put(b, sizes[i], false)
+			for j := range i {
+				d.cache.put(bufs[j], sizes[j], false)
 			}
 			// Too little memory even for the scratch: the step times
 			// them at first use, as without preparation, and meets
 			// the shortage itself if it is one.
 			return d.Err()
 		}
-		bufs, sizes = append(bufs, b), append(sizes, n)
+		bufs[i] = b
 	}
 	for _, j := range jobs {
 		d.planDNN(op, j.k, j.g, &j.p, bufs[0], bufs[1], bufs[2])

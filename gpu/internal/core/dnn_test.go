@@ -243,8 +243,8 @@ func TestPrepareConvsKeepsTheSearchOutOfThePeak(t *testing.T) {
 
 // TestPrepareConvsWithoutMemory checks that a preparation without memory
 // for its scratch is no error and decides nothing — the step times the
-// pass at first use, as without preparation — and that with memory it
-// times the pass.
+// pass at first use, as without preparation — that with memory it times
+// the pass once, and a pass cuDNN refuses whole sample by sample.
 func TestPrepareConvsWithoutMemory(t *testing.T) {
 	dev, f, e := dnnDevice(dnn.BF16, dnn.Options{WorkspaceLimit: 64 << 10})
 	g := geom.Conv{N: 2, InD: 8, InH: 8, InW: 8, InC: 4, OutC: 8, KD: 3, KH: 3, KW: 3, SD: 1, SH: 1, SW: 1, PD: 1, PH: 1, PW: 1}
@@ -267,6 +267,23 @@ func TestPrepareConvsWithoutMemory(t *testing.T) {
 		t.Errorf("with memory %d problems decided, %v timed; want the 2 passes, once each", found, f.finds)
 	}
 	if err := dev.PrepareConvs(passes); err != nil || f.finds[dnn.Forward] != 1 {
+		t.Errorf("a second preparation: %v, %v timed; want nothing timed again", err, f.finds)
+	}
+
+	// A problem cuDNN refuses for the whole batch is prepared sample by
+	// sample, as the step would run it, and then known both ways.
+	dev, f, e = dnnDevice(dnn.BF16, dnn.Options{WorkspaceLimit: 64 << 10})
+	f.unsupported = func(p *dnn.Problem) bool { return p.X.Dims[0] > 1 }
+	if err := dev.PrepareConvs(passes[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if found, _ := e.Counts(); found != 2 || f.finds[dnn.Forward] != 2 {
+		t.Errorf("refused whole: %d problems decided, %v timed; want the batch's and one sample's", found, f.finds)
+	}
+	if n := strings.Join(e.Notes(), "\n"); !strings.Contains(n, "cuDNN, one sample at a time") {
+		t.Errorf("notes %q do not say the pass runs sample by sample", n)
+	}
+	if err := dev.PrepareConvs(passes[:1]); err != nil || f.finds[dnn.Forward] != 2 {
 		t.Errorf("a second preparation: %v, %v timed; want nothing timed again", err, f.finds)
 	}
 }
